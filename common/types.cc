@@ -1,0 +1,56 @@
+#include "hedgedb/types.h"
+
+namespace hedgedb {
+
+namespace {
+struct KindEntry {
+  Kind kind;
+  const char* name;
+};
+constexpr KindEntry kKinds[] = {{Kind::kPoint, "point"},
+                                {Kind::kGaussian, "gaussian"},
+                                {Kind::kMog, "mog"},
+                                {Kind::kCodes, "codes"}};
+struct ScoreEntry {
+  ScoreType score;
+  const char* name;
+};
+constexpr ScoreEntry kScores[] = {{ScoreType::kDefault, "default"}, {ScoreType::kMc, "mc"},
+                                  {ScoreType::kCsd, "csd"},         {ScoreType::kMls, "mls"},
+                                  {ScoreType::kL2, "l2"},           {ScoreType::kMatch, "match"},
+                                  {ScoreType::kLogprob, "logprob"}};
+}  // namespace
+
+const char* KindName(Kind kind) {
+  for (const auto& e : kKinds)
+    if (e.kind == kind) return e.name;
+  return "unknown";
+}
+
+bool ParseKind(const std::string& name, Kind* kind) {
+  for (const auto& e : kKinds) {
+    if (name == e.name) {
+      *kind = e.kind;
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* ScoreName(ScoreType score) {
+  for (const auto& e : kScores)
+    if (e.score == score) return e.name;
+  return "unknown";
+}
+
+bool ParseScore(const std::string& name, ScoreType* score) {
+  for (const auto& e : kScores) {
+    if (name == e.name) {
+      *score = e.score;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace hedgedb

@@ -1,0 +1,68 @@
+// hedgedb::DB, the entry point of an embedding program: a database directory
+// holding named collections of uncertain embeddings.
+//
+//   std::unique_ptr<hedgedb::DB> db;
+//   hedgedb::Status s = hedgedb::DB::Open(hedgedb::Options(), "/data/mydb", &db);
+//   hedgedb::CollectionSpec spec; spec.name = "faces"; spec.kind = hedgedb::Kind::kGaussian;
+//   spec.dim = 64; s = db->CreateCollection(spec);
+//   s = db->Ingest("faces", batch, &ids);
+//   s = db->Search("faces", queries, hedgedb::SearchOptions(), &results);
+//
+// Thread safety: every method may be called concurrently from many threads.
+// Searches on a collection run in parallel; writes to it are serialised.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hedgedb/options.h"
+#include "hedgedb/status.h"
+#include "hedgedb/types.h"
+
+namespace hedgedb {
+
+class DB {
+ public:
+  // Opens (or creates, per options) the database in directory `path`.
+  static Status Open(const Options& options, const std::string& path, std::unique_ptr<DB>* db);
+
+  DB() = default;
+  DB(const DB&) = delete;
+  DB& operator=(const DB&) = delete;
+  // Saves every coarse index that is behind its records, then closes.
+  virtual ~DB() = default;
+
+  virtual Status CreateCollection(const CollectionSpec& spec) = 0;
+  // Removes the collection, its records and its index file.
+  virtual Status DropCollection(const std::string& name) = 0;
+  virtual Status ListCollections(std::vector<std::string>* names) = 0;
+  virtual Status DescribeCollection(const std::string& name, CollectionSpec* spec) = 0;
+
+  // Validates and writes one batch atomically and durably (see Options::sync).
+  // On success `ids` (if not null) receives the n ids written, in order.
+  // On error nothing is written.
+  virtual Status Ingest(const std::string& collection, const IngestBatch& batch,
+                        std::vector<int64_t>* ids) = 0;
+
+  // One Record per id (found = false for unknown ids).
+  virtual Status Get(const std::string& collection, const int64_t* ids, size_t n,
+                     std::vector<Record>* records) = 0;
+
+  // Removes the items with these ids; unknown ids are an error (nothing is
+  // removed). `removed` (if not null) receives the count removed.
+  virtual Status Remove(const std::string& collection, const int64_t* ids, size_t n,
+                        int64_t* removed) = 0;
+
+  // Top-k search for each of the queries.n queries. Queries use the item layout
+  // of the collection's kind, except codes collections, which take logp tables.
+  virtual Status Search(const std::string& collection, const EmbeddingView& queries,
+                        const SearchOptions& options, std::vector<SearchResult>* results) = 0;
+
+  virtual Status GetStats(const std::string& collection, CollectionStats* stats) = 0;
+
+  // Saves every coarse index file that is behind its records.
+  virtual Status Flush() = 0;
+};
+
+}  // namespace hedgedb

@@ -1,0 +1,8 @@
+// Umbrella header of the hedgedb core library.
+#pragma once
+
+#include "hedgedb/db.h"
+#include "hedgedb/npy.h"
+#include "hedgedb/options.h"
+#include "hedgedb/status.h"
+#include "hedgedb/types.h"

@@ -1,0 +1,40 @@
+// NumPy .npy files (format versions 1.0-3.0, C order, little-endian): the array
+// format of the hedgedb command line and of the encoders' outputs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hedgedb/status.h"
+
+namespace hedgedb {
+
+enum class NpyType { kFloat32, kFloat64, kInt8, kUInt8, kInt16, kUInt16, kInt32, kUInt32, kInt64, kUInt64 };
+
+struct NpyArray {
+  NpyType type = NpyType::kFloat32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;  // element_count() * element size, little-endian
+
+  int64_t element_count() const;
+  bool is_float() const { return type == NpyType::kFloat32 || type == NpyType::kFloat64; }
+};
+
+// Reads `path`. Errors name the file: missing, not .npy, unsupported dtype
+// (e.g. big-endian, object, Fortran order) or truncated.
+Status ReadNpy(const std::string& path, NpyArray* array);
+// Writes atomically (tmp file + rename).
+Status WriteNpy(const std::string& path, const NpyArray& array);
+
+// Element conversions; `what` names the array in error messages. ToFloat32
+// accepts float arrays only; ToInt64 accepts integer arrays only (and
+// float arrays whose values are all integral).
+Status NpyToFloat32(const NpyArray& array, const std::string& what, std::vector<float>* out);
+Status NpyToInt64(const NpyArray& array, const std::string& what, std::vector<int64_t>* out);
+
+NpyArray MakeNpy(const std::vector<float>& data, std::vector<int64_t> shape);
+NpyArray MakeNpy(const std::vector<int64_t>& data, std::vector<int64_t> shape);
+NpyArray MakeNpy(const std::vector<int32_t>& data, std::vector<int64_t> shape);
+
+}  // namespace hedgedb

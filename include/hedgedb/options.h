@@ -1,0 +1,25 @@
+// Options for opening a database (plain struct, documented defaults).
+#pragma once
+
+#include <cstdint>
+
+namespace hedgedb {
+
+struct Options {
+  // Create the database directory if it does not exist.
+  bool create_if_missing = true;
+  // Fail if the database already exists.
+  bool error_if_exists = false;
+  // fsync the write-ahead log before acknowledging each write. With false (the
+  // default) an acknowledged batch survives a process crash (the WAL is written
+  // before Ingest returns) but not a power loss; with true it survives both.
+  bool sync = false;
+  // Save a collection's coarse index file after this many new vectors since the
+  // last save (0: only on Flush/close). Records are durable regardless: an
+  // index file behind the records is caught up on open.
+  int64_t index_save_interval = 0;
+  // Threads used by FAISS/OpenMP for index building; 0 keeps the default.
+  int threads = 0;
+};
+
+}  // namespace hedgedb

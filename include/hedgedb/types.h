@@ -1,0 +1,148 @@
+// Embedding kinds, score types and the plain structs that describe
+// collections, batches, records and search results.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace hedgedb {
+
+// What one stored item is (DESIGN section 2).
+enum class Kind {
+  kPoint,     // z in R^D
+  kGaussian,  // mean and diagonal variance in R^D
+  kMog,       // C weights, C means and C diagonal variances in R^D
+  kCodes,     // DIMCO code: d symbols in {0..k-1}
+};
+
+// Exact stage-2 scores; higher is always better (DESIGN section 3).
+enum class ScoreType {
+  kDefault,  // mc for gaussian/mog, match for point, logprob for codes
+  kMc,       // Monte Carlo match probability (HIB eq. 5)
+  kCsd,      // negative closed-form expected squared distance
+  kMls,      // mutual likelihood score (PFE)
+  kL2,       // negative Euclidean distance between (mixture) means
+  kMatch,    // soft-contrastive match probability on (mixture) means (HIB eq. 2)
+  kLogprob,  // DIMCO log-probability of the item's code under the query table
+};
+
+const char* KindName(Kind kind);
+bool ParseKind(const std::string& name, Kind* kind);
+const char* ScoreName(ScoreType score);
+bool ParseScore(const std::string& name, ScoreType* score);
+
+// Everything that defines a collection. Fixed at creation.
+struct CollectionSpec {
+  std::string name;
+  Kind kind = Kind::kGaussian;
+  // D for point/gaussian/mog; d (number of code dimensions) for codes.
+  int dim = 0;
+  // C, the number of mixture components (mog only).
+  int components = 1;
+  // k, the code alphabet size (codes only), 2..256.
+  int code_k = 0;
+  // FAISS factory string of the coarse index; empty picks the kind's default
+  // ("Flat" for vectors, "PQ" with identity codebooks for codes).
+  std::string index_factory;
+  // Soft-contrastive match parameters: p = sigmoid(-a * ||z1 - z2|| + b), a > 0.
+  float match_a = 1.0f;
+  float match_b = 0.0f;
+  // Default Monte Carlo samples per side (a multiple of C for mog) and seed.
+  int samples = 8;
+  uint64_t seed = 0;
+};
+
+// A batch of embeddings as borrowed row-major float buffers. Which pointers are
+// used depends on the kind; n is the number of rows.
+//   point:    vec     n x D
+//   gaussian: mean    n x D,      var n x D (every entry > 0)
+//   mog:      mean    n x C x D,  var n x C x D, weights n x C (nullptr: uniform 1/C)
+//   codes:    codes   n x d with symbols in [0, k)            (items)
+//             logp    n x d x k natural-log probabilities      (queries)
+struct EmbeddingView {
+  int64_t n = 0;
+  const float* vec = nullptr;
+  const float* mean = nullptr;
+  const float* var = nullptr;
+  const float* weights = nullptr;
+  const int32_t* codes = nullptr;
+  const float* logp = nullptr;
+};
+
+// One ingest batch: written atomically (all or nothing).
+struct IngestBatch {
+  EmbeddingView data;
+  // n ids, unique within the batch and new to the collection. nullptr: ids
+  // continue after the largest id the collection has ever held.
+  const int64_t* ids = nullptr;
+  // n labels, or nullptr for none.
+  const int64_t* labels = nullptr;
+  // n payloads (opaque bytes, e.g. an image path or JSON), or nullptr for none.
+  const std::string* payloads = nullptr;
+};
+
+// One stored item as returned by Get. Only the vectors of the collection's
+// kind are filled.
+struct Record {
+  int64_t id = 0;
+  bool found = false;
+  bool has_label = false;
+  int64_t label = 0;
+  std::string payload;
+  std::vector<float> vec;      // point: D
+  std::vector<float> mean;     // gaussian: D; mog: C x D
+  std::vector<float> var;      // gaussian: D; mog: C x D
+  std::vector<float> weights;  // mog: C
+  std::vector<int32_t> codes;  // codes: d
+};
+
+struct SearchOptions {
+  // Number of results per query.
+  int k = 10;
+  ScoreType score = ScoreType::kDefault;
+  // Stage-1 candidate count; 0 means k * oversampling.
+  int64_t candidates = 0;
+  int oversampling = 10;
+  // Skip stage 1 and score every item exactly (the ground truth).
+  bool exhaustive = false;
+  // Monte Carlo samples per side; 0 uses the collection's default.
+  int samples = 0;
+  // Seed of the Monte Carlo samples; used when has_seed, else the collection's.
+  bool has_seed = false;
+  uint64_t seed = 0;
+  // FAISS knobs; 0 keeps the index's own setting.
+  int nprobe = 0;
+  int ef_search = 0;
+  // Compute eta for every result and the query (costs 2 extra sample sets each).
+  bool with_uncertainty = true;
+};
+
+struct SearchHit {
+  int64_t id = 0;
+  float score = 0;
+  // eta = 1 - p(m | x, x) of the item; NaN where the kind has none.
+  float uncertainty = std::numeric_limits<float>::quiet_NaN();
+  bool has_label = false;
+  int64_t label = 0;
+};
+
+struct SearchResult {
+  // eta of the query; NaN where the kind has none.
+  float query_uncertainty = std::numeric_limits<float>::quiet_NaN();
+  std::vector<SearchHit> hits;  // best first
+};
+
+struct CollectionStats {
+  CollectionSpec spec;
+  int64_t items = 0;            // live items
+  int64_t max_id = -1;          // largest id ever held (-1: none)
+  uint64_t sequence = 0;        // sequence number of the last write
+  uint64_t index_sequence = 0;  // sequence number the coarse index covers
+  int64_t index_vectors = 0;    // vectors in the coarse index (incl. tombstones)
+  bool index_trained = false;
+  std::string index_description;  // factory string in use
+};
+
+}  // namespace hedgedb

@@ -1,0 +1,72 @@
+// Exact stage-2 scorers (DESIGN section 3). Internal to the core library.
+//
+// Items live in the collection's arena as fixed-stride rows:
+//   point:    float [z (D)]
+//   gaussian: float [mu (D), var (D)]
+//   mog:      float [w (C), mu (C*D), var (C*D)]
+//   codes:    uint8 [c (d)]
+// Queries use the same float row layout, except codes queries, which are
+// d x k log-probability tables (float).
+//
+// Monte Carlo samples come from a fixed bank of standard normals per
+// (seed, stream): every item draws z_j = mu + sqrt(var) * eps_j with the same
+// bank (common random numbers), so scores are deterministic for a seed and
+// independent of which other items are in the collection or the candidate set.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "hedgedb/status.h"
+#include "hedgedb/types.h"
+
+namespace hedgedb {
+namespace query {
+
+// Shape of a collection's rows.
+struct RowShape {
+  Kind kind = Kind::kGaussian;
+  int dim = 0;         // D, or d for codes
+  int components = 1;  // C (mog)
+  int code_k = 0;      // k (codes)
+
+  // Floats per item row (point/gaussian/mog) or bytes per item row (codes).
+  size_t item_row_size() const;
+  // Floats per query row (codes: d * k).
+  size_t query_row_size() const;
+};
+
+struct ScoreParams {
+  ScoreType score = ScoreType::kDefault;  // resolved by the scorer
+  float match_a = 1.0f;
+  float match_b = 0.0f;
+  int samples = 8;  // K per side (mog: multiple of C)
+  uint64_t seed = 0;
+};
+
+// Checks that `score` applies to the kind and samples is valid.
+Status ValidateScoreParams(const RowShape& shape, const ScoreParams& params);
+ScoreType ResolveScore(Kind kind, ScoreType score);
+
+// Per-query prepared state (e.g. the query's samples); thread-compatible.
+class PreparedQuery {
+ public:
+  virtual ~PreparedQuery() = default;
+  // Scores n item rows: row i starts at base + rows[i] * row_stride_bytes.
+  // out has n entries.
+  virtual void ScoreRows(const void* base, size_t row_stride_bytes, const int64_t* rows, size_t n,
+                         float* out) const = 0;
+};
+
+// Prepares `query_row` (query_row_size() floats) for scoring.
+Status PrepareQuery(const RowShape& shape, const ScoreParams& params, const float* query_row,
+                    std::unique_ptr<PreparedQuery>* out);
+
+// eta = 1 - p(m | x, x) (HIB eq. 9) of one item row (gaussian/mog), from two
+// independent sample sets; NaN for kinds without one.
+float Uncertainty(const RowShape& shape, const ScoreParams& params, const float* row);
+
+}  // namespace query
+}  // namespace hedgedb
