@@ -10,7 +10,18 @@
 
 namespace hedgedb {
 
-enum class NpyType { kFloat32, kFloat64, kInt8, kUInt8, kInt16, kUInt16, kInt32, kUInt32, kInt64, kUInt64 };
+enum class NpyType {
+  kFloat32,
+  kFloat64,
+  kInt8,
+  kUInt8,
+  kInt16,
+  kUInt16,
+  kInt32,
+  kUInt32,
+  kInt64,
+  kUInt64
+};
 
 struct NpyArray {
   NpyType type = NpyType::kFloat32;
@@ -21,10 +32,19 @@ struct NpyArray {
   bool is_float() const { return type == NpyType::kFloat32 || type == NpyType::kFloat64; }
 };
 
+// Bytes per element of `type` (1, 2, 4 or 8).
+int NpyElementSize(NpyType type);
+// The dtype string written to headers: "<f4", "|u1", "<i8", ...
+const char* NpyDescr(NpyType type);
+// A shape as Python prints it: "()", "(3,)", "(3, 4)". For error messages.
+std::string NpyShapeString(const std::vector<int64_t>& shape);
+
 // Reads `path`. Errors name the file: missing, not .npy, unsupported dtype
 // (e.g. big-endian, object, Fortran order) or truncated.
 Status ReadNpy(const std::string& path, NpyArray* array);
-// Writes atomically (tmp file + rename).
+// Writes atomically (tmp file + rename). The header is format 1.0 (2.0 only if
+// it would not fit in 1.0), padded with spaces to a multiple of 64 bytes and laid
+// out exactly as numpy.save writes it.
 Status WriteNpy(const std::string& path, const NpyArray& array);
 
 // Element conversions; `what` names the array in error messages. ToFloat32
@@ -33,8 +53,12 @@ Status WriteNpy(const std::string& path, const NpyArray& array);
 Status NpyToFloat32(const NpyArray& array, const std::string& what, std::vector<float>* out);
 Status NpyToInt64(const NpyArray& array, const std::string& what, std::vector<int64_t>* out);
 
+// These copy all of `data`; WriteNpy reports a size that does not match `shape`.
 NpyArray MakeNpy(const std::vector<float>& data, std::vector<int64_t> shape);
 NpyArray MakeNpy(const std::vector<int64_t>& data, std::vector<int64_t> shape);
 NpyArray MakeNpy(const std::vector<int32_t>& data, std::vector<int64_t> shape);
+// Any element type: `data` holds element_count(shape) elements of `type`,
+// little-endian.
+NpyArray MakeNpy(NpyType type, const void* data, std::vector<int64_t> shape);
 
 }  // namespace hedgedb
