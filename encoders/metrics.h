@@ -1,0 +1,128 @@
+// Evaluation metrics (DESIGN section 7), torch-free.
+//
+// Everything works on similarities where higher = more similar, so point
+// embeddings (negated distance), Gaussian Monte Carlo match probabilities, MLS
+// and DIMCO log-probability scores all reuse the same code. Similarities come
+// as a dense row-major matrix (queries x gallery), a row callback or a
+// pairwise score function.
+//
+// Ranking rule shared by all retrieval metrics: gallery items in descending
+// similarity, ties broken by ascending gallery index (deterministic). NaN
+// similarities are rejected with an error naming the query and gallery index.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "hedgedb/status.h"
+
+namespace hedgedb {
+namespace encoders {
+
+// Fills `row` (num_gallery values) with the similarities of query `query` to
+// every gallery item.
+using SimilarityRowFn = std::function<void(int64_t query, float* row)>;
+// Similarity of one query to one gallery item.
+using PairScoreFn = std::function<float(int64_t query, int64_t gallery)>;
+
+enum class KnnVote {
+  // HIB section 4.3: correct "only if a majority of the neighbors have the
+  // correct class", i.e. more than K/2 of the K nearest share the query's label.
+  kMajority,
+  // HIB appendix G: the predicted class is the plurality class of the K
+  // nearest; ties between classes go to the class of the nearest neighbour
+  // among the tied classes.
+  kPlurality,
+};
+
+struct RetrievalOptions {
+  std::vector<int> recall_ks = {1, 2, 4, 8};
+  int knn_k = 5;
+  KnnVote knn_vote = KnnVote::kMajority;
+  // Leave-one-out: gallery item q is removed from query q's ranking. Use it
+  // when queries and gallery are the same items (or twins with the same
+  // indices, e.g. clean probes against a corrupt gallery); requires
+  // num_gallery >= num_queries.
+  bool exclude_same_index = true;
+};
+
+struct RetrievalMetrics {
+  std::vector<int> recall_ks;
+  // Fraction of queries with a same-label item among the top k (all queries
+  // count; a query without any same-label gallery item is a miss).
+  std::vector<double> recall_at_k;
+  // MAP@R and R-precision with R = number of same-label gallery items (class
+  // size - 1 under leave-one-out), averaged over the queries with R >= 1.
+  double map_at_r = 0.0;
+  double r_precision = 0.0;
+  int64_t num_queries_with_relevant = 0;
+  // KNN accuracy over all queries, and the per-query outcome (1 = correct),
+  // the input of the uncertainty calibration.
+  double knn_accuracy = 0.0;
+  std::vector<uint8_t> knn_correct;
+  int64_t num_queries = 0;
+};
+
+// Computes recall@k, MAP@R, R-precision and KNN accuracy in one pass over the
+// rows (so an expensive similarity is evaluated once per query/gallery pair).
+// Errors: label counts not matching, k < 1 or k larger than the ranked gallery,
+// exclude_same_index with fewer gallery than query items, NaN similarities.
+Status EvaluateRetrieval(const SimilarityRowFn& rows, int64_t num_queries,
+                         const std::vector<int64_t>& query_labels,
+                         const std::vector<int64_t>& gallery_labels,
+                         const RetrievalOptions& options, RetrievalMetrics* metrics);
+// Matrix form: `similarity` is num_queries x gallery_labels.size(), row-major.
+Status EvaluateRetrieval(const std::vector<float>& similarity,
+                         const std::vector<int64_t>& query_labels,
+                         const std::vector<int64_t>& gallery_labels,
+                         const RetrievalOptions& options, RetrievalMetrics* metrics);
+// Pairwise form: calls score(q, g) for every query/gallery pair.
+Status EvaluateRetrievalPairwise(const PairScoreFn& score, const std::vector<int64_t>& query_labels,
+                                 const std::vector<int64_t>& gallery_labels,
+                                 const RetrievalOptions& options, RetrievalMetrics* metrics);
+
+// Dense similarity matrix (num_queries x num_gallery) from a pair function.
+void ComputeSimilarityMatrix(const PairScoreFn& score, int64_t num_queries, int64_t num_gallery,
+                             std::vector<float>* similarity);
+
+// Average precision of a ranking by `scores` (higher = predicted match) against
+// `matches`: AP = sum over distinct score thresholds t of (recall(t) -
+// recall(previous t)) * precision(t), items with equal scores entering together
+// (scikit-learn's average_precision_score; invariant to the order of ties).
+// Errors: size mismatch, empty input, no positive pair, NaN scores.
+Status AveragePrecision(const std::vector<double>& scores, const std::vector<uint8_t>& matches,
+                        double* average_precision);
+
+// Kendall's tau-b of (x, y): (concordant - discordant) /
+// sqrt((n0 - ties_x) * (n0 - ties_y)), n0 = n(n-1)/2, ties counted as pairs
+// tied in x (resp. y), pairs tied in both excluded from both counts. NaN when
+// either variable is constant or n < 2. O(n^2): meant for bins, not data sets.
+double KendallTauB(const std::vector<double>& x, const std::vector<double>& y);
+
+// Uncertainty calibration (HIB section 4.4): items are sorted by ascending eta
+// (ties by index) and cut into num_bins equal-sized bins (the first n % bins
+// bins get one extra item); a performance value is computed per bin, and tau =
+// -KendallTauB(bin index, performance): positive when performance falls as
+// uncertainty rises. Bins whose performance is undefined (AP of a bin without
+// a matching pair) are NaN and left out of tau.
+struct UncertaintyCalibration {
+  std::vector<int64_t> bin_sizes;
+  std::vector<double> bin_mean_eta;
+  std::vector<double> bin_performance;
+  double kendall_tau = 0.0;  // sign flipped; NaN if undefined
+};
+
+// KNN (or any per-item 0/1 outcome): accuracy per eta bin.
+// Errors: size mismatch, num_bins < 2, fewer items than bins, NaN eta.
+Status CalibrateAccuracy(const std::vector<double>& eta, const std::vector<uint8_t>& correct,
+                         int num_bins, UncertaintyCalibration* calibration);
+// Verification: pairs binned by their eta (HIB: the mean of the two items'
+// eta), average precision of the pair scores per bin.
+Status CalibrateAveragePrecision(const std::vector<double>& pair_eta,
+                                 const std::vector<double>& scores,
+                                 const std::vector<uint8_t>& matches, int num_bins,
+                                 UncertaintyCalibration* calibration);
+
+}  // namespace encoders
+}  // namespace hedgedb
