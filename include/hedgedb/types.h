@@ -117,6 +117,8 @@ struct SearchOptions {
   int ef_search = 0;
   // Compute eta for every result and the query (costs 2 extra sample sets each).
   bool with_uncertainty = true;
+  // Fill SearchHit::payload (one record-store read per result).
+  bool with_payload = false;
 };
 
 struct SearchHit {
@@ -126,6 +128,7 @@ struct SearchHit {
   float uncertainty = std::numeric_limits<float>::quiet_NaN();
   bool has_label = false;
   int64_t label = 0;
+  std::string payload;  // with SearchOptions::with_payload
 };
 
 struct SearchResult {

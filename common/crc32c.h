@@ -1,0 +1,12 @@
+// CRC32C (Castagnoli), the checksum of stored records and index files.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace hedgedb {
+
+// CRC32C of n bytes, continuing from `crc` (0 to start).
+uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);
+
+}  // namespace hedgedb

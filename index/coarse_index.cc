@@ -1,0 +1,394 @@
+#include "index/coarse_index.h"
+
+#include <faiss/IVFlib.h>
+#include <faiss/IndexHNSW.h>
+#include <faiss/IndexIDMap.h>
+#include <faiss/IndexIVF.h>
+#include <faiss/IndexIVFPQ.h>
+#include <faiss/IndexPQ.h>
+#include <faiss/IndexPreTransform.h>
+#include <faiss/impl/FaissException.h>
+#include <faiss/impl/ProductQuantizer.h>
+#include <faiss/impl/io.h>
+#include <faiss/index_factory.h>
+#include <faiss/index_io.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+
+#include "common/crc32c.h"
+#include "common/row_layout.h"
+
+namespace hedgedb {
+namespace index {
+namespace {
+
+constexpr char kMagic[8] = {'H', 'E', 'D', 'G', 'E', 'I', 'D', 'X'};
+constexpr uint32_t kFileFormatVersion = 1;
+// magic, version u32, reserved u32, sequence u64, blob bytes u64, crc u32
+constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8 + 8 + 4;
+// A query table entry standing for log(0) or a padding symbol: finite so that
+// FAISS's inner products with the 0/1 identity codebooks stay finite.
+constexpr float kLogZero = -1e30f;
+
+Status FromFaiss(const std::exception& e, const std::string& what) {
+  return Status::InvalidArgument(what + ": " + e.what());
+}
+
+int NextPowerOfTwo(int k) {
+  int p = 2;
+  while (p < k) p *= 2;
+  return p;
+}
+
+int Log2(int p) {
+  int b = 0;
+  while ((1 << b) < p) ++b;
+  return b;
+}
+
+// The index below the id map and any pre-transform.
+faiss::Index* Innermost(faiss::Index* index) {
+  if (auto* idmap = dynamic_cast<faiss::IndexIDMap*>(index)) index = idmap->index;
+  if (auto* pre = dynamic_cast<faiss::IndexPreTransform*>(index)) index = pre->index;
+  return index;
+}
+
+Status WriteFileAtomically(const std::string& path, const std::string& header,
+                           const std::vector<uint8_t>& blob) {
+  const std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return Status::IOError("cannot create " + tmp + ": " + std::strerror(errno));
+  auto write_all = [fd](const void* p, size_t n) {
+    const char* c = static_cast<const char*>(p);
+    while (n > 0) {
+      ssize_t w = ::write(fd, c, n);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return false;
+      }
+      c += w;
+      n -= size_t(w);
+    }
+    return true;
+  };
+  bool ok = write_all(header.data(), header.size()) && write_all(blob.data(), blob.size()) &&
+            ::fsync(fd) == 0;
+  int saved_errno = errno;
+  ::close(fd);
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    return Status::IOError("cannot write " + tmp + ": " + std::strerror(saved_errno));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    return Status::IOError("cannot rename " + tmp + ": " + std::strerror(errno));
+  }
+  // Make the rename itself durable.
+  std::string dir =
+      path.substr(0, path.find_last_of('/') == std::string::npos ? 1 : path.find_last_of('/'));
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+CoarseIndex::~CoarseIndex() = default;
+
+std::string CoarseIndex::FactoryFor(const CollectionSpec& spec) {
+  if (!spec.index_factory.empty()) return spec.index_factory;
+  return spec.kind == Kind::kCodes ? "PQ" : "Flat";
+}
+
+Status CoarseIndex::Create(const CollectionSpec& spec, std::unique_ptr<CoarseIndex>* out) {
+  std::unique_ptr<CoarseIndex> ci(new CoarseIndex());
+  ci->spec_ = spec;
+  ci->factory_ = FactoryFor(spec);
+  try {
+    if (spec.kind == Kind::kCodes) {
+      if (ci->factory_ != "PQ") {
+        return Status::InvalidArgument(
+            "codes collections support the index 'PQ' (identity "
+            "codebooks), not '" +
+            ci->factory_ + "'");
+      }
+      ci->padded_k_ = NextPowerOfTwo(spec.code_k);
+      const int d = spec.dim, kp = ci->padded_k_;
+      ci->coarse_dim_ = d * kp;
+      auto* pq = new faiss::IndexPQ(ci->coarse_dim_, d, Log2(kp), faiss::METRIC_INNER_PRODUCT);
+      std::vector<float>& c = pq->pq.centroids;
+      std::fill(c.begin(), c.end(), 0.0f);
+      for (int m = 0; m < d; ++m) {
+        for (int j = 0; j < kp; ++j) pq->pq.get_centroids(m, j)[j] = 1.0f;
+      }
+      pq->pq.sync_transposed_centroids();
+      pq->is_trained = true;
+      auto* idmap = new faiss::IndexIDMap(pq);
+      idmap->own_fields = true;
+      ci->index_.reset(idmap);
+    } else {
+      ci->coarse_dim_ = spec.kind == Kind::kPoint ? spec.dim : spec.dim + 1;
+      std::unique_ptr<faiss::Index> inner(
+          faiss::index_factory(ci->coarse_dim_, ci->factory_.c_str(), faiss::METRIC_L2));
+      if (dynamic_cast<faiss::IndexIDMap*>(inner.get())) {
+        return Status::InvalidArgument("index factory '" + ci->factory_ +
+                                       "': leave out IDMap, ids are mapped already");
+      }
+      auto* idmap = new faiss::IndexIDMap(inner.release());
+      idmap->own_fields = true;
+      ci->index_.reset(idmap);
+    }
+  } catch (const std::exception& e) {
+    return FromFaiss(e, "bad index factory '" + ci->factory_ + "'");
+  }
+  ci->ReadDefaultKnobs();
+  *out = std::move(ci);
+  return Status::OK();
+}
+
+void CoarseIndex::ReadDefaultKnobs() {
+  faiss::Index* inner = Innermost(index_.get());
+  if (auto* ivf = dynamic_cast<faiss::IndexIVF*>(inner)) default_knobs_.nprobe = int(ivf->nprobe);
+  if (auto* hnsw = dynamic_cast<faiss::IndexHNSW*>(inner)) {
+    default_knobs_.ef_search = hnsw->hnsw.efSearch;
+  }
+  current_knobs_ = default_knobs_;
+}
+
+bool CoarseIndex::is_trained() const { return index_->is_trained; }
+
+int64_t CoarseIndex::train_rows_wanted() const {
+  if (index_->is_trained) return 0;
+  faiss::Index* inner = Innermost(index_.get());
+  if (auto* ivf = dynamic_cast<faiss::IndexIVF*>(inner)) {
+    // FAISS's k-means wants ~39 points per centroid before it stops warning.
+    int64_t wanted = 39 * int64_t(ivf->nlist);
+    if (dynamic_cast<faiss::IndexIVFPQ*>(inner)) wanted = std::max<int64_t>(wanted, 39 * 256);
+    return wanted;
+  }
+  return 10000;
+}
+
+void CoarseIndex::CoarseVectors(const void* rows, int64_t n, std::vector<float>* out) const {
+  const int D = spec_.dim;
+  const size_t stride = ItemRowSize(spec_);
+  const float* r = static_cast<const float*>(rows);
+  out->resize(size_t(n) * coarse_dim_);
+  for (int64_t i = 0; i < n; ++i, r += stride) {
+    float* v = out->data() + size_t(i) * coarse_dim_;
+    if (spec_.kind == Kind::kPoint) {
+      std::memcpy(v, r, sizeof(float) * D);
+    } else if (spec_.kind == Kind::kGaussian) {
+      double trace = 0;
+      for (int d = 0; d < D; ++d) {
+        v[d] = r[d];
+        trace += r[D + d];
+      }
+      v[D] = float(std::sqrt(trace));
+    } else {  // mog: mixture moments
+      const int C = spec_.components;
+      const float* w = r;
+      const float* mu = r + C;
+      const float* var = mu + size_t(C) * D;
+      double trace = 0;
+      for (int d = 0; d < D; ++d) {
+        double m = 0;
+        for (int c = 0; c < C; ++c) m += double(w[c]) * mu[c * D + d];
+        double t = 0;
+        for (int c = 0; c < C; ++c) {
+          double dev = mu[c * D + d] - m;
+          t += double(w[c]) * (var[c * D + d] + dev * dev);
+        }
+        v[d] = float(m);
+        trace += t;
+      }
+      v[D] = float(std::sqrt(trace));
+    }
+  }
+}
+
+void CoarseIndex::CoarseQueries(const float* queries, int64_t nq, std::vector<float>* out) const {
+  if (spec_.kind == Kind::kCodes) {
+    const int d = spec_.dim, k = spec_.code_k, kp = padded_k_;
+    out->assign(size_t(nq) * coarse_dim_, kLogZero);
+    for (int64_t q = 0; q < nq; ++q) {
+      for (int i = 0; i < d; ++i) {
+        for (int j = 0; j < k; ++j) {
+          float v = queries[(size_t(q) * d + i) * k + j];
+          (*out)[size_t(q) * coarse_dim_ + size_t(i) * kp + j] = std::isfinite(v) ? v : kLogZero;
+        }
+      }
+    }
+    return;
+  }
+  CoarseVectors(queries, nq, out);
+  if (spec_.kind != Kind::kPoint) {
+    for (int64_t q = 0; q < nq; ++q) (*out)[size_t(q) * coarse_dim_ + spec_.dim] = 0.0f;
+  }
+}
+
+Status CoarseIndex::Train(const void* rows, int64_t n) {
+  if (spec_.kind == Kind::kCodes) return Status::OK();
+  std::vector<float> x;
+  CoarseVectors(rows, n, &x);
+  try {
+    index_->train(n, x.data());
+  } catch (const std::exception& e) {
+    return FromFaiss(e, "training index '" + factory_ + "'");
+  }
+  return Status::OK();
+}
+
+Status CoarseIndex::AddCodes(const uint8_t* codes, int64_t n, const int64_t* ids) {
+  auto* idmap = static_cast<faiss::IndexIDMap*>(index_.get());
+  auto* pq = static_cast<faiss::IndexPQ*>(idmap->index);
+  const int d = spec_.dim;
+  const size_t code_size = pq->code_size;
+  const size_t old = pq->codes.size();
+  pq->codes.resize(old + size_t(n) * code_size, 0);
+  // With identity codebooks the PQ code of a one-hot vector is its symbol:
+  // write codes directly instead of encoding d*k-dimensional one-hot vectors.
+  for (int64_t i = 0; i < n; ++i) {
+    uint8_t* dst = pq->codes.data() + old + size_t(i) * code_size;
+    faiss::PQEncoderGeneric enc(dst, int(pq->pq.nbits));
+    for (int m = 0; m < d; ++m) enc.encode(codes[size_t(i) * d + m]);
+  }
+  pq->ntotal += n;
+  idmap->id_map.insert(idmap->id_map.end(), ids, ids + n);
+  idmap->ntotal = pq->ntotal;
+  return Status::OK();
+}
+
+Status CoarseIndex::Add(const void* rows, int64_t n, const int64_t* ids) {
+  if (n == 0) return Status::OK();
+  if (!index_->is_trained) return Status::Internal("adding to an untrained index");
+  if (spec_.kind == Kind::kCodes) return AddCodes(static_cast<const uint8_t*>(rows), n, ids);
+  std::vector<float> x;
+  CoarseVectors(rows, n, &x);
+  try {
+    index_->add_with_ids(n, x.data(), ids);
+  } catch (const std::exception& e) {
+    return FromFaiss(e, "adding to index '" + factory_ + "'");
+  }
+  return Status::OK();
+}
+
+Status CoarseIndex::Remove(const int64_t* ids, int64_t n, bool* physical) {
+  *physical = false;
+  try {
+    faiss::IDSelectorBatch selector(n, ids);
+    index_->remove_ids(selector);
+    *physical = true;
+  } catch (const std::exception&) {
+    // e.g. HNSW: no removal; the collection filters dead ids (tombstones).
+  }
+  return Status::OK();
+}
+
+Status CoarseIndex::Search(const float* queries, int64_t nq, int64_t k,
+                           const CoarseSearchKnobs& knobs, std::vector<int64_t>* labels) const {
+  std::vector<float> x;
+  CoarseQueries(queries, nq, &x);
+  labels->assign(size_t(nq * k), -1);
+  std::vector<float> distances(size_t(nq * k));
+  CoarseSearchKnobs wanted = default_knobs_;
+  if (knobs.nprobe > 0) wanted.nprobe = knobs.nprobe;
+  if (knobs.ef_search > 0) wanted.ef_search = knobs.ef_search;
+  auto run = [&]() -> Status {
+    try {
+      index_->search(nq, x.data(), k, distances.data(), labels->data());
+    } catch (const std::exception& e) {
+      return FromFaiss(e, "searching index '" + factory_ + "'");
+    }
+    return Status::OK();
+  };
+  {
+    std::shared_lock<std::shared_mutex> lock(knob_mutex_);
+    if (wanted.nprobe == current_knobs_.nprobe && wanted.ef_search == current_knobs_.ef_search) {
+      return run();
+    }
+  }
+  std::unique_lock<std::shared_mutex> lock(knob_mutex_);
+  faiss::Index* inner = Innermost(index_.get());
+  if (auto* ivf = dynamic_cast<faiss::IndexIVF*>(inner)) ivf->nprobe = size_t(wanted.nprobe);
+  if (auto* hnsw = dynamic_cast<faiss::IndexHNSW*>(inner)) hnsw->hnsw.efSearch = wanted.ef_search;
+  current_knobs_ = wanted;
+  return run();
+}
+
+int64_t CoarseIndex::ntotal() const { return index_->ntotal; }
+
+Status CoarseIndex::Save(const std::string& path, uint64_t sequence) const {
+  faiss::VectorIOWriter writer;
+  try {
+    faiss::write_index(index_.get(), &writer);
+  } catch (const std::exception& e) {
+    return Status::IOError(std::string("serializing index: ") + e.what());
+  }
+  std::string header(kMagic, 8);
+  uint32_t version = kFileFormatVersion, reserved = 0;
+  uint64_t blob_bytes = writer.data.size();
+  uint32_t crc = Crc32c(&sequence, 8);
+  crc = Crc32c(writer.data.data(), writer.data.size(), crc);
+  header.append(reinterpret_cast<const char*>(&version), 4);
+  header.append(reinterpret_cast<const char*>(&reserved), 4);
+  header.append(reinterpret_cast<const char*>(&sequence), 8);
+  header.append(reinterpret_cast<const char*>(&blob_bytes), 8);
+  header.append(reinterpret_cast<const char*>(&crc), 4);
+  return WriteFileAtomically(path, header, writer.data);
+}
+
+Status CoarseIndex::Load(const CollectionSpec& spec, const std::string& path,
+                         std::unique_ptr<CoarseIndex>* out, uint64_t* sequence) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound("no index file " + path);
+  std::string header(kHeaderBytes, '\0');
+  if (!in.read(&header[0], kHeaderBytes) || std::memcmp(header.data(), kMagic, 8) != 0) {
+    return Status::Corruption("index file " + path + " has a bad header");
+  }
+  uint32_t version, crc;
+  uint64_t seq, blob_bytes;
+  std::memcpy(&version, header.data() + 8, 4);
+  std::memcpy(&seq, header.data() + 16, 8);
+  std::memcpy(&blob_bytes, header.data() + 24, 8);
+  std::memcpy(&crc, header.data() + 32, 4);
+  if (version != kFileFormatVersion) {
+    return Status::Corruption("index file " + path + " has unknown version " +
+                              std::to_string(version));
+  }
+  faiss::VectorIOReader reader;
+  reader.data.resize(blob_bytes);
+  if (!in.read(reinterpret_cast<char*>(reader.data.data()), std::streamsize(blob_bytes)) ||
+      in.peek() != std::ifstream::traits_type::eof()) {
+    return Status::Corruption("index file " + path + " is truncated or has trailing bytes");
+  }
+  uint32_t actual = Crc32c(&seq, 8);
+  actual = Crc32c(reader.data.data(), reader.data.size(), actual);
+  if (actual != crc) return Status::Corruption("index file " + path + " fails its checksum");
+
+  std::unique_ptr<CoarseIndex> ci;
+  HEDGEDB_RETURN_IF_ERROR(Create(spec, &ci));  // for dimensions and defaults
+  try {
+    std::unique_ptr<faiss::Index> loaded(faiss::read_index(&reader));
+    if (!dynamic_cast<faiss::IndexIDMap*>(loaded.get()) || loaded->d != ci->coarse_dim_) {
+      return Status::Corruption("index file " + path + " does not match the collection");
+    }
+    ci->index_ = std::move(loaded);
+  } catch (const std::exception& e) {
+    return Status::Corruption("index file " + path + " cannot be read: " + e.what());
+  }
+  ci->ReadDefaultKnobs();
+  *sequence = seq;
+  *out = std::move(ci);
+  return Status::OK();
+}
+
+}  // namespace index
+}  // namespace hedgedb

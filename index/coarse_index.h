@@ -1,0 +1,94 @@
+// CoarseIndex: the FAISS stage-1 index of one collection (DESIGN section 4).
+//
+// Item rows come in the arena layout of common/row_layout.h; the index turns
+// them into coarse vectors that make FAISS rank by a meaningful quantity:
+//   point:        z                      (L2)
+//   gaussian/mog: [mu, sqrt(tr S)]       (L2; queries [mu_q, 0]) so the FAISS
+//                 distance is the expected squared distance up to the query's
+//                 constant; mog uses the mixture's first two moments
+//   codes:        IndexPQ, M = d sub-quantizers of dimension k (padded to a
+//                 power of two), inner product, identity codebooks: a query
+//                 "vector" equal to the flattened log-prob table scores
+//                 sum_i L[i, c_i], the exact DIMCO score.
+// FAISS labels are the user's item ids (IndexIDMap). Removal is physical where
+// the FAISS index supports it and a tombstone otherwise: the collection filters
+// candidates that are no longer live.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "hedgedb/status.h"
+#include "hedgedb/types.h"
+
+namespace faiss {
+struct Index;
+}
+
+namespace hedgedb {
+namespace index {
+
+struct CoarseSearchKnobs {
+  int nprobe = 0;     // IVF: lists probed (0: the index's default)
+  int ef_search = 0;  // HNSW: search breadth (0: the index's default)
+};
+
+class CoarseIndex {
+ public:
+  // Builds an empty index for the spec (spec.index_factory, or the kind's
+  // default when empty). Bad factory strings are InvalidArgument.
+  static Status Create(const CollectionSpec& spec, std::unique_ptr<CoarseIndex>* out);
+  // Loads an index file written by Save. `sequence` receives the collection
+  // sequence number the file covers. A missing file is NotFound; a file that
+  // fails its checks is Corruption.
+  static Status Load(const CollectionSpec& spec, const std::string& path,
+                     std::unique_ptr<CoarseIndex>* out, uint64_t* sequence);
+  ~CoarseIndex();
+
+  // The canonical factory string for a spec (fills in the default).
+  static std::string FactoryFor(const CollectionSpec& spec);
+
+  bool is_trained() const;
+  // Number of rows Train wants before the index can be used (0: none needed).
+  int64_t train_rows_wanted() const;
+  // Trains on n contiguous item rows.
+  Status Train(const void* rows, int64_t n);
+  // Adds n contiguous item rows with their ids. Requires is_trained().
+  Status Add(const void* rows, int64_t n, const int64_t* ids);
+  // Removes ids physically if the FAISS index supports it; *physical tells.
+  Status Remove(const int64_t* ids, int64_t n, bool* physical);
+  // For each of nq query rows (QueryRowSize floats), up to k candidate ids,
+  // best first, -1 padded: labels has nq * k entries.
+  Status Search(const float* queries, int64_t nq, int64_t k, const CoarseSearchKnobs& knobs,
+                std::vector<int64_t>* labels) const;
+
+  int64_t ntotal() const;
+  const std::string& factory() const { return factory_; }
+
+  // Writes the index and `sequence` to path atomically (tmp, fsync, rename).
+  Status Save(const std::string& path, uint64_t sequence) const;
+
+ private:
+  CoarseIndex() = default;
+  void CoarseVectors(const void* rows, int64_t n, std::vector<float>* out) const;
+  void CoarseQueries(const float* queries, int64_t nq, std::vector<float>* out) const;
+  Status AddCodes(const uint8_t* codes, int64_t n, const int64_t* ids);
+  void ReadDefaultKnobs();
+
+  CollectionSpec spec_;
+  std::string factory_;
+  int coarse_dim_ = 0;
+  int padded_k_ = 0;                     // codes: k rounded up to a power of two
+  std::unique_ptr<faiss::Index> index_;  // an IndexIDMap
+  // Knob changes mutate the FAISS index: searches that need other knob
+  // values than the current ones take this exclusively.
+  mutable std::shared_mutex knob_mutex_;
+  mutable CoarseSearchKnobs current_knobs_;
+  CoarseSearchKnobs default_knobs_;
+};
+
+}  // namespace index
+}  // namespace hedgedb

@@ -1,0 +1,594 @@
+#include "query/collection.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <regex>
+#include <unordered_set>
+
+#include "common/row_layout.h"
+#include "query/scorer.h"
+
+namespace hedgedb {
+namespace query {
+namespace {
+
+constexpr uint8_t kLive = 1;
+constexpr uint8_t kHasLabel = 2;
+
+std::string ItemName(int64_t i) { return "item " + std::to_string(i) + " of the batch"; }
+
+// Finite, and > 0 where positive is set.
+Status CheckFloats(const float* p, size_t n, size_t per_row, const char* what, bool positive,
+                   const char* row_word) {
+  for (size_t j = 0; j < n; ++j) {
+    if (!std::isfinite(p[j])) {
+      return Status::InvalidArgument(std::string(what) + " of " + row_word + " " +
+                                     std::to_string(j / per_row) + " is not finite (" +
+                                     std::to_string(p[j]) + ")");
+    }
+    if (positive && !(p[j] > 0.0f)) {
+      return Status::InvalidArgument(std::string(what) + " of " + row_word + " " +
+                                     std::to_string(j / per_row) + " must be > 0, got " +
+                                     std::to_string(p[j]));
+    }
+  }
+  return Status::OK();
+}
+
+Status CheckWeights(const float* w, int64_t n, int C, const char* row_word) {
+  for (int64_t i = 0; i < n; ++i) {
+    double sum = 0;
+    for (int c = 0; c < C; ++c) {
+      float v = w[i * C + c];
+      if (!std::isfinite(v) || v < 0) {
+        return Status::InvalidArgument(std::string("weights of ") + row_word + " " +
+                                       std::to_string(i) + " must be finite and >= 0");
+      }
+      sum += v;
+    }
+    if (std::fabs(sum - 1.0) > 1e-3) {
+      return Status::InvalidArgument(std::string("weights of ") + row_word + " " +
+                                     std::to_string(i) + " sum to " + std::to_string(sum) +
+                                     ", expected 1");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ValidateSpec(const CollectionSpec& s) {
+  static const std::regex kName("[A-Za-z0-9_.-]{1,128}");
+  if (!std::regex_match(s.name, kName)) {
+    return Status::InvalidArgument("collection name '" + s.name +
+                                   "' must be 1-128 characters of A-Z a-z 0-9 _ . -");
+  }
+  if (s.dim < 1 || s.dim > 65536) {
+    return Status::InvalidArgument("dim must be in [1, 65536], got " + std::to_string(s.dim));
+  }
+  if (s.kind == Kind::kMog) {
+    if (s.components < 1 || s.components > 256) {
+      return Status::InvalidArgument("components must be in [1, 256] for mog, got " +
+                                     std::to_string(s.components));
+    }
+  } else if (s.components != 1) {
+    return Status::InvalidArgument("components applies to mog collections only");
+  }
+  if (s.kind == Kind::kCodes) {
+    if (s.code_k < 2 || s.code_k > 256) {
+      return Status::InvalidArgument("code-k must be in [2, 256] for codes, got " +
+                                     std::to_string(s.code_k));
+    }
+  } else if (s.code_k != 0) {
+    return Status::InvalidArgument("code-k applies to codes collections only");
+  }
+  if (!(s.match_a > 0) || !std::isfinite(s.match_a)) {
+    return Status::InvalidArgument("match-a must be finite and > 0, got " +
+                                   std::to_string(s.match_a));
+  }
+  if (!std::isfinite(s.match_b)) return Status::InvalidArgument("match-b must be finite");
+  if (s.samples < 1 || s.samples > 4096) {
+    return Status::InvalidArgument("samples must be in [1, 4096], got " +
+                                   std::to_string(s.samples));
+  }
+  if (s.kind == Kind::kMog && s.samples % s.components != 0) {
+    return Status::InvalidArgument("samples (" + std::to_string(s.samples) +
+                                   ") must be a multiple of components (" +
+                                   std::to_string(s.components) + ") for stratified sampling");
+  }
+  std::unique_ptr<index::CoarseIndex> probe;
+  return index::CoarseIndex::Create(s, &probe);
+}
+
+Collection::Collection(storage::RecordStore* store, const storage::CollectionMeta& meta,
+                       std::string index_path, int64_t index_save_interval)
+    : store_(store),
+      meta_(meta),
+      index_path_(std::move(index_path)),
+      index_save_interval_(index_save_interval),
+      row_bytes_(ItemRowBytes(meta.spec)) {}
+
+Collection::~Collection() = default;
+
+void Collection::AppendRow(int64_t id, bool has_label, int64_t label, const uint8_t* row) {
+  const int64_t r = int64_t(row_ids_.size());
+  arena_.insert(arena_.end(), row, row + row_bytes_);
+  row_ids_.push_back(id);
+  row_labels_.push_back(label);
+  row_flags_.push_back(uint8_t(kLive | (has_label ? kHasLabel : 0)));
+  row_of_id_[id] = r;
+  live_rows_.push_back(r);
+}
+
+void Collection::GatherLiveRows(std::vector<uint8_t>* rows, std::vector<int64_t>* ids,
+                                int64_t first_row) const {
+  rows->clear();
+  ids->clear();
+  for (int64_t r = first_row; r < int64_t(row_ids_.size()); ++r) {
+    if (!(row_flags_[r] & kLive)) continue;
+    rows->insert(rows->end(), arena_.begin() + r * row_bytes_,
+                 arena_.begin() + (r + 1) * row_bytes_);
+    ids->push_back(row_ids_[r]);
+  }
+}
+
+Status Collection::RebuildIndexLocked() {
+  HEDGEDB_RETURN_IF_ERROR(index::CoarseIndex::Create(meta_.spec, &index_));
+  indexed_rows_ = 0;
+  tombstones_ = 0;
+  return SyncIndexLocked(0);
+}
+
+Status Collection::SyncIndexLocked(int64_t first_row) {
+  std::vector<uint8_t> rows;
+  std::vector<int64_t> ids;
+  if (!index_->is_trained()) {
+    if (int64_t(live_rows_.size()) < index_->train_rows_wanted()) return Status::OK();
+    GatherLiveRows(&rows, &ids, 0);
+    HEDGEDB_RETURN_IF_ERROR(index_->Train(rows.data(), int64_t(ids.size())));
+  } else {
+    GatherLiveRows(&rows, &ids, first_row);
+  }
+  HEDGEDB_RETURN_IF_ERROR(index_->Add(rows.data(), int64_t(ids.size()), ids.data()));
+  indexed_rows_ = int64_t(row_ids_.size());
+  unsaved_vectors_ += int64_t(ids.size());
+  return Status::OK();
+}
+
+Status Collection::Open() {
+  std::unique_lock<std::mutex> write_lock(write_mutex_);
+  std::unique_lock<std::shared_mutex> lock(state_mutex_);
+  std::vector<uint64_t> row_sequence;
+  HEDGEDB_RETURN_IF_ERROR(store_->Scan(meta_, [&](const storage::StoredRecord& r) {
+    if (r.sequence > meta_.sequence) {
+      return Status::Corruption("record of item " + std::to_string(r.id) +
+                                " is newer than its collection's descriptor");
+    }
+    AppendRow(r.id, r.has_label, r.label, reinterpret_cast<const uint8_t*>(r.row.data()));
+    row_sequence.push_back(r.sequence);
+    return Status::OK();
+  }));
+
+  uint64_t file_sequence = 0;
+  Status s = index::CoarseIndex::Load(meta_.spec, index_path_, &index_, &file_sequence);
+  if (s.ok() && file_sequence <= meta_.sequence && index_->is_trained()) {
+    // Catch up: add the records written after the file was saved. Items
+    // removed since are filtered at search time (tombstones).
+    std::vector<uint8_t> rows;
+    std::vector<int64_t> ids;
+    for (size_t r = 0; r < row_ids_.size(); ++r) {
+      if (row_sequence[r] <= file_sequence) continue;
+      rows.insert(rows.end(), arena_.begin() + r * row_bytes_,
+                  arena_.begin() + (r + 1) * row_bytes_);
+      ids.push_back(row_ids_[r]);
+    }
+    HEDGEDB_RETURN_IF_ERROR(index_->Add(rows.data(), int64_t(ids.size()), ids.data()));
+    indexed_rows_ = int64_t(row_ids_.size());
+    index_sequence_ = file_sequence;
+    unsaved_vectors_ = int64_t(ids.size());
+    tombstones_ = std::max<int64_t>(0, index_->ntotal() - int64_t(live_rows_.size()));
+    open_mode_ = (file_sequence == meta_.sequence) ? "loaded" : "caught-up";
+    if (file_sequence == meta_.sequence) return Status::OK();
+    return SaveIndexLocked();
+  }
+  // Missing, unreadable, untrained or from the future: rebuild from the records.
+  open_mode_ = "rebuilt";
+  HEDGEDB_RETURN_IF_ERROR(RebuildIndexLocked());
+  return SaveIndexLocked();
+}
+
+Status Collection::SaveIndexLocked() {
+  if (tombstones_ > 0 && tombstones_ * 2 > index_->ntotal()) {
+    HEDGEDB_RETURN_IF_ERROR(RebuildIndexLocked());
+  }
+  HEDGEDB_RETURN_IF_ERROR(index_->Save(index_path_, meta_.sequence));
+  index_sequence_ = meta_.sequence;
+  unsaved_vectors_ = 0;
+  return Status::OK();
+}
+
+Status Collection::SaveIndex() {
+  std::unique_lock<std::mutex> write_lock(write_mutex_);
+  {
+    std::shared_lock<std::shared_mutex> lock(state_mutex_);
+    if (index_sequence_ == meta_.sequence) return Status::OK();
+  }
+  std::unique_lock<std::shared_mutex> lock(state_mutex_);
+  return SaveIndexLocked();
+}
+
+Status Collection::ValidateItems(const IngestBatch& b) const {
+  const CollectionSpec& s = meta_.spec;
+  const EmbeddingView& v = b.data;
+  if (v.n <= 0) return Status::InvalidArgument("the batch is empty");
+  const size_t n = size_t(v.n), D = size_t(s.dim), C = size_t(s.components);
+  switch (s.kind) {
+    case Kind::kPoint:
+      if (!v.vec) return Status::InvalidArgument("point collections take vectors (vec)");
+      HEDGEDB_RETURN_IF_ERROR(CheckFloats(v.vec, n * D, D, "vector", false, "item"));
+      break;
+    case Kind::kGaussian:
+    case Kind::kMog: {
+      if (!v.mean || !v.var) {
+        return Status::InvalidArgument(std::string(KindName(s.kind)) +
+                                       " collections take means and variances");
+      }
+      const size_t per = (s.kind == Kind::kMog ? C : 1) * D;
+      HEDGEDB_RETURN_IF_ERROR(CheckFloats(v.mean, n * per, per, "mean", false, "item"));
+      HEDGEDB_RETURN_IF_ERROR(CheckFloats(v.var, n * per, per, "variance", true, "item"));
+      if (s.kind == Kind::kMog && v.weights) {
+        HEDGEDB_RETURN_IF_ERROR(CheckWeights(v.weights, v.n, int(C), "item"));
+      }
+      if (s.kind == Kind::kGaussian && v.weights) {
+        return Status::InvalidArgument("weights apply to mog collections only");
+      }
+      break;
+    }
+    case Kind::kCodes:
+      if (!v.codes) return Status::InvalidArgument("codes collections take codes");
+      for (size_t j = 0; j < n * D; ++j) {
+        if (v.codes[j] < 0 || v.codes[j] >= s.code_k) {
+          return Status::InvalidArgument("code symbol " + std::to_string(v.codes[j]) + " of item " +
+                                         std::to_string(j / D) + " is outside [0, " +
+                                         std::to_string(s.code_k) + ")");
+        }
+      }
+      break;
+  }
+  if (b.ids) {
+    std::unordered_set<int64_t> seen;
+    seen.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (!seen.insert(b.ids[i]).second) {
+        return Status::InvalidArgument("id " + std::to_string(b.ids[i]) +
+                                       " appears more than once in the batch");
+      }
+    }
+  }
+  return Status::OK();
+}
+
+void Collection::PackItemRow(const EmbeddingView& v, int64_t i, uint8_t* row) const {
+  const CollectionSpec& s = meta_.spec;
+  const size_t D = size_t(s.dim), C = size_t(s.components);
+  float* f = reinterpret_cast<float*>(row);
+  switch (s.kind) {
+    case Kind::kPoint:
+      std::memcpy(f, v.vec + i * D, D * sizeof(float));
+      break;
+    case Kind::kGaussian:
+      std::memcpy(f, v.mean + i * D, D * sizeof(float));
+      std::memcpy(f + D, v.var + i * D, D * sizeof(float));
+      break;
+    case Kind::kMog: {
+      double sum = 0;
+      for (size_t c = 0; c < C; ++c) sum += v.weights ? v.weights[i * C + c] : 1.0;
+      for (size_t c = 0; c < C; ++c) {
+        f[c] = float((v.weights ? v.weights[i * C + c] : 1.0) / sum);  // exactly normalised
+      }
+      std::memcpy(f + C, v.mean + i * C * D, C * D * sizeof(float));
+      std::memcpy(f + C + C * D, v.var + i * C * D, C * D * sizeof(float));
+      break;
+    }
+    case Kind::kCodes:
+      for (size_t j = 0; j < D; ++j) row[j] = uint8_t(v.codes[i * D + j]);
+      break;
+  }
+}
+
+Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_out) {
+  HEDGEDB_RETURN_IF_ERROR(ValidateItems(batch));
+  const int64_t n = batch.data.n;
+  std::vector<uint8_t> rows(size_t(n) * row_bytes_);
+  for (int64_t i = 0; i < n; ++i) PackItemRow(batch.data, i, rows.data() + i * row_bytes_);
+
+  std::unique_lock<std::mutex> write_lock(write_mutex_);
+  std::vector<int64_t> ids(size_t(n));
+  if (batch.ids) {
+    for (int64_t i = 0; i < n; ++i) {
+      ids[i] = batch.ids[i];
+      if (row_of_id_.count(ids[i])) {  // row_of_id_ only changes under write_mutex_
+        return Status::AlreadyExists("id " + std::to_string(ids[i]) +
+                                     " already exists in collection '" + meta_.spec.name + "'");
+      }
+    }
+  } else {
+    if (meta_.max_id > INT64_MAX - n) return Status::InvalidArgument("id space exhausted");
+    for (int64_t i = 0; i < n; ++i) ids[i] = meta_.max_id + 1 + i;
+  }
+  std::vector<storage::RecordWrite> writes(size_t(n));
+  for (int64_t i = 0; i < n; ++i) {
+    writes[i].id = ids[i];
+    writes[i].has_label = batch.labels != nullptr;
+    writes[i].label = batch.labels ? batch.labels[i] : 0;
+    writes[i].row = rows.data() + i * row_bytes_;
+    writes[i].payload = batch.payloads ? &batch.payloads[i] : nullptr;
+  }
+  storage::CollectionMeta next = meta_;
+  next.sequence += 1;
+  next.max_id = std::max(next.max_id, *std::max_element(ids.begin(), ids.end()));
+  HEDGEDB_RETURN_IF_ERROR(store_->Commit(next, writes, {}));
+
+  // Durable from here on; apply to memory.
+  std::unique_lock<std::shared_mutex> lock(state_mutex_);
+  meta_ = next;
+  const int64_t first_row = int64_t(row_ids_.size());
+  arena_.reserve(arena_.size() + rows.size());
+  for (int64_t i = 0; i < n; ++i) {
+    AppendRow(ids[i], writes[i].has_label, writes[i].label, rows.data() + i * row_bytes_);
+  }
+  Status s = SyncIndexLocked(first_row);
+  if (!s.ok()) {
+    // The records are committed; the index is rebuilt from them on next open.
+    return Status::Internal("batch committed, but the index update failed: " + s.ToString());
+  }
+  if (index_save_interval_ > 0 && unsaved_vectors_ >= index_save_interval_) {
+    HEDGEDB_RETURN_IF_ERROR(SaveIndexLocked());
+  }
+  if (ids_out) *ids_out = std::move(ids);
+  return Status::OK();
+}
+
+Status Collection::Get(const int64_t* ids, size_t n, std::vector<Record>* records) {
+  const CollectionSpec& s = meta_.spec;
+  const size_t D = size_t(s.dim), C = size_t(s.components);
+  records->assign(n, Record());
+  std::shared_lock<std::shared_mutex> lock(state_mutex_);
+  for (size_t i = 0; i < n; ++i) {
+    Record& rec = (*records)[i];
+    rec.id = ids[i];
+    auto it = row_of_id_.find(ids[i]);
+    if (it == row_of_id_.end()) continue;
+    const int64_t r = it->second;
+    rec.found = true;
+    rec.has_label = (row_flags_[r] & kHasLabel) != 0;
+    rec.label = row_labels_[r];
+    const uint8_t* row = arena_.data() + r * row_bytes_;
+    const float* f = reinterpret_cast<const float*>(row);
+    switch (s.kind) {
+      case Kind::kPoint:
+        rec.vec.assign(f, f + D);
+        break;
+      case Kind::kGaussian:
+        rec.mean.assign(f, f + D);
+        rec.var.assign(f + D, f + 2 * D);
+        break;
+      case Kind::kMog:
+        rec.weights.assign(f, f + C);
+        rec.mean.assign(f + C, f + C + C * D);
+        rec.var.assign(f + C + C * D, f + C + 2 * C * D);
+        break;
+      case Kind::kCodes:
+        rec.codes.assign(row, row + D);
+        break;
+    }
+    bool found_payload = false;
+    HEDGEDB_RETURN_IF_ERROR(store_->GetPayload(meta_, ids[i], &rec.payload, &found_payload));
+  }
+  return Status::OK();
+}
+
+Status Collection::Remove(const int64_t* ids, size_t n, int64_t* removed) {
+  if (n == 0) return Status::InvalidArgument("no ids to remove");
+  std::unique_lock<std::mutex> write_lock(write_mutex_);
+  std::vector<int64_t> unique(ids, ids + n);
+  std::sort(unique.begin(), unique.end());
+  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+  for (int64_t id : unique) {
+    if (!row_of_id_.count(id)) {
+      return Status::NotFound("id " + std::to_string(id) + " is not in collection '" +
+                              meta_.spec.name + "' (nothing removed)");
+    }
+  }
+  storage::CollectionMeta next = meta_;
+  next.sequence += 1;
+  HEDGEDB_RETURN_IF_ERROR(store_->Commit(next, {}, unique));
+
+  std::unique_lock<std::shared_mutex> lock(state_mutex_);
+  meta_ = next;
+  for (int64_t id : unique) {
+    auto it = row_of_id_.find(id);
+    row_flags_[it->second] &= uint8_t(~kLive);
+    row_of_id_.erase(it);
+  }
+  live_rows_.erase(std::remove_if(live_rows_.begin(), live_rows_.end(),
+                                  [&](int64_t r) { return !(row_flags_[r] & kLive); }),
+                   live_rows_.end());
+  bool physical = false;
+  HEDGEDB_RETURN_IF_ERROR(index_->Remove(unique.data(), int64_t(unique.size()), &physical));
+  if (!physical && index_->is_trained()) tombstones_ += int64_t(unique.size());
+  unsaved_vectors_ += int64_t(unique.size());
+  if (removed) *removed = int64_t(unique.size());
+  return Status::OK();
+}
+
+Status Collection::ValidateQueries(const EmbeddingView& v) const {
+  const CollectionSpec& s = meta_.spec;
+  if (v.n <= 0) return Status::InvalidArgument("no queries");
+  const size_t n = size_t(v.n), D = size_t(s.dim), C = size_t(s.components);
+  switch (s.kind) {
+    case Kind::kPoint:
+      if (!v.vec) return Status::InvalidArgument("point collections are queried with vectors");
+      return CheckFloats(v.vec, n * D, D, "vector", false, "query");
+    case Kind::kGaussian:
+    case Kind::kMog: {
+      if (!v.mean || !v.var) {
+        return Status::InvalidArgument(std::string(KindName(s.kind)) +
+                                       " collections are queried with means and variances");
+      }
+      const size_t per = (s.kind == Kind::kMog ? C : 1) * D;
+      HEDGEDB_RETURN_IF_ERROR(CheckFloats(v.mean, n * per, per, "mean", false, "query"));
+      HEDGEDB_RETURN_IF_ERROR(CheckFloats(v.var, n * per, per, "variance", true, "query"));
+      if (s.kind == Kind::kMog && v.weights) return CheckWeights(v.weights, v.n, int(C), "query");
+      return Status::OK();
+    }
+    case Kind::kCodes: {
+      if (!v.logp) {
+        return Status::InvalidArgument("codes collections are queried with log-prob tables (logp)");
+      }
+      const size_t per = D * size_t(s.code_k);
+      for (size_t j = 0; j < n * per; ++j) {
+        // log(0) = -inf is a valid log-probability; NaN and +inf are not.
+        if (std::isnan(v.logp[j]) || v.logp[j] > 1e-3f) {
+          return Status::InvalidArgument("log-probability table of query " +
+                                         std::to_string(j / per) + " has an invalid entry (" +
+                                         std::to_string(v.logp[j]) + "); entries must be <= 0");
+        }
+      }
+      return Status::OK();
+    }
+  }
+  return Status::OK();
+}
+
+void Collection::PackQueryRow(const EmbeddingView& v, int64_t i, float* row) const {
+  const CollectionSpec& s = meta_.spec;
+  if (s.kind == Kind::kCodes) {
+    const size_t per = size_t(s.dim) * size_t(s.code_k);
+    std::memcpy(row, v.logp + i * per, per * sizeof(float));
+  } else {
+    PackItemRow(v, i, reinterpret_cast<uint8_t*>(row));
+  }
+}
+
+Status Collection::Search(const EmbeddingView& queries, const SearchOptions& options,
+                          std::vector<SearchResult>* results) {
+  const CollectionSpec& s = meta_.spec;
+  if (options.k < 1) return Status::InvalidArgument("k must be >= 1");
+  if (options.candidates < 0) return Status::InvalidArgument("candidates must be >= 0");
+  if (options.oversampling < 1) return Status::InvalidArgument("oversampling must be >= 1");
+  if (options.nprobe < 0 || options.ef_search < 0) {
+    return Status::InvalidArgument("nprobe and ef-search must be >= 0");
+  }
+  HEDGEDB_RETURN_IF_ERROR(ValidateQueries(queries));
+  RowShape shape;
+  shape.kind = s.kind;
+  shape.dim = s.dim;
+  shape.components = s.components;
+  shape.code_k = s.code_k;
+  ScoreParams params;
+  params.score = ResolveScore(s.kind, options.score);
+  params.match_a = s.match_a;
+  params.match_b = s.match_b;
+  params.samples = options.samples > 0 ? options.samples : s.samples;
+  params.seed = options.has_seed ? options.seed : s.seed;
+  HEDGEDB_RETURN_IF_ERROR(ValidateScoreParams(shape, params));
+
+  const int64_t nq = queries.n;
+  const size_t qsize = QueryRowSize(s);
+  std::vector<float> qrows(size_t(nq) * qsize);
+  for (int64_t q = 0; q < nq; ++q) PackQueryRow(queries, q, qrows.data() + q * qsize);
+
+  std::shared_lock<std::shared_mutex> lock(state_mutex_);
+  const int64_t live = int64_t(live_rows_.size());
+  const bool exhaustive = options.exhaustive || !index_->is_trained();
+  int64_t kprime =
+      options.candidates > 0 ? options.candidates : int64_t(options.k) * options.oversampling;
+  // Tombstones can take candidate slots: ask for that many more.
+  kprime = std::min<int64_t>(kprime + tombstones_, std::max<int64_t>(index_->ntotal(), 1));
+  std::vector<int64_t> coarse;
+  if (!exhaustive && live > 0) {
+    index::CoarseSearchKnobs knobs;
+    knobs.nprobe = options.nprobe;
+    knobs.ef_search = options.ef_search;
+    HEDGEDB_RETURN_IF_ERROR(index_->Search(qrows.data(), nq, kprime, knobs, &coarse));
+  }
+
+  results->assign(size_t(nq), SearchResult());
+  std::vector<Status> errors(size_t(nq));
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t q = 0; q < nq; ++q) {
+    std::vector<int64_t> rows;
+    if (exhaustive) {
+      rows = live_rows_;
+    } else {
+      rows.reserve(size_t(kprime));
+      for (int64_t j = 0; j < kprime; ++j) {
+        int64_t id = coarse[size_t(q * kprime + j)];
+        if (id < 0) continue;
+        auto it = row_of_id_.find(id);
+        if (it != row_of_id_.end()) rows.push_back(it->second);
+      }
+      std::sort(rows.begin(), rows.end());  // dedupe re-ingested ids
+      rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    }
+    std::unique_ptr<PreparedQuery> prepared;
+    Status ps = PrepareQuery(shape, params, qrows.data() + q * qsize, &prepared);
+    if (!ps.ok()) {
+      errors[q] = ps;
+      continue;
+    }
+    std::vector<float> scores(rows.size());
+    prepared->ScoreRows(arena_.data(), row_bytes_, rows.data(), rows.size(), scores.data());
+    std::vector<size_t> order(rows.size());
+    for (size_t j = 0; j < order.size(); ++j) order[j] = j;
+    const size_t k = std::min(order.size(), size_t(options.k));
+    // Best first; ties by id so results are deterministic.
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](size_t a, size_t b) {
+      if (scores[a] != scores[b]) return scores[a] > scores[b];
+      return row_ids_[rows[a]] < row_ids_[rows[b]];
+    });
+    SearchResult& res = (*results)[q];
+    if (options.with_uncertainty && s.kind != Kind::kCodes && s.kind != Kind::kPoint) {
+      res.query_uncertainty = Uncertainty(shape, params, qrows.data() + q * qsize);
+    }
+    res.hits.resize(k);
+    for (size_t j = 0; j < k; ++j) {
+      const int64_t r = rows[order[j]];
+      SearchHit& hit = res.hits[j];
+      hit.id = row_ids_[r];
+      hit.score = scores[order[j]];
+      hit.has_label = (row_flags_[r] & kHasLabel) != 0;
+      hit.label = row_labels_[r];
+      if (options.with_uncertainty && s.kind != Kind::kCodes && s.kind != Kind::kPoint) {
+        hit.uncertainty = Uncertainty(
+            shape, params, reinterpret_cast<const float*>(arena_.data() + r * row_bytes_));
+      }
+      if (options.with_payload) {
+        bool found = false;
+        Status gs = store_->GetPayload(meta_, hit.id, &hit.payload, &found);
+        if (!gs.ok()) errors[q] = gs;
+      }
+    }
+  }
+  for (const Status& e : errors) HEDGEDB_RETURN_IF_ERROR(e);
+  return Status::OK();
+}
+
+Status Collection::Stats(CollectionStats* st) {
+  std::shared_lock<std::shared_mutex> lock(state_mutex_);
+  st->spec = meta_.spec;
+  st->spec.index_factory = index_->factory();
+  st->items = int64_t(live_rows_.size());
+  st->max_id = meta_.max_id;
+  st->sequence = meta_.sequence;
+  st->index_sequence = index_sequence_;
+  st->index_vectors = index_->ntotal();
+  st->index_trained = index_->is_trained();
+  st->index_description = index_->factory();
+  return Status::OK();
+}
+
+}  // namespace query
+}  // namespace hedgedb

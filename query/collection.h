@@ -1,0 +1,93 @@
+// Collection: the one orchestration layer that wires the record store, the
+// coarse index and the exact scorers of one collection together.
+//
+// In memory it keeps an arena of item rows (common/row_layout.h) loaded from
+// the record store on open, so that stage-2 rescoring never touches RocksDB.
+// Locking: writes are serialised by write_mutex_ and commit to RocksDB before
+// they touch memory; in-memory state (arena, id map, index) is guarded by
+// state_mutex_, shared by searches and exclusive for the short apply step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "hedgedb/status.h"
+#include "hedgedb/types.h"
+#include "index/coarse_index.h"
+#include "storage/record_store.h"
+
+namespace hedgedb {
+namespace query {
+
+// Checks a spec for creation (name, dimensions, kind parameters, a, samples,
+// index factory).
+Status ValidateSpec(const CollectionSpec& spec);
+
+class Collection {
+ public:
+  // `store` outlives the collection. `index_path` is its index file.
+  Collection(storage::RecordStore* store, const storage::CollectionMeta& meta,
+             std::string index_path, int64_t index_save_interval);
+  ~Collection();
+
+  // Loads the records, then loads the index file and catches it up, or
+  // rebuilds it (and saves it) when it is missing, unreadable or stale.
+  Status Open();
+
+  Status Ingest(const IngestBatch& batch, std::vector<int64_t>* ids);
+  Status Get(const int64_t* ids, size_t n, std::vector<Record>* records);
+  Status Remove(const int64_t* ids, size_t n, int64_t* removed);
+  Status Search(const EmbeddingView& queries, const SearchOptions& options,
+                std::vector<SearchResult>* results);
+  Status Stats(CollectionStats* stats);
+  // Saves the index file if it is behind the records.
+  Status SaveIndex();
+
+  const CollectionSpec& spec() const { return meta_.spec; }
+  const storage::CollectionMeta& meta() const { return meta_; }
+  // How the index was obtained on Open: "loaded", "caught-up", "rebuilt".
+  const std::string& open_mode() const { return open_mode_; }
+
+ private:
+  Status ValidateItems(const IngestBatch& batch) const;
+  Status ValidateQueries(const EmbeddingView& queries) const;
+  // Packs row i of a view into the arena layout (floats or code bytes).
+  void PackItemRow(const EmbeddingView& v, int64_t i, uint8_t* row) const;
+  void PackQueryRow(const EmbeddingView& v, int64_t i, float* row) const;
+  void AppendRow(int64_t id, bool has_label, int64_t label, const uint8_t* row);
+  // Trains the index when it has enough rows, or adds rows [first_row, end).
+  Status SyncIndexLocked(int64_t first_row);
+  Status RebuildIndexLocked();
+  Status SaveIndexLocked();
+  void GatherLiveRows(std::vector<uint8_t>* rows, std::vector<int64_t>* ids,
+                      int64_t first_row) const;
+
+  storage::RecordStore* const store_;
+  storage::CollectionMeta meta_;
+  const std::string index_path_;
+  const int64_t index_save_interval_;
+  const size_t row_bytes_;
+  std::string open_mode_;
+
+  std::mutex write_mutex_;
+  mutable std::shared_mutex state_mutex_;
+  std::vector<uint8_t> arena_;                      // rows x row_bytes_
+  std::vector<int64_t> row_ids_;                    // id of each row
+  std::vector<int64_t> row_labels_;                 // label of each row
+  std::vector<uint8_t> row_flags_;                  // bit 0: live, bit 1: has label
+  std::unordered_map<int64_t, int64_t> row_of_id_;  // live rows only
+  std::vector<int64_t> live_rows_;                  // ascending
+  int64_t indexed_rows_ = 0;                        // rows [0, indexed_rows_) are in the index
+  std::unique_ptr<index::CoarseIndex> index_;
+  uint64_t index_sequence_ = 0;  // sequence covered by the index file on disk
+  int64_t unsaved_vectors_ = 0;
+  int64_t tombstones_ = 0;  // dead vectors still in the index
+};
+
+}  // namespace query
+}  // namespace hedgedb

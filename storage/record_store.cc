@@ -1,0 +1,335 @@
+#include "storage/record_store.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/slice.h>
+#include <rocksdb/write_batch.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "common/crc32c.h"
+#include "common/row_layout.h"
+
+namespace hedgedb {
+namespace storage {
+namespace {
+
+constexpr uint8_t kRecordFormatVersion = 1;
+constexpr uint8_t kPayloadFormatVersion = 1;
+// version u8, flags u8, reserved u16, sequence u64, label i64, row bytes u32
+constexpr size_t kRecordHeaderBytes = 1 + 1 + 2 + 8 + 8 + 4;
+constexpr size_t kCrcBytes = 4;
+constexpr char kNextCollectionIdKey[] = "next_collection_id";
+
+Status FromRocks(const rocksdb::Status& s, const std::string& what) {
+  if (s.ok()) return Status::OK();
+  if (s.IsCorruption()) return Status::Corruption(what + ": " + s.ToString());
+  if (s.IsNotFound()) return Status::NotFound(what + ": " + s.ToString());
+  if (s.IsInvalidArgument()) return Status::InvalidArgument(what + ": " + s.ToString());
+  return Status::IOError(what + ": " + s.ToString());
+}
+
+void PutFixed(std::string* out, const void* p, size_t n) {
+  out->append(static_cast<const char*>(p), n);
+}
+template <typename T>
+T GetFixed(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+std::string CollectionPrefix(uint32_t collection_id) {
+  std::string k(4, '\0');
+  for (int i = 0; i < 4; ++i) k[i] = char((collection_id >> (24 - 8 * i)) & 0xFF);
+  return k;
+}
+
+std::string MetaKey(const std::string& name) { return "c/" + name; }
+
+std::string EncodePayload(const std::string& payload) {
+  std::string v;
+  v.push_back(char(kPayloadFormatVersion));
+  v += payload;
+  uint32_t crc = Crc32c(v.data(), v.size());
+  PutFixed(&v, &crc, 4);
+  return v;
+}
+
+Status DecodePayload(const std::string& value, int64_t id, std::string* payload) {
+  if (value.size() < 1 + kCrcBytes || uint8_t(value[0]) != kPayloadFormatVersion) {
+    return Status::Corruption("payload of item " + std::to_string(id) + " has a bad header");
+  }
+  uint32_t stored = GetFixed<uint32_t>(value.data() + value.size() - 4);
+  if (Crc32c(value.data(), value.size() - 4) != stored) {
+    return Status::Corruption("payload of item " + std::to_string(id) + " fails its checksum");
+  }
+  payload->assign(value.data() + 1, value.size() - 1 - kCrcBytes);
+  return Status::OK();
+}
+
+}  // namespace
+
+std::string SpecToJson(const CollectionSpec& spec) {
+  nlohmann::json j = {{"name", spec.name},       {"kind", KindName(spec.kind)},
+                      {"dim", spec.dim},         {"components", spec.components},
+                      {"code_k", spec.code_k},   {"index_factory", spec.index_factory},
+                      {"match_a", spec.match_a}, {"match_b", spec.match_b},
+                      {"samples", spec.samples}, {"seed", spec.seed}};
+  return j.dump();
+}
+
+Status SpecFromJson(const std::string& text, CollectionSpec* spec) {
+  try {
+    auto j = nlohmann::json::parse(text);
+    spec->name = j.at("name").get<std::string>();
+    if (!ParseKind(j.at("kind").get<std::string>(), &spec->kind)) {
+      return Status::Corruption("unknown kind in collection descriptor");
+    }
+    spec->dim = j.at("dim").get<int>();
+    spec->components = j.at("components").get<int>();
+    spec->code_k = j.at("code_k").get<int>();
+    spec->index_factory = j.at("index_factory").get<std::string>();
+    spec->match_a = j.at("match_a").get<float>();
+    spec->match_b = j.at("match_b").get<float>();
+    spec->samples = j.at("samples").get<int>();
+    spec->seed = j.at("seed").get<uint64_t>();
+  } catch (const std::exception& e) {
+    return Status::Corruption(std::string("bad collection descriptor: ") + e.what());
+  }
+  return Status::OK();
+}
+
+std::string RecordStore::RecordKey(uint32_t collection_id, int64_t id) {
+  std::string k = CollectionPrefix(collection_id);
+  // Flip the sign bit so that signed ids sort in numeric order.
+  uint64_t u = uint64_t(id) ^ (uint64_t(1) << 63);
+  for (int i = 0; i < 8; ++i) k.push_back(char((u >> (56 - 8 * i)) & 0xFF));
+  return k;
+}
+
+static int64_t IdFromKey(const std::string& key) {
+  uint64_t u = 0;
+  for (int i = 0; i < 8; ++i) u = (u << 8) | uint8_t(key[4 + i]);
+  return int64_t(u ^ (uint64_t(1) << 63));
+}
+
+std::string RecordStore::EncodeRecord(uint64_t sequence, const RecordWrite& w, size_t row_bytes) {
+  std::string v;
+  v.reserve(kRecordHeaderBytes + row_bytes + kCrcBytes);
+  v.push_back(char(kRecordFormatVersion));
+  v.push_back(char(w.has_label ? 1 : 0));
+  v.append(2, '\0');
+  PutFixed(&v, &sequence, 8);
+  int64_t label = w.has_label ? w.label : 0;
+  PutFixed(&v, &label, 8);
+  uint32_t n = uint32_t(row_bytes);
+  PutFixed(&v, &n, 4);
+  PutFixed(&v, w.row, row_bytes);
+  uint32_t crc = Crc32c(v.data(), v.size());
+  PutFixed(&v, &crc, 4);
+  return v;
+}
+
+Status RecordStore::DecodeRecord(const std::string& key, const std::string& value, size_t row_bytes,
+                                 StoredRecord* r) {
+  int64_t id = key.size() == 12 ? IdFromKey(key) : 0;
+  const std::string where = "record of item " + std::to_string(id);
+  if (key.size() != 12) return Status::Corruption("record key of bad length");
+  if (value.size() < kRecordHeaderBytes + kCrcBytes) {
+    return Status::Corruption(where + " is truncated");
+  }
+  uint32_t stored_crc = GetFixed<uint32_t>(value.data() + value.size() - 4);
+  if (Crc32c(value.data(), value.size() - 4) != stored_crc) {
+    return Status::Corruption(where + " fails its checksum");
+  }
+  if (uint8_t(value[0]) != kRecordFormatVersion) {
+    return Status::Corruption(where + " has unknown format version " +
+                              std::to_string(uint8_t(value[0])));
+  }
+  uint32_t n = GetFixed<uint32_t>(value.data() + 20);
+  if (n != row_bytes || value.size() != kRecordHeaderBytes + n + kCrcBytes) {
+    return Status::Corruption(where + " has " + std::to_string(n) + " row bytes, expected " +
+                              std::to_string(row_bytes));
+  }
+  r->id = id;
+  r->has_label = (uint8_t(value[1]) & 1) != 0;
+  r->sequence = GetFixed<uint64_t>(value.data() + 4);
+  r->label = GetFixed<int64_t>(value.data() + 12);
+  r->row.assign(value.data() + kRecordHeaderBytes, n);
+  return Status::OK();
+}
+
+Status RecordStore::Open(const StoreOptions& options, const std::string& path,
+                         std::unique_ptr<RecordStore>* out) {
+  rocksdb::Options db_options;
+  db_options.create_if_missing = options.create_if_missing;
+  db_options.error_if_exists = options.error_if_exists;
+  db_options.create_missing_column_families = true;
+  rocksdb::ColumnFamilyOptions cf_options;
+  rocksdb::ColumnFamilyOptions records_options;
+  // Float rows barely compress; skip the CPU cost.
+  records_options.compression = rocksdb::kNoCompression;
+  std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+      {rocksdb::kDefaultColumnFamilyName, cf_options},
+      {"meta", cf_options},
+      {"records", records_options},
+      {"payload", cf_options}};
+  std::unique_ptr<RecordStore> store(new RecordStore());
+  store->sync_ = options.sync;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(db_options, path, families, &store->handles_, &raw);
+  if (!s.ok()) return FromRocks(s, "cannot open record store " + path);
+  store->db_.reset(raw);
+  store->meta_cf_ = store->handles_[1];
+  store->records_cf_ = store->handles_[2];
+  store->payload_cf_ = store->handles_[3];
+  *out = std::move(store);
+  return Status::OK();
+}
+
+RecordStore::~RecordStore() {
+  if (db_) {
+    for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
+    db_->Close();
+  }
+}
+
+Status RecordStore::LoadCatalog(std::vector<CollectionMeta>* collections) {
+  collections->clear();
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), meta_cf_));
+  for (it->Seek("c/"); it->Valid() && it->key().starts_with("c/"); it->Next()) {
+    CollectionMeta meta;
+    try {
+      auto j = nlohmann::json::parse(it->value().ToString());
+      HEDGEDB_RETURN_IF_ERROR(SpecFromJson(j.at("spec").dump(), &meta.spec));
+      meta.id = j.at("id").get<uint32_t>();
+      meta.sequence = j.at("sequence").get<uint64_t>();
+      meta.max_id = j.at("max_id").get<int64_t>();
+      if (j.at("crc").get<uint32_t>() !=
+          Crc32c(j.at("spec").dump().data(), j.at("spec").dump().size())) {
+        return Status::Corruption("descriptor of collection '" + meta.spec.name +
+                                  "' fails its checksum");
+      }
+    } catch (const std::exception& e) {
+      return Status::Corruption("bad collection descriptor '" + it->key().ToString() +
+                                "': " + e.what());
+    }
+    collections->push_back(meta);
+  }
+  return FromRocks(it->status(), "reading the catalog");
+}
+
+Status RecordStore::PutMeta(const CollectionMeta& meta, void* batch_ptr) {
+  auto* batch = static_cast<rocksdb::WriteBatch*>(batch_ptr);
+  auto spec = nlohmann::json::parse(SpecToJson(meta.spec));
+  std::string spec_text = spec.dump();
+  nlohmann::json j = {{"spec", spec},
+                      {"id", meta.id},
+                      {"sequence", meta.sequence},
+                      {"max_id", meta.max_id},
+                      {"crc", Crc32c(spec_text.data(), spec_text.size())}};
+  return FromRocks(batch->Put(meta_cf_, MetaKey(meta.spec.name), j.dump()), "writing descriptor");
+}
+
+Status RecordStore::CreateCollection(CollectionMeta* meta) {
+  std::string next;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), meta_cf_, kNextCollectionIdKey, &next);
+  if (!s.ok() && !s.IsNotFound()) return FromRocks(s, "reading the catalog");
+  uint32_t id = s.IsNotFound() ? 1 : uint32_t(std::stoul(next));
+  meta->id = id;
+  rocksdb::WriteBatch batch;
+  HEDGEDB_RETURN_IF_ERROR(FromRocks(
+      batch.Put(meta_cf_, kNextCollectionIdKey, std::to_string(id + 1)), "writing the catalog"));
+  HEDGEDB_RETURN_IF_ERROR(PutMeta(*meta, &batch));
+  rocksdb::WriteOptions wo;
+  wo.sync = true;  // catalog changes are rare: always make them durable
+  return FromRocks(db_->Write(wo, &batch), "creating collection " + meta->spec.name);
+}
+
+Status RecordStore::DropCollection(const CollectionMeta& meta) {
+  rocksdb::WriteBatch batch;
+  std::string begin = CollectionPrefix(meta.id);
+  std::string end = CollectionPrefix(meta.id + 1);
+  HEDGEDB_RETURN_IF_ERROR(FromRocks(batch.DeleteRange(records_cf_, begin, end), "dropping"));
+  HEDGEDB_RETURN_IF_ERROR(FromRocks(batch.DeleteRange(payload_cf_, begin, end), "dropping"));
+  HEDGEDB_RETURN_IF_ERROR(FromRocks(batch.Delete(meta_cf_, MetaKey(meta.spec.name)), "dropping"));
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  return FromRocks(db_->Write(wo, &batch), "dropping collection " + meta.spec.name);
+}
+
+Status RecordStore::Commit(const CollectionMeta& meta, const std::vector<RecordWrite>& puts,
+                           const std::vector<int64_t>& deletes) {
+  rocksdb::WriteBatch batch;
+  const size_t row_bytes = ItemRowBytes(meta.spec);
+  for (const RecordWrite& w : puts) {
+    std::string key = RecordKey(meta.id, w.id);
+    HEDGEDB_RETURN_IF_ERROR(FromRocks(
+        batch.Put(records_cf_, key, EncodeRecord(meta.sequence, w, row_bytes)), "batching"));
+    if (w.payload) {
+      HEDGEDB_RETURN_IF_ERROR(
+          FromRocks(batch.Put(payload_cf_, key, EncodePayload(*w.payload)), "batching"));
+    }
+  }
+  for (int64_t id : deletes) {
+    std::string key = RecordKey(meta.id, id);
+    HEDGEDB_RETURN_IF_ERROR(FromRocks(batch.Delete(records_cf_, key), "batching"));
+    HEDGEDB_RETURN_IF_ERROR(FromRocks(batch.Delete(payload_cf_, key), "batching"));
+  }
+  HEDGEDB_RETURN_IF_ERROR(PutMeta(meta, &batch));
+  rocksdb::WriteOptions wo;
+  wo.sync = sync_;
+  return FromRocks(db_->Write(wo, &batch), "writing to collection " + meta.spec.name);
+}
+
+Status RecordStore::Scan(const CollectionMeta& meta,
+                         const std::function<Status(const StoredRecord&)>& visit) {
+  const size_t row_bytes = ItemRowBytes(meta.spec);
+  std::string begin = CollectionPrefix(meta.id);
+  std::string end = CollectionPrefix(meta.id + 1);
+  rocksdb::ReadOptions ro;
+  rocksdb::Slice upper(end);
+  ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, records_cf_));
+  StoredRecord record;
+  for (it->Seek(begin); it->Valid(); it->Next()) {
+    HEDGEDB_RETURN_IF_ERROR(
+        DecodeRecord(it->key().ToString(), it->value().ToString(), row_bytes, &record));
+    HEDGEDB_RETURN_IF_ERROR(visit(record));
+  }
+  return FromRocks(it->status(), "scanning collection " + meta.spec.name);
+}
+
+Status RecordStore::GetRecord(const CollectionMeta& meta, int64_t id, StoredRecord* record,
+                              bool* found) {
+  std::string key = RecordKey(meta.id, id), value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), records_cf_, key, &value);
+  *found = false;
+  if (s.IsNotFound()) return Status::OK();
+  HEDGEDB_RETURN_IF_ERROR(FromRocks(s, "reading item " + std::to_string(id)));
+  HEDGEDB_RETURN_IF_ERROR(DecodeRecord(key, value, ItemRowBytes(meta.spec), record));
+  *found = true;
+  return Status::OK();
+}
+
+Status RecordStore::GetPayload(const CollectionMeta& meta, int64_t id, std::string* payload,
+                               bool* found) {
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), payload_cf_, RecordKey(meta.id, id), &value);
+  *found = false;
+  payload->clear();
+  if (s.IsNotFound()) return Status::OK();
+  HEDGEDB_RETURN_IF_ERROR(FromRocks(s, "reading payload of item " + std::to_string(id)));
+  HEDGEDB_RETURN_IF_ERROR(DecodePayload(value, id, payload));
+  *found = true;
+  return Status::OK();
+}
+
+Status RecordStore::PutRawRecordForTest(const std::string& key, const std::string& value) {
+  return FromRocks(db_->Put(rocksdb::WriteOptions(), records_cf_, key, value), "raw put");
+}
+
+}  // namespace storage
+}  // namespace hedgedb
