@@ -1,0 +1,96 @@
+// The record store's codec and its corruption checks, and how the DB reacts to
+// a damaged record: the collection reports corruption, others keep working.
+#include "storage/record_store.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "engine/engine_test_util.h"
+
+namespace hedgedb {
+namespace {
+
+using testing::MakeSpec;
+using testing::RandomBatch;
+using testing::TempDir;
+
+TEST(RecordCodecTest, RoundTripAndChecks) {
+  float row[4] = {1.5f, -2.0f, 3.25f, 0.5f};
+  storage::RecordWrite w;
+  w.id = -42;
+  w.has_label = true;
+  w.label = 7;
+  w.row = row;
+  std::string key = storage::RecordStore::RecordKey(3, -42);
+  std::string value = storage::RecordStore::EncodeRecord(99, w, sizeof(row));
+  storage::StoredRecord r;
+  ASSERT_TRUE(storage::RecordStore::DecodeRecord(key, value, sizeof(row), &r).ok());
+  EXPECT_EQ(r.id, -42);
+  EXPECT_EQ(r.sequence, 99u);
+  EXPECT_TRUE(r.has_label);
+  EXPECT_EQ(r.label, 7);
+  EXPECT_EQ(std::memcmp(r.row.data(), row, sizeof(row)), 0);
+
+  for (size_t i = 0; i < value.size(); ++i) {  // every single-byte flip is caught
+    std::string bad = value;
+    bad[i] = char(bad[i] ^ 0x01);
+    EXPECT_TRUE(storage::RecordStore::DecodeRecord(key, bad, sizeof(row), &r).IsCorruption()) << i;
+  }
+  EXPECT_TRUE(
+      storage::RecordStore::DecodeRecord(key, value.substr(0, 10), sizeof(row), &r).IsCorruption());
+  EXPECT_TRUE(storage::RecordStore::DecodeRecord(key, value, 8, &r).IsCorruption());
+}
+
+TEST(RecordCodecTest, KeysSortByCollectionThenSignedId) {
+  using storage::RecordStore;
+  EXPECT_LT(RecordStore::RecordKey(1, -5), RecordStore::RecordKey(1, -4));
+  EXPECT_LT(RecordStore::RecordKey(1, -1), RecordStore::RecordKey(1, 0));
+  EXPECT_LT(RecordStore::RecordKey(1, 255), RecordStore::RecordKey(1, 256));
+  EXPECT_LT(RecordStore::RecordKey(1, INT64_MAX), RecordStore::RecordKey(2, INT64_MIN));
+}
+
+TEST(RecordStoreTest, DamagedRecordMakesItsCollectionReportCorruption) {
+  TempDir dir;
+  {
+    std::unique_ptr<DB> db;
+    ASSERT_TRUE(DB::Open(Options(), dir.path(), &db).ok());
+    ASSERT_TRUE(db->CreateCollection(MakeSpec("c", Kind::kGaussian, 4)).ok());
+    ASSERT_TRUE(db->CreateCollection(MakeSpec("other", Kind::kPoint, 4)).ok());
+    ASSERT_TRUE(
+        db->Ingest("c", RandomBatch(MakeSpec("c", Kind::kGaussian, 4), 10, 0, 1).ingest(), nullptr)
+            .ok());
+  }
+  {
+    std::unique_ptr<storage::RecordStore> store;
+    ASSERT_TRUE(
+        storage::RecordStore::Open(storage::StoreOptions(), dir.path() + "/store", &store).ok());
+    std::vector<storage::CollectionMeta> metas;
+    ASSERT_TRUE(store->LoadCatalog(&metas).ok());
+    ASSERT_EQ(metas.size(), 2u);
+    const auto& meta = metas[0].spec.name == "c" ? metas[0] : metas[1];
+    storage::StoredRecord rec;
+    bool found = false;
+    ASSERT_TRUE(store->GetRecord(meta, 4, &rec, &found).ok());
+    ASSERT_TRUE(found);
+    float row[8] = {};
+    storage::RecordWrite w;
+    w.id = 4;
+    w.row = row;
+    std::string value = storage::RecordStore::EncodeRecord(rec.sequence, w, sizeof(row));
+    value[30] = char(value[30] ^ 0xFF);  // a bit rot inside the row
+    ASSERT_TRUE(
+        store->PutRawRecordForTest(storage::RecordStore::RecordKey(meta.id, 4), value).ok());
+    EXPECT_TRUE(store->GetRecord(meta, 4, &rec, &found).IsCorruption());
+  }
+  std::unique_ptr<DB> db;
+  ASSERT_TRUE(DB::Open(Options(), dir.path(), &db).ok());
+  CollectionStats st;
+  Status s = db->GetStats("c", &st);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("item 4"), std::string::npos) << s.ToString();
+  EXPECT_TRUE(db->GetStats("other", &st).ok());
+}
+
+}  // namespace
+}  // namespace hedgedb
