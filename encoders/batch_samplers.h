@@ -109,7 +109,7 @@ enum class HibPairMode {
   // loss sees positives and negatives in equal numbers ("we encourage a balance
   // of m = 0 and m = 1 pair samples within each SGD minibatch"). Default.
   kBalanced,
-  // All batch_size * (batch_size - 1) / 2 unordered pairs.
+  // All unordered pairs of batch positions.
   kAllPairs,
 };
 
@@ -127,7 +127,8 @@ struct HibSamplerOptions {
 // random-stream item, a different item of the same class. Items of classes
 // with a single item cannot have a partner and are left out of the random
 // stream. Positions are then shuffled and the pairs computed on the shuffled
-// batch.
+// batch; two positions holding the same data item (a partner drawn twice) never
+// form a pair.
 class HibTwoStreamSampler {
  public:
   // Errors: odd or non-positive batch size, batch larger than the data set,
