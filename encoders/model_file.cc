@@ -1,0 +1,497 @@
+#include "encoders/model_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "encoders/models.h"
+
+namespace hedgedb::encoders {
+namespace {
+
+constexpr char kMagic[8] = {'H', 'D', 'B', 'M', 'O', 'D', 'E', 'L'};
+// magic + version + header length + payload length + crc.
+constexpr size_t kFixedBytes = 8 + 4 + 8 + 8 + 4;
+
+struct MethodEntry {
+  Method method;
+  const char* name;
+};
+constexpr MethodEntry kMethods[] = {
+    {Method::kSoftContrastive, "softcon"},
+    {Method::kHib, "hib"},
+    {Method::kSpe, "spe"},
+    {Method::kProtoNet, "protonet"},
+    {Method::kDimco, "dimco"},
+    {Method::kFStatistic, "fstat"},
+};
+
+struct BackboneEntry {
+  BackboneType type;
+  const char* name;
+};
+constexpr BackboneEntry kBackbones[] = {
+    {BackboneType::kCnn, "cnn"},
+    {BackboneType::kMlp, "mlp"},
+    {BackboneType::kTorchScript, "torchscript"},
+};
+
+uint32_t Crc32(const char* data, size_t n) {
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  uint32_t crc = 0xFFFFFFFFu;
+  for (size_t i = 0; i < n; ++i) {
+    crc = table[(crc ^ static_cast<uint8_t>(data[i])) & 0xFFu] ^ (crc >> 8);
+  }
+  return crc ^ 0xFFFFFFFFu;
+}
+
+template <typename T>
+void PutLittleEndian(std::string* out, T value) {
+  for (size_t i = 0; i < sizeof(T); ++i) {
+    out->push_back(static_cast<char>((static_cast<uint64_t>(value) >> (8 * i)) & 0xFF));
+  }
+}
+
+template <typename T>
+T GetLittleEndian(const std::string& in, size_t offset) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) {
+    v |= static_cast<uint64_t>(static_cast<uint8_t>(in[offset + i])) << (8 * i);
+  }
+  return static_cast<T>(v);
+}
+
+Status ReadWholeFile(const std::string& path, std::string* contents) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    return Status::NotFound("model file '" + path + "' does not exist");
+  }
+  if (std::filesystem::is_directory(path, ec)) {
+    return Status::IOError("model file '" + path + "' is a directory");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::IOError("cannot open model file '" + path + "': " + strerror(errno));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) return Status::IOError("cannot read model file '" + path + "'");
+  *contents = std::move(buffer).str();
+  return Status::OK();
+}
+
+// Splits a model file into its checked header JSON and payload bytes.
+Status ParseContainer(const std::string& path, const std::string& file, std::string* header,
+                      std::string* payload) {
+  if (file.size() < kFixedBytes) {
+    return Status::Corruption("model file '" + path + "' is truncated (" +
+                              std::to_string(file.size()) + " bytes)");
+  }
+  if (std::memcmp(file.data(), kMagic, sizeof(kMagic)) != 0) {
+    return Status::Corruption("'" + path + "' is not a hedgedb model file (bad magic)");
+  }
+  const uint32_t stored_crc = GetLittleEndian<uint32_t>(file, file.size() - 4);
+  if (Crc32(file.data(), file.size() - 4) != stored_crc) {
+    return Status::Corruption("model file '" + path +
+                              "' fails its checksum (damaged or truncated)");
+  }
+  const uint32_t version = GetLittleEndian<uint32_t>(file, 8);
+  if (version == 0) return Status::Corruption("model file '" + path + "' has format version 0");
+  if (version > kModelFileVersion) {
+    return Status::NotSupported("model file '" + path + "' has format version " +
+                                std::to_string(version) + "; this build reads up to " +
+                                std::to_string(kModelFileVersion));
+  }
+  const uint64_t header_len = GetLittleEndian<uint64_t>(file, 12);
+  if (header_len > file.size() - kFixedBytes) {
+    return Status::Corruption("model file '" + path + "': header length out of range");
+  }
+  const uint64_t payload_len = GetLittleEndian<uint64_t>(file, 20 + header_len);
+  if (payload_len != file.size() - kFixedBytes - header_len) {
+    return Status::Corruption("model file '" + path + "': payload length does not match file size");
+  }
+  *header = file.substr(20, header_len);
+  *payload = file.substr(28 + header_len, payload_len);
+  return Status::OK();
+}
+
+Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::IOError("cannot create '" + tmp + "': " + strerror(errno));
+  size_t written = 0;
+  while (written < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const std::string err = strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return Status::IOError("cannot write '" + tmp + "': " + err);
+    }
+    written += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const std::string err = strerror(errno);
+    ::unlink(tmp.c_str());
+    return Status::IOError("cannot flush '" + tmp + "': " + err);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string err = strerror(errno);
+    ::unlink(tmp.c_str());
+    return Status::IOError("cannot rename '" + tmp + "' to '" + path + "': " + err);
+  }
+  return Status::OK();
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+bool MethodAllowsKind(Method method, Kind kind) {
+  switch (method) {
+    case Method::kSoftContrastive:
+    case Method::kProtoNet:
+    case Method::kFStatistic:
+      return kind == Kind::kPoint;
+    case Method::kHib:
+      return kind == Kind::kGaussian || kind == Kind::kMog;
+    case Method::kSpe:
+      return kind == Kind::kGaussian;
+    case Method::kDimco:
+      return kind == Kind::kCodes;
+  }
+  return false;
+}
+
+}  // namespace
+
+const char* MethodName(Method method) {
+  for (const auto& e : kMethods)
+    if (e.method == method) return e.name;
+  return "unknown";
+}
+
+bool ParseMethod(const std::string& name, Method* method) {
+  for (const auto& e : kMethods) {
+    if (name == e.name) {
+      *method = e.method;
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* BackboneTypeName(BackboneType type) {
+  for (const auto& e : kBackbones)
+    if (e.type == type) return e.name;
+  return "unknown";
+}
+
+bool ParseBackboneType(const std::string& name, BackboneType* type) {
+  for (const auto& e : kBackbones) {
+    if (name == e.name) {
+      *type = e.type;
+      return true;
+    }
+  }
+  return false;
+}
+
+Status ValidateSpec(const ModelSpec& s) {
+  auto bad = [](const std::string& msg) { return Status::InvalidArgument("model spec: " + msg); };
+  if (!MethodAllowsKind(s.method, s.kind)) {
+    return bad(std::string("method ") + MethodName(s.method) + " does not produce " +
+               KindName(s.kind) + " embeddings");
+  }
+  if (s.kind == Kind::kCodes) {
+    if (s.code_dims < 1) return bad("code_dims (d) must be >= 1");
+    if (s.code_k < 2 || s.code_k > 256) return bad("code_k (k) must be in [2, 256]");
+    if (s.dimco_hidden < 1) return bad("dimco_hidden must be >= 1");
+  } else {
+    if (s.dim < 1) return bad("dim (D) must be >= 1");
+  }
+  if (s.kind == Kind::kMog && s.components < 1) return bad("components (C) must be >= 1");
+  if (s.kind != Kind::kMog && s.components != 1) {
+    return bad("components must be 1 unless kind is mog");
+  }
+  if (!(s.match_a > 0) || !std::isfinite(s.match_a)) return bad("match_a must be > 0");
+  if (!std::isfinite(s.match_b)) return bad("match_b must be finite");
+  if (!(s.sigma_eps2 > 0) || !std::isfinite(s.sigma_eps2)) return bad("sigma_eps2 must be > 0");
+  if (!(s.min_variance >= 0) || !std::isfinite(s.min_variance)) {
+    return bad("min_variance must be >= 0");
+  }
+  if (s.input_shape.empty()) return bad("input_shape is empty");
+  for (int64_t d : s.input_shape) {
+    if (d < 1) return bad("input_shape " + ShapeText(s.input_shape) + " has a non-positive size");
+  }
+  if (s.input_mean.size() != s.input_std.size()) {
+    return bad("input_mean and input_std differ in length");
+  }
+  if (!s.input_mean.empty() && s.input_mean.size() != 1 &&
+      static_cast<int64_t>(s.input_mean.size()) != s.input_shape[0]) {
+    return bad("input_mean/std need 1 or " + std::to_string(s.input_shape[0]) + " values, got " +
+               std::to_string(s.input_mean.size()));
+  }
+  for (double v : s.input_std) {
+    if (!(v > 0) || !std::isfinite(v)) return bad("input_std values must be > 0");
+  }
+  for (double v : s.input_mean) {
+    if (!std::isfinite(v)) return bad("input_mean values must be finite");
+  }
+  switch (s.backbone) {
+    case BackboneType::kCnn:
+      if (s.input_shape.size() != 3) {
+        return bad("the cnn backbone needs a {C, H, W} input_shape, got " +
+                   ShapeText(s.input_shape));
+      }
+      if (s.input_shape[1] < 4 || s.input_shape[2] < 4) {
+        return bad("the cnn backbone needs inputs of at least 4 x 4 (two 2x2 pools)");
+      }
+      if (s.cnn.conv1_channels < 1 || s.cnn.conv2_channels < 1 || s.cnn.hidden < 0) {
+        return bad("cnn channel counts must be >= 1 and hidden >= 0");
+      }
+      break;
+    case BackboneType::kMlp:
+      if (s.mlp_hidden < 1) return bad("mlp_hidden must be >= 1");
+      break;
+    case BackboneType::kTorchScript:
+      if (s.backbone_path.empty()) return bad("the torchscript backbone needs backbone_path");
+      break;
+  }
+  if (s.feature_dim < 0) return bad("feature_dim must be >= 0");
+  return Status::OK();
+}
+
+std::string SpecToJson(const ModelSpec& s) {
+  nlohmann::json j;
+  j["format"] = "hedgedb-model";
+  j["method"] = MethodName(s.method);
+  j["kind"] = KindName(s.kind);
+  j["dim"] = s.dim;
+  j["components"] = s.components;
+  j["code_dims"] = s.code_dims;
+  j["code_k"] = s.code_k;
+  j["dimco_hidden"] = s.dimco_hidden;
+  j["match_a"] = s.match_a;
+  j["match_b"] = s.match_b;
+  j["sigma_eps2"] = s.sigma_eps2;
+  j["min_variance"] = s.min_variance;
+  j["input_shape"] = s.input_shape;
+  j["input_mean"] = s.input_mean;
+  j["input_std"] = s.input_std;
+  j["backbone"] = {{"type", BackboneTypeName(s.backbone)},
+                   {"path", s.backbone_path},
+                   {"conv1_channels", s.cnn.conv1_channels},
+                   {"conv2_channels", s.cnn.conv2_channels},
+                   {"cnn_hidden", s.cnn.hidden},
+                   {"mlp_hidden", s.mlp_hidden}};
+  j["feature_dim"] = s.feature_dim;
+  return j.dump(2);
+}
+
+Status SpecFromJson(const std::string& text, ModelSpec* spec) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    if (j.value("format", "") != "hedgedb-model") {
+      return Status::Corruption("model header is not a hedgedb-model description");
+    }
+    ModelSpec s;
+    if (!ParseMethod(j.at("method").get<std::string>(), &s.method)) {
+      return Status::Corruption("model header: unknown method '" +
+                                j.at("method").get<std::string>() + "'");
+    }
+    if (!ParseKind(j.at("kind").get<std::string>(), &s.kind)) {
+      return Status::Corruption("model header: unknown kind '" + j.at("kind").get<std::string>() +
+                                "'");
+    }
+    s.dim = j.at("dim").get<int64_t>();
+    s.components = j.at("components").get<int64_t>();
+    s.code_dims = j.at("code_dims").get<int64_t>();
+    s.code_k = j.at("code_k").get<int64_t>();
+    s.dimco_hidden = j.at("dimco_hidden").get<int64_t>();
+    s.match_a = j.at("match_a").get<double>();
+    s.match_b = j.at("match_b").get<double>();
+    s.sigma_eps2 = j.at("sigma_eps2").get<double>();
+    s.min_variance = j.at("min_variance").get<double>();
+    s.input_shape = j.at("input_shape").get<std::vector<int64_t>>();
+    s.input_mean = j.at("input_mean").get<std::vector<double>>();
+    s.input_std = j.at("input_std").get<std::vector<double>>();
+    const auto& b = j.at("backbone");
+    if (!ParseBackboneType(b.at("type").get<std::string>(), &s.backbone)) {
+      return Status::Corruption("model header: unknown backbone '" +
+                                b.at("type").get<std::string>() + "'");
+    }
+    s.backbone_path = b.at("path").get<std::string>();
+    s.cnn.conv1_channels = b.at("conv1_channels").get<int64_t>();
+    s.cnn.conv2_channels = b.at("conv2_channels").get<int64_t>();
+    s.cnn.hidden = b.at("cnn_hidden").get<int64_t>();
+    s.mlp_hidden = b.at("mlp_hidden").get<int64_t>();
+    s.feature_dim = j.at("feature_dim").get<int64_t>();
+    *spec = std::move(s);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Corruption(std::string("model header: ") + e.what());
+  }
+  return Status::OK();
+}
+
+Status ReadModelSpec(const std::string& path, ModelSpec* spec) {
+  std::string file, header, payload;
+  HEDGEDB_RETURN_IF_ERROR(ReadWholeFile(path, &file));
+  HEDGEDB_RETURN_IF_ERROR(ParseContainer(path, file, &header, &payload));
+  ModelSpec parsed;
+  HEDGEDB_RETURN_IF_ERROR(SpecFromJson(header, &parsed));
+  Status valid = ValidateSpec(parsed);
+  if (!valid.ok()) {
+    return Status::Corruption("model file '" + path +
+                              "' describes an invalid model: " + valid.message());
+  }
+  *spec = std::move(parsed);
+  return Status::OK();
+}
+
+Status SaveModel(const std::string& path, const Encoder& encoder) {
+  if (encoder.is_empty()) return Status::InvalidArgument("SaveModel: empty encoder");
+  std::string payload;
+  ModelSpec spec;
+  try {
+    spec = encoder->CurrentSpec();
+    torch::serialize::OutputArchive archive;
+    for (const auto& p : encoder->named_parameters(/*recurse=*/true)) {
+      archive.write(p.key(), c10::IValue(p.value().detach().cpu()));
+    }
+    for (const auto& b : encoder->named_buffers(/*recurse=*/true)) {
+      archive.write(b.key(), c10::IValue(b.value().detach().cpu()));
+    }
+    std::ostringstream stream;
+    archive.save_to(stream);
+    payload = std::move(stream).str();
+  } catch (const c10::Error& e) {
+    return Status::Internal(std::string("SaveModel: cannot serialise weights: ") +
+                            e.what_without_backtrace());
+  }
+  const std::string header = SpecToJson(spec);
+  std::string file(kMagic, sizeof(kMagic));
+  PutLittleEndian<uint32_t>(&file, kModelFileVersion);
+  PutLittleEndian<uint64_t>(&file, header.size());
+  file += header;
+  PutLittleEndian<uint64_t>(&file, payload.size());
+  file += payload;
+  PutLittleEndian<uint32_t>(&file, Crc32(file.data(), file.size()));
+  return WriteFileAtomically(path, file);
+}
+
+Status LoadModel(const std::string& path, ModelSpec* spec, Encoder* encoder) {
+  std::string file, header, payload;
+  HEDGEDB_RETURN_IF_ERROR(ReadWholeFile(path, &file));
+  HEDGEDB_RETURN_IF_ERROR(ParseContainer(path, file, &header, &payload));
+  ModelSpec parsed;
+  HEDGEDB_RETURN_IF_ERROR(SpecFromJson(header, &parsed));
+  Status valid = ValidateSpec(parsed);
+  if (!valid.ok()) {
+    return Status::Corruption("model file '" + path +
+                              "' describes an invalid model: " + valid.message());
+  }
+  Encoder built{nullptr};
+  HEDGEDB_RETURN_IF_ERROR(MakeEncoder(parsed, &built));
+  try {
+    torch::serialize::InputArchive archive;
+    std::istringstream stream(payload);
+    archive.load_from(stream, torch::kCPU);
+    std::set<std::string> expected;
+    torch::NoGradGuard no_grad;
+    auto load_one = [&](const std::string& name, torch::Tensor& target) -> Status {
+      expected.insert(name);
+      c10::IValue value;
+      if (!archive.try_read(name, value) || !value.isTensor()) {
+        return Status::Corruption("model file '" + path + "': weights do not match its header (" +
+                                  "no tensor '" + name + "')");
+      }
+      const torch::Tensor loaded = value.toTensor();
+      if (loaded.sizes() != target.sizes()) {
+        std::ostringstream msg;
+        msg << "model file '" << path << "': weights do not match its header ('" << name
+            << "' has shape " << loaded.sizes() << ", the architecture needs " << target.sizes()
+            << ")";
+        return Status::Corruption(msg.str());
+      }
+      target.copy_(loaded);
+      return Status::OK();
+    };
+    for (auto& p : built->named_parameters(/*recurse=*/true)) {
+      HEDGEDB_RETURN_IF_ERROR(load_one(p.key(), p.value()));
+    }
+    for (auto& b : built->named_buffers(/*recurse=*/true)) {
+      HEDGEDB_RETURN_IF_ERROR(load_one(b.key(), b.value()));
+    }
+    for (const auto& key : archive.keys()) {
+      if (!expected.count(key)) {
+        return Status::Corruption("model file '" + path +
+                                  "': weights do not match its header (unexpected tensor '" + key +
+                                  "')");
+      }
+    }
+  } catch (const c10::Error& e) {
+    return Status::Corruption("model file '" + path +
+                              "': cannot read weights: " + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return Status::Corruption("model file '" + path + "': cannot read weights: " + e.what());
+  }
+  *spec = built->CurrentSpec();
+  *encoder = built;
+  return Status::OK();
+}
+
+Status LoadModelExpecting(const std::string& path, const ModelSpec& expected, ModelSpec* spec,
+                          Encoder* encoder) {
+  ModelSpec found;
+  HEDGEDB_RETURN_IF_ERROR(ReadModelSpec(path, &found));
+  auto mismatch = [&](const std::string& what, const std::string& want, const std::string& got) {
+    return Status::InvalidArgument("model file '" + path + "' does not match: " + what + " is " +
+                                   got + ", expected " + want);
+  };
+  if (found.method != expected.method) {
+    return mismatch("method", MethodName(expected.method), MethodName(found.method));
+  }
+  if (found.kind != expected.kind) {
+    return mismatch("kind", KindName(expected.kind), KindName(found.kind));
+  }
+  if (found.kind == Kind::kCodes) {
+    if (found.code_dims != expected.code_dims) {
+      return mismatch("code_dims", std::to_string(expected.code_dims),
+                      std::to_string(found.code_dims));
+    }
+    if (found.code_k != expected.code_k) {
+      return mismatch("code_k", std::to_string(expected.code_k), std::to_string(found.code_k));
+    }
+  } else if (found.dim != expected.dim) {
+    return mismatch("dim", std::to_string(expected.dim), std::to_string(found.dim));
+  }
+  if (found.components != expected.components) {
+    return mismatch("components", std::to_string(expected.components),
+                    std::to_string(found.components));
+  }
+  if (found.input_shape != expected.input_shape) {
+    return mismatch("input_shape", ShapeText(expected.input_shape), ShapeText(found.input_shape));
+  }
+  return LoadModel(path, spec, encoder);
+}
+
+}  // namespace hedgedb::encoders

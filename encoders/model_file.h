@@ -1,0 +1,135 @@
+// The trained-model file: one file with the weights and everything needed to
+// use them (DESIGN section 6). This header is torch-free so that tools can
+// read a model's description (kind, dimensions, a/b, ...) without LibTorch
+// types; SaveModel/LoadModel take the Encoder from encoders/models.h.
+//
+// File layout (all integers little-endian):
+//   offset 0   8 bytes  magic "HDBMODEL"
+//          8   u32      format version (kModelFileVersion)
+//         12   u64      header length H
+//         20   H bytes  header: UTF-8 JSON, the ModelSpec (see SpecToJson)
+//      20+H    u64      payload length P
+//      28+H    P bytes  payload: torch::serialize::OutputArchive with every
+//                       parameter and buffer of the Encoder, by its name
+//   28+H+P     u32      CRC-32 (IEEE 802.3, reflected 0xEDB88320) of all
+//                       preceding bytes
+// The file is written to "<path>.tmp" and renamed over <path>, so a crash
+// never leaves a half-written model under the final name.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hedgedb/status.h"
+#include "hedgedb/types.h"
+
+namespace hedgedb::encoders {
+
+class Encoder;  // encoders/models.h
+
+inline constexpr uint32_t kModelFileVersion = 1;
+
+// Training method the weights came from. It fixes which loss was used and
+// which head kind goes with it.
+enum class Method {
+  kSoftContrastive,  // point embeddings, HIB eq. 3
+  kHib,              // gaussian or mog, HIB eq. 8 (VIB)
+  kSpe,              // gaussian, stochastic prototype embedding
+  kProtoNet,         // point, prototypical network
+  kDimco,            // codes, DIMCO eq. 10
+  kFStatistic,       // point, F-statistic loss
+};
+const char* MethodName(Method method);
+bool ParseMethod(const std::string& name, Method* method);
+
+enum class BackboneType {
+  kCnn,          // HIB/SPE shallow CNN on images
+  kMlp,          // MLP over precomputed feature vectors
+  kTorchScript,  // user network saved with torch.jit.save
+};
+const char* BackboneTypeName(BackboneType type);
+bool ParseBackboneType(const std::string& name, BackboneType* type);
+
+// Sizes of the HIB/SPE CNN. The exact filter counts and hidden width are
+// stripped from our copies of both papers (SPE appendix A.3 describes the
+// HIB code as conv 5x5 pad 2 -> ReLU -> pool, conv 5x5 (more filters) ->
+// ReLU -> pool, FC + ReLU, FC to the outputs); these defaults are the usual
+// MNIST values and are recorded in every model file.
+struct CnnOptions {
+  int64_t conv1_channels = 32;
+  int64_t conv2_channels = 64;
+  int64_t hidden = 500;  // 0: no hidden FC layer (HIB's literal wording)
+};
+
+// Everything needed to rebuild and use an encoder.
+struct ModelSpec {
+  Method method = Method::kHib;
+  Kind kind = Kind::kGaussian;
+
+  // Embedding size: D (point/gaussian/mog), C (mog), d and k (codes).
+  int64_t dim = 2;
+  int64_t components = 1;
+  int64_t code_dims = 0;
+  int64_t code_k = 0;
+  int64_t dimco_hidden = 128;  // DIMCO's factorised code layer width
+
+  // Learned scalars, written at save time from the encoder's parameters and
+  // used to initialise them when a new encoder is built from this spec.
+  double match_a = 1.0;     // soft-contrastive a > 0
+  double match_b = 0.0;     // soft-contrastive b
+  double sigma_eps2 = 1.0;  // SPE class spread sigma_eps^2 > 0
+
+  // Floor added to softplus variances (gaussian/mog heads).
+  double min_variance = 1e-6;
+
+  // Per-item input shape without the batch dimension: {C, H, W} for images,
+  // {F} for feature vectors.
+  std::vector<int64_t> input_shape = {1, 28, 56};
+  // Input normalisation x' = (x - mean) / std, one value per channel (images)
+  // or per feature / a single value (vectors). Empty: no normalisation.
+  std::vector<double> input_mean;
+  std::vector<double> input_std;
+
+  BackboneType backbone = BackboneType::kCnn;
+  std::string backbone_path;  // TorchScript file (kTorchScript only)
+  CnnOptions cnn;
+  int64_t mlp_hidden = 1024;  // kMlp: F -> mlp_hidden ReLU -> head
+  // Backbone output size; filled in when the encoder is built (0 = unknown).
+  int64_t feature_dim = 0;
+};
+
+// Checks internal consistency (kind vs method, positive sizes, k in [2,256],
+// mean/std sizes, ...). InvalidArgument with the first problem found.
+Status ValidateSpec(const ModelSpec& spec);
+
+// JSON text of a spec, and back. SpecFromJson reports unknown enum names,
+// missing or mistyped fields as Corruption.
+std::string SpecToJson(const ModelSpec& spec);
+Status SpecFromJson(const std::string& json, ModelSpec* spec);
+
+// Reads and checks only the header of a model file (magic, version, CRC of
+// the whole file). Torch-free in its API; usable to create a collection of
+// the right kind before loading any weights.
+Status ReadModelSpec(const std::string& path, ModelSpec* spec);
+
+// Writes the encoder's CurrentSpec() and all its parameters and buffers.
+Status SaveModel(const std::string& path, const Encoder& encoder);
+
+// Reads a model file, rebuilds the encoder from its header and loads the
+// weights. Errors:
+//   NotFound    the file does not exist
+//   IOError     it cannot be read
+//   Corruption  bad magic, truncated, CRC mismatch, unreadable archive, or
+//               weights that do not match the header's architecture
+//   NotSupported a newer format version
+// On success *spec is the header (with feature_dim filled in).
+Status LoadModel(const std::string& path, ModelSpec* spec, Encoder* encoder);
+
+// Like LoadModel, but also rejects (InvalidArgument) a file whose method,
+// kind, dimensions or input shape differ from `expected` — for callers that
+// need a specific model, e.g. to match an existing collection.
+Status LoadModelExpecting(const std::string& path, const ModelSpec& expected, ModelSpec* spec,
+                          Encoder* encoder);
+
+}  // namespace hedgedb::encoders
