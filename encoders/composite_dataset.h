@@ -138,6 +138,8 @@ class CompositeSet {
   // Appends an item (used by the builder; checks are the builder's job).
   void AddItem(int64_t label, const std::vector<int64_t>& base_indices,
                const std::vector<OcclusionRect>& occlusions);
+  // Replaces the stored occlusion of one item position (used by the builder).
+  void SetStoredOcclusion(int64_t item, int position, const OcclusionRect& rect);
   // Recomputes classes() after the items are added.
   void FinishClasses();
 
@@ -153,12 +155,13 @@ class CompositeSet {
 
 struct NDigitComposites {
   CompositeConfig config;
-  std::vector<int64_t> train_classes;   // ascending
-  std::vector<int64_t> unseen_classes;  // ascending; all non-training classes
-  CompositeSet train;                   // no stored occlusion: use RenderRandom
-  CompositeSet validation;              // empty unless validation_items_per_class > 0
-  CompositeSet test_seen;               // classes sampled from train_classes; corrupt twin stored
-  CompositeSet test_unseen;             // classes sampled from unseen_classes; corrupt twin stored
+  std::vector<int64_t> train_classes;  // ascending
+  // Ascending; every class without training items (the rest of the K^N).
+  std::vector<int64_t> unseen_classes;
+  CompositeSet train;        // no stored occlusion: use RenderRandom
+  CompositeSet validation;   // empty unless validation_items_per_class > 0
+  CompositeSet test_seen;    // classes sampled from train_classes; corrupt twin stored
+  CompositeSet test_unseen;  // classes sampled from unseen_classes; corrupt twin stored
 };
 
 // Builds the splits from a base data set's own train and test splits.

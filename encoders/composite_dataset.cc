@@ -1,0 +1,404 @@
+#include "encoders/composite_dataset.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <iterator>
+
+namespace hedgedb {
+namespace encoders {
+
+namespace {
+
+// Independent random streams of one CompositeConfig::seed (SeededRng::DeriveSeed),
+// so e.g. changing test_total does not change the training items.
+enum RandomStream : uint64_t {
+  kClassSplitStream = 1,
+  kTrainItemsStream = 2,
+  kTestSeenItemsStream = 3,
+  kTestUnseenItemsStream = 4,
+  kValidationOcclusionStream = 5,
+  kTestSeenOcclusionStream = 6,
+  kTestUnseenOcclusionStream = 7,
+};
+
+constexpr int64_t kMaxClasses = int64_t{1} << 31;
+
+std::string SplitName(const char* name) { return std::string("composites (") + name + ")"; }
+
+Status CheckBase(const char* which, const std::shared_ptr<const LabeledImages>& base,
+                 int num_base_classes) {
+  if (base == nullptr) {
+    return Status::InvalidArgument(std::string("composites: no base ") + which + " split");
+  }
+  const IdxImages& images = base->images;
+  if (images.count < 1 || images.rows < 1 || images.cols < 1 ||
+      static_cast<int64_t>(images.pixels.size()) != images.count * images.pixels_per_image() ||
+      static_cast<int64_t>(base->labels.size()) != images.count) {
+    return Status::InvalidArgument(
+        std::string("composites: base ") + which + " split has " + std::to_string(images.count) +
+        " images of " + std::to_string(images.rows) + " x " + std::to_string(images.cols) + ", " +
+        std::to_string(images.pixels.size()) + " pixels and " +
+        std::to_string(base->labels.size()) + " labels");
+  }
+  for (size_t i = 0; i < base->labels.size(); ++i) {
+    if (base->labels[i] < 0 || base->labels[i] >= num_base_classes) {
+      return Status::InvalidArgument(std::string("composites: base ") + which + " label " +
+                                     std::to_string(base->labels[i]) + " at index " +
+                                     std::to_string(i) + " is outside [0, " +
+                                     std::to_string(num_base_classes) + ")");
+    }
+  }
+  return Status::OK();
+}
+
+Status CheckProbability(const char* name, double p) {
+  if (!(p >= 0.0 && p <= 1.0)) {
+    return Status::InvalidArgument(std::string("composites: ") + name + " " + std::to_string(p) +
+                                   " is not a probability");
+  }
+  return Status::OK();
+}
+
+// The reference generator's per-split rule: total / #classes items per class,
+// raised to the floor `min_per_class`, in which case the classes are
+// subsampled so that the split keeps about `total` items.
+Status ChooseSplitClasses(const char* name, std::vector<int64_t> candidates, int64_t total,
+                          int64_t min_per_class, SeededRng* rng, std::vector<int64_t>* classes,
+                          int64_t* per_class) {
+  if (candidates.empty() || total < 1) {
+    return Status::InvalidArgument(SplitName(name) + ": " + std::to_string(candidates.size()) +
+                                   " candidate classes for " + std::to_string(total) + " items");
+  }
+  int64_t per = total / static_cast<int64_t>(candidates.size());
+  if (per < min_per_class) {
+    per = min_per_class;
+    const int64_t keep = total / per;
+    if (keep < 1) {
+      return Status::InvalidArgument(SplitName(name) + ": " + std::to_string(total) +
+                                     " items cannot give any class " +
+                                     std::to_string(min_per_class) + " items");
+    }
+    if (keep < static_cast<int64_t>(candidates.size())) {
+      for (int64_t i = 0; i < keep; ++i) {
+        const int64_t j = i + static_cast<int64_t>(rng->UniformInt(candidates.size() - i));
+        std::swap(candidates[i], candidates[j]);
+      }
+      candidates.resize(keep);
+    }
+  }
+  std::sort(candidates.begin(), candidates.end());
+  *classes = std::move(candidates);
+  *per_class = per;
+  return Status::OK();
+}
+
+// Per base label, the base indices carrying it (ascending).
+std::vector<std::vector<int64_t>> IndicesByLabel(const LabeledImages& base, int num_base_classes) {
+  std::vector<std::vector<int64_t>> by_label(num_base_classes);
+  for (size_t i = 0; i < base.labels.size(); ++i) {
+    by_label[base.labels[i]].push_back(static_cast<int64_t>(i));
+  }
+  return by_label;
+}
+
+// For every class, items_per_class (+ extra_per_class for a second set)
+// composites whose base images at each position are distinct. The first
+// items_per_class go to `main`, the rest to `extra`.
+Status FillItems(const char* name, const std::vector<int64_t>& classes, int64_t items_per_class,
+                 int64_t extra_per_class, const std::vector<std::vector<int64_t>>& by_label,
+                 int num_positions, int num_base_classes, SeededRng* rng, CompositeSet* main,
+                 CompositeSet* extra) {
+  const int64_t needed = items_per_class + extra_per_class;
+  const std::vector<OcclusionRect> no_occlusion(num_positions);
+  std::vector<std::vector<int64_t>> drawn(num_positions);
+  std::vector<int64_t> base_indices(num_positions);
+  for (const int64_t label : classes) {
+    const std::vector<int64_t> digits = DecomposeClassLabel(label, num_positions, num_base_classes);
+    for (int p = 0; p < num_positions; ++p) {
+      std::vector<int64_t> pool = by_label[digits[p]];
+      if (static_cast<int64_t>(pool.size()) < needed) {
+        return Status::InvalidArgument(
+            SplitName(name) + ": class " + std::to_string(label) + " needs " +
+            std::to_string(needed) + " distinct base images of label " + std::to_string(digits[p]) +
+            " but the base split has " + std::to_string(pool.size()));
+      }
+      for (int64_t i = 0; i < needed; ++i) {
+        const int64_t j = i + static_cast<int64_t>(rng->UniformInt(pool.size() - i));
+        std::swap(pool[i], pool[j]);
+      }
+      pool.resize(needed);
+      drawn[p] = std::move(pool);
+    }
+    for (int64_t i = 0; i < needed; ++i) {
+      for (int p = 0; p < num_positions; ++p) base_indices[p] = drawn[p][i];
+      (i < items_per_class ? main : extra)->AddItem(label, base_indices, no_occlusion);
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+OcclusionRect DrawOcclusion(int32_t rows, int32_t cols, SeededRng* rng) {
+  // SPE appendix E order: width, height, then the corner where it fits.
+  OcclusionRect rect;
+  rect.width = static_cast<int32_t>(rng->UniformIntInclusive(0, cols));
+  rect.height = static_cast<int32_t>(rng->UniformIntInclusive(0, rows));
+  rect.left = static_cast<int32_t>(rng->UniformIntInclusive(0, cols - rect.width));
+  rect.top = static_cast<int32_t>(rng->UniformIntInclusive(0, rows - rect.height));
+  return rect;
+}
+
+int64_t ComposeClassLabel(const std::vector<int64_t>& base_labels, int num_base_classes) {
+  int64_t label = 0;
+  for (const int64_t digit : base_labels) label = label * num_base_classes + digit;
+  return label;
+}
+
+std::vector<int64_t> DecomposeClassLabel(int64_t label, int num_positions, int num_base_classes) {
+  std::vector<int64_t> digits(num_positions);
+  for (int p = num_positions - 1; p >= 0; --p) {
+    digits[p] = label % num_base_classes;
+    label /= num_base_classes;
+  }
+  return digits;
+}
+
+// ---------------------------------------------------------------------------
+
+CompositeSet::CompositeSet(std::shared_ptr<const LabeledImages> base, int num_positions,
+                           int num_base_classes)
+    : base_(std::move(base)), num_positions_(num_positions), num_base_classes_(num_base_classes) {}
+
+int32_t CompositeSet::rows() const { return base_ == nullptr ? 0 : base_->images.rows; }
+
+int32_t CompositeSet::cols() const {
+  return base_ == nullptr ? 0 : base_->images.cols * num_positions_;
+}
+
+void CompositeSet::AddItem(int64_t label, const std::vector<int64_t>& base_indices,
+                           const std::vector<OcclusionRect>& occlusions) {
+  labels_.push_back(label);
+  base_indices_.insert(base_indices_.end(), base_indices.begin(), base_indices.end());
+  occlusions_.insert(occlusions_.end(), occlusions.begin(), occlusions.end());
+}
+
+void CompositeSet::FinishClasses() {
+  classes_ = labels_;
+  std::sort(classes_.begin(), classes_.end());
+  classes_.erase(std::unique(classes_.begin(), classes_.end()), classes_.end());
+}
+
+void CompositeSet::SetStoredOcclusion(int64_t item, int position, const OcclusionRect& rect) {
+  occlusions_[item * num_positions_ + position] = rect;
+}
+
+void CompositeSet::Render(int64_t item, const OcclusionRect* rects, uint8_t* out) const {
+  const int32_t base_rows = base_->images.rows;
+  const int32_t base_cols = base_->images.cols;
+  const int32_t out_cols = base_cols * num_positions_;
+  for (int p = 0; p < num_positions_; ++p) {
+    const uint8_t* source = base_->images.image(base_index(item, p));
+    for (int32_t r = 0; r < base_rows; ++r) {
+      std::memcpy(out + r * out_cols + p * base_cols, source + r * base_cols, base_cols);
+    }
+    const OcclusionRect& rect = rects[p];
+    if (rect.empty()) continue;
+    for (int32_t r = rect.top; r < rect.top + rect.height; ++r) {
+      std::memset(out + r * out_cols + p * base_cols + rect.left, 0, rect.width);
+    }
+  }
+}
+
+void CompositeSet::RenderClean(int64_t item, uint8_t* out) const {
+  const std::vector<OcclusionRect> none(num_positions_);
+  Render(item, none.data(), out);
+}
+
+void CompositeSet::RenderStored(int64_t item, uint8_t* out) const {
+  Render(item, occlusions_.data() + item * num_positions_, out);
+}
+
+void CompositeSet::RenderRandom(int64_t item, double probability, SeededRng* rng, uint8_t* out,
+                                OcclusionRect* rects) const {
+  std::vector<OcclusionRect> drawn(num_positions_);
+  for (int p = 0; p < num_positions_; ++p) {
+    // One Bernoulli draw per position whatever the outcome, so that the
+    // stream stays aligned across probabilities.
+    if (rng->Bernoulli(probability)) drawn[p] = DrawOcclusion(rows(), base_->images.cols, rng);
+  }
+  Render(item, drawn.data(), out);
+  if (rects != nullptr) std::copy(drawn.begin(), drawn.end(), rects);
+}
+
+void CompositeSet::RenderBatchFloat(const std::vector<int64_t>& items, Variant variant,
+                                    float* out) const {
+  std::vector<uint8_t> pixels(pixels_per_item());
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (variant == Variant::kClean) {
+      RenderClean(items[i], pixels.data());
+    } else {
+      RenderStored(items[i], pixels.data());
+    }
+    PixelsToFloat(pixels.data(), pixels_per_item(), out + i * pixels_per_item());
+  }
+}
+
+void CompositeSet::RenderBatchFloatRandom(const std::vector<int64_t>& items, double probability,
+                                          SeededRng* rng, float* out) const {
+  std::vector<uint8_t> pixels(pixels_per_item());
+  for (size_t i = 0; i < items.size(); ++i) {
+    RenderRandom(items[i], probability, rng, pixels.data());
+    PixelsToFloat(pixels.data(), pixels_per_item(), out + i * pixels_per_item());
+  }
+}
+
+// ---------------------------------------------------------------------------
+
+Status BuildNDigitComposites(const CompositeConfig& config,
+                             std::shared_ptr<const LabeledImages> base_train,
+                             std::shared_ptr<const LabeledImages> base_test,
+                             NDigitComposites* composites) {
+  const int n = config.num_positions;
+  const int k = config.num_base_classes;
+  if (n < 1 || k < 2) {
+    return Status::InvalidArgument(
+        "composites: need num_positions >= 1 and num_base_classes >= 2"
+        ", got " +
+        std::to_string(n) + " and " + std::to_string(k));
+  }
+  int64_t total_classes = 1;
+  for (int p = 0; p < n; ++p) {
+    total_classes *= k;
+    if (total_classes > kMaxClasses) {
+      return Status::InvalidArgument("composites: " + std::to_string(k) + "^" + std::to_string(n) +
+                                     " classes do not fit in 2^31");
+    }
+  }
+  if (config.min_items_per_class < 1 || config.validation_items_per_class < 0) {
+    return Status::InvalidArgument(
+        "composites: min_items_per_class must be >= 1 and "
+        "validation_items_per_class >= 0");
+  }
+  HEDGEDB_RETURN_IF_ERROR(
+      CheckProbability("train_occlusion_probability", config.train_occlusion_probability));
+  HEDGEDB_RETURN_IF_ERROR(
+      CheckProbability("corrupt_occlusion_probability", config.corrupt_occlusion_probability));
+  if (!(config.train_class_fraction > 0.0 && config.train_class_fraction < 1.0)) {
+    return Status::InvalidArgument("composites: train_class_fraction " +
+                                   std::to_string(config.train_class_fraction) +
+                                   " must lie strictly between 0 and 1");
+  }
+  HEDGEDB_RETURN_IF_ERROR(CheckBase("train", base_train, k));
+  HEDGEDB_RETURN_IF_ERROR(CheckBase("test", base_test, k));
+  if (base_train->images.rows != base_test->images.rows ||
+      base_train->images.cols != base_test->images.cols) {
+    return Status::InvalidArgument(
+        "composites: base train images are " + std::to_string(base_train->images.rows) + " x " +
+        std::to_string(base_train->images.cols) + " but base test images are " +
+        std::to_string(base_test->images.rows) + " x " + std::to_string(base_test->images.cols));
+  }
+
+  // Class split. The epsilon keeps 0.7 * 100 from rounding down to 69.
+  const int64_t num_train_classes = static_cast<int64_t>(
+      std::floor(config.train_class_fraction * static_cast<double>(total_classes) + 1e-9));
+  if (num_train_classes < 1 || num_train_classes >= total_classes) {
+    return Status::InvalidArgument(
+        "composites: train_class_fraction " + std::to_string(config.train_class_fraction) + " of " +
+        std::to_string(total_classes) + " classes leaves no training or no unseen class");
+  }
+  std::vector<int64_t> all_classes(total_classes);
+  for (int64_t c = 0; c < total_classes; ++c) all_classes[c] = c;
+  SeededRng split_rng(SeededRng::DeriveSeed(config.seed, kClassSplitStream));
+  split_rng.Shuffle(&all_classes);
+  NDigitComposites out;
+  out.config = config;
+  out.train_classes.assign(all_classes.begin(), all_classes.begin() + num_train_classes);
+  out.unseen_classes.assign(all_classes.begin() + num_train_classes, all_classes.end());
+  std::sort(out.train_classes.begin(), out.train_classes.end());
+  std::sort(out.unseen_classes.begin(), out.unseen_classes.end());
+
+  out.train = CompositeSet(base_train, n, k);
+  out.validation = CompositeSet(base_train, n, k);
+  out.test_seen = CompositeSet(base_test, n, k);
+  out.test_unseen = CompositeSet(base_test, n, k);
+
+  const std::vector<std::vector<int64_t>> train_by_label = IndicesByLabel(*base_train, k);
+  const std::vector<std::vector<int64_t>> test_by_label = IndicesByLabel(*base_test, k);
+
+  // Training (and validation) items.
+  {
+    SeededRng rng(SeededRng::DeriveSeed(config.seed, kTrainItemsStream));
+    std::vector<int64_t> classes;
+    int64_t per_class = 0;
+    HEDGEDB_RETURN_IF_ERROR(ChooseSplitClasses("train", out.train_classes, config.train_total,
+                                               config.min_items_per_class, &rng, &classes,
+                                               &per_class));
+    // Training classes are those that carry training items; any class
+    // dropped by the min_items_per_class floor is never trained on, so it is
+    // unseen.
+    if (classes.size() < out.train_classes.size()) {
+      std::vector<int64_t> dropped;
+      std::set_difference(out.train_classes.begin(), out.train_classes.end(), classes.begin(),
+                          classes.end(), std::back_inserter(dropped));
+      out.unseen_classes.insert(out.unseen_classes.end(), dropped.begin(), dropped.end());
+      std::sort(out.unseen_classes.begin(), out.unseen_classes.end());
+      out.train_classes = classes;
+    }
+    HEDGEDB_RETURN_IF_ERROR(FillItems("train", classes, per_class,
+                                      config.validation_items_per_class, train_by_label, n, k, &rng,
+                                      &out.train, &out.validation));
+  }
+  // Test splits: seen classes among the training classes, unseen among the rest.
+  struct TestSplit {
+    const char* name;
+    const std::vector<int64_t>* candidates;
+    CompositeSet* set;
+    RandomStream items_stream;
+  };
+  for (const TestSplit& split :
+       {TestSplit{"test seen", &out.train_classes, &out.test_seen, kTestSeenItemsStream},
+        TestSplit{"test unseen", &out.unseen_classes, &out.test_unseen, kTestUnseenItemsStream}}) {
+    SeededRng rng(SeededRng::DeriveSeed(config.seed, split.items_stream));
+    std::vector<int64_t> classes;
+    int64_t per_class = 0;
+    HEDGEDB_RETURN_IF_ERROR(ChooseSplitClasses(split.name, *split.candidates, config.test_total,
+                                               config.min_items_per_class, &rng, &classes,
+                                               &per_class));
+    HEDGEDB_RETURN_IF_ERROR(FillItems(split.name, classes, per_class, 0, test_by_label, n, k, &rng,
+                                      split.set, nullptr));
+  }
+
+  // Stored occlusions: the corrupt twins of the test sets and the fixed
+  // occlusions of the validation set.
+  struct Occluded {
+    CompositeSet* set;
+    double probability;
+    RandomStream stream;
+  };
+  for (const Occluded& o :
+       {Occluded{&out.validation, config.train_occlusion_probability, kValidationOcclusionStream},
+        Occluded{&out.test_seen, config.corrupt_occlusion_probability, kTestSeenOcclusionStream},
+        Occluded{&out.test_unseen, config.corrupt_occlusion_probability,
+                 kTestUnseenOcclusionStream}}) {
+    SeededRng rng(SeededRng::DeriveSeed(config.seed, o.stream));
+    for (int64_t item = 0; item < o.set->size(); ++item) {
+      for (int p = 0; p < n; ++p) {
+        OcclusionRect rect;
+        if (rng.Bernoulli(o.probability)) {
+          rect = DrawOcclusion(base_train->images.rows, base_train->images.cols, &rng);
+        }
+        o.set->SetStoredOcclusion(item, p, rect);
+      }
+    }
+  }
+  for (CompositeSet* set : {&out.train, &out.validation, &out.test_seen, &out.test_unseen}) {
+    set->FinishClasses();
+  }
+  *composites = std::move(out);
+  return Status::OK();
+}
+
+}  // namespace encoders
+}  // namespace hedgedb
