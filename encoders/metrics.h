@@ -95,9 +95,10 @@ Status AveragePrecision(const std::vector<double>& scores, const std::vector<uin
                         double* average_precision);
 
 // Kendall's tau-b of (x, y): (concordant - discordant) /
-// sqrt((n0 - ties_x) * (n0 - ties_y)), n0 = n(n-1)/2, ties counted as pairs
-// tied in x (resp. y), pairs tied in both excluded from both counts. NaN when
-// either variable is constant or n < 2. O(n^2): meant for bins, not data sets.
+// sqrt((n0 - n1) * (n0 - n2)), n0 = n(n-1)/2, n1 = pairs tied in x, n2 = pairs
+// tied in y (a pair tied in both counts in both; a tied pair is neither
+// concordant nor discordant). NaN when either variable is constant or n < 2.
+// O(n^2): meant for bins, not data sets.
 double KendallTauB(const std::vector<double>& x, const std::vector<double>& y);
 
 // Uncertainty calibration (HIB section 4.4): items are sorted by ascending eta

@@ -1,0 +1,375 @@
+#include "encoders/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+
+namespace hedgedb {
+namespace encoders {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Number of gallery items per label, for R in MAP@R.
+class LabelCounts {
+ public:
+  explicit LabelCounts(const std::vector<int64_t>& labels) : sorted_(labels) {
+    std::sort(sorted_.begin(), sorted_.end());
+  }
+  int64_t Count(int64_t label) const {
+    const auto range = std::equal_range(sorted_.begin(), sorted_.end(), label);
+    return range.second - range.first;
+  }
+
+ private:
+  std::vector<int64_t> sorted_;
+};
+
+bool KnnCorrect(const std::vector<int64_t>& neighbour_labels, int64_t query_label, KnnVote vote) {
+  const int64_t k = static_cast<int64_t>(neighbour_labels.size());
+  if (vote == KnnVote::kMajority) {
+    const int64_t hits = std::count(neighbour_labels.begin(), neighbour_labels.end(), query_label);
+    return 2 * hits > k;
+  }
+  // Plurality: scanning neighbours nearest first and keeping the first label
+  // that reaches the best count breaks ties towards the nearest neighbour.
+  int64_t best_label = neighbour_labels[0];
+  int64_t best_count = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t count =
+        std::count(neighbour_labels.begin(), neighbour_labels.end(), neighbour_labels[i]);
+    if (count > best_count) {
+      best_count = count;
+      best_label = neighbour_labels[i];
+    }
+  }
+  return best_label == query_label;
+}
+
+}  // namespace
+
+Status EvaluateRetrieval(const SimilarityRowFn& rows, int64_t num_queries,
+                         const std::vector<int64_t>& query_labels,
+                         const std::vector<int64_t>& gallery_labels,
+                         const RetrievalOptions& options, RetrievalMetrics* metrics) {
+  const int64_t num_gallery = static_cast<int64_t>(gallery_labels.size());
+  if (num_queries < 1 || static_cast<int64_t>(query_labels.size()) != num_queries) {
+    return Status::InvalidArgument("retrieval: " + std::to_string(num_queries) + " queries but " +
+                                   std::to_string(query_labels.size()) + " query labels");
+  }
+  if (options.exclude_same_index && num_gallery < num_queries) {
+    return Status::InvalidArgument("retrieval: leave-one-out needs a gallery item per query, got " +
+                                   std::to_string(num_gallery) + " gallery items for " +
+                                   std::to_string(num_queries) + " queries");
+  }
+  const int64_t ranked = num_gallery - (options.exclude_same_index ? 1 : 0);
+  int64_t max_k = options.knn_k;
+  for (const int k : options.recall_ks) max_k = std::max<int64_t>(max_k, k);
+  for (const int k : options.recall_ks) {
+    if (k < 1) return Status::InvalidArgument("retrieval: recall@" + std::to_string(k));
+  }
+  if (options.knn_k < 1 || max_k > ranked) {
+    return Status::InvalidArgument("retrieval: k up to " + std::to_string(max_k) + " (KNN k " +
+                                   std::to_string(options.knn_k) + ") but only " +
+                                   std::to_string(ranked) + " gallery items are ranked per query");
+  }
+
+  const LabelCounts counts(gallery_labels);
+  RetrievalMetrics out;
+  out.recall_ks = options.recall_ks;
+  out.recall_at_k.assign(options.recall_ks.size(), 0.0);
+  out.knn_correct.assign(num_queries, 0);
+  out.num_queries = num_queries;
+  std::vector<int64_t> recall_hits(options.recall_ks.size(), 0);
+  double map_sum = 0.0;
+  double r_precision_sum = 0.0;
+  int64_t knn_hits = 0;
+
+  std::vector<float> row(num_gallery);
+  std::vector<int64_t> order;
+  order.reserve(num_gallery);
+  std::vector<int64_t> neighbour_labels(options.knn_k);
+  for (int64_t q = 0; q < num_queries; ++q) {
+    rows(q, row.data());
+    order.clear();
+    for (int64_t g = 0; g < num_gallery; ++g) {
+      if (std::isnan(row[g])) {
+        return Status::InvalidArgument("retrieval: similarity of query " + std::to_string(q) +
+                                       " to gallery item " + std::to_string(g) + " is NaN");
+      }
+      if (options.exclude_same_index && g == q) continue;
+      order.push_back(g);
+    }
+    const int64_t label = query_labels[q];
+    int64_t relevant = counts.Count(label);
+    if (options.exclude_same_index && gallery_labels[q] == label) --relevant;
+    const int64_t depth = std::min<int64_t>(ranked, std::max(max_k, relevant));
+    std::partial_sort(
+        order.begin(), order.begin() + depth, order.end(),
+        [&row](int64_t a, int64_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+
+    int64_t first_hit = depth;  // rank of the nearest same-label item
+    int64_t hits = 0;
+    double precision_sum = 0.0;
+    for (int64_t rank = 0; rank < depth; ++rank) {
+      if (gallery_labels[order[rank]] != label) continue;
+      first_hit = std::min(first_hit, rank);
+      if (rank < relevant) {
+        ++hits;
+        precision_sum += static_cast<double>(hits) / static_cast<double>(rank + 1);
+      }
+    }
+    for (size_t i = 0; i < options.recall_ks.size(); ++i) {
+      if (first_hit < options.recall_ks[i]) ++recall_hits[i];
+    }
+    if (relevant > 0) {
+      ++out.num_queries_with_relevant;
+      map_sum += precision_sum / static_cast<double>(relevant);
+      r_precision_sum += static_cast<double>(hits) / static_cast<double>(relevant);
+    }
+    for (int i = 0; i < options.knn_k; ++i) neighbour_labels[i] = gallery_labels[order[i]];
+    if (KnnCorrect(neighbour_labels, label, options.knn_vote)) {
+      out.knn_correct[q] = 1;
+      ++knn_hits;
+    }
+  }
+  for (size_t i = 0; i < options.recall_ks.size(); ++i) {
+    out.recall_at_k[i] = static_cast<double>(recall_hits[i]) / static_cast<double>(num_queries);
+  }
+  if (out.num_queries_with_relevant > 0) {
+    out.map_at_r = map_sum / static_cast<double>(out.num_queries_with_relevant);
+    out.r_precision = r_precision_sum / static_cast<double>(out.num_queries_with_relevant);
+  }
+  out.knn_accuracy = static_cast<double>(knn_hits) / static_cast<double>(num_queries);
+  *metrics = std::move(out);
+  return Status::OK();
+}
+
+Status EvaluateRetrieval(const std::vector<float>& similarity,
+                         const std::vector<int64_t>& query_labels,
+                         const std::vector<int64_t>& gallery_labels,
+                         const RetrievalOptions& options, RetrievalMetrics* metrics) {
+  const size_t num_gallery = gallery_labels.size();
+  if (similarity.size() != query_labels.size() * num_gallery) {
+    return Status::InvalidArgument("retrieval: similarity matrix has " +
+                                   std::to_string(similarity.size()) + " values, expected " +
+                                   std::to_string(query_labels.size()) + " queries x " +
+                                   std::to_string(num_gallery) + " gallery items");
+  }
+  const SimilarityRowFn rows = [&](int64_t q, float* row) {
+    std::copy_n(similarity.data() + q * num_gallery, num_gallery, row);
+  };
+  return EvaluateRetrieval(rows, static_cast<int64_t>(query_labels.size()), query_labels,
+                           gallery_labels, options, metrics);
+}
+
+Status EvaluateRetrievalPairwise(const PairScoreFn& score, const std::vector<int64_t>& query_labels,
+                                 const std::vector<int64_t>& gallery_labels,
+                                 const RetrievalOptions& options, RetrievalMetrics* metrics) {
+  const int64_t num_gallery = static_cast<int64_t>(gallery_labels.size());
+  const SimilarityRowFn rows = [&](int64_t q, float* row) {
+    for (int64_t g = 0; g < num_gallery; ++g) {
+      // Leave-one-out never looks at the diagonal; skipping it saves a
+      // (possibly Monte Carlo) score evaluation per query.
+      row[g] = options.exclude_same_index && g == q ? 0.0f : score(q, g);
+    }
+  };
+  return EvaluateRetrieval(rows, static_cast<int64_t>(query_labels.size()), query_labels,
+                           gallery_labels, options, metrics);
+}
+
+void ComputeSimilarityMatrix(const PairScoreFn& score, int64_t num_queries, int64_t num_gallery,
+                             std::vector<float>* similarity) {
+  similarity->resize(static_cast<size_t>(num_queries * num_gallery));
+  for (int64_t q = 0; q < num_queries; ++q) {
+    for (int64_t g = 0; g < num_gallery; ++g) (*similarity)[q * num_gallery + g] = score(q, g);
+  }
+}
+
+// ---------------------------------------------------------------------------
+
+Status AveragePrecision(const std::vector<double>& scores, const std::vector<uint8_t>& matches,
+                        double* average_precision) {
+  if (scores.empty() || scores.size() != matches.size()) {
+    return Status::InvalidArgument("average precision: " + std::to_string(scores.size()) +
+                                   " scores for " + std::to_string(matches.size()) + " labels");
+  }
+  int64_t positives = 0;
+  for (size_t i = 0; i < scores.size(); ++i) {
+    if (std::isnan(scores[i])) {
+      return Status::InvalidArgument("average precision: score " + std::to_string(i) + " is NaN");
+    }
+    if (matches[i] != 0) ++positives;
+  }
+  if (positives == 0) {
+    return Status::InvalidArgument("average precision: no matching pair among " +
+                                   std::to_string(scores.size()));
+  }
+  std::vector<size_t> order(scores.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&scores](size_t a, size_t b) {
+    return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);
+  });
+  double ap = 0.0;
+  int64_t true_positives = 0;
+  int64_t seen = 0;
+  double previous_recall = 0.0;
+  for (size_t i = 0; i < order.size();) {
+    // One threshold per distinct score: the whole tie group enters at once.
+    size_t end = i;
+    while (end < order.size() && scores[order[end]] == scores[order[i]]) {
+      if (matches[order[end]] != 0) ++true_positives;
+      ++seen;
+      ++end;
+    }
+    const double recall = static_cast<double>(true_positives) / static_cast<double>(positives);
+    const double precision = static_cast<double>(true_positives) / static_cast<double>(seen);
+    ap += (recall - previous_recall) * precision;
+    previous_recall = recall;
+    i = end;
+  }
+  *average_precision = ap;
+  return Status::OK();
+}
+
+double KendallTauB(const std::vector<double>& x, const std::vector<double>& y) {
+  const size_t n = std::min(x.size(), y.size());
+  if (n < 2) return kNaN;
+  int64_t concordant = 0;
+  int64_t discordant = 0;
+  int64_t tied_x = 0;
+  int64_t tied_y = 0;
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = i + 1; j < n; ++j) {
+      const double dx = x[i] - x[j];
+      const double dy = y[i] - y[j];
+      if (dx == 0) ++tied_x;
+      if (dy == 0) ++tied_y;
+      if (dx == 0 || dy == 0) continue;
+      if ((dx > 0) == (dy > 0)) {
+        ++concordant;
+      } else {
+        ++discordant;
+      }
+    }
+  }
+  const double pairs = static_cast<double>(n) * static_cast<double>(n - 1) / 2.0;
+  const double denominator = std::sqrt((pairs - tied_x) * (pairs - tied_y));
+  if (denominator == 0.0) return kNaN;
+  return static_cast<double>(concordant - discordant) / denominator;
+}
+
+namespace {
+
+// Item indices sorted by ascending eta (ties by index), cut into equal bins.
+Status BinByEta(const std::vector<double>& eta, int num_bins,
+                std::vector<std::vector<size_t>>* bins) {
+  if (num_bins < 2 || eta.size() < static_cast<size_t>(num_bins)) {
+    return Status::InvalidArgument("uncertainty calibration: " + std::to_string(eta.size()) +
+                                   " items cannot fill " + std::to_string(num_bins) +
+                                   " bins (need >= 2 bins and an item per bin)");
+  }
+  for (size_t i = 0; i < eta.size(); ++i) {
+    if (std::isnan(eta[i])) {
+      return Status::InvalidArgument("uncertainty calibration: eta of item " + std::to_string(i) +
+                                     " is NaN");
+    }
+  }
+  std::vector<size_t> order(eta.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [&eta](size_t a, size_t b) { return eta[a] < eta[b] || (eta[a] == eta[b] && a < b); });
+  const size_t base = eta.size() / num_bins;
+  const size_t extra = eta.size() % num_bins;
+  bins->assign(num_bins, {});
+  size_t next = 0;
+  for (size_t b = 0; b < static_cast<size_t>(num_bins); ++b) {
+    const size_t size = base + (b < extra ? 1 : 0);
+    (*bins)[b].assign(order.begin() + next, order.begin() + next + size);
+    next += size;
+  }
+  return Status::OK();
+}
+
+// Fills sizes and mean eta, and tau over the bins with defined performance.
+void FinishCalibration(const std::vector<double>& eta, const std::vector<std::vector<size_t>>& bins,
+                       UncertaintyCalibration* calibration) {
+  calibration->bin_sizes.clear();
+  calibration->bin_mean_eta.clear();
+  std::vector<double> index;
+  std::vector<double> performance;
+  for (size_t b = 0; b < bins.size(); ++b) {
+    double sum = 0.0;
+    for (const size_t i : bins[b]) sum += eta[i];
+    calibration->bin_sizes.push_back(static_cast<int64_t>(bins[b].size()));
+    calibration->bin_mean_eta.push_back(sum / static_cast<double>(bins[b].size()));
+    if (!std::isnan(calibration->bin_performance[b])) {
+      index.push_back(static_cast<double>(b));
+      performance.push_back(calibration->bin_performance[b]);
+    }
+  }
+  // Sign flipped (HIB): performance falling with uncertainty is positive.
+  calibration->kendall_tau = -KendallTauB(index, performance);
+}
+
+}  // namespace
+
+Status CalibrateAccuracy(const std::vector<double>& eta, const std::vector<uint8_t>& correct,
+                         int num_bins, UncertaintyCalibration* calibration) {
+  if (eta.size() != correct.size()) {
+    return Status::InvalidArgument("uncertainty calibration: " + std::to_string(eta.size()) +
+                                   " eta values for " + std::to_string(correct.size()) +
+                                   " outcomes");
+  }
+  std::vector<std::vector<size_t>> bins;
+  HEDGEDB_RETURN_IF_ERROR(BinByEta(eta, num_bins, &bins));
+  UncertaintyCalibration out;
+  for (const std::vector<size_t>& bin : bins) {
+    int64_t hits = 0;
+    for (const size_t i : bin) hits += correct[i] != 0 ? 1 : 0;
+    out.bin_performance.push_back(static_cast<double>(hits) / static_cast<double>(bin.size()));
+  }
+  FinishCalibration(eta, bins, &out);
+  *calibration = std::move(out);
+  return Status::OK();
+}
+
+Status CalibrateAveragePrecision(const std::vector<double>& pair_eta,
+                                 const std::vector<double>& scores,
+                                 const std::vector<uint8_t>& matches, int num_bins,
+                                 UncertaintyCalibration* calibration) {
+  if (pair_eta.size() != scores.size() || scores.size() != matches.size()) {
+    return Status::InvalidArgument("uncertainty calibration: " + std::to_string(pair_eta.size()) +
+                                   " eta values, " + std::to_string(scores.size()) +
+                                   " scores and " + std::to_string(matches.size()) +
+                                   " match labels");
+  }
+  std::vector<std::vector<size_t>> bins;
+  HEDGEDB_RETURN_IF_ERROR(BinByEta(pair_eta, num_bins, &bins));
+  UncertaintyCalibration out;
+  for (const std::vector<size_t>& bin : bins) {
+    std::vector<double> bin_scores;
+    std::vector<uint8_t> bin_matches;
+    for (const size_t i : bin) {
+      bin_scores.push_back(scores[i]);
+      bin_matches.push_back(matches[i]);
+    }
+    if (std::count(bin_matches.begin(), bin_matches.end(), 0) ==
+        static_cast<std::ptrdiff_t>(bin_matches.size())) {
+      out.bin_performance.push_back(kNaN);  // AP undefined without a match
+      continue;
+    }
+    double ap = 0.0;
+    HEDGEDB_RETURN_IF_ERROR(AveragePrecision(bin_scores, bin_matches, &ap));
+    out.bin_performance.push_back(ap);
+  }
+  FinishCalibration(pair_eta, bins, &out);
+  *calibration = std::move(out);
+  return Status::OK();
+}
+
+}  // namespace encoders
+}  // namespace hedgedb

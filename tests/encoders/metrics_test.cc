@@ -1,0 +1,236 @@
+#include "encoders/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace hedgedb {
+namespace encoders {
+namespace {
+
+// Six items in two classes of three (R = 2 under leave-one-out). Row q holds
+// the similarities of query q; the diagonal is never looked at. Expected
+// rankings (ties by index), relevant items marked *:
+//   q0 (0): 2* 3  1* 4  5     q3 (1): 4* 5* 0  1  2   (tie 4/5 -> 4 first)
+//   q1 (0): 3  4  5  0* 2*    q4 (1): 0  5* 3* 1  2
+//   q2 (0): 3  1* 0* 5  4     q5 (1): 0  1  2  3* 4*  (all tied -> by index)
+const std::vector<int64_t> kLabels = {0, 0, 0, 1, 1, 1};
+const std::vector<float> kSimilarity = {
+    9.0f, 0.2f, 0.9f, 0.8f, 0.1f, 0.05f,  //
+    0.3f, 9.0f, 0.1f, 0.9f, 0.8f, 0.7f,   //
+    0.5f, 0.6f, 9.0f, 0.7f, 0.1f, 0.2f,   //
+    0.1f, 0.1f, 0.1f, 9.0f, 0.5f, 0.5f,   //
+    0.9f, 0.1f, 0.1f, 0.2f, 9.0f, 0.3f,   //
+    0.4f, 0.4f, 0.4f, 0.4f, 0.4f, 9.0f,
+};
+
+TEST(RetrievalTest, HandComputedSixItemExample) {
+  RetrievalOptions options;
+  options.recall_ks = {1, 2, 4};
+  options.knn_k = 3;
+  RetrievalMetrics m;
+  const Status s = EvaluateRetrieval(kSimilarity, kLabels, kLabels, options, &m);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  // First relevant rank: q0 0, q1 3, q2 1, q3 0, q4 1, q5 3.
+  ASSERT_EQ(m.recall_at_k.size(), 3u);
+  EXPECT_DOUBLE_EQ(m.recall_at_k[0], 2.0 / 6);
+  EXPECT_DOUBLE_EQ(m.recall_at_k[1], 4.0 / 6);
+  EXPECT_DOUBLE_EQ(m.recall_at_k[2], 1.0);
+  // Top-2 relevance: q0 10 (AP@R 1/2), q1 00 (0), q2 01 (1/4), q3 11 (1),
+  // q4 01 (1/4), q5 00 (0). R-precision: 1/2, 0, 1/2, 1, 1/2, 0.
+  EXPECT_DOUBLE_EQ(m.map_at_r, 2.0 / 6);
+  EXPECT_DOUBLE_EQ(m.r_precision, 2.5 / 6);
+  EXPECT_EQ(m.num_queries_with_relevant, 6);
+  // K = 3 majority (>= 2 of 3 same label): q0 yes, q1 no, q2 yes, q3 yes,
+  // q4 yes, q5 no.
+  EXPECT_EQ(m.knn_correct, (std::vector<uint8_t>{1, 0, 1, 1, 1, 0}));
+  EXPECT_DOUBLE_EQ(m.knn_accuracy, 4.0 / 6);
+}
+
+TEST(RetrievalTest, PluralityVoteBreaksTiesByNearestNeighbour) {
+  RetrievalOptions options;
+  options.recall_ks = {1};
+  options.knn_k = 4;
+  options.knn_vote = KnnVote::kPlurality;
+  RetrievalMetrics m;
+  ASSERT_TRUE(EvaluateRetrieval(kSimilarity, kLabels, kLabels, options, &m).ok());
+  // Top-4 labels: q0 0101 (tie -> nearest 0: right), q1 1110 (wrong),
+  // q2 1001 (tie -> 1: wrong), q3 1100 (tie -> 1: right), q4 0110 (tie -> 0:
+  // wrong), q5 0001 (wrong).
+  EXPECT_EQ(m.knn_correct, (std::vector<uint8_t>{1, 0, 0, 1, 0, 0}));
+  // The same neighbours under a strict majority (3 of 4): none is right.
+  options.knn_vote = KnnVote::kMajority;
+  ASSERT_TRUE(EvaluateRetrieval(kSimilarity, kLabels, kLabels, options, &m).ok());
+  EXPECT_EQ(m.knn_correct, (std::vector<uint8_t>{0, 0, 0, 0, 0, 0}));
+}
+
+TEST(RetrievalTest, RowAndPairwiseFormsAgreeWithTheMatrix) {
+  RetrievalOptions options;
+  options.recall_ks = {1, 2, 4};
+  options.knn_k = 3;
+  RetrievalMetrics matrix, rows, pairwise;
+  ASSERT_TRUE(EvaluateRetrieval(kSimilarity, kLabels, kLabels, options, &matrix).ok());
+  const SimilarityRowFn row_fn = [](int64_t q, float* row) {
+    for (int g = 0; g < 6; ++g) row[g] = kSimilarity[q * 6 + g];
+  };
+  ASSERT_TRUE(EvaluateRetrieval(row_fn, 6, kLabels, kLabels, options, &rows).ok());
+  int calls = 0;
+  const PairScoreFn score = [&calls](int64_t q, int64_t g) {
+    ++calls;
+    return kSimilarity[q * 6 + g];
+  };
+  ASSERT_TRUE(EvaluateRetrievalPairwise(score, kLabels, kLabels, options, &pairwise).ok());
+  EXPECT_EQ(calls, 30) << "the diagonal is not scored under leave-one-out";
+  for (const RetrievalMetrics* m : {&rows, &pairwise}) {
+    EXPECT_EQ(m->recall_at_k, matrix.recall_at_k);
+    EXPECT_EQ(m->map_at_r, matrix.map_at_r);
+    EXPECT_EQ(m->knn_correct, matrix.knn_correct);
+  }
+  std::vector<float> computed;
+  ComputeSimilarityMatrix(score, 6, 6, &computed);
+  EXPECT_EQ(computed, kSimilarity);
+}
+
+TEST(RetrievalTest, SeparateGalleryWithoutLeaveOneOut) {
+  // Two probes against a three-item gallery (e.g. clean probes, corrupt
+  // gallery of other items): nothing is removed.
+  const std::vector<int64_t> query_labels = {7, 8};
+  const std::vector<int64_t> gallery_labels = {8, 7, 7};
+  const std::vector<float> similarity = {0.9f, 0.5f, 0.1f,  //
+                                         0.2f, 0.3f, 0.4f};
+  RetrievalOptions options;
+  options.recall_ks = {1, 2};
+  options.knn_k = 3;
+  options.exclude_same_index = false;
+  RetrievalMetrics m;
+  ASSERT_TRUE(EvaluateRetrieval(similarity, query_labels, gallery_labels, options, &m).ok());
+  // q0 (7): 0(8) 1(7)* 2(7)*: recall@1 miss, @2 hit; R = 2: AP@R = 1/4.
+  // q1 (8): 2 1 0*: miss at 1 and 2; R = 1: AP@R = 0.
+  EXPECT_DOUBLE_EQ(m.recall_at_k[0], 0.0);
+  EXPECT_DOUBLE_EQ(m.recall_at_k[1], 0.5);
+  EXPECT_DOUBLE_EQ(m.map_at_r, 0.125);
+  EXPECT_DOUBLE_EQ(m.r_precision, 0.25);
+  // KNN over all 3: q0 has 2 of 3 -> majority; q1 has 1 of 3 -> no.
+  EXPECT_EQ(m.knn_correct, (std::vector<uint8_t>{1, 0}));
+}
+
+TEST(RetrievalTest, RejectsBadInput) {
+  RetrievalOptions options;  // recall@8 needs 8 ranked items
+  RetrievalMetrics m;
+  Status s = EvaluateRetrieval(kSimilarity, kLabels, kLabels, options, &m);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("only 5 gallery items"), std::string::npos) << s.message();
+
+  options.recall_ks = {1};
+  options.knn_k = 3;
+  std::vector<float> with_nan = kSimilarity;
+  with_nan[2 * 6 + 4] = std::nanf("");
+  s = EvaluateRetrieval(with_nan, kLabels, kLabels, options, &m);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("query 2 to gallery item 4 is NaN"), std::string::npos) << s.message();
+
+  std::vector<float> short_matrix(kSimilarity.begin(), kSimilarity.end() - 1);
+  EXPECT_TRUE(EvaluateRetrieval(short_matrix, kLabels, kLabels, options, &m).IsInvalidArgument());
+  const std::vector<int64_t> small_gallery = {0, 1};
+  EXPECT_TRUE(EvaluateRetrieval(std::vector<float>(12, 0.0f), kLabels, small_gallery, options, &m)
+                  .IsInvalidArgument());
+}
+
+TEST(AveragePrecisionTest, HandComputedValues) {
+  double ap = 0;
+  // Positives at ranks 1 and 3: (1/1 + 2/3) / 2.
+  ASSERT_TRUE(AveragePrecision({0.9, 0.8, 0.7, 0.6}, {1, 0, 1, 0}, &ap).ok());
+  EXPECT_NEAR(ap, (1.0 + 2.0 / 3) / 2, 1e-12);
+  // Input order does not matter.
+  ASSERT_TRUE(AveragePrecision({0.6, 0.7, 0.8, 0.9}, {0, 1, 0, 1}, &ap).ok());
+  EXPECT_NEAR(ap, (1.0 + 2.0 / 3) / 2, 1e-12);
+  // A tie enters as one threshold: recall 1, precision 1/2.
+  ASSERT_TRUE(AveragePrecision({0.5, 0.5}, {1, 0}, &ap).ok());
+  EXPECT_NEAR(ap, 0.5, 1e-12);
+  ASSERT_TRUE(AveragePrecision({0.5, 0.5}, {0, 1}, &ap).ok());
+  EXPECT_NEAR(ap, 0.5, 1e-12);
+  // Thresholds 0.9 (R 0), 0.5 (R 1/2, P 1/3), 0.1 (R 1, P 1/2): 1/6 + 1/4.
+  ASSERT_TRUE(AveragePrecision({0.9, 0.5, 0.5, 0.1}, {0, 1, 0, 1}, &ap).ok());
+  EXPECT_NEAR(ap, 1.0 / 6 + 1.0 / 4, 1e-12);
+  ASSERT_TRUE(AveragePrecision({0.3, 0.2}, {1, 1}, &ap).ok());
+  EXPECT_NEAR(ap, 1.0, 1e-12);
+
+  EXPECT_TRUE(AveragePrecision({0.1, 0.2}, {0, 0}, &ap).IsInvalidArgument());
+  EXPECT_TRUE(AveragePrecision({0.1}, {0, 1}, &ap).IsInvalidArgument());
+  EXPECT_TRUE(AveragePrecision({}, {}, &ap).IsInvalidArgument());
+  EXPECT_TRUE(AveragePrecision({std::nan(""), 0.2}, {1, 0}, &ap).IsInvalidArgument());
+}
+
+TEST(KendallTauTest, HandComputedValuesWithTies) {
+  EXPECT_DOUBLE_EQ(KendallTauB({1, 2, 3, 4}, {10, 20, 30, 40}), 1.0);
+  EXPECT_DOUBLE_EQ(KendallTauB({1, 2, 3, 4}, {4, 3, 2, 1}), -1.0);
+  // One pair tied in y: C = 2, D = 0, n0 = 3, n2 = 1: 2 / sqrt(3 * 2).
+  EXPECT_NEAR(KendallTauB({1, 2, 3}, {1, 1, 2}), 2.0 / std::sqrt(6.0), 1e-12);
+  // One pair tied in x, another in y: C = 4, D = 0, n0 = 6: 4 / sqrt(5 * 5).
+  EXPECT_NEAR(KendallTauB({1, 1, 2, 3}, {1, 2, 2, 3}), 0.8, 1e-12);
+  // A pair tied in both counts in both tie totals: x = {1,1,2}, y = {5,5,6}:
+  // C = 2, n0 = 3, n1 = n2 = 1 -> 2 / 2 = 1.
+  EXPECT_NEAR(KendallTauB({1, 1, 2}, {5, 5, 6}), 1.0, 1e-12);
+  // C = 3, D = 3 -> 0.
+  EXPECT_NEAR(KendallTauB({1, 2, 3, 4}, {2, 4, 1, 3}), 0.0, 1e-12);
+  EXPECT_TRUE(std::isnan(KendallTauB({1, 2, 3}, {5, 5, 5})));
+  EXPECT_TRUE(std::isnan(KendallTauB({1}, {1})));
+}
+
+TEST(CalibrationTest, AccuracyPerEtaBinAndFlippedTau) {
+  // Sorted by eta the items are 1 5 | 3 6 | 2 7 | 4 0 (bins of 2); outcomes
+  // give bin accuracies 1, 1/2, 1/2, 0.
+  const std::vector<double> eta = {0.8, 0.1, 0.5, 0.3, 0.7, 0.2, 0.4, 0.6};
+  const std::vector<uint8_t> correct = {0, 1, 0, 1, 0, 1, 0, 1};
+  UncertaintyCalibration c;
+  ASSERT_TRUE(CalibrateAccuracy(eta, correct, 4, &c).ok());
+  EXPECT_EQ(c.bin_sizes, (std::vector<int64_t>{2, 2, 2, 2}));
+  EXPECT_EQ(c.bin_performance, (std::vector<double>{1.0, 0.5, 0.5, 0.0}));
+  ASSERT_EQ(c.bin_mean_eta.size(), 4u);
+  EXPECT_NEAR(c.bin_mean_eta[0], 0.15, 1e-12);
+  EXPECT_NEAR(c.bin_mean_eta[3], 0.75, 1e-12);
+  // tau_b(bin, accuracy): D = 5, C = 0, one tie in accuracy: -5 / sqrt(6 * 5);
+  // flipped, falling accuracy is positive.
+  EXPECT_NEAR(c.kendall_tau, 5.0 / std::sqrt(30.0), 1e-12);
+
+  // Accuracy rising with eta is negative.
+  const std::vector<uint8_t> reversed = {1, 0, 1, 0, 1, 0, 1, 1};
+  ASSERT_TRUE(CalibrateAccuracy(eta, reversed, 4, &c).ok());
+  EXPECT_LT(c.kendall_tau, 0.0);
+}
+
+TEST(CalibrationTest, UnequalBinsAndErrors) {
+  std::vector<double> eta(10);
+  std::vector<uint8_t> correct(10, 1);
+  for (int i = 0; i < 10; ++i) eta[i] = i;
+  UncertaintyCalibration c;
+  ASSERT_TRUE(CalibrateAccuracy(eta, correct, 4, &c).ok());
+  EXPECT_EQ(c.bin_sizes, (std::vector<int64_t>{3, 3, 2, 2}));
+  EXPECT_TRUE(std::isnan(c.kendall_tau)) << "constant accuracy has no rank correlation";
+  EXPECT_TRUE(CalibrateAccuracy(eta, correct, 11, &c).IsInvalidArgument());
+  EXPECT_TRUE(CalibrateAccuracy(eta, correct, 1, &c).IsInvalidArgument());
+  EXPECT_TRUE(CalibrateAccuracy(eta, std::vector<uint8_t>(9, 1), 4, &c).IsInvalidArgument());
+  eta[3] = std::nan("");
+  EXPECT_TRUE(CalibrateAccuracy(eta, correct, 4, &c).IsInvalidArgument());
+}
+
+TEST(CalibrationTest, AveragePrecisionPerBinSkipsBinsWithoutMatches) {
+  // Three bins of two pairs (sorted by eta as given).
+  const std::vector<double> eta = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6};
+  const std::vector<double> scores = {0.9, 0.1, 0.2, 0.8, 0.7, 0.6};
+  const std::vector<uint8_t> matches = {1, 0, 1, 0, 0, 0};
+  UncertaintyCalibration c;
+  ASSERT_TRUE(CalibrateAveragePrecision(eta, scores, matches, 3, &c).ok());
+  ASSERT_EQ(c.bin_performance.size(), 3u);
+  EXPECT_DOUBLE_EQ(c.bin_performance[0], 1.0);  // the match ranks first
+  EXPECT_DOUBLE_EQ(c.bin_performance[1], 0.5);  // the match ranks second
+  EXPECT_TRUE(std::isnan(c.bin_performance[2]));
+  // Over the two defined bins AP falls: tau_b = -1, flipped to 1.
+  EXPECT_DOUBLE_EQ(c.kendall_tau, 1.0);
+}
+
+}  // namespace
+}  // namespace encoders
+}  // namespace hedgedb
