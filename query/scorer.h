@@ -12,6 +12,20 @@
 // (seed, stream): every item draws z_j = mu + sqrt(var) * eps_j with the same
 // bank (common random numbers), so scores are deterministic for a seed and
 // independent of which other items are in the collection or the candidate set.
+//
+// The bank of (seed, stream) is the sequence of standard normals from
+// xoshiro256** seeded through splitmix64 with (seed, stream), turned into
+// normals by Box-Muller in double precision (kernels.h: GenerateNormalBank);
+// it does not depend on the C++ library's distributions. Row i of a K x D bank
+// (numbers i*D .. i*D+D-1) is sample i. Streams:
+//   kQuerySampleStream  the query's K samples,
+//   kItemSampleStream   every item's K samples,
+//   kEtaFirstStream, kEtaSecondStream  the two independent sample sets of eta.
+// Mixtures are sampled stratified: samples [c*K/C, (c+1)*K/C) come from
+// component c, and a pair of samples from components (c, c') weighs
+// pi_c * pi'_c' / (K/C)^2, so unequal weights are respected.
+// Scores are bitwise reproducible for a seed on a given kernel ISA path
+// (kernels.h); different paths (AVX-512, AVX2, portable) agree to rounding.
 #pragma once
 
 #include <cstddef>
@@ -38,6 +52,14 @@ struct RowShape {
   size_t query_row_size() const;
 };
 
+// Sample streams of the Monte Carlo scores and eta (see above).
+constexpr uint64_t kQuerySampleStream = 1;
+constexpr uint64_t kItemSampleStream = 2;
+constexpr uint64_t kEtaFirstStream = 3;
+constexpr uint64_t kEtaSecondStream = 4;
+// Upper bound on samples per side.
+constexpr int kMaxSamples = 4096;
+
 struct ScoreParams {
   ScoreType score = ScoreType::kDefault;  // resolved by the scorer
   float match_a = 1.0f;
@@ -46,8 +68,11 @@ struct ScoreParams {
   uint64_t seed = 0;
 };
 
-// Checks that `score` applies to the kind and samples is valid.
+// Checks the shape, that `score` applies to the kind (after ResolveScore),
+// 1 <= samples <= kMaxSamples (mog: a multiple of C), and match_a > 0.
 Status ValidateScoreParams(const RowShape& shape, const ScoreParams& params);
+// kDefault -> match (point), mc (gaussian, mog), logprob (codes); mc on points
+// is match. Other scores are returned unchanged (validity is not checked).
 ScoreType ResolveScore(Kind kind, ScoreType score);
 
 // Per-query prepared state (e.g. the query's samples); thread-compatible.
@@ -60,7 +85,10 @@ class PreparedQuery {
                          float* out) const = 0;
 };
 
-// Prepares `query_row` (query_row_size() floats) for scoring.
+// Prepares `query_row` (query_row_size() floats) for scoring. Validates the
+// params and the query row (finite means, variances > 0, mog weights >= 0
+// summing to 1). Item rows are trusted (checked at ingest): variances > 0,
+// code symbols < k.
 Status PrepareQuery(const RowShape& shape, const ScoreParams& params, const float* query_row,
                     std::unique_ptr<PreparedQuery>* out);
 

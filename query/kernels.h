@@ -1,0 +1,74 @@
+// SIMD kernels behind the exact scorers (scorer.h), with runtime ISA dispatch.
+//
+// Every kernel has a portable C++ version and x86 versions for AVX2+FMA and
+// AVX-512F, compiled from one source per algorithm (kernels.cc) and picked at
+// run time from what the CPU supports. Results of the ISA paths agree to float
+// rounding; for a fixed path they are bitwise reproducible, and the score of
+// a row never depends on which other rows are scored in the same call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace hedgedb {
+namespace query {
+
+enum class KernelIsa { kPortable, kAvx2, kAvx512 };
+
+const char* KernelIsaName(KernelIsa isa);
+// Best ISA this CPU supports.
+KernelIsa DetectKernelIsa();
+// ISA the kernels currently use (DetectKernelIsa() unless overridden).
+KernelIsa ActiveKernelIsa();
+// Forces an ISA the CPU supports (tests, benchmarks); returns false otherwise.
+bool SetKernelIsa(KernelIsa isa);
+
+// First `count` standard normals of the stream (seed, stream): xoshiro256**
+// seeded through splitmix64, Box-Muller in double precision. Prefix-stable:
+// the first m numbers are the same for every count >= m.
+std::vector<float> GenerateNormalBank(uint64_t seed, uint64_t stream, size_t count);
+// Same numbers, memoised per thread (a few recent banks). The reference stays
+// valid until this thread's next call that misses the cache; the most recently
+// used bank is never the one evicted.
+const std::vector<float>& CachedNormalBank(uint64_t seed, uint64_t stream, size_t count);
+
+// Monte Carlo match probability of a prepared query against item rows
+// (HIB eq. 5, stratified over mixture components).
+//
+// The query is given by its K samples x_i with weights (pi_c / (K/C) for the
+// component c that drew sample i). Item j-th sample of component c' is
+// mu_c' + sqrt(var_c') * eps_j with j in [c' * K/C, (c'+1) * K/C), weighted
+// pi'_c' / (K/C). The score is sum_ij w_i w'_j sigmoid(-a ||x_i - y_j|| + b).
+struct McKernelQuery {
+  int dim = 0;                           // D
+  int components = 1;                    // C of the items
+  int samples = 0;                       // K = query samples = item samples, a multiple of C
+  const float* query_samples = nullptr;  // K x D
+  const float* query_weights = nullptr;  // K
+  const float* item_eps = nullptr;       // K x D standard normals of the item side
+  float match_a = 1.0f;
+  float match_b = 0.0f;
+  // Item row layout in floats: weights at weight_offset (-1: one component of
+  // weight 1), component c's mean at mean_offset + c * D, variance at
+  // var_offset + c * D.
+  int weight_offset = -1;
+  int mean_offset = 0;
+  int var_offset = 0;
+};
+
+// out[r] = score of the row at base + rows[r] * row_stride_bytes.
+void McScoreRows(const McKernelQuery& query, const void* base, size_t row_stride_bytes,
+                 const int64_t* rows, size_t n, float* out);
+
+// DIMCO scan: out[r] = sum_i table[i * k + code_r[i]] over the d symbols of the
+// uint8 code row at base + rows[r] * row_stride_bytes. Symbols must be < k.
+void CodeScanRows(const float* table, int d, int k, const uint8_t* base, size_t row_stride_bytes,
+                  const int64_t* rows, size_t n, float* out);
+
+// exp(x) of the kernels for each of n inputs (relative error ~1e-7 on
+// [-87, 88]; inputs outside are clamped). Exposed to test its accuracy.
+void FastExp(const float* x, size_t n, float* out);
+
+}  // namespace query
+}  // namespace hedgedb

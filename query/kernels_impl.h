@@ -1,0 +1,206 @@
+// ISA-generic kernel bodies. Included by kernels.cc only, once per ISA, inside
+// that ISA's namespace and target pragma, after a `struct Simd` that provides
+// the vector type V with kLanes float lanes and its operations. No include
+// guard on purpose.
+
+// exp(x), Cephes polynomial on [-ln2/2, ln2/2] after range reduction; inputs
+// are clamped so that 2^n stays a normal float.
+inline Simd::V Exp(Simd::V x) {
+  using V = Simd::V;
+  x = Simd::Min(Simd::Max(x, Simd::Set1(-87.0f)), Simd::Set1(88.0f));
+  const V n = Simd::Round(Simd::Mul(x, Simd::Set1(1.44269504088896341f)));
+  // ln 2 split in two so that n * ln2_hi is exact.
+  V r = Simd::Fma(n, Simd::Set1(-0.693359375f), x);
+  r = Simd::Fma(n, Simd::Set1(2.12194440e-4f), r);
+  V p = Simd::Set1(1.9875691500e-4f);
+  p = Simd::Fma(p, r, Simd::Set1(1.3981999507e-3f));
+  p = Simd::Fma(p, r, Simd::Set1(8.3334519073e-3f));
+  p = Simd::Fma(p, r, Simd::Set1(4.1665795894e-2f));
+  p = Simd::Fma(p, r, Simd::Set1(1.6666665459e-1f));
+  p = Simd::Fma(p, r, Simd::Set1(5.0000001201e-1f));
+  const V r2 = Simd::Mul(r, r);
+  const V y = Simd::Add(Simd::Fma(p, r2, r), Simd::Set1(1.0f));
+  return Simd::Mul(y, Simd::Pow2(n));
+}
+
+inline void FastExpImpl(const float* x, size_t n, float* out) {
+  constexpr int kLanes = Simd::kLanes;
+  float buffer[kLanes];
+  for (size_t start = 0; start < n; start += kLanes) {
+    const size_t count = std::min<size_t>(kLanes, n - start);
+    for (int l = 0; l < kLanes; ++l) buffer[l] = x[start + std::min<size_t>(l, count - 1)];
+    Simd::Store(buffer, Exp(Simd::Load(buffer)));
+    for (size_t l = 0; l < count; ++l) out[start + l] = buffer[l];
+  }
+}
+
+// Sum over a block of kBlock item samples of sigmoid(-a * ||x - y_t|| + b),
+// lanes = candidates. The distance uses u = x - mu, centred on the item mean:
+// ||u - sd*eps||^2 = ||u||^2 + ||sd*eps||^2 - 2 (u*sd).eps, which keeps the
+// Gram trick (one FMA per pair and dimension) without large cancellation.
+// eps_t is d-major: eps_t[d * eps_stride + t]; v_norm[t] = ||sd*eps_t||^2.
+template <int kBlock>
+inline Simd::V PairBlock(const float* x, const float* mu_t, const float* sd_t, const float* eps_t,
+                         int eps_stride, int dim, const float* v_norm, Simd::V pos_a,
+                         Simd::V neg_b) {
+  using V = Simd::V;
+  constexpr int kLanes = Simd::kLanes;
+  V gram[kBlock];
+  for (int t = 0; t < kBlock; ++t) gram[t] = Simd::Zero();
+  V u_norm = Simd::Zero();
+  for (int d = 0; d < dim; ++d) {
+    const V u = Simd::Sub(Simd::Set1(x[d]), Simd::Load(mu_t + d * kLanes));
+    u_norm = Simd::Fma(u, u, u_norm);
+    const V w = Simd::Mul(u, Simd::Load(sd_t + d * kLanes));
+    const float* e = eps_t + d * eps_stride;
+    for (int t = 0; t < kBlock; ++t) gram[t] = Simd::Fma(w, Simd::Set1(e[t]), gram[t]);
+  }
+  const V one = Simd::Set1(1.0f);
+  const V minus_two = Simd::Set1(-2.0f);
+  V sum = Simd::Zero();
+  for (int t = 0; t < kBlock; ++t) {
+    const V d2 = Simd::Fma(minus_two, gram[t], Simd::Add(u_norm, Simd::Load(v_norm + t * kLanes)));
+    const V dist = Simd::Sqrt(Simd::Max(d2, Simd::Zero()));
+    // sigmoid(-a*dist + b) = 1 / (1 + exp(a*dist - b)).
+    const V e = Exp(Simd::Fma(pos_a, dist, neg_b));
+    sum = Simd::Add(sum, Simd::Div(one, Simd::Add(one, e)));
+  }
+  return sum;
+}
+
+inline Simd::V PairBlockAny(int block, const float* x, const float* mu_t, const float* sd_t,
+                            const float* eps_t, int eps_stride, int dim, const float* v_norm,
+                            Simd::V pos_a, Simd::V neg_b) {
+  switch (block) {
+#define HEDGEDB_PAIR_BLOCK_CASE(B) \
+  case B:                          \
+    return PairBlock<B>(x, mu_t, sd_t, eps_t, eps_stride, dim, v_norm, pos_a, neg_b);
+    HEDGEDB_PAIR_BLOCK_CASE(1)
+    HEDGEDB_PAIR_BLOCK_CASE(2)
+    HEDGEDB_PAIR_BLOCK_CASE(3)
+    HEDGEDB_PAIR_BLOCK_CASE(4)
+    HEDGEDB_PAIR_BLOCK_CASE(5)
+    HEDGEDB_PAIR_BLOCK_CASE(6)
+    HEDGEDB_PAIR_BLOCK_CASE(7)
+    HEDGEDB_PAIR_BLOCK_CASE(8)
+#undef HEDGEDB_PAIR_BLOCK_CASE
+    default:
+      return Simd::Zero();
+  }
+}
+
+// Monte Carlo scores, kLanes candidates at a time (see McKernelQuery).
+inline void McScoreRowsImpl(const McKernelQuery& q, const void* base, size_t row_stride_bytes,
+                            const int64_t* rows, size_t n, float* out) {
+  using V = Simd::V;
+  constexpr int kLanes = Simd::kLanes;
+  constexpr int kMaxBlock = 8;
+  const int dim = q.dim;
+  const int components = q.components;
+  const int per_component = q.samples / components;
+  if (n == 0) return;
+
+  // Item noise of each component, d-major so a block's numbers are adjacent.
+  std::vector<float> eps_t(static_cast<size_t>(q.samples) * dim);
+  std::vector<float> eps_sq_t(eps_t.size());
+  for (int c = 0; c < components; ++c) {
+    for (int t = 0; t < per_component; ++t) {
+      const float* e = q.item_eps + static_cast<size_t>(c * per_component + t) * dim;
+      for (int d = 0; d < dim; ++d) {
+        const size_t at = static_cast<size_t>(c) * per_component * dim +
+                          static_cast<size_t>(d) * per_component + t;
+        eps_t[at] = e[d];
+        eps_sq_t[at] = e[d] * e[d];
+      }
+    }
+  }
+  std::vector<float> scratch(static_cast<size_t>(dim) * kLanes * 2 +
+                             static_cast<size_t>(per_component) * kLanes);
+  float* mu_t = scratch.data();
+  float* sd_t = mu_t + static_cast<size_t>(dim) * kLanes;
+  float* v_norm = sd_t + static_cast<size_t>(dim) * kLanes;
+  const float* row_ptr[kLanes];
+  alignas(64) float lane_buffer[kLanes];
+  const V pos_a = Simd::Set1(q.match_a);
+  const V neg_b = Simd::Set1(-q.match_b);
+
+  for (size_t start = 0; start < n; start += kLanes) {
+    const size_t count = std::min<size_t>(kLanes, n - start);
+    // Spare lanes repeat the last row; their results are dropped.
+    for (int l = 0; l < kLanes; ++l) {
+      const int64_t row = rows[start + std::min<size_t>(l, count - 1)];
+      row_ptr[l] = reinterpret_cast<const float*>(static_cast<const char*>(base) +
+                                                  static_cast<size_t>(row) * row_stride_bytes);
+    }
+    V total = Simd::Zero();
+    for (int c = 0; c < components; ++c) {
+      Simd::TransposeRows(row_ptr, q.mean_offset + c * dim, dim, mu_t);
+      Simd::TransposeRows(row_ptr, q.var_offset + c * dim, dim, sd_t);
+      const float* comp_eps_t = eps_t.data() + static_cast<size_t>(c) * per_component * dim;
+      const float* comp_eps_sq_t = eps_sq_t.data() + static_cast<size_t>(c) * per_component * dim;
+      // ||sd * eps_t||^2 = sum_d var_d eps_td^2, while sd_t still holds var.
+      for (int t = 0; t < per_component; ++t) {
+        V acc = Simd::Zero();
+        for (int d = 0; d < dim; ++d) {
+          acc = Simd::Fma(Simd::Load(sd_t + d * kLanes),
+                          Simd::Set1(comp_eps_sq_t[d * per_component + t]), acc);
+        }
+        Simd::Store(v_norm + t * kLanes, acc);
+      }
+      for (int d = 0; d < dim; ++d) {
+        Simd::Store(sd_t + d * kLanes, Simd::Sqrt(Simd::Load(sd_t + d * kLanes)));
+      }
+      V component_sum = Simd::Zero();
+      for (int i = 0; i < q.samples; ++i) {
+        const float* x = q.query_samples + static_cast<size_t>(i) * dim;
+        V pair_sum = Simd::Zero();
+        for (int t0 = 0; t0 < per_component; t0 += kMaxBlock) {
+          const int block = std::min(kMaxBlock, per_component - t0);
+          pair_sum =
+              Simd::Add(pair_sum, PairBlockAny(block, x, mu_t, sd_t, comp_eps_t + t0, per_component,
+                                               dim, v_norm + t0 * kLanes, pos_a, neg_b));
+        }
+        component_sum = Simd::Fma(Simd::Set1(q.query_weights[i]), pair_sum, component_sum);
+      }
+      // Item sample weight pi'_c / (K/C).
+      for (int l = 0; l < kLanes; ++l) {
+        lane_buffer[l] = q.weight_offset < 0 ? 1.0f : row_ptr[l][q.weight_offset + c];
+        lane_buffer[l] /= static_cast<float>(per_component);
+      }
+      total = Simd::Fma(Simd::Load(lane_buffer), component_sum, total);
+    }
+    Simd::Store(lane_buffer, total);
+    for (size_t l = 0; l < count; ++l) out[start + l] = lane_buffer[l];
+  }
+}
+
+// DIMCO scan, kLanes code dimensions at a time. Items go in blocks so that the
+// table rows of one chunk of dimensions stay in L1 while the block is scanned;
+// each item keeps a vector of per-lane partial sums until its last chunk.
+inline void CodeScanRowsImpl(const float* table, int d, int k, const uint8_t* base,
+                             size_t row_stride_bytes, const int64_t* rows, size_t n, float* out) {
+  using V = Simd::V;
+  constexpr int kLanes = Simd::kLanes;
+  constexpr size_t kItemBlock = 64;
+  const int full_dims = d / kLanes * kLanes;
+  alignas(64) float partial[kItemBlock * kLanes];
+  const uint8_t* codes[kItemBlock];
+  for (size_t start = 0; start < n; start += kItemBlock) {
+    const size_t count = std::min(kItemBlock, n - start);
+    for (size_t r = 0; r < count; ++r) {
+      codes[r] = base + static_cast<size_t>(rows[start + r]) * row_stride_bytes;
+      Simd::Store(partial + r * kLanes, Simd::Zero());
+    }
+    for (int i0 = 0; i0 < full_dims; i0 += kLanes) {
+      for (size_t r = 0; r < count; ++r) {
+        const V looked_up = Simd::GatherCodes(table, k, codes[r], i0);
+        Simd::Store(partial + r * kLanes, Simd::Add(Simd::Load(partial + r * kLanes), looked_up));
+      }
+    }
+    for (size_t r = 0; r < count; ++r) {
+      float score = Simd::ReduceAdd(Simd::Load(partial + r * kLanes));
+      for (int i = full_dims; i < d; ++i) score += table[static_cast<size_t>(i) * k + codes[r][i]];
+      out[start + r] = score;
+    }
+  }
+}

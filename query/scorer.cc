@@ -1,0 +1,379 @@
+#include "query/scorer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "query/kernels.h"
+
+namespace hedgedb {
+namespace query {
+
+size_t RowShape::item_row_size() const {
+  const size_t d = static_cast<size_t>(dim);
+  switch (kind) {
+    case Kind::kPoint:
+      return d;
+    case Kind::kGaussian:
+      return 2 * d;
+    case Kind::kMog:
+      return static_cast<size_t>(components) * (1 + 2 * d);
+    case Kind::kCodes:
+      return d;
+  }
+  return 0;
+}
+
+size_t RowShape::query_row_size() const {
+  if (kind == Kind::kCodes) return static_cast<size_t>(dim) * static_cast<size_t>(code_k);
+  return item_row_size();
+}
+
+ScoreType ResolveScore(Kind kind, ScoreType score) {
+  switch (kind) {
+    case Kind::kPoint:
+      return score == ScoreType::kDefault || score == ScoreType::kMc ? ScoreType::kMatch : score;
+    case Kind::kGaussian:
+    case Kind::kMog:
+      return score == ScoreType::kDefault ? ScoreType::kMc : score;
+    case Kind::kCodes:
+      return score == ScoreType::kDefault ? ScoreType::kLogprob : score;
+  }
+  return score;
+}
+
+namespace {
+
+bool ScoreApplies(Kind kind, ScoreType resolved) {
+  switch (kind) {
+    case Kind::kPoint:
+      return resolved == ScoreType::kMatch || resolved == ScoreType::kL2;
+    case Kind::kGaussian:
+    case Kind::kMog:
+      return resolved == ScoreType::kMc || resolved == ScoreType::kCsd ||
+             resolved == ScoreType::kMls || resolved == ScoreType::kL2 ||
+             resolved == ScoreType::kMatch;
+    case Kind::kCodes:
+      return resolved == ScoreType::kLogprob;
+  }
+  return false;
+}
+
+Status ValidateShape(const RowShape& shape) {
+  if (shape.dim < 1) {
+    return Status::InvalidArgument("dimension must be >= 1, got " + std::to_string(shape.dim));
+  }
+  if (shape.kind == Kind::kMog && shape.components < 1) {
+    return Status::InvalidArgument("mog needs >= 1 components, got " +
+                                   std::to_string(shape.components));
+  }
+  if (shape.kind == Kind::kCodes && (shape.code_k < 2 || shape.code_k > 256)) {
+    return Status::InvalidArgument("code alphabet size k must be in [2, 256], got " +
+                                   std::to_string(shape.code_k));
+  }
+  return Status::OK();
+}
+
+int Components(const RowShape& shape) { return shape.kind == Kind::kMog ? shape.components : 1; }
+
+float Sigmoid(float logit) { return 1.0f / (1.0f + std::exp(-logit)); }
+
+// Row layout offsets (in floats) of the vector kinds.
+struct Layout {
+  int weight_offset = -1;  // mog only
+  int mean_offset = 0;
+  int var_offset = 0;  // gaussian/mog
+};
+
+Layout LayoutOf(const RowShape& shape) {
+  Layout layout;
+  if (shape.kind == Kind::kGaussian) {
+    layout.var_offset = shape.dim;
+  } else if (shape.kind == Kind::kMog) {
+    layout.weight_offset = 0;
+    layout.mean_offset = shape.components;
+    layout.var_offset = shape.components + shape.components * shape.dim;
+  }
+  return layout;
+}
+
+// First two moments of a gaussian/mog row: mean and per-dimension variance
+// (mog: mu = sum pi_c mu_c, var = sum pi_c (var_c + (mu_c - mu)^2)).
+void RowMoments(const RowShape& shape, const float* row, double* mean, double* var) {
+  const int dim = shape.dim;
+  if (shape.kind == Kind::kGaussian) {
+    for (int d = 0; d < dim; ++d) {
+      mean[d] = row[d];
+      var[d] = row[dim + d];
+    }
+    return;
+  }
+  const Layout layout = LayoutOf(shape);
+  const int components = shape.components;
+  for (int d = 0; d < dim; ++d) {
+    double m = 0.0;
+    for (int c = 0; c < components; ++c) {
+      m += static_cast<double>(row[c]) * row[layout.mean_offset + c * dim + d];
+    }
+    double v = 0.0;
+    for (int c = 0; c < components; ++c) {
+      const double delta = row[layout.mean_offset + c * dim + d] - m;
+      v += static_cast<double>(row[c]) * (row[layout.var_offset + c * dim + d] + delta * delta);
+    }
+    mean[d] = m;
+    var[d] = v;
+  }
+}
+
+Status ValidateQueryRow(const RowShape& shape, const float* row) {
+  const size_t size = shape.query_row_size();
+  if (shape.kind == Kind::kCodes) {
+    for (size_t i = 0; i < size; ++i) {
+      if (std::isnan(row[i]) || row[i] == std::numeric_limits<float>::infinity()) {
+        return Status::InvalidArgument("query log-probability table holds NaN or +inf");
+      }
+    }
+    return Status::OK();
+  }
+  for (size_t i = 0; i < size; ++i) {
+    if (!std::isfinite(row[i]))
+      return Status::InvalidArgument("query row holds a non-finite value");
+  }
+  const Layout layout = LayoutOf(shape);
+  if (shape.kind == Kind::kGaussian || shape.kind == Kind::kMog) {
+    const size_t count = static_cast<size_t>(Components(shape)) * shape.dim;
+    for (size_t i = 0; i < count; ++i) {
+      if (!(row[layout.var_offset + i] > 0.0f)) {
+        return Status::InvalidArgument("query variances must be > 0");
+      }
+    }
+  }
+  if (shape.kind == Kind::kMog) {
+    double sum = 0.0;
+    for (int c = 0; c < shape.components; ++c) {
+      if (row[c] < 0.0f) return Status::InvalidArgument("query mixture weights must be >= 0");
+      sum += row[c];
+    }
+    if (std::fabs(sum - 1.0) > 1e-3) {
+      return Status::InvalidArgument("query mixture weights must sum to 1, got " +
+                                     std::to_string(sum));
+    }
+  }
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------------------
+// mc (gaussian, mog).
+class McPreparedQuery : public PreparedQuery {
+ public:
+  // Samples the query row with bank `query_stream`; items use `item_stream`.
+  McPreparedQuery(const RowShape& shape, const ScoreParams& params, const float* query_row,
+                  uint64_t query_stream, uint64_t item_stream) {
+    const int dim = shape.dim;
+    const int components = Components(shape);
+    const int samples = params.samples;
+    const int per_component = samples / components;
+    const size_t bank_size = static_cast<size_t>(samples) * dim;
+    item_eps_ = CachedNormalBank(params.seed, item_stream, bank_size);
+    const std::vector<float>& query_eps = CachedNormalBank(params.seed, query_stream, bank_size);
+    const Layout layout = LayoutOf(shape);
+    query_samples_.resize(bank_size);
+    query_weights_.resize(samples);
+    for (int i = 0; i < samples; ++i) {
+      const int c = i / per_component;
+      const float* mean = query_row + layout.mean_offset + c * dim;
+      const float* var = query_row + layout.var_offset + c * dim;
+      for (int d = 0; d < dim; ++d) {
+        query_samples_[static_cast<size_t>(i) * dim + d] =
+            mean[d] + std::sqrt(var[d]) * query_eps[static_cast<size_t>(i) * dim + d];
+      }
+      const float weight = layout.weight_offset < 0 ? 1.0f : query_row[layout.weight_offset + c];
+      query_weights_[i] = weight / static_cast<float>(per_component);
+    }
+    kernel_.dim = dim;
+    kernel_.components = components;
+    kernel_.samples = samples;
+    kernel_.query_samples = query_samples_.data();
+    kernel_.query_weights = query_weights_.data();
+    kernel_.item_eps = item_eps_.data();
+    kernel_.match_a = params.match_a;
+    kernel_.match_b = params.match_b;
+    kernel_.weight_offset = layout.weight_offset;
+    kernel_.mean_offset = layout.mean_offset;
+    kernel_.var_offset = layout.var_offset;
+  }
+
+  void ScoreRows(const void* base, size_t row_stride_bytes, const int64_t* rows, size_t n,
+                 float* out) const override {
+    McScoreRows(kernel_, base, row_stride_bytes, rows, n, out);
+  }
+
+ private:
+  std::vector<float> query_samples_;
+  std::vector<float> query_weights_;
+  std::vector<float> item_eps_;
+  McKernelQuery kernel_;
+};
+
+// ---------------------------------------------------------------------------
+// Closed forms on (mixture) moments: csd, mls, l2, match.
+class MomentPreparedQuery : public PreparedQuery {
+ public:
+  MomentPreparedQuery(const RowShape& shape, const ScoreParams& params, ScoreType score,
+                      const float* query_row)
+      : shape_(shape), score_(score), match_a_(params.match_a), match_b_(params.match_b) {
+    const int dim = shape.dim;
+    mean_.resize(dim);
+    var_.resize(dim, 0.0);
+    if (shape.kind == Kind::kPoint) {
+      for (int d = 0; d < dim; ++d) mean_[d] = query_row[d];
+    } else {
+      RowMoments(shape, query_row, mean_.data(), var_.data());
+    }
+    for (int d = 0; d < dim; ++d) trace_ += var_[d];
+  }
+
+  void ScoreRows(const void* base, size_t row_stride_bytes, const int64_t* rows, size_t n,
+                 float* out) const override {
+    const int dim = shape_.dim;
+    std::vector<double> mean(dim), var(dim, 0.0);
+    const double log_two_pi = std::log(2.0 * 3.14159265358979323846);
+    for (size_t r = 0; r < n; ++r) {
+      const float* row = reinterpret_cast<const float*>(static_cast<const char*>(base) +
+                                                        rows[r] * row_stride_bytes);
+      if (shape_.kind == Kind::kPoint) {
+        for (int d = 0; d < dim; ++d) mean[d] = row[d];
+      } else {
+        RowMoments(shape_, row, mean.data(), var.data());
+      }
+      double sq = 0.0;
+      switch (score_) {
+        case ScoreType::kCsd: {
+          double trace = 0.0;
+          for (int d = 0; d < dim; ++d) {
+            const double delta = mean_[d] - mean[d];
+            sq += delta * delta;
+            trace += var[d];
+          }
+          out[r] = static_cast<float>(-(sq + trace_ + trace));
+          break;
+        }
+        case ScoreType::kMls: {
+          double sum = 0.0;
+          for (int d = 0; d < dim; ++d) {
+            const double delta = mean_[d] - mean[d];
+            const double s = var_[d] + var[d];
+            sum += delta * delta / s + std::log(s);
+          }
+          out[r] = static_cast<float>(-0.5 * sum - 0.5 * dim * log_two_pi);
+          break;
+        }
+        default: {  // l2, match
+          for (int d = 0; d < dim; ++d) {
+            const double delta = mean_[d] - mean[d];
+            sq += delta * delta;
+          }
+          const float dist = static_cast<float>(std::sqrt(sq));
+          out[r] = score_ == ScoreType::kL2 ? -dist : Sigmoid(-match_a_ * dist + match_b_);
+          break;
+        }
+      }
+    }
+  }
+
+ private:
+  RowShape shape_;
+  ScoreType score_;
+  float match_a_;
+  float match_b_;
+  std::vector<double> mean_;
+  std::vector<double> var_;
+  double trace_ = 0.0;
+};
+
+// ---------------------------------------------------------------------------
+// logprob (codes).
+class CodesPreparedQuery : public PreparedQuery {
+ public:
+  CodesPreparedQuery(const RowShape& shape, const float* table)
+      : dim_(shape.dim), k_(shape.code_k), table_(table, table + shape.query_row_size()) {}
+
+  void ScoreRows(const void* base, size_t row_stride_bytes, const int64_t* rows, size_t n,
+                 float* out) const override {
+    CodeScanRows(table_.data(), dim_, k_, static_cast<const uint8_t*>(base), row_stride_bytes, rows,
+                 n, out);
+  }
+
+ private:
+  int dim_;
+  int k_;
+  std::vector<float> table_;
+};
+
+}  // namespace
+
+Status ValidateScoreParams(const RowShape& shape, const ScoreParams& params) {
+  HEDGEDB_RETURN_IF_ERROR(ValidateShape(shape));
+  const ScoreType resolved = ResolveScore(shape.kind, params.score);
+  if (!ScoreApplies(shape.kind, resolved)) {
+    return Status::InvalidArgument(std::string("score '") + ScoreName(params.score) +
+                                   "' does not apply to " + KindName(shape.kind) + " collections");
+  }
+  if (params.samples < 1 || params.samples > kMaxSamples) {
+    return Status::InvalidArgument("samples must be in [1, " + std::to_string(kMaxSamples) +
+                                   "], got " + std::to_string(params.samples));
+  }
+  if (shape.kind == Kind::kMog && params.samples % shape.components != 0) {
+    return Status::InvalidArgument("samples (" + std::to_string(params.samples) +
+                                   ") must be a multiple of the number of mixture components (" +
+                                   std::to_string(shape.components) + ")");
+  }
+  if (shape.kind != Kind::kCodes) {
+    if (!(params.match_a > 0.0f) || !std::isfinite(params.match_a)) {
+      return Status::InvalidArgument("match_a must be finite and > 0, got " +
+                                     std::to_string(params.match_a));
+    }
+    if (!std::isfinite(params.match_b)) {
+      return Status::InvalidArgument("match_b must be finite");
+    }
+  }
+  return Status::OK();
+}
+
+Status PrepareQuery(const RowShape& shape, const ScoreParams& params, const float* query_row,
+                    std::unique_ptr<PreparedQuery>* out) {
+  HEDGEDB_RETURN_IF_ERROR(ValidateScoreParams(shape, params));
+  HEDGEDB_RETURN_IF_ERROR(ValidateQueryRow(shape, query_row));
+  const ScoreType resolved = ResolveScore(shape.kind, params.score);
+  switch (resolved) {
+    case ScoreType::kMc:
+      out->reset(
+          new McPreparedQuery(shape, params, query_row, kQuerySampleStream, kItemSampleStream));
+      break;
+    case ScoreType::kLogprob:
+      out->reset(new CodesPreparedQuery(shape, query_row));
+      break;
+    default:
+      out->reset(new MomentPreparedQuery(shape, params, resolved, query_row));
+      break;
+  }
+  return Status::OK();
+}
+
+float Uncertainty(const RowShape& shape, const ScoreParams& params, const float* row) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  if (shape.kind != Kind::kGaussian && shape.kind != Kind::kMog) return nan;
+  // The score type does not matter for eta; only samples, a, b and seed do.
+  ScoreParams eta_params = params;
+  eta_params.score = ScoreType::kMc;
+  if (!ValidateScoreParams(shape, eta_params).ok()) return nan;
+  const McPreparedQuery self(shape, eta_params, row, kEtaFirstStream, kEtaSecondStream);
+  const int64_t first_row = 0;
+  float match = 0.0f;
+  self.ScoreRows(row, 0, &first_row, 1, &match);
+  return std::min(1.0f, std::max(0.0f, 1.0f - match));
+}
+
+}  // namespace query
+}  // namespace hedgedb

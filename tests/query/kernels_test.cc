@@ -1,0 +1,228 @@
+// The SIMD kernels on every ISA path this CPU supports, against the scalar
+// reference loops and std::exp.
+#include "query/kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "query/scalar_reference.h"
+#include "query/scorer.h"
+#include "tests/query/test_rows.h"
+
+namespace hedgedb {
+namespace query {
+namespace {
+
+using testing_rows::Iota;
+using testing_rows::RandomRows;
+
+std::vector<KernelIsa> SupportedIsas() {
+  std::vector<KernelIsa> isas = {KernelIsa::kPortable};
+  for (KernelIsa isa : {KernelIsa::kAvx2, KernelIsa::kAvx512}) {
+    const KernelIsa before = ActiveKernelIsa();
+    if (SetKernelIsa(isa)) isas.push_back(isa);
+    SetKernelIsa(before);
+  }
+  return isas;
+}
+
+// Runs the test body with the kernels forced to one ISA, restoring afterwards.
+class KernelIsaTest : public ::testing::TestWithParam<KernelIsa> {
+ protected:
+  void SetUp() override {
+    saved_ = ActiveKernelIsa();
+    ASSERT_TRUE(SetKernelIsa(GetParam()));
+  }
+  void TearDown() override { SetKernelIsa(saved_); }
+
+ private:
+  KernelIsa saved_ = KernelIsa::kPortable;
+};
+
+TEST(NormalBankTest, DeterministicAndPrefixStable) {
+  const std::vector<float> a = GenerateNormalBank(42, 1, 1001);
+  const std::vector<float> b = GenerateNormalBank(42, 1, 1001);
+  const std::vector<float> prefix = GenerateNormalBank(42, 1, 37);
+  ASSERT_EQ(a.size(), 1001u);
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  for (size_t i = 0; i < prefix.size(); ++i) EXPECT_EQ(prefix[i], a[i]) << i;
+  EXPECT_EQ(CachedNormalBank(42, 1, 1001), a);
+}
+
+TEST(NormalBankTest, SeedsAndStreamsDiffer) {
+  const std::vector<float> base = GenerateNormalBank(1, 1, 64);
+  const std::vector<float> other_seed = GenerateNormalBank(2, 1, 64);
+  const std::vector<float> other_stream = GenerateNormalBank(1, 2, 64);
+  int same_seed = 0, same_stream = 0;
+  for (size_t i = 0; i < base.size(); ++i) {
+    same_seed += base[i] == other_seed[i];
+    same_stream += base[i] == other_stream[i];
+  }
+  EXPECT_EQ(same_seed, 0);
+  EXPECT_EQ(same_stream, 0);
+}
+
+TEST(NormalBankTest, MomentsAreStandardNormal) {
+  const size_t n = 200000;
+  const std::vector<float> bank = GenerateNormalBank(7, 3, n);
+  double sum = 0, sum2 = 0, sum4 = 0, below = 0;
+  for (float v : bank) {
+    sum += v;
+    sum2 += double(v) * v;
+    sum4 += double(v) * v * v * v;
+    below += v < -1.0f;
+  }
+  const double mean = sum / n, var = sum2 / n - mean * mean;
+  // Five standard errors: mean sd 1/sqrt(n), variance sd sqrt(2/n), kurtosis sd sqrt(96/n).
+  EXPECT_NEAR(mean, 0.0, 5.0 / std::sqrt(double(n)));
+  EXPECT_NEAR(var, 1.0, 5.0 * std::sqrt(2.0 / n));
+  EXPECT_NEAR(sum4 / n, 3.0, 5.0 * std::sqrt(96.0 / n));
+  // P(Z < -1) = 0.158655.
+  EXPECT_NEAR(below / n, 0.158655, 5.0 * std::sqrt(0.158655 * 0.841345 / n));
+}
+
+TEST_P(KernelIsaTest, FastExpRelativeError) {
+  std::vector<float> x;
+  for (double v = -87.0; v <= 88.0; v += 0.001) x.push_back(static_cast<float>(v));
+  x.push_back(0.0f);
+  x.push_back(-1e-7f);
+  std::vector<float> y(x.size());
+  FastExp(x.data(), x.size(), y.data());
+  double worst = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double exact = std::exp(static_cast<double>(x[i]));
+    worst = std::max(worst, std::fabs(y[i] - exact) / exact);
+  }
+  EXPECT_LT(worst, 1e-6) << KernelIsaName(GetParam());
+  // Out of range inputs are clamped, never inf or NaN.
+  const float extremes[2] = {-1000.0f, 1000.0f};
+  float clamped[2];
+  FastExp(extremes, 2, clamped);
+  EXPECT_GT(clamped[0], 0.0f);
+  EXPECT_LT(clamped[0], 1e-37f);
+  EXPECT_TRUE(std::isfinite(clamped[1]));
+  EXPECT_GT(clamped[1], 1e38f);
+}
+
+struct McCase {
+  Kind kind;
+  int dim;
+  int components;
+  int samples;
+};
+
+void ExpectMcMatchesScalar(const McCase& c, uint64_t seed) {
+  RowShape shape;
+  shape.kind = c.kind;
+  shape.dim = c.dim;
+  shape.components = c.components;
+  ScoreParams params;
+  params.samples = c.samples;
+  params.seed = seed;
+  params.match_a = 1.7f;
+  params.match_b = 0.8f;
+  std::mt19937_64 rng(seed * 31 + c.dim);
+  const size_t n = 37;  // not a multiple of any lane count
+  const size_t pad = 3;
+  const size_t stride = shape.item_row_size() + pad;
+  const std::vector<float> items = RandomRows(shape, n, pad, &rng, 0.7f);
+  const std::vector<float> query = testing_rows::RandomRow(shape, &rng, 0.7f);
+  std::unique_ptr<PreparedQuery> prepared;
+  ASSERT_TRUE(PrepareQuery(shape, params, query.data(), &prepared).ok());
+  // Rows out of order and repeated.
+  std::vector<int64_t> rows = Iota(n);
+  std::reverse(rows.begin(), rows.end());
+  rows.push_back(5);
+  std::vector<float> out(rows.size());
+  prepared->ScoreRows(items.data(), stride * sizeof(float), rows.data(), rows.size(), out.data());
+  const ScalarMcReference reference(shape, params, query.data());
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const float expected = reference.Score(items.data() + rows[r] * stride);
+    EXPECT_NEAR(out[r], expected, 2e-5f + 1e-4f * expected)
+        << "kind " << KindName(c.kind) << " D=" << c.dim << " K=" << c.samples << " row " << r;
+  }
+}
+
+TEST_P(KernelIsaTest, McGaussianMatchesScalarReference) {
+  for (int dim : {1, 3, 16, 17, 64}) {
+    for (int samples : {1, 3, 8, 11}) {
+      ExpectMcMatchesScalar({Kind::kGaussian, dim, 1, samples}, 5);
+    }
+  }
+}
+
+TEST_P(KernelIsaTest, McMogMatchesScalarReference) {
+  ExpectMcMatchesScalar({Kind::kMog, 64, 2, 8}, 9);
+  ExpectMcMatchesScalar({Kind::kMog, 5, 3, 12}, 9);
+  ExpectMcMatchesScalar({Kind::kMog, 20, 1, 4}, 9);
+  ExpectMcMatchesScalar({Kind::kMog, 33, 4, 40}, 9);
+}
+
+TEST_P(KernelIsaTest, McRowScoreDoesNotDependOnTheBatch) {
+  RowShape shape{Kind::kGaussian, 64, 1, 0};
+  ScoreParams params;
+  std::mt19937_64 rng(3);
+  const std::vector<float> items = RandomRows(shape, 50, 0, &rng);
+  const std::vector<float> query = testing_rows::RandomRow(shape, &rng);
+  std::unique_ptr<PreparedQuery> prepared;
+  ASSERT_TRUE(PrepareQuery(shape, params, query.data(), &prepared).ok());
+  const std::vector<int64_t> all = Iota(50);
+  std::vector<float> batch(50);
+  prepared->ScoreRows(items.data(), shape.item_row_size() * sizeof(float), all.data(), 50,
+                      batch.data());
+  for (int64_t r : {0, 17, 49}) {
+    float alone = 0;
+    prepared->ScoreRows(items.data(), shape.item_row_size() * sizeof(float), &r, 1, &alone);
+    EXPECT_EQ(alone, batch[r]) << r;  // bitwise
+  }
+}
+
+TEST_P(KernelIsaTest, CodeScanMatchesScalarReference) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> normal(-3.0f, 1.0f);
+  for (const auto& dk : std::vector<std::pair<int, int>>{{256, 256}, {7, 16}, {33, 2}, {48, 100}}) {
+    const int d = dk.first, k = dk.second;
+    std::vector<float> table(static_cast<size_t>(d) * k);
+    for (auto& v : table) v = normal(rng);
+    const size_t n = 203, stride = d + 5;
+    std::vector<uint8_t> codes(n * stride, 255);
+    std::uniform_int_distribution<int> symbol(0, k - 1);
+    for (size_t r = 0; r < n; ++r) {
+      for (int i = 0; i < d; ++i) codes[r * stride + i] = static_cast<uint8_t>(symbol(rng));
+    }
+    std::vector<int64_t> rows = Iota(n);
+    std::shuffle(rows.begin(), rows.end(), rng);
+    std::vector<float> out(n);
+    CodeScanRows(table.data(), d, k, codes.data(), stride, rows.data(), n, out.data());
+    for (size_t r = 0; r < n; ++r) {
+      const float expected = ScalarCodeScore(table.data(), d, k, codes.data() + rows[r] * stride);
+      EXPECT_NEAR(out[r], expected, 1e-5f * std::fabs(expected) + 1e-5f)
+          << "d=" << d << " k=" << k << " row " << r;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, KernelIsaTest, ::testing::ValuesIn(SupportedIsas()),
+                         [](const ::testing::TestParamInfo<KernelIsa>& info) {
+                           return std::string(KernelIsaName(info.param));
+                         });
+
+TEST(KernelIsaDispatchTest, DetectsAvx512OnThisMachineClass) {
+  // The CI machines have AVX-512F; a silent fall back to the portable path
+  // would cost an order of magnitude.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "CPU without AVX-512F";
+  EXPECT_EQ(DetectKernelIsa(), KernelIsa::kAvx512);
+#else
+  GTEST_SKIP() << "portable build";
+#endif
+}
+
+}  // namespace
+}  // namespace query
+}  // namespace hedgedb
