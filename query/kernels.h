@@ -1,10 +1,10 @@
 // SIMD kernels behind the exact scorers (scorer.h), with runtime ISA dispatch.
 //
-// Every kernel has a portable C++ version and x86 versions for AVX2+FMA and
-// AVX-512F, compiled from one source per algorithm (kernels.cc) and picked at
-// run time from what the CPU supports. Results of the ISA paths agree to float
-// rounding; for a fixed path they are bitwise reproducible, and the score of
-// a row never depends on which other rows are scored in the same call.
+// The Monte Carlo kernel and FastExp have a portable C++ version and x86
+// versions for AVX2+FMA and AVX-512F, compiled from one source
+// (kernels_impl.h) and picked at run time from what the CPU supports. Results of the ISA paths
+// agree to float rounding; for a fixed path they are bitwise reproducible, and the score of a row
+// never depends on which other rows are scored in the same call.
 #pragma once
 
 #include <cstddef>
@@ -63,6 +63,7 @@ void McScoreRows(const McKernelQuery& query, const void* base, size_t row_stride
 
 // DIMCO scan: out[r] = sum_i table[i * k + code_r[i]] over the d symbols of the
 // uint8 code row at base + rows[r] * row_stride_bytes. Symbols must be < k.
+// One scalar implementation for every ISA (faster than gathers here).
 void CodeScanRows(const float* table, int d, int k, const uint8_t* base, size_t row_stride_bytes,
                   const int64_t* rows, size_t n, float* out);
 

@@ -173,34 +173,3 @@ inline void McScoreRowsImpl(const McKernelQuery& q, const void* base, size_t row
     for (size_t l = 0; l < count; ++l) out[start + l] = lane_buffer[l];
   }
 }
-
-// DIMCO scan, kLanes code dimensions at a time. Items go in blocks so that the
-// table rows of one chunk of dimensions stay in L1 while the block is scanned;
-// each item keeps a vector of per-lane partial sums until its last chunk.
-inline void CodeScanRowsImpl(const float* table, int d, int k, const uint8_t* base,
-                             size_t row_stride_bytes, const int64_t* rows, size_t n, float* out) {
-  using V = Simd::V;
-  constexpr int kLanes = Simd::kLanes;
-  constexpr size_t kItemBlock = 64;
-  const int full_dims = d / kLanes * kLanes;
-  alignas(64) float partial[kItemBlock * kLanes];
-  const uint8_t* codes[kItemBlock];
-  for (size_t start = 0; start < n; start += kItemBlock) {
-    const size_t count = std::min(kItemBlock, n - start);
-    for (size_t r = 0; r < count; ++r) {
-      codes[r] = base + static_cast<size_t>(rows[start + r]) * row_stride_bytes;
-      Simd::Store(partial + r * kLanes, Simd::Zero());
-    }
-    for (int i0 = 0; i0 < full_dims; i0 += kLanes) {
-      for (size_t r = 0; r < count; ++r) {
-        const V looked_up = Simd::GatherCodes(table, k, codes[r], i0);
-        Simd::Store(partial + r * kLanes, Simd::Add(Simd::Load(partial + r * kLanes), looked_up));
-      }
-    }
-    for (size_t r = 0; r < count; ++r) {
-      float score = Simd::ReduceAdd(Simd::Load(partial + r * kLanes));
-      for (int i = full_dims; i < d; ++i) score += table[static_cast<size_t>(i) * k + codes[r][i]];
-      out[start + r] = score;
-    }
-  }
-}

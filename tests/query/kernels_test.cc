@@ -182,7 +182,7 @@ TEST_P(KernelIsaTest, McRowScoreDoesNotDependOnTheBatch) {
   }
 }
 
-TEST_P(KernelIsaTest, CodeScanMatchesScalarReference) {
+TEST(CodeScanTest, MatchesScalarReference) {
   std::mt19937_64 rng(11);
   std::normal_distribution<float> normal(-3.0f, 1.0f);
   for (const auto& dk : std::vector<std::pair<int, int>>{{256, 256}, {7, 16}, {33, 2}, {48, 100}}) {

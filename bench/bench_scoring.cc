@@ -1,0 +1,246 @@
+// Stage-2 scoring kernels: Monte Carlo match probability (scalar reference
+// loop vs the SIMD kernel per ISA) and the DIMCO scan (vs FAISS IndexPQ with
+// identity codebooks). items_per_second = candidates scored per second.
+//
+//   OMP_NUM_THREADS=1 taskset -c 0 bin/bench_scoring --benchmark_repetitions=3
+#include <benchmark/benchmark.h>
+#include <faiss/IndexPQ.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "query/kernels.h"
+#include "query/scalar_reference.h"
+#include "query/scorer.h"
+
+namespace hedgedb {
+namespace query {
+namespace {
+
+constexpr int kSamples = 8;
+constexpr int kDim = 64;
+constexpr size_t kArenaRows = 20000;
+constexpr size_t kCandidates = 1024;
+
+// An arena of random gaussian/mog rows, a query, and candidate rows in random
+// order (stage-2 candidates are scattered over the arena).
+struct McFixture {
+  RowShape shape;
+  ScoreParams params;
+  std::vector<float> arena;
+  std::vector<float> query;
+  std::vector<int64_t> candidates;
+
+  explicit McFixture(int components) {
+    shape.kind = components > 1 ? Kind::kMog : Kind::kGaussian;
+    shape.dim = kDim;
+    shape.components = components;
+    params.samples = kSamples;
+    params.match_a = 0.5f;
+    params.match_b = 2.0f;
+    std::mt19937_64 rng(1);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::uniform_real_distribution<float> variance(0.05f, 0.5f);
+    const size_t row_size = shape.item_row_size();
+    auto fill = [&](float* row) {
+      for (int c = 0; c < (components > 1 ? components : 0); ++c) row[c] = 1.0f / components;
+      const int offset = components > 1 ? components : 0;
+      for (int i = 0; i < components * kDim; ++i) {
+        row[offset + i] = normal(rng);
+        row[offset + components * kDim + i] = variance(rng);
+      }
+    };
+    arena.resize(kArenaRows * row_size);
+    for (size_t r = 0; r < kArenaRows; ++r) fill(arena.data() + r * row_size);
+    query.resize(row_size);
+    fill(query.data());
+    std::uniform_int_distribution<int64_t> pick(0, kArenaRows - 1);
+    for (size_t i = 0; i < kCandidates; ++i) candidates.push_back(pick(rng));
+  }
+};
+
+const McFixture& Gaussian() {
+  static const McFixture fixture(1);
+  return fixture;
+}
+const McFixture& Mog() {
+  static const McFixture fixture(2);
+  return fixture;
+}
+
+// Arithmetic of the kernel per candidate: Gram 2K^2 D, plus per query sample
+// and dimension u = x - mu, ||u||^2, w = u*sd (4 flops), plus ||sd*eps||^2
+// (2 per item sample and dimension). Sigmoid, sqrt and exp are not counted.
+double McFlopsPerCandidate() {
+  return 2.0 * kSamples * kSamples * kDim + 4.0 * kSamples * kDim + 2.0 * kSamples * kDim;
+}
+
+void SetMcCounters(benchmark::State& state) {
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kCandidates);
+  state.counters["GFLOP/s"] = benchmark::Counter(McFlopsPerCandidate() * kCandidates * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void RunScalar(benchmark::State& state, const McFixture& f) {
+  const ScalarMcReference reference(f.shape, f.params, f.query.data());
+  const size_t row_size = f.shape.item_row_size();
+  std::vector<float> out(kCandidates);
+  for (auto _ : state) {
+    for (size_t i = 0; i < kCandidates; ++i) {
+      out[i] = reference.Score(f.arena.data() + f.candidates[i] * row_size);
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  SetMcCounters(state);
+}
+
+void RunKernel(benchmark::State& state, const McFixture& f) {
+  const KernelIsa isa = static_cast<KernelIsa>(state.range(0));
+  const KernelIsa saved = ActiveKernelIsa();
+  if (!SetKernelIsa(isa)) {
+    state.SkipWithError("ISA not supported by this CPU");
+    return;
+  }
+  state.SetLabel(KernelIsaName(isa));
+  std::unique_ptr<PreparedQuery> prepared;
+  if (!PrepareQuery(f.shape, f.params, f.query.data(), &prepared).ok()) {
+    state.SkipWithError("PrepareQuery failed");
+    return;
+  }
+  std::vector<float> out(kCandidates);
+  for (auto _ : state) {
+    prepared->ScoreRows(f.arena.data(), f.shape.item_row_size() * sizeof(float),
+                        f.candidates.data(), kCandidates, out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  SetKernelIsa(saved);
+  SetMcCounters(state);
+}
+
+void BM_McGaussianScalar(benchmark::State& state) { RunScalar(state, Gaussian()); }
+void BM_McGaussianKernel(benchmark::State& state) { RunKernel(state, Gaussian()); }
+void BM_McMog2Scalar(benchmark::State& state) { RunScalar(state, Mog()); }
+void BM_McMog2Kernel(benchmark::State& state) { RunKernel(state, Mog()); }
+
+void IsaArgs(benchmark::internal::Benchmark* b) {
+  b->ArgName("isa");
+  for (KernelIsa isa : {KernelIsa::kPortable, KernelIsa::kAvx2, KernelIsa::kAvx512}) {
+    b->Arg(static_cast<int>(isa));
+  }
+}
+
+BENCHMARK(BM_McGaussianScalar);
+BENCHMARK(BM_McGaussianKernel)->Apply(IsaArgs);
+BENCHMARK(BM_McMog2Scalar);
+BENCHMARK(BM_McMog2Kernel)->Apply(IsaArgs);
+
+// ---------------------------------------------------------------------------
+// DIMCO: k = d = 256 over the 5,924 items of the CUB test split.
+constexpr int kCodeDim = 256;
+constexpr int kCodeK = 256;
+constexpr size_t kCodeItems = 5924;
+
+struct CodesFixture {
+  std::vector<float> table;    // d x k log-probabilities
+  std::vector<uint8_t> codes;  // n x d
+  std::vector<int64_t> rows;   // 0..n-1
+
+  CodesFixture() {
+    std::mt19937_64 rng(2);
+    std::normal_distribution<float> logits(0.0f, 2.0f);
+    table.resize(static_cast<size_t>(kCodeDim) * kCodeK);
+    for (int i = 0; i < kCodeDim; ++i) {
+      double norm = 0;
+      for (int j = 0; j < kCodeK; ++j) norm += std::exp(table[i * kCodeK + j] = logits(rng));
+      for (int j = 0; j < kCodeK; ++j) table[i * kCodeK + j] -= static_cast<float>(std::log(norm));
+    }
+    std::uniform_int_distribution<int> symbol(0, kCodeK - 1);
+    codes.resize(kCodeItems * kCodeDim);
+    for (auto& c : codes) c = static_cast<uint8_t>(symbol(rng));
+    for (size_t r = 0; r < kCodeItems; ++r) rows.push_back(static_cast<int64_t>(r));
+  }
+};
+
+const CodesFixture& Codes() {
+  static const CodesFixture fixture;
+  return fixture;
+}
+
+void SetScanCounters(benchmark::State& state) {
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kCodeItems);
+}
+
+void BM_CodesScanScalar(benchmark::State& state) {
+  const CodesFixture& f = Codes();
+  std::vector<float> out(kCodeItems);
+  for (auto _ : state) {
+    for (size_t r = 0; r < kCodeItems; ++r) {
+      out[r] = ScalarCodeScore(f.table.data(), kCodeDim, kCodeK, f.codes.data() + r * kCodeDim);
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  SetScanCounters(state);
+}
+
+// One query: PrepareQuery (copies the table) and ScoreRows over every item.
+void BM_CodesScan(benchmark::State& state) {
+  const CodesFixture& f = Codes();
+  RowShape shape;
+  shape.kind = Kind::kCodes;
+  shape.dim = kCodeDim;
+  shape.code_k = kCodeK;
+  ScoreParams params;
+  std::vector<float> out(kCodeItems);
+  for (auto _ : state) {
+    std::unique_ptr<PreparedQuery> prepared;
+    if (!PrepareQuery(shape, params, f.table.data(), &prepared).ok()) {
+      state.SkipWithError("PrepareQuery failed");
+      break;
+    }
+    prepared->ScoreRows(f.codes.data(), kCodeDim, f.rows.data(), kCodeItems, out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  SetScanCounters(state);
+}
+BENCHMARK(BM_CodesScanScalar)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CodesScan)->Unit(benchmark::kMicrosecond);
+
+// FAISS IndexPQ, M = d sub-quantizers of dimension k, identity codebooks,
+// inner product; the query vector is the flattened table. search() builds the
+// d x k inner-product table from the codebooks (d * k * k multiply-adds), then
+// scans. Arg: number of results.
+void BM_FaissIndexPQ(benchmark::State& state) {
+  const CodesFixture& f = Codes();
+  faiss::IndexPQ index(kCodeDim * kCodeK, kCodeDim, 8, faiss::METRIC_INNER_PRODUCT);
+  index.pq.centroids.assign(static_cast<size_t>(kCodeDim) * kCodeK * kCodeK, 0.0f);
+  for (int m = 0; m < kCodeDim; ++m) {
+    for (int j = 0; j < kCodeK; ++j) {
+      index.pq.centroids[(static_cast<size_t>(m) * kCodeK + j) * kCodeK + j] = 1.0f;
+    }
+  }
+  index.is_trained = true;
+  // 8-bit codes are the symbols byte for byte.
+  index.codes = f.codes;
+  index.ntotal = static_cast<faiss::Index::idx_t>(kCodeItems);
+  const int k = static_cast<int>(state.range(0));
+  std::vector<float> distances(k);
+  std::vector<faiss::Index::idx_t> labels(k);
+  for (auto _ : state) {
+    index.search(1, f.table.data(), k, distances.data(), labels.data());
+    benchmark::DoNotOptimize(distances.data());
+  }
+  SetScanCounters(state);
+}
+BENCHMARK(BM_FaissIndexPQ)->ArgName("topk")->Arg(10)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace query
+}  // namespace hedgedb
+
+BENCHMARK_MAIN();
