@@ -1,0 +1,803 @@
+// End-to-end tests of the `hedgedb` command line: every test runs the real
+// bin/hedgedb as a subprocess on a temporary database and checks its exit
+// code, its JSON output and the database state afterwards.
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "hedgedb/npy.h"
+
+extern char** environ;
+
+namespace hedgedb {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+
+  // stdout as one JSON value per line.
+  std::vector<json> JsonLines() const {
+    std::vector<json> lines;
+    std::istringstream in(out);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!line.empty()) lines.push_back(json::parse(line));
+    }
+    return lines;
+  }
+  json Json() const {
+    const std::vector<json> lines = JsonLines();
+    EXPECT_EQ(lines.size(), 1u) << out;
+    return lines.empty() ? json() : lines[0];
+  }
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string Describe(const std::vector<std::string>& args, const RunResult& r) {
+  std::string cmd = "hedgedb";
+  for (const auto& a : args) cmd += " " + a;
+  return cmd + "\nexit " + std::to_string(r.exit_code) + "\nstdout: " + r.out +
+         "\nstderr: " + r.err;
+}
+
+enum class K { kPoint, kGaussian, kMog, kCodes };
+const char* KindFlag(K k) {
+  switch (k) {
+    case K::kPoint:
+      return "point";
+    case K::kGaussian:
+      return "gaussian";
+    case K::kMog:
+      return "mog";
+    case K::kCodes:
+      return "codes";
+  }
+  return "";
+}
+
+constexpr int64_t kDim = 4;         // D
+constexpr int64_t kComponents = 2;  // C
+constexpr int64_t kCodeDim = 6;     // d
+constexpr int64_t kCodeK = 8;       // k
+
+// Deterministic, pairwise distinct items (row i, starting at `first`).
+struct Items {
+  std::vector<float> vec, mean, var, weights;
+  std::vector<int32_t> codes;
+  int64_t n = 0;
+};
+
+Items MakeItems(K kind, int64_t first, int64_t n) {
+  Items it;
+  it.n = n;
+  for (int64_t i = first; i < first + n; ++i) {
+    switch (kind) {
+      case K::kPoint:
+        for (int64_t j = 0; j < kDim; ++j) it.vec.push_back(0.5f * i + 0.25f * j);
+        break;
+      case K::kGaussian:
+        for (int64_t j = 0; j < kDim; ++j) it.mean.push_back(0.5f * i + 0.25f * j);
+        for (int64_t j = 0; j < kDim; ++j) it.var.push_back(0.01f * (1 + i % 5) + 0.001f * j);
+        break;
+      case K::kMog:
+        it.weights.push_back(0.25f);
+        it.weights.push_back(0.75f);
+        for (int64_t c = 0; c < kComponents; ++c)
+          for (int64_t j = 0; j < kDim; ++j) it.mean.push_back(0.5f * i + 0.25f * j + 0.1f * c);
+        for (int64_t c = 0; c < kComponents; ++c)
+          for (int64_t j = 0; j < kDim; ++j) it.var.push_back(0.02f * (c + 1) + 0.001f * j);
+        break;
+      case K::kCodes:
+        // Distinct for i < 512.
+        it.codes.push_back(static_cast<int32_t>(i % 8));
+        it.codes.push_back(static_cast<int32_t>((i / 8) % 8));
+        it.codes.push_back(static_cast<int32_t>((i / 64) % 8));
+        for (int64_t j = 3; j < kCodeDim; ++j)
+          it.codes.push_back(static_cast<int32_t>((i + j) % 8));
+        break;
+    }
+  }
+  return it;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "hedgedb_cli_test.XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    db_ = Path("db");
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string Path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
+
+  RunResult Run(const std::vector<std::string>& args) {
+    const std::string bin = std::string(HEDGEDB_BIN_DIR) + "/hedgedb";
+    const std::string out_path = Path("stdout.txt"), err_path = Path("stderr.txt");
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(bin.c_str()));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    RunResult r;
+    const int rc = posix_spawn(&pid, bin.c_str(), &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) {
+      ADD_FAILURE() << "cannot run " << bin << ": " << std::strerror(rc);
+      return r;
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = ReadFile(out_path);
+    r.err = ReadFile(err_path);
+    return r;
+  }
+
+  // Runs and expects success; returns the result.
+  RunResult Ok(const std::vector<std::string>& args) {
+    RunResult r = Run(args);
+    EXPECT_EQ(r.exit_code, 0) << Describe(args, r);
+    return r;
+  }
+
+  // Runs and expects failure with `exit_code` and a "hedgedb: error: " message
+  // containing every one of `needles` (case-insensitive).
+  RunResult Fails(const std::vector<std::string>& args, int exit_code,
+                  const std::vector<std::string>& needles) {
+    RunResult r = Run(args);
+    EXPECT_EQ(r.exit_code, exit_code) << Describe(args, r);
+    EXPECT_EQ(r.err.rfind("hedgedb: error: ", 0), 0u) << Describe(args, r);
+    EXPECT_TRUE(r.out.empty()) << Describe(args, r);
+    for (const auto& needle : needles) {
+      EXPECT_NE(Lower(r.err).find(Lower(needle)), std::string::npos)
+          << "missing '" << needle << "' in\n"
+          << Describe(args, r);
+    }
+    return r;
+  }
+
+  // Fails unless one of `alternatives` appears in stderr (case-insensitive).
+  static void ExpectMentionsOneOf(const RunResult& r,
+                                  const std::vector<std::string>& alternatives) {
+    const std::string err = Lower(r.err);
+    bool found = false;
+    for (const auto& a : alternatives) found = found || err.find(Lower(a)) != std::string::npos;
+    EXPECT_TRUE(found) << "stderr mentions none of the expected words: " << r.err;
+  }
+
+  std::string Write(const std::string& name, const NpyArray& array) {
+    const std::string path = Path(name);
+    const Status s = WriteNpy(path, array);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return path;
+  }
+
+  void Create(const std::string& collection, K kind) {
+    std::vector<std::string> args = {"create", "--db",         db_,    "--collection", collection,
+                                     "--kind", KindFlag(kind), "--dim"};
+    args.push_back(std::to_string(kind == K::kCodes ? kCodeDim : kDim));
+    if (kind == K::kMog) args.insert(args.end(), {"--components", std::to_string(kComponents)});
+    if (kind == K::kCodes) args.insert(args.end(), {"--code-k", std::to_string(kCodeK)});
+    const json j = Ok(args).Json();
+    EXPECT_EQ(j["created"]["name"], collection);
+    EXPECT_EQ(j["created"]["kind"], KindFlag(kind));
+  }
+
+  // The embedding flags for `items`, written under `tag`.
+  std::vector<std::string> ItemFlags(K kind, const Items& it, const std::string& tag) {
+    const int64_t n = it.n;
+    switch (kind) {
+      case K::kPoint:
+        return {"--vec", Write(tag + ".vec.npy", MakeNpy(it.vec, {n, kDim}))};
+      case K::kGaussian:
+        return {"--mean", Write(tag + ".mean.npy", MakeNpy(it.mean, {n, kDim})), "--var",
+                Write(tag + ".var.npy", MakeNpy(it.var, {n, kDim}))};
+      case K::kMog:
+        return {"--mean",    Write(tag + ".mean.npy", MakeNpy(it.mean, {n, kComponents, kDim})),
+                "--var",     Write(tag + ".var.npy", MakeNpy(it.var, {n, kComponents, kDim})),
+                "--weights", Write(tag + ".weights.npy", MakeNpy(it.weights, {n, kComponents}))};
+      case K::kCodes:
+        return {"--codes", Write(tag + ".codes.npy", MakeNpy(it.codes, {n, kCodeDim}))};
+    }
+    return {};
+  }
+
+  // Query flags that look for items[rows]: the same embeddings, or for codes a
+  // table peaked at each item's code.
+  std::vector<std::string> QueryFlags(K kind, const Items& it, const std::string& tag) {
+    if (kind != K::kCodes) return ItemFlags(kind, it, tag);
+    std::vector<float> logp;
+    for (int64_t i = 0; i < it.n; ++i) {
+      for (int64_t j = 0; j < kCodeDim; ++j) {
+        for (int64_t s = 0; s < kCodeK; ++s) {
+          logp.push_back(s == it.codes[i * kCodeDim + j] ? std::log(0.9f)
+                                                         : std::log(0.1f / (kCodeK - 1)));
+        }
+      }
+    }
+    return {"--logp", Write(tag + ".logp.npy", MakeNpy(logp, {it.n, kCodeDim, kCodeK}))};
+  }
+
+  std::vector<std::string> Cmd(const std::string& command, const std::string& collection,
+                               std::vector<std::string> rest = {}) {
+    std::vector<std::string> args = {command, "--db", db_, "--collection", collection};
+    args.insert(args.end(), rest.begin(), rest.end());
+    return args;
+  }
+
+  int64_t ItemCount(const std::string& collection) {
+    const RunResult r = Ok({"stats", "--db", db_, "--collection", collection});
+    return r.Json().value("items", int64_t{-1});
+  }
+
+  std::string dir_, db_;
+};
+
+std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// ---------------------------------------------------------------- help and usage
+
+TEST_F(CliTest, HelpListsCommandsAndFlags) {
+  RunResult r = Ok({"--help"});
+  for (const char* cmd :
+       {"create", "ingest", "search", "get", "remove", "stats", "list", "drop", "generate"}) {
+    EXPECT_NE(r.out.find(cmd), std::string::npos) << cmd << "\n" << r.out;
+  }
+  r = Ok({"search", "--help"});
+  for (const char* flag : {"--k", "--score", "--candidates", "--exhaustive", "--samples", "--seed",
+                           "--nprobe", "--ef-search", "--no-uncertainty", "--logp", "--weights"}) {
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag << "\n" << r.out;
+  }
+  r = Ok({"create", "--help"});
+  for (const char* flag : {"--kind", "--dim", "--components", "--code-k", "--index", "--match-a",
+                           "--match-b", "--samples", "--seed"}) {
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag << "\n" << r.out;
+  }
+  for (const char* cmd : {"ingest", "get", "remove", "stats", "list", "drop", "generate"}) {
+    r = Ok({cmd, "--help"});
+    EXPECT_NE(r.out.find("--"), std::string::npos) << cmd;
+  }
+}
+
+TEST_F(CliTest, UsageErrorsExitWithTwo) {
+  Fails({}, 2, {});
+  Fails({"frobnicate"}, 2, {"frobnicate"});
+  Fails({"create", "--db", db_, "--collection", "c", "--dim", "4"}, 2, {"--kind"});
+  Fails({"create", "--db", db_, "--collection", "c", "--kind", "blob", "--dim", "4"}, 2, {"blob"});
+  Fails({"create", "--db", db_, "--collection", "c", "--kind", "codes", "--dim", "4"}, 2,
+        {"--code-k"});
+  Fails({"search", "--db", db_, "--collection", "c", "--vec", "x.npy"}, 2, {"--k"});
+  Fails({"search", "--db", db_, "--collection", "c", "--vec", "x.npy", "--k", "3", "--exhaustive",
+         "--candidates", "10"},
+        2, {"exhaustive"});
+  Fails({"search", "--db", db_, "--collection", "c", "--vec", "x.npy", "--k", "0"}, 2, {"--k"});
+  // None of these created a database.
+  EXPECT_FALSE(fs::exists(db_));
+}
+
+// ---------------------------------------------------------------- round trips
+
+class CliKindTest : public CliTest, public ::testing::WithParamInterface<K> {};
+
+TEST_P(CliKindTest, CreateIngestSearchGetRemoveStatsListDrop) {
+  const K kind = GetParam();
+  const std::string name = std::string("c_") + KindFlag(kind);
+  Create(name, kind);
+
+  // Batch 1: 30 items, ids assigned by the database (0..29), labels, payloads.
+  const int64_t n1 = 30;
+  const Items batch1 = MakeItems(kind, 0, n1);
+  std::vector<int64_t> labels(n1);
+  std::string payload_text;
+  for (int64_t i = 0; i < n1; ++i) {
+    labels[i] = i % 3;
+    payload_text += i == 1 ? "{\"path\": \"img/1.png\", \"note\": \"caf\xc3\xa9\"}\n"
+                           : "img/" + std::to_string(i) + ".png\n";
+  }
+  std::ofstream(Path("payloads.txt")) << payload_text;
+  json j = Ok(Concat(Cmd("ingest", name,
+                         {"--labels", Write("labels.npy", MakeNpy(labels, {n1})), "--payloads",
+                          Path("payloads.txt")}),
+                     ItemFlags(kind, batch1, "b1")))
+               .Json();
+  EXPECT_EQ(j["ingested"], n1);
+  EXPECT_EQ(j["first_id"], 0);
+  EXPECT_EQ(j["last_id"], n1 - 1);
+
+  // Batch 2: ids continue after the largest.
+  const Items batch2 = MakeItems(kind, n1, 5);
+  j = Ok(Concat(Cmd("ingest", name), ItemFlags(kind, batch2, "b2"))).Json();
+  EXPECT_EQ(j["first_id"], n1);
+  EXPECT_EQ(j["last_id"], n1 + 4);
+
+  // Batch 3: explicit (int32) ids.
+  const Items batch3 = MakeItems(kind, n1 + 5, 2);
+  j = Ok(Concat(Cmd("ingest", name,
+                    {"--ids", Write("ids3.npy", MakeNpy(std::vector<int32_t>{1000, 999}, {2}))}),
+                ItemFlags(kind, batch3, "b3")))
+          .Json();
+  EXPECT_EQ(j["ingested"], 2);
+  EXPECT_EQ(j["first_id"], 1000);
+  EXPECT_EQ(j["last_id"], 999);
+  EXPECT_EQ(ItemCount(name), n1 + 5 + 2);
+
+  // get: stored fields come back exactly; unknown ids are found: false.
+  const std::string get_ids = Write("get.npy", MakeNpy(std::vector<int64_t>{1, 1000, 77}, {3}));
+  std::vector<json> records = Ok(Cmd("get", name, {"--ids", get_ids})).JsonLines();
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[0]["id"], 1);
+  EXPECT_EQ(records[0]["found"], true);
+  EXPECT_EQ(records[0]["label"], 1);
+  EXPECT_EQ(records[0]["payload"], "{\"path\": \"img/1.png\", \"note\": \"caf\xc3\xa9\"}");
+  EXPECT_EQ(records[1]["id"], 1000);
+  EXPECT_EQ(records[1]["found"], true);
+  EXPECT_FALSE(records[1].contains("label"));
+  EXPECT_EQ(records[2]["id"], 77);
+  EXPECT_EQ(records[2]["found"], false);
+  auto expect_floats = [](const json& values, const float* expected, size_t n) {
+    ASSERT_TRUE(values.is_array());
+    ASSERT_EQ(values.size(), n);
+    // Printed as the shortest decimal that reads back as the same float.
+    for (size_t i = 0; i < n; ++i) EXPECT_EQ(values[i].get<float>(), expected[i]) << i;
+  };
+  switch (kind) {
+    case K::kPoint:
+      expect_floats(records[0]["vec"], batch1.vec.data() + kDim, kDim);
+      expect_floats(records[1]["vec"], batch3.vec.data(), kDim);
+      break;
+    case K::kGaussian:
+      expect_floats(records[0]["mean"], batch1.mean.data() + kDim, kDim);
+      expect_floats(records[0]["var"], batch1.var.data() + kDim, kDim);
+      break;
+    case K::kMog:
+      expect_floats(records[0]["weights"], batch1.weights.data() + kComponents, kComponents);
+      ASSERT_EQ(records[0]["mean"].size(), size_t(kComponents));
+      for (int64_t c = 0; c < kComponents; ++c) {
+        expect_floats(records[0]["mean"][c], batch1.mean.data() + (kComponents + c) * kDim, kDim);
+        expect_floats(records[0]["var"][c], batch1.var.data() + (kComponents + c) * kDim, kDim);
+      }
+      break;
+    case K::kCodes:
+      EXPECT_EQ(records[0]["codes"].get<std::vector<int32_t>>(),
+                std::vector<int32_t>(batch1.codes.begin() + kCodeDim,
+                                     batch1.codes.begin() + 2 * kCodeDim));
+      break;
+  }
+
+  // search: queries equal to items 0..2 find themselves first, in two-stage
+  // and exhaustive mode; scores are non-increasing.
+  const Items probe = MakeItems(kind, 0, 3);
+  const std::vector<std::string> query = QueryFlags(kind, probe, "q");
+  const std::string exact_score = kind == K::kCodes ? "logprob" : "l2";
+  for (const std::vector<std::string>& mode :
+       {std::vector<std::string>{}, std::vector<std::string>{"--exhaustive"}}) {
+    std::vector<std::string> args =
+        Concat(Cmd("search", name, {"--k", "5", "--score", exact_score}), query);
+    args = Concat(args, mode);
+    const std::vector<json> lines = Ok(args).JsonLines();
+    ASSERT_EQ(lines.size(), 3u);
+    for (int q = 0; q < 3; ++q) {
+      SCOPED_TRACE(q);
+      EXPECT_EQ(lines[q]["query"], q);
+      const json& results = lines[q]["results"];
+      ASSERT_EQ(results.size(), 5u);
+      EXPECT_EQ(results[0]["id"], q);
+      EXPECT_EQ(results[0]["label"], q % 3);
+      for (size_t i = 1; i < results.size(); ++i) {
+        EXPECT_GE(results[i - 1]["score"].get<double>(), results[i]["score"].get<double>());
+      }
+    }
+  }
+
+  // Default score: uncertainty fields exactly where the kind has one.
+  const bool uncertain = kind == K::kGaussian || kind == K::kMog;
+  std::vector<json> lines = Ok(Concat(Cmd("search", name, {"--k", "3"}), query)).JsonLines();
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0].contains("query_uncertainty"), uncertain) << lines[0];
+  ASSERT_EQ(lines[0]["results"].size(), 3u);
+  EXPECT_EQ(lines[0]["results"][0].contains("uncertainty"), uncertain) << lines[0];
+  if (uncertain) {
+    const double eta = lines[0]["results"][0]["uncertainty"].get<double>();
+    EXPECT_GE(eta, 0.0);
+    EXPECT_LE(eta, 1.0);
+  }
+  // Deterministic for a fixed seed.
+  const std::vector<std::string> seeded =
+      Concat(Cmd("search", name, {"--k", "4", "--seed", "7", "--samples", "8"}), query);
+  EXPECT_EQ(Ok(seeded).out, Ok(seeded).out);
+  lines = Ok(Concat(Cmd("search", name, {"--k", "3", "--no-uncertainty"}), query)).JsonLines();
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_FALSE(lines[0].contains("query_uncertainty"));
+  EXPECT_FALSE(lines[0]["results"][0].contains("uncertainty"));
+  // With every item a candidate, two-stage search equals the exhaustive one.
+  EXPECT_EQ(Ok(Concat(Cmd("search", name, {"--k", "6", "--candidates", "1000"}), query)).out,
+            Ok(Concat(Cmd("search", name, {"--k", "6", "--exhaustive"}), query)).out);
+
+  // remove
+  j = Ok(Cmd("remove", name,
+             {"--ids", Write("rm.npy", MakeNpy(std::vector<int64_t>{0, 1000}, {2}))}))
+          .Json();
+  EXPECT_EQ(j["removed"], 2);
+  EXPECT_EQ(ItemCount(name), n1 + 5);
+  records = Ok(Cmd("get", name, {"--ids", Write("g0.npy", MakeNpy(std::vector<int64_t>{0}, {1}))}))
+                .JsonLines();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0]["found"], false);
+  lines =
+      Ok(Concat(Cmd("search", name, {"--k", "3", "--exhaustive", "--score", exact_score}), query))
+          .JsonLines();
+  ASSERT_EQ(lines.size(), 3u);
+  for (const json& hit : lines[0]["results"]) EXPECT_NE(hit["id"], 0);
+
+  // stats, list, drop
+  j = Ok({"stats", "--db", db_, "--collection", name}).Json();
+  EXPECT_EQ(j["name"], name);
+  EXPECT_EQ(j["kind"], KindFlag(kind));
+  EXPECT_EQ(j["dim"], kind == K::kCodes ? kCodeDim : kDim);
+  EXPECT_EQ(j["items"], n1 + 5);
+  EXPECT_EQ(j["max_id"], 1000);
+  for (const char* field :
+       {"sequence", "index_sequence", "index_vectors", "index_trained", "index_description"}) {
+    EXPECT_TRUE(j.contains(field)) << field;
+  }
+  Create("other", K::kPoint);
+  j = Ok({"list", "--db", db_}).Json();
+  auto names = j["collections"].get<std::vector<std::string>>();
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{name, "other"}));
+  j = Ok({"stats", "--db", db_}).Json();
+  EXPECT_EQ(j["collections"].size(), 2u);
+  EXPECT_EQ(Ok({"drop", "--db", db_, "--collection", name}).Json()["dropped"], name);
+  j = Ok({"list", "--db", db_}).Json();
+  EXPECT_EQ(j["collections"].get<std::vector<std::string>>(), std::vector<std::string>{"other"});
+  Fails({"stats", "--db", db_, "--collection", name}, 1, {name});
+}
+
+INSTANTIATE_TEST_SUITE_P(AllKinds, CliKindTest,
+                         ::testing::Values(K::kPoint, K::kGaussian, K::kMog, K::kCodes),
+                         [](const ::testing::TestParamInfo<K>& info) {
+                           return std::string(KindFlag(info.param));
+                         });
+
+// ---------------------------------------------------------------- errors
+
+class CliErrorTest : public CliTest {
+ protected:
+  void SetUp() override {
+    CliTest::SetUp();
+    Create("g", K::kGaussian);
+    const Items it = MakeItems(K::kGaussian, 0, kInitial);
+    Ok(Concat(Cmd("ingest", "g"), ItemFlags(K::kGaussian, it, "init")));
+    ASSERT_EQ(ItemCount("g"), kInitial);
+  }
+  // Every failed command must leave the collection as it was.
+  void ExpectUnchanged() { EXPECT_EQ(ItemCount("g"), kInitial); }
+
+  static constexpr int64_t kInitial = 10;
+};
+
+TEST_F(CliErrorTest, UnknownCollectionAndDatabase) {
+  const Items it = MakeItems(K::kGaussian, 100, 2);
+  Fails(Concat(Cmd("ingest", "nope"), ItemFlags(K::kGaussian, it, "x")), 1, {"nope"});
+  Fails(Concat(Cmd("search", "nope", {"--k", "2"}), ItemFlags(K::kGaussian, it, "x")), 1, {"nope"});
+  Fails(Cmd("get", "nope", {"--ids", Write("i.npy", MakeNpy(std::vector<int64_t>{1}, {1}))}), 1,
+        {"nope"});
+  Fails({"drop", "--db", db_, "--collection", "nope"}, 1, {"nope"});
+  // A missing database directory is reported and not created.
+  const std::string missing = Path("no_such_db");
+  Fails({"list", "--db", missing}, 1, {missing});
+  Fails({"stats", "--db", missing}, 1, {missing});
+  EXPECT_FALSE(fs::exists(missing));
+  ExpectUnchanged();
+}
+
+TEST_F(CliErrorTest, WrongShapesNameTheFileAndBothShapes) {
+  const std::vector<float> wide(2 * (kDim + 1), 1.f);
+  const std::string mean = Write("wide_mean.npy", MakeNpy(wide, {2, kDim + 1}));
+  const std::string var = Write("wide_var.npy", MakeNpy(wide, {2, kDim + 1}));
+  Fails(Concat(Cmd("ingest", "g"), {"--mean", mean, "--var", var}), 1, {mean, "(2, 4)", "(2, 5)"});
+
+  // Means and variances disagree on the row count.
+  const Items it = MakeItems(K::kGaussian, 100, 3);
+  const std::string mean3 = Write("m3.npy", MakeNpy(it.mean, {3, kDim}));
+  const std::string var2 = Write(
+      "v2.npy", MakeNpy(std::vector<float>(it.var.begin(), it.var.begin() + 2 * kDim), {2, kDim}));
+  Fails(Concat(Cmd("ingest", "g"), {"--mean", mean3, "--var", var2}), 1,
+        {var2, "(3, 4)", "(2, 4)"});
+
+  // Labels and ids of the wrong length, payload line count.
+  const std::vector<std::string> good = ItemFlags(K::kGaussian, it, "good");
+  const std::string labels = Write("l.npy", MakeNpy(std::vector<int64_t>{1, 2}, {2}));
+  Fails(Concat(Cmd("ingest", "g", {"--labels", labels}), good), 1, {labels, "(3,)", "(2,)"});
+  const std::string ids = Write("ids.npy", MakeNpy(std::vector<int64_t>{50, 51, 52, 53}, {4}));
+  Fails(Concat(Cmd("ingest", "g", {"--ids", ids}), good), 1, {ids, "(3,)", "(4,)"});
+  std::ofstream(Path("p.txt")) << "a\nb\n";
+  Fails(Concat(Cmd("ingest", "g", {"--payloads", Path("p.txt")}), good), 1, {Path("p.txt"), "3"});
+  // Float ids that are not integers.
+  const std::string float_ids = Write("fids.npy", MakeNpy(std::vector<float>{1.f, 2.5f, 3.f}, {3}));
+  Fails(Concat(Cmd("ingest", "g", {"--ids", float_ids}), good), 1, {float_ids, "integer"});
+  // Integer means.
+  const std::string int_mean = Write("imean.npy", MakeNpy(std::vector<int32_t>(12, 1), {3, kDim}));
+  Fails(Concat(Cmd("ingest", "g"), {"--mean", int_mean, "--var", good[3]}), 1, {int_mean, "float"});
+  // Query shapes are checked as well.
+  Fails(Concat(Cmd("search", "g", {"--k", "2"}), {"--mean", mean, "--var", var}), 1,
+        {mean, "(2, 4)", "(2, 5)"});
+  ExpectUnchanged();
+}
+
+TEST_F(CliErrorTest, FlagsThatDoNotFitTheKindAreUsageErrors) {
+  const Items it = MakeItems(K::kPoint, 100, 2);
+  const std::vector<std::string> vec = ItemFlags(K::kPoint, it, "p");
+  Fails(Concat(Cmd("ingest", "g"), vec), 2, {"--vec", "gaussian"});
+  const Items g = MakeItems(K::kGaussian, 100, 2);
+  std::vector<std::string> mean_only = ItemFlags(K::kGaussian, g, "g");
+  mean_only.resize(2);
+  Fails(Concat(Cmd("ingest", "g"), mean_only), 2, {"--var"});
+  Fails(Concat(Cmd("search", "g", {"--k", "2"}), vec), 2, {"--vec"});
+  ExpectUnchanged();
+}
+
+TEST_F(CliErrorTest, TruncatedAndCorruptNpyFiles) {
+  const Items it = MakeItems(K::kGaussian, 100, 3);
+  std::vector<std::string> flags = ItemFlags(K::kGaussian, it, "t");
+  const std::string bytes = ReadFile(flags[1]);
+  std::ofstream(flags[1], std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size() - 3));
+  Fails(Concat(Cmd("ingest", "g"), flags), 1, {flags[1], "truncated"});
+  std::ofstream(flags[1], std::ios::binary | std::ios::trunc) << "not an array";
+  Fails(Concat(Cmd("ingest", "g"), flags), 1, {flags[1], "not a .npy"});
+  Fails(Concat(Cmd("ingest", "g"), {"--mean", Path("missing.npy"), "--var", flags[3]}), 1,
+        {Path("missing.npy")});
+  ExpectUnchanged();
+}
+
+TEST_F(CliErrorTest, InvalidValuesAreRejectedByTheDatabase) {
+  Items it = MakeItems(K::kGaussian, 100, 3);
+  it.mean[5] = std::numeric_limits<float>::quiet_NaN();
+  RunResult r = Fails(Concat(Cmd("ingest", "g"), ItemFlags(K::kGaussian, it, "nan")), 1, {});
+  ExpectMentionsOneOf(r, {"nan", "finite"});
+  ExpectUnchanged();
+
+  it = MakeItems(K::kGaussian, 100, 3);
+  it.var[7] = 0.f;
+  r = Fails(Concat(Cmd("ingest", "g"), ItemFlags(K::kGaussian, it, "zero")), 1, {});
+  ExpectMentionsOneOf(r, {"varian"});
+  ExpectUnchanged();
+
+  it = MakeItems(K::kGaussian, 100, 3);
+  it.var[2] = -1.f;
+  r = Fails(Concat(Cmd("ingest", "g"), ItemFlags(K::kGaussian, it, "neg")), 1, {});
+  ExpectMentionsOneOf(r, {"varian"});
+  ExpectUnchanged();
+
+  it = MakeItems(K::kGaussian, 100, 3);
+  it.var[2] = std::numeric_limits<float>::infinity();
+  r = Fails(Concat(Cmd("ingest", "g"), ItemFlags(K::kGaussian, it, "inf")), 1, {});
+  ExpectMentionsOneOf(r, {"inf", "finite"});
+  ExpectUnchanged();
+
+  // NaN in a query.
+  it = MakeItems(K::kGaussian, 100, 1);
+  it.mean[0] = std::numeric_limits<float>::quiet_NaN();
+  r = Fails(Concat(Cmd("search", "g", {"--k", "2"}), ItemFlags(K::kGaussian, it, "qnan")), 1, {});
+  ExpectMentionsOneOf(r, {"nan", "finite"});
+}
+
+TEST_F(CliErrorTest, CodeSymbolsOutsideTheAlphabet) {
+  Create("codes", K::kCodes);
+  Ok(Concat(Cmd("ingest", "codes"), ItemFlags(K::kCodes, MakeItems(K::kCodes, 0, 4), "c0")));
+  for (int32_t bad : {int32_t(kCodeK), int32_t(-1), int32_t(1000)}) {
+    SCOPED_TRACE(bad);
+    Items it = MakeItems(K::kCodes, 10, 3);
+    it.codes[4] = bad;
+    const RunResult r =
+        Fails(Concat(Cmd("ingest", "codes"), ItemFlags(K::kCodes, it, "bad")), 1, {});
+    ExpectMentionsOneOf(r, {"symbol", "code"});
+    EXPECT_EQ(ItemCount("codes"), 4);
+  }
+  // A value beyond int32 is not wrapped into a valid symbol.
+  std::vector<int64_t> wild(3 * kCodeDim, 1);
+  wild[2] = (int64_t{1} << 32) + 1;
+  Fails(
+      Concat(Cmd("ingest", "codes"), {"--codes", Write("wild.npy", MakeNpy(wild, {3, kCodeDim}))}),
+      1, {"wild.npy", "4294967297"});
+  EXPECT_EQ(ItemCount("codes"), 4);
+}
+
+TEST_F(CliErrorTest, DuplicateIds) {
+  const Items it = MakeItems(K::kGaussian, 100, 3);
+  const std::vector<std::string> flags = ItemFlags(K::kGaussian, it, "d");
+  // Within the batch.
+  RunResult r = Fails(
+      Concat(Cmd("ingest", "g",
+                 {"--ids", Write("dup.npy", MakeNpy(std::vector<int64_t>{500, 501, 500}, {3}))}),
+             flags),
+      1, {"500"});
+  ExpectMentionsOneOf(r, {"duplicate", "exist", "unique", "more than once"});
+  ExpectUnchanged();
+  // Against an id already in the collection.
+  r = Fails(
+      Concat(Cmd("ingest", "g",
+                 {"--ids", Write("old.npy", MakeNpy(std::vector<int64_t>{600, 3, 601}, {3}))}),
+             flags),
+      1, {"3"});
+  ExpectMentionsOneOf(r, {"duplicate", "exist", "unique", "more than once"});
+  ExpectUnchanged();
+}
+
+TEST_F(CliErrorTest, RemovingAnUnknownIdRemovesNothing) {
+  const RunResult r =
+      Fails(Cmd("remove", "g",
+                {"--ids", Write("rm.npy", MakeNpy(std::vector<int64_t>{1, 2, 4242}, {3}))}),
+            1, {"4242"});
+  ExpectUnchanged();
+  const std::vector<json> records =
+      Ok(Cmd("get", "g", {"--ids", Write("g.npy", MakeNpy(std::vector<int64_t>{1, 2}, {2}))}))
+          .JsonLines();
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0]["found"], true);
+  EXPECT_EQ(records[1]["found"], true);
+}
+
+TEST_F(CliErrorTest, CreatingAnExistingCollectionFails) {
+  Fails({"create", "--db", db_, "--collection", "g", "--kind", "point", "--dim", "3"}, 1, {"g"});
+  const json j = Ok({"stats", "--db", db_, "--collection", "g"}).Json();
+  EXPECT_EQ(j["kind"], "gaussian");
+  ExpectUnchanged();
+}
+
+// ---------------------------------------------------------------- generate
+
+TEST_F(CliTest, GenerateWritesEveryKindWithTheDocumentedShapes) {
+  struct Case {
+    const char* kind;
+    std::vector<std::pair<std::string, std::vector<int64_t>>> files;
+  };
+  const std::vector<Case> cases = {
+      {"point", {{"vec", {40, 5}}, {"labels", {40}}, {"query.vec", {3, 5}}, {"query.labels", {3}}}},
+      {"gaussian",
+       {{"mean", {40, 5}},
+        {"var", {40, 5}},
+        {"labels", {40}},
+        {"query.mean", {3, 5}},
+        {"query.var", {3, 5}}}},
+      {"mog",
+       {{"mean", {40, 2, 5}},
+        {"var", {40, 2, 5}},
+        {"weights", {40, 2}},
+        {"labels", {40}},
+        {"query.weights", {3, 2}}}},
+      {"codes",
+       {{"codes", {40, 5}}, {"labels", {40}}, {"logp", {3, 5, 16}}, {"query.labels", {3}}}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.kind);
+    const std::string prefix = Path(std::string("gen_") + c.kind);
+    const json j = Ok({"generate", "--kind", c.kind, "--n", "40", "--dim", "5", "--components", "2",
+                       "--classes", "4", "--queries", "3", "--seed", "11", "--out", prefix})
+                       .Json();
+    EXPECT_EQ(j["n"], 40);
+    for (const auto& [suffix, shape] : c.files) {
+      SCOPED_TRACE(suffix);
+      NpyArray a;
+      const Status s = ReadNpy(prefix + "." + suffix + ".npy", &a);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      EXPECT_EQ(a.shape, shape);
+    }
+    NpyArray labels;
+    ASSERT_TRUE(ReadNpy(prefix + ".labels.npy", &labels).ok());
+    std::vector<int64_t> y;
+    ASSERT_TRUE(NpyToInt64(labels, "labels", &y).ok());
+    for (int64_t v : y) {
+      EXPECT_GE(v, 0);
+      EXPECT_LT(v, 4);
+    }
+  }
+  // Variances are positive and spread widely; mog weights sum to one; code
+  // tables are normalised log-probabilities.
+  NpyArray a;
+  std::vector<float> v;
+  ASSERT_TRUE(ReadNpy(Path("gen_gaussian.var.npy"), &a).ok());
+  ASSERT_TRUE(NpyToFloat32(a, "var", &v).ok());
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  EXPECT_GT(*lo, 0.f);
+  EXPECT_GT(*hi / *lo, 10.f);
+  ASSERT_TRUE(ReadNpy(Path("gen_mog.weights.npy"), &a).ok());
+  ASSERT_TRUE(NpyToFloat32(a, "weights", &v).ok());
+  for (size_t i = 0; i < v.size(); i += 2) EXPECT_NEAR(v[i] + v[i + 1], 1.f, 1e-5f);
+  ASSERT_TRUE(ReadNpy(Path("gen_codes.logp.npy"), &a).ok());
+  ASSERT_TRUE(NpyToFloat32(a, "logp", &v).ok());
+  for (size_t row = 0; row < v.size(); row += 16) {
+    double total = 0;
+    for (size_t s = 0; s < 16; ++s) total += std::exp(double(v[row + s]));
+    EXPECT_NEAR(total, 1.0, 1e-4);
+  }
+}
+
+TEST_F(CliTest, GenerateIsDeterministicPerSeed) {
+  const std::vector<std::string> base = {"generate", "--kind", "gaussian", "--n",
+                                         "30",       "--dim",  "4",        "--seed"};
+  Ok(Concat(base, {"5", "--out", Path("a")}));
+  Ok(Concat(base, {"5", "--out", Path("b")}));
+  Ok(Concat(base, {"6", "--out", Path("c")}));
+  EXPECT_EQ(ReadFile(Path("a.mean.npy")), ReadFile(Path("b.mean.npy")));
+  EXPECT_EQ(ReadFile(Path("a.var.npy")), ReadFile(Path("b.var.npy")));
+  EXPECT_NE(ReadFile(Path("a.mean.npy")), ReadFile(Path("c.mean.npy")));
+}
+
+// Generated classes are recoverable by search: the demo's data is meaningful.
+TEST_F(CliTest, GeneratedGaussiansAreSearchableByClass) {
+  const std::string prefix = Path("demo");
+  const json gen = Ok({"generate", "--kind", "gaussian", "--n", "600", "--dim", "16", "--classes",
+                       "6", "--queries", "40", "--seed", "3", "--out", prefix})
+                       .Json();
+  Ok({"create", "--db", db_, "--collection", "demo", "--kind", "gaussian", "--dim", "16",
+      "--match-b", gen["suggested_match_b"].dump()});
+  json j = Ok({"ingest", "--db", db_, "--collection", "demo", "--mean", prefix + ".mean.npy",
+               "--var", prefix + ".var.npy", "--labels", prefix + ".labels.npy"})
+               .Json();
+  EXPECT_EQ(j["ingested"], 600);
+  NpyArray qlabels_npy;
+  ASSERT_TRUE(ReadNpy(prefix + ".query.labels.npy", &qlabels_npy).ok());
+  std::vector<int64_t> qlabels;
+  ASSERT_TRUE(NpyToInt64(qlabels_npy, "labels", &qlabels).ok());
+  const std::vector<json> lines =
+      Ok({"search", "--db", db_, "--collection", "demo", "--mean", prefix + ".query.mean.npy",
+          "--var", prefix + ".query.var.npy", "--k", "1", "--exhaustive"})
+          .JsonLines();
+  ASSERT_EQ(lines.size(), 40u);
+  int correct = 0;
+  for (size_t q = 0; q < lines.size(); ++q) {
+    ASSERT_EQ(lines[q]["results"].size(), 1u);
+    correct += lines[q]["results"][0]["label"] == qlabels[q];
+  }
+  // Chance is 1/6.
+  EXPECT_GE(correct, 30) << correct << " of 40";
+}
+
+}  // namespace
+}  // namespace hedgedb

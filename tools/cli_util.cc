@@ -1,0 +1,326 @@
+#include "tools/cli_util.h"
+
+#include <sys/stat.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <limits>
+
+namespace hedgedb {
+namespace cli {
+
+void Fail(const std::string& message) { throw CommandError(message, kFailureExitCode); }
+
+void UsageError(const std::string& message) { throw CommandError(message, kUsageExitCode); }
+
+void Check(const Status& status) {
+  if (!status.ok()) Fail(status.ToString());
+}
+
+std::unique_ptr<DB> OpenDatabase(const std::string& dir, bool create_if_missing) {
+  if (!create_if_missing) {
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      Fail("no database at '" + dir + "' (run 'hedgedb create' first)");
+    }
+  }
+  Options options;
+  options.create_if_missing = create_if_missing;
+  std::unique_ptr<DB> db;
+  Check(DB::Open(options, dir, &db));
+  return db;
+}
+
+CollectionSpec DescribeOrFail(DB& db, const std::string& collection) {
+  CollectionSpec spec;
+  Check(db.DescribeCollection(collection, &spec));
+  return spec;
+}
+
+NpyArray ReadNpyOrFail(const std::string& path) {
+  NpyArray array;
+  // ReadNpy's messages already start with the path.
+  const Status s = ReadNpy(path, &array);
+  if (!s.ok()) Fail(s.message());
+  return array;
+}
+
+void CheckShape(const NpyArray& array, const std::string& path, const std::string& what,
+                const std::vector<int64_t>& expected) {
+  if (array.shape != expected) {
+    Fail(path + ": " + what + " must have shape " + NpyShapeString(expected) + ", got " +
+         NpyShapeString(array.shape));
+  }
+}
+
+std::vector<float> ReadFloats(const std::string& path, const std::string& what,
+                              const std::vector<int64_t>& expected_shape) {
+  const NpyArray array = ReadNpyOrFail(path);
+  CheckShape(array, path, what, expected_shape);
+  std::vector<float> out;
+  Check(NpyToFloat32(array, path + " (" + what + ")", &out));
+  return out;
+}
+
+std::vector<float> ReadFloatRows(const std::string& path, const std::string& what, int64_t* rows,
+                                 const std::vector<int64_t>& row_shape) {
+  const NpyArray array = ReadNpyOrFail(path);
+  if (*rows < 0 && !array.shape.empty()) *rows = array.shape[0];
+  std::vector<int64_t> expected = {*rows < 0 ? 0 : *rows};
+  expected.insert(expected.end(), row_shape.begin(), row_shape.end());
+  if (*rows < 0) {
+    // A 0-d array: report it against the row shape the kind needs.
+    std::string wanted = "(N";
+    for (int64_t dim : row_shape) wanted += ", " + std::to_string(dim);
+    Fail(path + ": " + what + " must have shape " + wanted + "), got " +
+         NpyShapeString(array.shape));
+  }
+  CheckShape(array, path, what, expected);
+  std::vector<float> out;
+  Check(NpyToFloat32(array, path + " (" + what + ")", &out));
+  return out;
+}
+
+std::vector<int64_t> ReadInts(const std::string& path, const std::string& what,
+                              std::vector<int64_t>* shape) {
+  const NpyArray array = ReadNpyOrFail(path);
+  *shape = array.shape;
+  std::vector<int64_t> out;
+  Check(NpyToInt64(array, path + " (" + what + ")", &out));
+  return out;
+}
+
+std::vector<int64_t> ReadIntVector(const std::string& path, const std::string& what, int64_t n) {
+  std::vector<int64_t> shape;
+  std::vector<int64_t> values = ReadInts(path, what, &shape);
+  if (shape.size() != 1 || (n >= 0 && shape[0] != n)) {
+    const std::string expected = n >= 0 ? NpyShapeString({n}) : std::string("(N,)");
+    Fail(path + ": " + what + " must have shape " + expected + ", got " + NpyShapeString(shape));
+  }
+  return values;
+}
+
+std::vector<std::string> ReadPayloadLines(const std::string& path, int64_t n) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) Fail(path + ": cannot open the payload file");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(std::move(line));
+    start = end + 1;
+  }
+  if (static_cast<int64_t>(lines.size()) != n) {
+    Fail(path + ": expected " + std::to_string(n) + " payload lines (one per item), got " +
+         std::to_string(lines.size()));
+  }
+  return lines;
+}
+
+namespace {
+
+void RequireFlags(const char* kind, const std::vector<std::pair<const char*, bool>>& allowed,
+                  const EmbeddingFiles& files, bool for_query) {
+  const std::vector<std::pair<const char*, const std::string*>> given = {
+      {"--vec", &files.vec},         {"--mean", &files.mean},   {"--var", &files.var},
+      {"--weights", &files.weights}, {"--codes", &files.codes}, {"--logp", &files.logp}};
+  std::string usage;
+  for (const auto& [flag, required] : allowed) {
+    usage += std::string(usage.empty() ? "" : " ") + (required ? "" : "[") + flag + " FILE" +
+             (required ? "" : "]");
+  }
+  const std::string what =
+      std::string(for_query ? "queries of a " : "items of a ") + kind + " collection take " + usage;
+  for (const auto& [flag, path] : given) {
+    bool is_allowed = false, is_required = false;
+    for (const auto& [allowed_flag, required] : allowed) {
+      if (std::string(allowed_flag) == flag) {
+        is_allowed = true;
+        is_required = required;
+      }
+    }
+    if (!path->empty() && !is_allowed) UsageError(std::string(flag) + " does not apply: " + what);
+    if (path->empty() && is_required) UsageError(std::string(flag) + " is missing: " + what);
+  }
+}
+
+}  // namespace
+
+void LoadedEmbeddings::Load(const EmbeddingFiles& files, const CollectionSpec& spec,
+                            bool for_query) {
+  view_ = EmbeddingView();
+  const int64_t d = spec.dim;
+  const int64_t c = spec.components;
+  // The first file fixes the number of rows; the others must agree with it.
+  int64_t n = -1;
+  switch (spec.kind) {
+    case Kind::kPoint:
+      RequireFlags("point", {{"--vec", true}}, files, for_query);
+      vec_ = ReadFloatRows(files.vec, "vectors", &n, {d});
+      view_.vec = vec_.data();
+      break;
+    case Kind::kGaussian:
+      RequireFlags("gaussian", {{"--mean", true}, {"--var", true}}, files, for_query);
+      mean_ = ReadFloatRows(files.mean, "means", &n, {d});
+      var_ = ReadFloatRows(files.var, "variances", &n, {d});
+      view_.mean = mean_.data();
+      view_.var = var_.data();
+      break;
+    case Kind::kMog:
+      RequireFlags("mog", {{"--mean", true}, {"--var", true}, {"--weights", false}}, files,
+                   for_query);
+      mean_ = ReadFloatRows(files.mean, "component means", &n, {c, d});
+      var_ = ReadFloatRows(files.var, "component variances", &n, {c, d});
+      view_.mean = mean_.data();
+      view_.var = var_.data();
+      if (!files.weights.empty()) {
+        weights_ = ReadFloatRows(files.weights, "component weights", &n, {c});
+        view_.weights = weights_.data();
+      }
+      break;
+    case Kind::kCodes:
+      if (for_query) {
+        RequireFlags("codes", {{"--logp", true}}, files, for_query);
+        logp_ = ReadFloatRows(files.logp, "log-probability tables", &n, {d, spec.code_k});
+        view_.logp = logp_.data();
+      } else {
+        RequireFlags("codes", {{"--codes", true}}, files, for_query);
+        std::vector<int64_t> shape;
+        const std::vector<int64_t> codes = ReadInts(files.codes, "codes", &shape);
+        n = shape.empty() ? 0 : shape[0];
+        if (shape.size() != 2 || shape[1] != d) {
+          Fail(files.codes + ": codes must have shape " + NpyShapeString({n, d}) + ", got " +
+               NpyShapeString(shape));
+        }
+        // Symbols outside [0, k) are the database's to reject; here only the
+        // narrowing to int32 must not wrap a wild value into a valid one.
+        codes_.resize(codes.size());
+        for (size_t i = 0; i < codes.size(); ++i) {
+          if (codes[i] < std::numeric_limits<int32_t>::min() ||
+              codes[i] > std::numeric_limits<int32_t>::max()) {
+            Fail(files.codes + ": code symbol " + std::to_string(codes[i]) + " at row " +
+                 std::to_string(i / static_cast<size_t>(d)) + " is outside [0, " +
+                 std::to_string(spec.code_k) + ")");
+          }
+          codes_[i] = static_cast<int32_t>(codes[i]);
+        }
+        view_.codes = codes_.data();
+      }
+      break;
+  }
+  view_.n = n;
+}
+
+nlohmann::json JsonFloat(float value) {
+  if (!std::isfinite(value)) return nullptr;
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), value);
+  if (ec != std::errc()) return static_cast<double>(value);
+  *end = '\0';
+  return std::strtod(buf, nullptr);
+}
+
+nlohmann::json JsonFloats(const float* values, size_t n) {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < n; ++i) out.push_back(JsonFloat(values[i]));
+  return out;
+}
+
+nlohmann::json JsonFloatMatrix(const float* values, size_t rows, size_t cols) {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t r = 0; r < rows; ++r) out.push_back(JsonFloats(values + r * cols, cols));
+  return out;
+}
+
+nlohmann::json SpecToJson(const CollectionSpec& spec) {
+  nlohmann::json j;
+  j["name"] = spec.name;
+  j["kind"] = KindName(spec.kind);
+  j["dim"] = spec.dim;
+  if (spec.kind == Kind::kMog) j["components"] = spec.components;
+  if (spec.kind == Kind::kCodes) j["code_k"] = spec.code_k;
+  j["index_factory"] = spec.index_factory;
+  if (spec.kind != Kind::kCodes) {
+    j["match_a"] = JsonFloat(spec.match_a);
+    j["match_b"] = JsonFloat(spec.match_b);
+  }
+  if (spec.kind == Kind::kGaussian || spec.kind == Kind::kMog) j["samples"] = spec.samples;
+  j["seed"] = spec.seed;
+  return j;
+}
+
+nlohmann::json StatsToJson(const CollectionStats& stats) {
+  nlohmann::json j = SpecToJson(stats.spec);
+  j["items"] = stats.items;
+  j["max_id"] = stats.max_id;
+  j["sequence"] = stats.sequence;
+  j["index_sequence"] = stats.index_sequence;
+  j["index_vectors"] = stats.index_vectors;
+  j["index_trained"] = stats.index_trained;
+  j["index_description"] = stats.index_description;
+  return j;
+}
+
+nlohmann::json RecordToJson(const Record& record, const CollectionSpec& spec) {
+  nlohmann::json j;
+  j["id"] = record.id;
+  j["found"] = record.found;
+  if (!record.found) return j;
+  if (record.has_label) j["label"] = record.label;
+  if (!record.payload.empty()) j["payload"] = record.payload;
+  const size_t d = static_cast<size_t>(spec.dim);
+  switch (spec.kind) {
+    case Kind::kPoint:
+      j["vec"] = JsonFloats(record.vec.data(), record.vec.size());
+      break;
+    case Kind::kGaussian:
+      j["mean"] = JsonFloats(record.mean.data(), record.mean.size());
+      j["var"] = JsonFloats(record.var.data(), record.var.size());
+      break;
+    case Kind::kMog:
+      j["weights"] = JsonFloats(record.weights.data(), record.weights.size());
+      j["mean"] = JsonFloatMatrix(record.mean.data(), d ? record.mean.size() / d : 0, d);
+      j["var"] = JsonFloatMatrix(record.var.data(), d ? record.var.size() / d : 0, d);
+      break;
+    case Kind::kCodes:
+      j["codes"] = record.codes;
+      break;
+  }
+  return j;
+}
+
+nlohmann::json SearchResultToJson(int64_t query, const SearchResult& result) {
+  nlohmann::json j;
+  j["query"] = query;
+  if (!std::isnan(result.query_uncertainty)) {
+    j["query_uncertainty"] = JsonFloat(result.query_uncertainty);
+  }
+  nlohmann::json hits = nlohmann::json::array();
+  for (const SearchHit& hit : result.hits) {
+    nlohmann::json h;
+    h["id"] = hit.id;
+    h["score"] = JsonFloat(hit.score);
+    if (!std::isnan(hit.uncertainty)) h["uncertainty"] = JsonFloat(hit.uncertainty);
+    if (hit.has_label) h["label"] = hit.label;
+    hits.push_back(std::move(h));
+  }
+  j["results"] = std::move(hits);
+  return j;
+}
+
+void PrintJsonLine(const nlohmann::json& value) {
+  const std::string text =
+      value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  std::fwrite(text.data(), 1, text.size(), stdout);
+}
+
+}  // namespace cli
+}  // namespace hedgedb

@@ -1,0 +1,123 @@
+// Helpers shared by the `hedgedb` subcommands: failing with an exit code,
+// opening a database, loading embeddings and ids from .npy files with shape
+// checks against a collection, and printing JSON.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "hedgedb/db.h"
+#include "hedgedb/npy.h"
+#include "hedgedb/status.h"
+#include "hedgedb/types.h"
+
+namespace hedgedb {
+namespace cli {
+
+constexpr int kFailureExitCode = 1;
+constexpr int kUsageExitCode = 2;
+
+// Thrown by a subcommand callback; main prints "hedgedb: error: <what()>" and
+// exits with exit_code().
+class CommandError : public std::runtime_error {
+ public:
+  CommandError(const std::string& message, int exit_code)
+      : std::runtime_error(message), exit_code_(exit_code) {}
+  int exit_code() const { return exit_code_; }
+
+ private:
+  int exit_code_;
+};
+
+// Failure of the command itself (bad data, database errors): exit code 1.
+[[noreturn]] void Fail(const std::string& message);
+// Wrong or conflicting flags: exit code 2.
+[[noreturn]] void UsageError(const std::string& message);
+// Fails with the status' message if it is not OK.
+void Check(const Status& status);
+
+// Opens the database in `dir`. Only `create` may make a new database: every
+// other command fails on a directory that does not hold one, so a mistyped
+// --db path is reported instead of silently creating an empty database.
+std::unique_ptr<DB> OpenDatabase(const std::string& dir, bool create_if_missing);
+CollectionSpec DescribeOrFail(DB& db, const std::string& collection);
+
+// Reads a .npy file or fails naming it.
+NpyArray ReadNpyOrFail(const std::string& path);
+// Fails unless `array` has exactly `expected` as shape; `path` and `what`
+// name the file and its role in the message.
+void CheckShape(const NpyArray& array, const std::string& path, const std::string& what,
+                const std::vector<int64_t>& expected);
+// A float array (float32 or float64) as float32.
+std::vector<float> ReadFloats(const std::string& path, const std::string& what,
+                              const std::vector<int64_t>& expected_shape);
+// A float array of shape (rows, *row_shape) as float32. With *rows < 0 the
+// file sets the row count (and *rows receives it); otherwise it must match.
+std::vector<float> ReadFloatRows(const std::string& path, const std::string& what, int64_t* rows,
+                                 const std::vector<int64_t>& row_shape);
+// An integer array (any integer type) as int64, with its shape in `shape`.
+std::vector<int64_t> ReadInts(const std::string& path, const std::string& what,
+                              std::vector<int64_t>* shape);
+// A 1-d integer array of exactly `n` elements (ids, labels), or any length when
+// n < 0.
+std::vector<int64_t> ReadIntVector(const std::string& path, const std::string& what, int64_t n);
+// One payload per line (a trailing '\r' is dropped); the file must have exactly
+// `n` lines.
+std::vector<std::string> ReadPayloadLines(const std::string& path, int64_t n);
+
+// The .npy files that make up a batch of embeddings; which ones are used
+// depends on the collection's kind.
+struct EmbeddingFiles {
+  std::string vec;      // point: N x D
+  std::string mean;     // gaussian: N x D; mog: N x C x D
+  std::string var;      // as mean
+  std::string weights;  // mog: N x C (optional, uniform when empty)
+  std::string codes;    // codes items: N x d integers
+  std::string logp;     // codes queries: Q x d x k log-probabilities
+};
+
+// Embeddings loaded from files; `view` points into the owned buffers, so this
+// object is neither copied nor moved.
+class LoadedEmbeddings {
+ public:
+  LoadedEmbeddings() = default;
+  LoadedEmbeddings(const LoadedEmbeddings&) = delete;
+  LoadedEmbeddings& operator=(const LoadedEmbeddings&) = delete;
+
+  // Loads items (`for_query` false) or queries of the collection `spec`.
+  // Flags that do not fit the kind are usage errors; a file whose shape does
+  // not match the collection fails naming the file, the expected and the
+  // actual shape.
+  void Load(const EmbeddingFiles& files, const CollectionSpec& spec, bool for_query);
+
+  const EmbeddingView& view() const { return view_; }
+  int64_t rows() const { return view_.n; }
+
+ private:
+  std::vector<float> vec_, mean_, var_, weights_, logp_;
+  std::vector<int32_t> codes_;
+  EmbeddingView view_;
+};
+
+// A float as the JSON number with the shortest decimal form that reads back
+// as the same float (0.93f prints as 0.93, not 0.9300000071525879).
+nlohmann::json JsonFloat(float value);
+nlohmann::json JsonFloats(const float* values, size_t n);
+// Row-major `rows` x `cols` floats as nested arrays.
+nlohmann::json JsonFloatMatrix(const float* values, size_t rows, size_t cols);
+
+nlohmann::json SpecToJson(const CollectionSpec& spec);
+nlohmann::json StatsToJson(const CollectionStats& stats);
+nlohmann::json RecordToJson(const Record& record, const CollectionSpec& spec);
+nlohmann::json SearchResultToJson(int64_t query, const SearchResult& result);
+
+// Prints one compact JSON object and a newline to stdout. Invalid UTF-8 in
+// strings (payloads are opaque bytes) is replaced rather than failing.
+void PrintJsonLine(const nlohmann::json& value);
+
+}  // namespace cli
+}  // namespace hedgedb

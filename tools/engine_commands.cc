@@ -1,0 +1,362 @@
+// Database subcommands: create, ingest, search, get, remove, stats, list, drop.
+// Each one parses its flags, calls hedgedb::DB and prints JSON to stdout.
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hedgedb/db.h"
+#include "hedgedb/types.h"
+#include "tools/cli_util.h"
+#include "tools/commands.h"
+
+namespace hedgedb {
+namespace cli {
+namespace {
+
+const std::vector<std::string> kKindNames = {"point", "gaussian", "mog", "codes"};
+const std::vector<std::string> kScoreNames = {"default", "mc",    "csd",    "mls",
+                                              "l2",      "match", "logprob"};
+
+void AddDbOption(CLI::App* cmd, std::string* db) {
+  cmd->add_option("--db", *db, "Database directory")->required();
+}
+
+void AddCollectionOption(CLI::App* cmd, std::string* collection, bool required = true) {
+  CLI::Option* opt = cmd->add_option("--collection", *collection, "Collection name");
+  if (required) opt->required();
+}
+
+// Embedding file flags shared by ingest (items) and search (queries).
+void AddEmbeddingOptions(CLI::App* cmd, EmbeddingFiles* files, bool for_query) {
+  cmd->add_option("--vec", files->vec, "point: vectors, N x D float32/float64 .npy");
+  cmd->add_option("--mean", files->mean,
+                  "gaussian: means, N x D; mog: component means, N x C x D (.npy)");
+  cmd->add_option("--var", files->var,
+                  "gaussian/mog: diagonal variances (> 0), same shape as --mean (.npy)");
+  cmd->add_option("--weights", files->weights,
+                  "mog: component weights, N x C (.npy; default uniform 1/C)");
+  if (for_query) {
+    cmd->add_option("--logp", files->logp,
+                    "codes: query tables, Q x d x k natural-log probabilities (.npy)");
+  } else {
+    cmd->add_option("--codes", files->codes,
+                    "codes: DIMCO codes, N x d integers in [0, k) (.npy, any integer type)");
+  }
+}
+
+// ---------------------------------------------------------------- create
+
+struct CreateArgs {
+  std::string db;
+  CollectionSpec spec;
+  std::string kind = "gaussian";
+};
+
+void RunCreate(CreateArgs& args) {
+  if (!ParseKind(args.kind, &args.spec.kind)) UsageError("unknown kind '" + args.kind + "'");
+  if (args.spec.kind == Kind::kCodes && args.spec.code_k == 0) {
+    UsageError("--code-k is required for a codes collection");
+  }
+  std::unique_ptr<DB> db = OpenDatabase(args.db, /*create_if_missing=*/true);
+  Check(db->CreateCollection(args.spec));
+  nlohmann::json out;
+  out["created"] = SpecToJson(DescribeOrFail(*db, args.spec.name));
+  PrintJsonLine(out);
+}
+
+void RegisterCreate(CLI::App& app) {
+  auto args = std::make_shared<CreateArgs>();
+  CLI::App* cmd = app.add_subcommand("create", "Create a collection (and the database if needed)");
+  AddDbOption(cmd, &args->db);
+  AddCollectionOption(cmd, &args->spec.name);
+  cmd->add_option("--kind", args->kind, "Embedding kind")
+      ->required()
+      ->check(CLI::IsMember(kKindNames));
+  cmd->add_option("--dim", args->spec.dim, "D for point/gaussian/mog; d (code length) for codes")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--components", args->spec.components, "mog: mixture components C")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--code-k", args->spec.code_k, "codes: alphabet size k (2..256)")
+      ->check(CLI::Range(2, 256));
+  cmd->add_option("--index", args->spec.index_factory,
+                  "FAISS factory string of the coarse index, e.g. Flat, HNSW32, IVF1024,Flat "
+                  "(default: the kind's default)");
+  cmd->add_option("--match-a", args->spec.match_a,
+                  "Match probability sigmoid(-a*||z1-z2|| + b): a (> 0)")
+      ->capture_default_str();
+  cmd->add_option("--match-b", args->spec.match_b, "Match probability: b")->capture_default_str();
+  cmd->add_option("--samples", args->spec.samples,
+                  "Default Monte Carlo samples per side (mog: a multiple of C)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", args->spec.seed, "Default Monte Carlo seed")->capture_default_str();
+  cmd->callback([args] { RunCreate(*args); });
+}
+
+// ---------------------------------------------------------------- ingest
+
+struct IngestArgs {
+  std::string db, collection, ids, labels, payloads;
+  EmbeddingFiles files;
+};
+
+void RunIngest(const IngestArgs& args) {
+  std::unique_ptr<DB> db = OpenDatabase(args.db, false);
+  const CollectionSpec spec = DescribeOrFail(*db, args.collection);
+  LoadedEmbeddings data;
+  data.Load(args.files, spec, /*for_query=*/false);
+  const int64_t n = data.rows();
+
+  IngestBatch batch;
+  batch.data = data.view();
+  std::vector<int64_t> ids, labels;
+  std::vector<std::string> payloads;
+  if (!args.ids.empty()) {
+    ids = ReadIntVector(args.ids, "ids", n);
+    batch.ids = ids.data();
+  }
+  if (!args.labels.empty()) {
+    labels = ReadIntVector(args.labels, "labels", n);
+    batch.labels = labels.data();
+  }
+  if (!args.payloads.empty()) {
+    payloads = ReadPayloadLines(args.payloads, n);
+    batch.payloads = payloads.data();
+  }
+  nlohmann::json out;
+  out["ingested"] = n;
+  if (n > 0) {
+    std::vector<int64_t> written;
+    Check(db->Ingest(args.collection, batch, &written));
+    if (written.size() != static_cast<size_t>(n)) {
+      Fail("the database acknowledged " + std::to_string(written.size()) + " ids for " +
+           std::to_string(n) + " items");
+    }
+    out["first_id"] = written.front();
+    out["last_id"] = written.back();
+  }
+  PrintJsonLine(out);
+}
+
+void RegisterIngest(CLI::App& app) {
+  auto args = std::make_shared<IngestArgs>();
+  CLI::App* cmd = app.add_subcommand("ingest", "Add a batch of items to a collection, atomically");
+  cmd->footer(
+      "Give the files of the collection's kind: --vec (point), --mean --var (gaussian), "
+      "--mean --var [--weights] (mog), --codes (codes). Prints {\"ingested\": N, \"first_id\": "
+      "a, \"last_id\": b}.");
+  AddDbOption(cmd, &args->db);
+  AddCollectionOption(cmd, &args->collection);
+  cmd->add_option("--ids", args->ids,
+                  "Item ids, N integers, new and unique (.npy; default: continue after the "
+                  "largest id the collection has held)");
+  cmd->add_option("--labels", args->labels, "Item labels, N integers (.npy)");
+  cmd->add_option("--payloads", args->payloads,
+                  "Text file with one payload per line (N lines), e.g. image paths or JSON");
+  AddEmbeddingOptions(cmd, &args->files, /*for_query=*/false);
+  cmd->callback([args] { RunIngest(*args); });
+}
+
+// ---------------------------------------------------------------- search
+
+struct SearchArgs {
+  std::string db, collection, score = "default";
+  EmbeddingFiles files;
+  SearchOptions options;
+  bool no_uncertainty = false;
+  CLI::Option* seed_option = nullptr;
+};
+
+void RunSearch(SearchArgs& args) {
+  if (!ParseScore(args.score, &args.options.score)) {
+    UsageError("unknown score '" + args.score + "'");
+  }
+  args.options.has_seed = args.seed_option->count() > 0;
+  args.options.with_uncertainty = !args.no_uncertainty;
+  std::unique_ptr<DB> db = OpenDatabase(args.db, false);
+  const CollectionSpec spec = DescribeOrFail(*db, args.collection);
+  LoadedEmbeddings queries;
+  queries.Load(args.files, spec, /*for_query=*/true);
+  std::vector<SearchResult> results;
+  Check(db->Search(args.collection, queries.view(), args.options, &results));
+  for (size_t q = 0; q < results.size(); ++q) {
+    PrintJsonLine(SearchResultToJson(static_cast<int64_t>(q), results[q]));
+  }
+}
+
+void RegisterSearch(CLI::App& app) {
+  auto args = std::make_shared<SearchArgs>();
+  CLI::App* cmd =
+      app.add_subcommand("search", "Top-k search: FAISS candidates, then exact rescoring");
+  cmd->footer(
+      "Queries: --vec (point), --mean --var [--weights] (gaussian/mog), --logp (codes). Prints "
+      "one JSON line per query, best result first: {\"query\": q, \"query_uncertainty\": eta, "
+      "\"results\": [{\"id\", \"score\", \"uncertainty\", \"label\"}, ...]} (uncertainty "
+      "and label only where they exist).");
+  AddDbOption(cmd, &args->db);
+  AddCollectionOption(cmd, &args->collection);
+  AddEmbeddingOptions(cmd, &args->files, /*for_query=*/true);
+  cmd->add_option("--k", args->options.k, "Results per query")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--score", args->score,
+                  "Exact score: mc (Monte Carlo match probability), csd (closed-form expected "
+                  "squared distance), mls (mutual likelihood), l2, match, logprob (codes); "
+                  "default: mc for gaussian/mog, match for point, logprob for codes")
+      ->capture_default_str()
+      ->check(CLI::IsMember(kScoreNames));
+  CLI::Option* candidates = cmd->add_option("--candidates", args->options.candidates,
+                                            "Stage-1 candidate count (default: k * --oversampling)")
+                                ->check(CLI::PositiveNumber);
+  cmd->add_option("--oversampling", args->options.oversampling,
+                  "Candidates per result when --candidates is not given")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--exhaustive", args->options.exhaustive,
+                "Score every item exactly, skipping FAISS (the ground truth)")
+      ->excludes(candidates);
+  cmd->add_option("--samples", args->options.samples,
+                  "Monte Carlo samples per side (default: the collection's)")
+      ->check(CLI::PositiveNumber);
+  args->seed_option =
+      cmd->add_option("--seed", args->options.seed, "Monte Carlo seed (default: the collection's)");
+  cmd->add_option("--nprobe", args->options.nprobe, "FAISS IVF nprobe (default: the index's)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--ef-search", args->options.ef_search,
+                  "FAISS HNSW efSearch (default: the index's)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--no-uncertainty", args->no_uncertainty,
+                "Skip the uncertainty eta of results and queries (faster)");
+  cmd->callback([args] { RunSearch(*args); });
+}
+
+// ---------------------------------------------------------------- get / remove
+
+struct IdsArgs {
+  std::string db, collection, ids_file;
+  std::vector<int64_t> ids;  // --id, repeatable
+};
+
+// The ids of --ids FILE or of the --id flags (exactly one of the two).
+std::vector<int64_t> IdsOf(const IdsArgs& args) {
+  if (args.ids_file.empty() == args.ids.empty()) UsageError("give either --ids FILE or --id ID");
+  return args.ids_file.empty() ? args.ids : ReadIntVector(args.ids_file, "ids", -1);
+}
+
+void RunGet(const IdsArgs& args) {
+  const std::vector<int64_t> ids = IdsOf(args);
+  std::unique_ptr<DB> db = OpenDatabase(args.db, false);
+  const CollectionSpec spec = DescribeOrFail(*db, args.collection);
+  std::vector<Record> records;
+  Check(db->Get(args.collection, ids.data(), ids.size(), &records));
+  for (const Record& record : records) PrintJsonLine(RecordToJson(record, spec));
+}
+
+void RunRemove(const IdsArgs& args) {
+  const std::vector<int64_t> ids = IdsOf(args);
+  std::unique_ptr<DB> db = OpenDatabase(args.db, false);
+  DescribeOrFail(*db, args.collection);
+  int64_t removed = 0;
+  Check(db->Remove(args.collection, ids.data(), ids.size(), &removed));
+  nlohmann::json out;
+  out["removed"] = removed;
+  PrintJsonLine(out);
+}
+
+void RegisterIdsCommand(CLI::App& app, const char* name, const char* description,
+                        void (*run)(const IdsArgs&)) {
+  auto args = std::make_shared<IdsArgs>();
+  CLI::App* cmd = app.add_subcommand(name, description);
+  AddDbOption(cmd, &args->db);
+  AddCollectionOption(cmd, &args->collection);
+  CLI::Option* file = cmd->add_option("--ids", args->ids_file, "Item ids, a 1-d integer .npy");
+  cmd->add_option("--id", args->ids, "An item id (repeatable); instead of --ids")->excludes(file);
+  cmd->callback([args, run] { run(*args); });
+}
+
+// ---------------------------------------------------------------- stats / list / drop
+
+struct CollectionArgs {
+  std::string db, collection;
+};
+
+void RunStats(const CollectionArgs& args) {
+  std::unique_ptr<DB> db = OpenDatabase(args.db, false);
+  std::vector<std::string> names;
+  if (args.collection.empty()) {
+    Check(db->ListCollections(&names));
+  } else {
+    names.push_back(args.collection);
+  }
+  nlohmann::json all = nlohmann::json::array();
+  for (const std::string& name : names) {
+    CollectionStats stats;
+    Check(db->GetStats(name, &stats));
+    all.push_back(StatsToJson(stats));
+  }
+  if (args.collection.empty()) {
+    nlohmann::json out;
+    out["collections"] = std::move(all);
+    PrintJsonLine(out);
+  } else {
+    PrintJsonLine(all[0]);
+  }
+}
+
+void RunList(const CollectionArgs& args) {
+  std::unique_ptr<DB> db = OpenDatabase(args.db, false);
+  std::vector<std::string> names;
+  Check(db->ListCollections(&names));
+  nlohmann::json out;
+  out["collections"] = names;
+  PrintJsonLine(out);
+}
+
+void RunDrop(const CollectionArgs& args) {
+  std::unique_ptr<DB> db = OpenDatabase(args.db, false);
+  Check(db->DropCollection(args.collection));
+  nlohmann::json out;
+  out["dropped"] = args.collection;
+  PrintJsonLine(out);
+}
+
+void RegisterCollectionCommands(CLI::App& app) {
+  auto stats = std::make_shared<CollectionArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "stats", "Print collection statistics as JSON (of all collections by default)");
+  AddDbOption(cmd, &stats->db);
+  AddCollectionOption(cmd, &stats->collection, /*required=*/false);
+  cmd->callback([stats] { RunStats(*stats); });
+
+  auto list = std::make_shared<CollectionArgs>();
+  cmd = app.add_subcommand("list", "List the collections of a database");
+  AddDbOption(cmd, &list->db);
+  cmd->callback([list] { RunList(*list); });
+
+  auto drop = std::make_shared<CollectionArgs>();
+  cmd = app.add_subcommand("drop", "Delete a collection, its records and its index");
+  AddDbOption(cmd, &drop->db);
+  AddCollectionOption(cmd, &drop->collection);
+  cmd->callback([drop] { RunDrop(*drop); });
+}
+
+}  // namespace
+
+void RegisterEngineCommands(CLI::App& app) {
+  RegisterCreate(app);
+  RegisterIngest(app);
+  RegisterSearch(app);
+  RegisterIdsCommand(app, "get",
+                     "Print stored items by id, one JSON line each (\"found\": false if unknown)",
+                     RunGet);
+  RegisterIdsCommand(app, "remove", "Remove items by id; an unknown id fails and removes nothing",
+                     RunRemove);
+  RegisterCollectionCommands(app);
+}
+
+}  // namespace cli
+}  // namespace hedgedb
