@@ -310,12 +310,12 @@ Status CoarseIndex::Search(const float* queries, int64_t nq, int64_t k,
     return Status::OK();
   };
   {
-    std::shared_lock<std::shared_mutex> lock(knob_mutex_);
+    std::shared_lock<RwMutex> lock(knob_mutex_);
     if (wanted.nprobe == current_knobs_.nprobe && wanted.ef_search == current_knobs_.ef_search) {
       return run();
     }
   }
-  std::unique_lock<std::shared_mutex> lock(knob_mutex_);
+  std::unique_lock<RwMutex> lock(knob_mutex_);
   faiss::Index* inner = Innermost(index_.get());
   if (auto* ivf = dynamic_cast<faiss::IndexIVF*>(inner)) ivf->nprobe = size_t(wanted.nprobe);
   if (auto* hnsw = dynamic_cast<faiss::IndexHNSW*>(inner)) hnsw->hnsw.efSearch = wanted.ef_search;

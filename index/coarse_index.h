@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "common/rw_mutex.h"
 #include "hedgedb/status.h"
 #include "hedgedb/types.h"
 
@@ -85,7 +86,7 @@ class CoarseIndex {
   std::unique_ptr<faiss::Index> index_;  // an IndexIDMap
   // Knob changes mutate the FAISS index: searches that need other knob
   // values than the current ones take this exclusively.
-  mutable std::shared_mutex knob_mutex_;
+  mutable RwMutex knob_mutex_;
   mutable CoarseSearchKnobs current_knobs_;
   CoarseSearchKnobs default_knobs_;
 };

@@ -158,7 +158,7 @@ Status Collection::SyncIndexLocked(int64_t first_row) {
 
 Status Collection::Open() {
   std::unique_lock<std::mutex> write_lock(write_mutex_);
-  std::unique_lock<std::shared_mutex> lock(state_mutex_);
+  std::unique_lock<RwMutex> lock(state_mutex_);
   std::vector<uint64_t> row_sequence;
   HEDGEDB_RETURN_IF_ERROR(store_->Scan(meta_, [&](const storage::StoredRecord& r) {
     if (r.sequence > meta_.sequence) {
@@ -211,10 +211,10 @@ Status Collection::SaveIndexLocked() {
 Status Collection::SaveIndex() {
   std::unique_lock<std::mutex> write_lock(write_mutex_);
   {
-    std::shared_lock<std::shared_mutex> lock(state_mutex_);
+    std::shared_lock<RwMutex> lock(state_mutex_);
     if (index_sequence_ == meta_.sequence) return Status::OK();
   }
-  std::unique_lock<std::shared_mutex> lock(state_mutex_);
+  std::unique_lock<RwMutex> lock(state_mutex_);
   return SaveIndexLocked();
 }
 
@@ -304,7 +304,7 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
   for (int64_t i = 0; i < n; ++i) PackItemRow(batch.data, i, rows.data() + i * row_bytes_);
 
   std::unique_lock<std::mutex> write_lock(write_mutex_);
-  std::vector<int64_t> ids(size_t(n));
+  std::vector<int64_t> ids(static_cast<size_t>(n));
   if (batch.ids) {
     for (int64_t i = 0; i < n; ++i) {
       ids[i] = batch.ids[i];
@@ -317,7 +317,7 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
     if (meta_.max_id > INT64_MAX - n) return Status::InvalidArgument("id space exhausted");
     for (int64_t i = 0; i < n; ++i) ids[i] = meta_.max_id + 1 + i;
   }
-  std::vector<storage::RecordWrite> writes(size_t(n));
+  std::vector<storage::RecordWrite> writes(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     writes[i].id = ids[i];
     writes[i].has_label = batch.labels != nullptr;
@@ -331,7 +331,7 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
   HEDGEDB_RETURN_IF_ERROR(store_->Commit(next, writes, {}));
 
   // Durable from here on; apply to memory.
-  std::unique_lock<std::shared_mutex> lock(state_mutex_);
+  std::unique_lock<RwMutex> lock(state_mutex_);
   meta_ = next;
   const int64_t first_row = int64_t(row_ids_.size());
   arena_.reserve(arena_.size() + rows.size());
@@ -354,7 +354,7 @@ Status Collection::Get(const int64_t* ids, size_t n, std::vector<Record>* record
   const CollectionSpec& s = meta_.spec;
   const size_t D = size_t(s.dim), C = size_t(s.components);
   records->assign(n, Record());
-  std::shared_lock<std::shared_mutex> lock(state_mutex_);
+  std::shared_lock<RwMutex> lock(state_mutex_);
   for (size_t i = 0; i < n; ++i) {
     Record& rec = (*records)[i];
     rec.id = ids[i];
@@ -405,7 +405,7 @@ Status Collection::Remove(const int64_t* ids, size_t n, int64_t* removed) {
   next.sequence += 1;
   HEDGEDB_RETURN_IF_ERROR(store_->Commit(next, {}, unique));
 
-  std::unique_lock<std::shared_mutex> lock(state_mutex_);
+  std::unique_lock<RwMutex> lock(state_mutex_);
   meta_ = next;
   for (int64_t id : unique) {
     auto it = row_of_id_.find(id);
@@ -500,7 +500,7 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
   std::vector<float> qrows(size_t(nq) * qsize);
   for (int64_t q = 0; q < nq; ++q) PackQueryRow(queries, q, qrows.data() + q * qsize);
 
-  std::shared_lock<std::shared_mutex> lock(state_mutex_);
+  std::shared_lock<RwMutex> lock(state_mutex_);
   const int64_t live = int64_t(live_rows_.size());
   const bool exhaustive = options.exhaustive || !index_->is_trained();
   int64_t kprime =
@@ -516,8 +516,8 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
   }
 
   results->assign(size_t(nq), SearchResult());
-  std::vector<Status> errors(size_t(nq));
-#pragma omp parallel for schedule(dynamic)
+  std::vector<Status> errors(static_cast<size_t>(nq));
+#pragma omp parallel for schedule(dynamic) if (nq > 1)
   for (int64_t q = 0; q < nq; ++q) {
     std::vector<int64_t> rows;
     if (exhaustive) {
@@ -577,7 +577,7 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
 }
 
 Status Collection::Stats(CollectionStats* st) {
-  std::shared_lock<std::shared_mutex> lock(state_mutex_);
+  std::shared_lock<RwMutex> lock(state_mutex_);
   st->spec = meta_.spec;
   st->spec.index_factory = index_->factory();
   st->items = int64_t(live_rows_.size());

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/rw_mutex.h"
 #include "hedgedb/status.h"
 #include "hedgedb/types.h"
 #include "index/coarse_index.h"
@@ -75,7 +76,7 @@ class Collection {
   std::string open_mode_;
 
   std::mutex write_mutex_;
-  mutable std::shared_mutex state_mutex_;
+  mutable RwMutex state_mutex_;
   std::vector<uint8_t> arena_;                      // rows x row_bytes_
   std::vector<int64_t> row_ids_;                    // id of each row
   std::vector<int64_t> row_labels_;                 // label of each row

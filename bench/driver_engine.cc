@@ -1,0 +1,320 @@
+// End-to-end engine benchmarks (issue targets), each reported as a ratio
+// against a baseline measured in the same run:
+//   search: two-stage recall@10 of the exhaustive exact `mc` top-10 and latency,
+//           over candidate counts and FAISS knobs, vs exhaustive latency
+//   ingest: Gaussian items/s with the WAL on (sync off and on)
+//   reopen: open time of a large collection whose index file is loaded, vs the
+//           open time when the index file is missing and must be rebuilt
+//
+//   bin/driver_engine search --n 100000 --dim 64 --queries 200
+//   bin/driver_engine ingest --n 200000 --dim 64
+//   bin/driver_engine reopen --n 1000000 --dim 64
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "hedgedb/db.h"
+
+namespace {
+
+using hedgedb::CollectionSpec;
+using hedgedb::CollectionStats;
+using hedgedb::DB;
+using hedgedb::EmbeddingView;
+using hedgedb::IngestBatch;
+using hedgedb::Kind;
+using hedgedb::Options;
+using hedgedb::SearchOptions;
+using hedgedb::SearchResult;
+using hedgedb::Status;
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+void Check(const Status& s, const char* what) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", what, s.ToString().c_str());
+    std::exit(1);
+  }
+}
+
+// Clustered Gaussian embeddings: 1000 class centres, item means around them,
+// per-item variance scales spread log-uniformly over two orders of magnitude.
+struct GaussianData {
+  int64_t n = 0;
+  int dim = 0;
+  std::vector<float> mean, var;
+};
+
+GaussianData MakeData(int64_t n, int dim, uint64_t seed, int classes = 1000) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> uni(0.0f, 1.0f);
+  std::mt19937_64 centre_rng(42);  // the same centres for items and queries
+  std::vector<float> centres(size_t(classes) * dim);
+  for (auto& c : centres) c = normal(centre_rng);
+  GaussianData d;
+  d.n = n;
+  d.dim = dim;
+  d.mean.resize(size_t(n) * dim);
+  d.var.resize(size_t(n) * dim);
+  for (int64_t i = 0; i < n; ++i) {
+    const int c = int(rng() % uint64_t(classes));
+    const float scale = 0.01f * std::pow(100.0f, uni(rng)) / float(dim);
+    for (int j = 0; j < dim; ++j) {
+      d.mean[size_t(i) * dim + j] = centres[size_t(c) * dim + j] + 0.35f * normal(rng);
+      d.var[size_t(i) * dim + j] = scale * (0.5f + uni(rng));
+    }
+  }
+  return d;
+}
+
+std::unique_ptr<DB> OpenDb(const std::string& path, Options options = Options()) {
+  std::unique_ptr<DB> db;
+  Check(DB::Open(options, path, &db), "open");
+  return db;
+}
+
+void Ingest(DB* db, const std::string& name, const GaussianData& d, int64_t batch) {
+  for (int64_t first = 0; first < d.n; first += batch) {
+    IngestBatch b;
+    b.data.n = std::min(batch, d.n - first);
+    b.data.mean = d.mean.data() + first * d.dim;
+    b.data.var = d.var.data() + first * d.dim;
+    std::vector<int64_t> ids(size_t(b.data.n));
+    for (int64_t i = 0; i < b.data.n; ++i) ids[i] = first + i;
+    b.ids = ids.data();
+    Check(db->Ingest(name, b, nullptr), "ingest");
+  }
+}
+
+struct Args {
+  std::string mode;
+  int64_t n = 100000;
+  int dim = 64;
+  int queries = 200;
+  int k = 10;
+  std::string dir;
+  std::vector<std::string> factories = {"Flat", "HNSW32", "IVF1024,Flat"};
+};
+
+// Runs each query alone (latency of one query on one core); returns per-query
+// results and mean seconds per query.
+double TimeQueries(DB* db, const std::string& name, const GaussianData& q, const SearchOptions& opt,
+                   std::vector<SearchResult>* all) {
+  all->clear();
+  auto t0 = Clock::now();
+  for (int64_t i = 0; i < q.n; ++i) {
+    EmbeddingView v;
+    v.n = 1;
+    v.mean = q.mean.data() + i * q.dim;
+    v.var = q.var.data() + i * q.dim;
+    std::vector<SearchResult> r;
+    Check(db->Search(name, v, opt, &r), "search");
+    all->push_back(std::move(r[0]));
+  }
+  return Seconds(t0, Clock::now()) / double(q.n);
+}
+
+double Recall(const std::vector<SearchResult>& got, const std::vector<SearchResult>& truth, int k) {
+  double hits = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    std::unordered_set<int64_t> t;
+    for (int j = 0; j < k && j < int(truth[i].hits.size()); ++j) t.insert(truth[i].hits[j].id);
+    for (int j = 0; j < k && j < int(got[i].hits.size()); ++j) hits += t.count(got[i].hits[j].id);
+  }
+  return hits / double(got.size() * k);
+}
+
+int RunSearch(const Args& a) {
+  omp_set_num_threads(1);  // latency on one core
+  GaussianData items = MakeData(a.n, a.dim, 1), queries = MakeData(a.queries, a.dim, 2);
+  std::printf("# search: n=%lld D=%d queries=%d k=%d score=mc K=8, one query at a time, 1 thread\n",
+              (long long)a.n, a.dim, a.queries, a.k);
+  std::printf("%-14s %-10s %8s %8s %10s %10s %9s\n", "index", "knob", "cands", "recall", "ms/query",
+              "exh ms/q", "speedup");
+  for (const std::string& factory : a.factories) {
+    std::string path = a.dir + "/search-" + std::to_string(std::hash<std::string>()(factory));
+    std::filesystem::remove_all(path);
+    auto db = OpenDb(path);
+    CollectionSpec spec;
+    spec.name = "g";
+    spec.kind = Kind::kGaussian;
+    spec.dim = a.dim;
+    spec.index_factory = factory;
+    spec.match_a = 1.0f;
+    spec.match_b = 0.0f;
+    Check(db->CreateCollection(spec), "create");
+    auto t0 = Clock::now();
+    Ingest(db.get(), "g", items, 10000);
+    double ingest_s = Seconds(t0, Clock::now());
+    SearchOptions exh;
+    exh.k = a.k;
+    exh.exhaustive = true;
+    exh.with_uncertainty = false;
+    std::vector<SearchResult> truth, got;
+    double exh_s = TimeQueries(db.get(), "g", queries, exh, &truth);
+    std::printf("%-14s %-10s %8s %8.3f %10.3f %10.3f %9.1f   (ingest %.1f s)\n", factory.c_str(),
+                "-", "all", 1.0, exh_s * 1e3, exh_s * 1e3, 1.0, ingest_s);
+    std::vector<int> knobs = {0};
+    const char* knob_name = "-";
+    if (factory.rfind("IVF", 0) == 0) {
+      knobs = {8, 16, 32, 64};
+      knob_name = "nprobe";
+    } else if (factory.rfind("HNSW", 0) == 0) {
+      knobs = {32, 64, 128};
+      knob_name = "efSearch";
+    }
+    for (int knob : knobs) {
+      for (int64_t cands : {20, 50, 100, 200, 500, 1000}) {
+        SearchOptions opt = exh;
+        opt.exhaustive = false;
+        opt.candidates = cands;
+        if (factory.rfind("IVF", 0) == 0) opt.nprobe = knob;
+        if (factory.rfind("HNSW", 0) == 0) opt.ef_search = std::max<int>(knob, int(cands));
+        double s = TimeQueries(db.get(), "g", queries, opt, &got);
+        char knob_text[32];
+        std::snprintf(knob_text, sizeof(knob_text), "%s=%d", knob_name,
+                      factory.rfind("HNSW", 0) == 0 ? opt.ef_search : knob);
+        std::printf("%-14s %-10s %8lld %8.3f %10.3f %10.3f %9.1f\n", factory.c_str(),
+                    knob ? knob_text : "-", (long long)cands, Recall(got, truth, a.k), s * 1e3,
+                    exh_s * 1e3, exh_s / s);
+      }
+    }
+    db.reset();
+    std::filesystem::remove_all(path);
+  }
+  return 0;
+}
+
+int RunIngest(const Args& a) {
+  GaussianData items = MakeData(a.n, a.dim, 1);
+  std::printf("# ingest: n=%lld D=%d gaussian, batches of 10000, WAL on\n", (long long)a.n, a.dim);
+  for (const std::string& factory : a.factories) {
+    for (bool sync : {false, true}) {
+      std::string path = a.dir + "/ingest";
+      std::filesystem::remove_all(path);
+      Options o;
+      o.sync = sync;
+      auto db = OpenDb(path, o);
+      CollectionSpec spec;
+      spec.name = "g";
+      spec.kind = Kind::kGaussian;
+      spec.dim = a.dim;
+      spec.index_factory = factory;
+      Check(db->CreateCollection(spec), "create");
+      auto t0 = Clock::now();
+      Ingest(db.get(), "g", items, 10000);
+      double s = Seconds(t0, Clock::now());
+      std::printf("%-14s sync=%d  %10.0f items/s  (%.2f s)\n", factory.c_str(), int(sync),
+                  double(a.n) / s, s);
+      db.reset();
+      std::filesystem::remove_all(path);
+    }
+  }
+  return 0;
+}
+
+int RunReopen(const Args& a) {
+  GaussianData items = MakeData(a.n, a.dim, 1);
+  std::printf("# reopen: n=%lld D=%d gaussian\n", (long long)a.n, a.dim);
+  for (const std::string& factory : a.factories) {
+    std::string path = a.dir + "/reopen";
+    std::filesystem::remove_all(path);
+    {
+      auto db = OpenDb(path);
+      CollectionSpec spec;
+      spec.name = "g";
+      spec.kind = Kind::kGaussian;
+      spec.dim = a.dim;
+      spec.index_factory = factory;
+      Check(db->CreateCollection(spec), "create");
+      auto t0 = Clock::now();
+      Ingest(db.get(), "g", items, 10000);
+      double s = Seconds(t0, Clock::now());
+      t0 = Clock::now();
+      Check(db->Flush(), "flush");
+      std::printf("%-14s ingest %.1f s (%.0f items/s), save index %.2f s\n", factory.c_str(), s,
+                  double(a.n) / s, Seconds(t0, Clock::now()));
+    }
+    auto t0 = Clock::now();
+    double loaded_s;
+    {
+      auto db = OpenDb(path);
+      loaded_s = Seconds(t0, Clock::now());
+      CollectionStats st;
+      Check(db->GetStats("g", &st), "stats");
+      std::printf(
+          "%-14s reopen with index file: %.2f s (items %lld, index covers seq %llu of %llu)\n",
+          factory.c_str(), loaded_s, (long long)st.items, (unsigned long long)st.index_sequence,
+          (unsigned long long)st.sequence);
+    }
+    for (const auto& e : std::filesystem::directory_iterator(path + "/index")) {
+      std::filesystem::remove(e.path());
+    }
+    t0 = Clock::now();
+    { auto db = OpenDb(path); }
+    double rebuilt_s = Seconds(t0, Clock::now());
+    std::printf("%-14s reopen without index file (rebuild): %.2f s  -> load is %.1fx faster\n",
+                factory.c_str(), rebuilt_s, rebuilt_s / loaded_s);
+    std::filesystem::remove_all(path);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  if (argc < 2) {
+    std::fprintf(stderr,
+                 "usage: driver_engine search|ingest|reopen [--n N] [--dim D] [--queries Q]\n"
+                 "       [--k K] [--dir DIR] [--factories F1;F2;...]\n");
+    return 2;
+  }
+  a.mode = argv[1];
+  a.dir = std::filesystem::temp_directory_path() / "hedgedb-bench";
+  for (int i = 2; i + 1 < argc; i += 2) {
+    std::string f = argv[i], v = argv[i + 1];
+    if (f == "--n")
+      a.n = std::stoll(v);
+    else if (f == "--dim")
+      a.dim = std::stoi(v);
+    else if (f == "--queries")
+      a.queries = std::stoi(v);
+    else if (f == "--k")
+      a.k = std::stoi(v);
+    else if (f == "--dir")
+      a.dir = v;
+    else if (f == "--factories") {
+      a.factories.clear();
+      size_t p = 0;
+      while (p <= v.size()) {
+        size_t e = v.find(';', p);
+        if (e == std::string::npos) e = v.size();
+        if (e > p) a.factories.push_back(v.substr(p, e - p));
+        p = e + 1;
+      }
+    } else {
+      std::fprintf(stderr, "unknown flag %s\n", f.c_str());
+      return 2;
+    }
+  }
+  std::filesystem::create_directories(a.dir);
+  if (a.mode == "search") return RunSearch(a);
+  if (a.mode == "ingest") return RunIngest(a);
+  if (a.mode == "reopen") return RunReopen(a);
+  std::fprintf(stderr, "unknown mode %s\n", a.mode.c_str());
+  return 2;
+}
