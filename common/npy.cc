@@ -222,17 +222,22 @@ int64_t CheckedByteCount(const std::vector<int64_t>& shape, int element_size) {
   return count * element_size;
 }
 
-// Reads exactly `n` bytes; false on a short read.
-bool ReadFully(int fd, void* buf, size_t n) {
+// Reads up to `n` bytes, stopping early only at end of file; sets *error on a
+// read error.
+size_t ReadUpTo(int fd, void* buf, size_t n, bool* error) {
   auto* p = static_cast<uint8_t*>(buf);
-  while (n > 0) {
-    const ssize_t r = ::read(fd, p, n);
+  size_t total = 0;
+  while (total < n) {
+    const ssize_t r = ::read(fd, p + total, n - total);
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
+    if (r < 0) {
+      *error = true;
+      break;
+    }
+    if (r == 0) break;
+    total += static_cast<size_t>(r);
   }
-  return true;
+  return total;
 }
 
 bool WriteFully(int fd, const void* buf, size_t n) {
@@ -394,11 +399,20 @@ Status ReadNpy(const std::string& path, NpyArray* array) {
   FdCloser closer(fd);
   struct stat st;
   if (::fstat(fd, &st) != 0) return Status::IOError(path + ": cannot stat: " + ErrnoText());
-  if (!S_ISREG(st.st_mode)) return Status::IOError(path + ": not a regular file");
-  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  if (S_ISDIR(st.st_mode)) return Status::IOError(path + ": is a directory, not a .npy file");
+  // Pipes and character devices (/dev/stdin, <(...)) have no size up front:
+  // they are read to the end and checked against the header all the same.
+  const bool sized = S_ISREG(st.st_mode);
+  const uint64_t file_size = sized ? static_cast<uint64_t>(st.st_size) : 0;
+  bool read_error = false;
+  auto read_error_status = [&](const char* where) {
+    return Status::IOError(path + ": read error in the " + where + ": " + ErrnoText());
+  };
 
   uint8_t prefix[12];
-  if (file_size < 10 || !ReadFully(fd, prefix, 10) || std::memcmp(prefix, kMagic, kMagicLen) != 0) {
+  size_t got = ReadUpTo(fd, prefix, 10, &read_error);
+  if (read_error) return read_error_status("header");
+  if (got < 10 || std::memcmp(prefix, kMagic, kMagicLen) != 0) {
     return Status::Corruption(path + ": not a .npy file (missing the \\x93NUMPY magic)");
   }
   const int major = prefix[6], minor = prefix[7];
@@ -412,9 +426,9 @@ Status ReadNpy(const std::string& path, NpyArray* array) {
   if (major == 1) {
     header_len = static_cast<uint32_t>(prefix[8]) | (static_cast<uint32_t>(prefix[9]) << 8);
   } else {
-    if (file_size < 12 || !ReadFully(fd, prefix + 10, 2)) {
-      return Status::Corruption(path + ": truncated .npy header");
-    }
+    got = ReadUpTo(fd, prefix + 10, 2, &read_error);
+    if (read_error) return read_error_status("header");
+    if (got < 2) return Status::Corruption(path + ": truncated .npy header");
     prefix_len = 12;
     for (int i = 0; i < 4; ++i) header_len |= static_cast<uint32_t>(prefix[8 + i]) << (8 * i);
   }
@@ -422,25 +436,26 @@ Status ReadNpy(const std::string& path, NpyArray* array) {
     return Status::Corruption(path + ": malformed .npy header: length " +
                               std::to_string(header_len) + " is implausibly large");
   }
-  if (file_size < prefix_len + header_len) {
+  const auto truncated_header = [&](uint64_t size) {
     return Status::Corruption(path + ": truncated .npy header (header length " +
-                              std::to_string(header_len) + ", file size " +
-                              std::to_string(file_size) + ")");
-  }
+                              std::to_string(header_len) + ", file size " + std::to_string(size) +
+                              ")");
+  };
+  if (sized && file_size < prefix_len + header_len) return truncated_header(file_size);
   std::string header(header_len, '\0');
-  if (!ReadFully(fd, header.data(), header_len)) {
-    return Status::IOError(path + ": read error in the header: " + ErrnoText());
-  }
+  got = ReadUpTo(fd, header.data(), header_len, &read_error);
+  if (read_error) return read_error_status("header");
+  if (got < header_len) return truncated_header(prefix_len + got);
   // Version 3.0 headers are UTF-8; 1.0/2.0 latin-1. Everything we accept is
   // ASCII, and any non-ASCII byte fails the parse as unexpected text.
   std::string descr;
   bool fortran_order = false;
   std::vector<int64_t> shape;
   HEDGEDB_RETURN_IF_ERROR(HeaderParser(header, path).Parse(&descr, &fortran_order, &shape));
-  NpyType type;
+  NpyType type = NpyType::kFloat32;
   HEDGEDB_RETURN_IF_ERROR(ParseDescr(descr, path, &type));
-  // A 1-d or empty array is the same in either order; numpy only writes True
-  // for genuinely column-major data, which we would read transposed.
+  // numpy writes True for column-major (Fortran-contiguous) arrays; reading
+  // them as C order would silently transpose them.
   if (fortran_order) {
     return Status::NotSupported(path + ": fortran_order True (column-major) arrays are not " +
                                 "supported; save a C-order array (numpy.ascontiguousarray)");
@@ -450,19 +465,30 @@ Status ReadNpy(const std::string& path, NpyArray* array) {
     return Status::Corruption(path + ": shape " + NpyShapeString(shape) + " is too large");
   }
   const uint64_t expected = prefix_len + header_len + static_cast<uint64_t>(data_bytes);
-  if (file_size != expected) {
+  // `actual` < 0: a stream that goes on past the expected end.
+  const auto size_mismatch = [&](int64_t actual) {
+    const bool truncated = actual >= 0 && static_cast<uint64_t>(actual) < expected;
     return Status::Corruption(
-        path + ": " + (file_size < expected ? "truncated data" : "trailing bytes after the data") +
+        path + ": " + (truncated ? "truncated data" : "trailing bytes after the data") +
         ": header says " + NpyShapeString(shape) + " of " + descr + " (" +
         std::to_string(data_bytes) + " data bytes, file size " + std::to_string(expected) +
-        ") but the file has " + std::to_string(file_size) + " bytes");
-  }
+        ") but the file has " + (actual >= 0 ? std::to_string(actual) : std::string("more")) +
+        " bytes");
+  };
+  // Check a regular file's size before allocating what a corrupt header asks for.
+  if (sized && file_size != expected) return size_mismatch(static_cast<int64_t>(file_size));
   array->type = type;
   array->shape = std::move(shape);
   array->bytes.resize(static_cast<size_t>(data_bytes));
-  if (data_bytes > 0 && !ReadFully(fd, array->bytes.data(), array->bytes.size())) {
-    return Status::IOError(path + ": read error in the data: " + ErrnoText());
+  got = ReadUpTo(fd, array->bytes.data(), array->bytes.size(), &read_error);
+  if (read_error) return read_error_status("data");
+  if (got < array->bytes.size()) {
+    return size_mismatch(static_cast<int64_t>(prefix_len + header_len + got));
   }
+  uint8_t extra;
+  got = ReadUpTo(fd, &extra, 1, &read_error);
+  if (read_error) return read_error_status("data");
+  if (got > 0) return size_mismatch(-1);
   return Status::OK();
 }
 

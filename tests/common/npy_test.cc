@@ -12,6 +12,7 @@
 #include <iterator>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace hedgedb {
@@ -353,6 +354,56 @@ TEST_F(NpyTest, RejectsTruncatedAndTrailingDataAndBadFiles) {
   s = ReadNpy(path, &a);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("truncated .npy header"), std::string::npos) << s.message();
+}
+
+// Reads `bytes` through a pipe, as from `hedgedb ... --vec <(producer)`.
+Status ReadThroughPipe(const std::string& bytes, NpyArray* array) {
+  int fds[2];
+  if (::pipe(fds) != 0) return Status::IOError("pipe");
+  std::thread writer([&] {
+    size_t off = 0;
+    while (off < bytes.size()) {
+      const ssize_t w = ::write(fds[1], bytes.data() + off, bytes.size() - off);
+      if (w <= 0) break;
+      off += static_cast<size_t>(w);
+    }
+    ::close(fds[1]);
+  });
+  const Status s = ReadNpy("/dev/fd/" + std::to_string(fds[0]), array);
+  // Drain whatever the reader left so the writer can finish.
+  char sink[4096];
+  while (::read(fds[0], sink, sizeof(sink)) > 0) {
+  }
+  writer.join();
+  ::close(fds[0]);
+  return s;
+}
+
+TEST_F(NpyTest, ReadsPipesWithTheSameChecks) {
+  std::vector<float> values(1000);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f;
+  ASSERT_TRUE(WriteNpy(Path("p.npy"), MakeNpy(values, {250, 4})).ok());
+  const std::string good = ReadBytes(Path("p.npy"));
+  NpyArray a;
+  Status s = ReadThroughPipe(good, &a);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(a.shape, (std::vector<int64_t>{250, 4}));
+  std::vector<float> out;
+  ASSERT_TRUE(NpyToFloat32(a, "p", &out).ok());
+  EXPECT_EQ(out, values);
+
+  s = ReadThroughPipe(good.substr(0, good.size() - 4), &a);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("truncated data"), std::string::npos) << s.message();
+  s = ReadThroughPipe(good + "x", &a);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("trailing bytes"), std::string::npos) << s.message();
+  s = ReadThroughPipe(good.substr(0, 50), &a);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("truncated .npy header"), std::string::npos) << s.message();
+  s = ReadThroughPipe("", &a);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("not a .npy file"), std::string::npos) << s.message();
 }
 
 TEST_F(NpyTest, ToFloat32ConvertsFloatsOnly) {
