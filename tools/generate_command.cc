@@ -4,6 +4,7 @@
 // Generative model (all per dimension):
 //   class centre      c_y ~ N(0, 1)
 //   item difficulty   t = u^2, u ~ U(0, 1): most items are clean, a few are not
+//                     (queries alike, or evenly spaced with --spread-queries)
 //   clean embedding   x = c_y + N(0, within^2)
 //   item mean         mu = (1 - t) x + t r, r ~ N(0, 0.5^2): a degraded input
 //                     drifts towards an uninformative point near the origin
@@ -84,6 +85,7 @@ struct GenerateArgs {
   int code_k = 16;
   int classes = 10;
   int64_t queries = 10;
+  bool spread_queries = false;
   uint64_t seed = 0;
   std::string out;
 };
@@ -100,16 +102,24 @@ struct ClassModel {
   std::vector<int64_t> prototypes;  // classes x d (codes)
 };
 
+// Difficulty t of row i of n: random like the items, or for --spread-queries
+// evenly spaced from clean (0) to fully degraded (1). The uniform draw is made
+// either way so that the rest of the stream does not depend on the choice.
+double Difficulty(Random& rng, bool spread, int64_t i, int64_t n) {
+  const double u = rng.Uniform();
+  if (spread) return n > 1 ? static_cast<double>(i) / static_cast<double>(n - 1) : 0.0;
+  return u * u;
+}
+
 void GenerateVectors(const GenerateArgs& a, Kind kind, const ClassModel& model, int64_t n,
-                     Random& rng, Embeddings* e) {
+                     bool as_queries, Random& rng, Embeddings* e) {
   const size_t d = static_cast<size_t>(a.dim);
   const size_t c = static_cast<size_t>(a.components);
   std::vector<double> mu(d), s2(d);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t y = rng.Below(a.classes);
     e->labels.push_back(y);
-    const double u = rng.Uniform();
-    const double t = u * u;
+    const double t = Difficulty(rng, as_queries && a.spread_queries, i, n);
     for (size_t j = 0; j < d; ++j) {
       const double clean = model.centres[y * d + j] + kWithinClassStd * rng.Normal();
       mu[j] = (1 - t) * clean + t * kDriftStd * rng.Normal();
@@ -152,8 +162,7 @@ void GenerateCodes(const GenerateArgs& a, const ClassModel& model, int64_t n, bo
   for (int64_t i = 0; i < n; ++i) {
     const int64_t y = rng.Below(a.classes);
     e->labels.push_back(y);
-    const double u = rng.Uniform();
-    const double t = u * u;
+    const double t = Difficulty(rng, as_queries && a.spread_queries, i, n);
     const double keep = 0.9 - 0.7 * t;
     for (size_t j = 0; j < d; ++j) {
       const int64_t symbol = rng.Uniform() < keep ? model.prototypes[y * d + j] : rng.Below(k);
@@ -238,8 +247,8 @@ void RunGenerate(const GenerateArgs& a) {
     GenerateCodes(a, model, a.n, /*as_queries=*/false, item_rng, &items);
     GenerateCodes(a, model, a.queries, /*as_queries=*/true, query_rng, &queries);
   } else {
-    GenerateVectors(a, kind, model, a.n, item_rng, &items);
-    GenerateVectors(a, kind, model, a.queries, query_rng, &queries);
+    GenerateVectors(a, kind, model, a.n, /*as_queries=*/false, item_rng, &items);
+    GenerateVectors(a, kind, model, a.queries, /*as_queries=*/true, query_rng, &queries);
   }
 
   nlohmann::json files;
@@ -300,6 +309,9 @@ void RegisterGenerateCommand(CLI::App& app) {
   cmd->add_option("--queries", args->queries, "Number of queries to write (0: none)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--spread-queries", args->spread_queries,
+                "Space the queries' difficulty evenly from clean to fully degraded (for demos of "
+                "uncertainty) instead of drawing it like the items'");
   cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();
   cmd->add_option("--out", args->out, "Output path prefix")->required();
   cmd->callback([args] { RunGenerate(*args); });

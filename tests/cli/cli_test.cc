@@ -690,6 +690,45 @@ TEST_F(CliErrorTest, CreatingAnExistingCollectionFails) {
   ExpectUnchanged();
 }
 
+TEST_F(CliErrorTest, IdFlagsAndIdFilesAreExclusive) {
+  const std::string ids = Write("ids.npy", MakeNpy(std::vector<int64_t>{1}, {1}));
+  Fails(Cmd("get", "g"), 2, {"--ids"});
+  Fails(Cmd("get", "g", {"--ids", ids, "--id", "2"}), 2, {"--id"});
+  Fails(Cmd("remove", "g"), 2, {"--ids"});
+  const std::vector<json> records = Ok(Cmd("get", "g", {"--id", "2", "--id", "12345"})).JsonLines();
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0]["found"], true);
+  EXPECT_EQ(records[1]["found"], false);
+  EXPECT_EQ(Ok(Cmd("remove", "g", {"--id", "2", "--id", "3"})).Json()["removed"], 2);
+  EXPECT_EQ(ItemCount("g"), kInitial - 2);
+}
+
+// Searching a collection without live items returns empty result lists, in
+// both search modes, before any ingest and after everything was removed.
+TEST_F(CliTest, SearchingAnEmptyCollectionReturnsNoResults) {
+  for (K kind : {K::kPoint, K::kGaussian, K::kCodes}) {
+    SCOPED_TRACE(KindFlag(kind));
+    const std::string name = std::string("empty_") + KindFlag(kind);
+    Create(name, kind);
+    const std::vector<std::string> query = QueryFlags(kind, MakeItems(kind, 0, 2), name + "_q");
+    auto expect_empty = [&](const std::vector<std::string>& mode) {
+      const RunResult r = Run(Concat(Concat(Cmd("search", name, {"--k", "3"}), query), mode));
+      ASSERT_EQ(r.exit_code, 0) << "exit 139 = SIGSEGV; stderr: " << r.err;
+      const std::vector<json> lines = r.JsonLines();
+      ASSERT_EQ(lines.size(), 2u);
+      EXPECT_TRUE(lines[0]["results"].empty());
+      EXPECT_TRUE(lines[1]["results"].empty());
+    };
+    expect_empty({});
+    expect_empty({"--exhaustive"});
+    Ok(Concat(Cmd("ingest", name), ItemFlags(kind, MakeItems(kind, 0, 3), name + "_items")));
+    Ok(Cmd("remove", name, {"--id", "0", "--id", "1", "--id", "2"}));
+    EXPECT_EQ(ItemCount(name), 0);
+    expect_empty({});
+    expect_empty({"--exhaustive"});
+  }
+}
+
 // ---------------------------------------------------------------- generate
 
 TEST_F(CliTest, GenerateWritesEveryKindWithTheDocumentedShapes) {
@@ -755,6 +794,22 @@ TEST_F(CliTest, GenerateWritesEveryKindWithTheDocumentedShapes) {
     double total = 0;
     for (size_t s = 0; s < 16; ++s) total += std::exp(double(v[row + s]));
     EXPECT_NEAR(total, 1.0, 1e-4);
+  }
+}
+
+TEST_F(CliTest, SpreadQueriesGrowMoreUncertain) {
+  Ok({"generate", "--kind", "gaussian", "--n", "10", "--dim", "32", "--queries", "5",
+      "--spread-queries", "--out", Path("s")});
+  NpyArray a;
+  ASSERT_TRUE(ReadNpy(Path("s.query.var.npy"), &a).ok());
+  std::vector<float> var;
+  ASSERT_TRUE(NpyToFloat32(a, "var", &var).ok());
+  double previous = 0;
+  for (int q = 0; q < 5; ++q) {
+    double mean_var = 0;
+    for (int j = 0; j < 32; ++j) mean_var += var[q * 32 + j] / 32.0;
+    EXPECT_GT(mean_var, previous * 1.5) << q;
+    previous = mean_var;
   }
 }
 
