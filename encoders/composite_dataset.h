@@ -92,7 +92,9 @@ struct CompositeConfig {
 // A fixed list of composites: each item is its class label plus N base-image
 // indices into a shared base split, plus one stored occlusion rectangle per
 // position (the corrupt twin of a test set; empty rectangles for a clean set).
-// Pixels are rendered on demand (cheap: a row copy per position).
+// Pixels are rendered on demand (cheap: a row copy per position). Const
+// methods may run concurrently; give each thread its own SeededRng for
+// RenderRandom.
 class CompositeSet {
  public:
   CompositeSet() = default;

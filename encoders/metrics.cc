@@ -96,11 +96,12 @@ Status EvaluateRetrieval(const SimilarityRowFn& rows, int64_t num_queries,
     rows(q, row.data());
     order.clear();
     for (int64_t g = 0; g < num_gallery; ++g) {
+      // The removed diagonal may hold anything (a self-score is often undefined).
+      if (options.exclude_same_index && g == q) continue;
       if (std::isnan(row[g])) {
         return Status::InvalidArgument("retrieval: similarity of query " + std::to_string(q) +
                                        " to gallery item " + std::to_string(g) + " is NaN");
       }
-      if (options.exclude_same_index && g == q) continue;
       order.push_back(g);
     }
     const int64_t label = query_labels[q];

@@ -8,7 +8,8 @@
 //
 // Ranking rule shared by all retrieval metrics: gallery items in descending
 // similarity, ties broken by ascending gallery index (deterministic). NaN
-// similarities are rejected with an error naming the query and gallery index.
+// similarities are rejected with an error naming the query and gallery index
+// (except on the diagonal removed by leave-one-out, which is never read).
 #pragma once
 
 #include <cstdint>

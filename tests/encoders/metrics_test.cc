@@ -131,6 +131,11 @@ TEST(RetrievalTest, RejectsBadInput) {
   EXPECT_TRUE(s.IsInvalidArgument());
   EXPECT_NE(s.message().find("query 2 to gallery item 4 is NaN"), std::string::npos) << s.message();
 
+  // The diagonal removed by leave-one-out is never read.
+  std::vector<float> nan_diagonal = kSimilarity;
+  for (int i = 0; i < 6; ++i) nan_diagonal[i * 6 + i] = std::nanf("");
+  EXPECT_TRUE(EvaluateRetrieval(nan_diagonal, kLabels, kLabels, options, &m).ok());
+
   std::vector<float> short_matrix(kSimilarity.begin(), kSimilarity.end() - 1);
   EXPECT_TRUE(EvaluateRetrieval(short_matrix, kLabels, kLabels, options, &m).IsInvalidArgument());
   const std::vector<int64_t> small_gallery = {0, 1};
