@@ -8,5 +8,7 @@ namespace hedgedb {
 
 // CRC32C of n bytes, continuing from `crc` (0 to start).
 uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);
+// The table-driven fallback used where SSE4.2 is missing (tests compare both).
+uint32_t Crc32cPortableForTest(const void* data, size_t n, uint32_t crc = 0);
 
 }  // namespace hedgedb

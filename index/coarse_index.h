@@ -77,6 +77,7 @@ class CoarseIndex {
   void CoarseVectors(const void* rows, int64_t n, std::vector<float>* out) const;
   void CoarseQueries(const float* queries, int64_t nq, std::vector<float>* out) const;
   Status AddCodes(const uint8_t* codes, int64_t n, const int64_t* ids);
+  void SetDefaultKnobs();
   void ReadDefaultKnobs();
 
   CollectionSpec spec_;

@@ -59,7 +59,7 @@ TEST(CrashTest, SigkillLosesNoAcknowledgedBatchAndLeavesNoPartialOne) {
     {
       std::unique_ptr<DB> db;
       ASSERT_TRUE(DB::Open(Options(), dir.path(), &db).ok());
-      ASSERT_TRUE(db->CreateCollection(MakeSpec("c", Kind::kGaussian, kDim)).ok());
+      ASSERT_TRUE(db->CreateCollection(MakeSpec("c", Kind::kGaussian, kDim, "Flat")).ok());
     }
     int fds[2];
     ASSERT_EQ(::pipe(fds), 0);

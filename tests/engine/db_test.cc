@@ -85,10 +85,45 @@ TEST(DBTest, CreateRejectsBadSpecs) {
 
 class DBKindTest : public ::testing::TestWithParam<Kind> {};
 
+// Stage 1 must really run in these tests: the default IVF index would still be
+// untrained (and searches exhaustive) at this size.
+std::string FactoryFor(Kind kind) { return kind == Kind::kCodes ? "" : "Flat"; }
+
+TEST(DBTest, TwoStageWithIvfEqualsExhaustiveWhenAllListsAreProbed) {
+  TempDir dir;
+  auto db = OpenDb(dir.path());
+  CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 8, "IVF8,Flat");
+  ASSERT_TRUE(db->CreateCollection(spec).ok());
+  ASSERT_TRUE(db->Ingest("c", RandomBatch(spec, 200, 0, 1).ingest(), nullptr).ok());
+  EXPECT_FALSE(StatsOf(db.get(), "c").index_trained);  // 200 < 39 * 8 rows
+  ASSERT_TRUE(db->Ingest("c", RandomBatch(spec, 200, 200, 2).ingest(), nullptr).ok());
+  EXPECT_TRUE(StatsOf(db.get(), "c").index_trained);
+  EXPECT_EQ(StatsOf(db.get(), "c").index_vectors, 400);
+  Batch q = testing::QueryBatch(spec, 4, 3);
+  SearchOptions two;
+  two.k = 10;
+  two.candidates = 400;
+  two.nprobe = 8;
+  SearchOptions exh = two;
+  exh.exhaustive = true;
+  std::vector<SearchResult> a, e;
+  ASSERT_TRUE(db->Search("c", q.view(), two, &a).ok());
+  ASSERT_TRUE(db->Search("c", q.view(), exh, &e).ok());
+  for (size_t i = 0; i < a.size(); ++i) {
+    for (size_t j = 0; j < 10; ++j) EXPECT_EQ(a[i].hits[j].id, e[i].hits[j].id);
+  }
+  // With one probed list and few candidates, stage 1 restricts the candidates.
+  SearchOptions narrow = two;
+  narrow.nprobe = 1;
+  narrow.candidates = 10;
+  ASSERT_TRUE(db->Search("c", q.view(), narrow, &a).ok());
+  EXPECT_LE(a[0].hits.size(), 10u);
+}
+
 TEST_P(DBKindTest, IngestGetRemoveAndAutoIds) {
   TempDir dir;
   auto db = OpenDb(dir.path());
-  CollectionSpec spec = MakeSpec("c", GetParam(), 6);
+  CollectionSpec spec = MakeSpec("c", GetParam(), 6, FactoryFor(GetParam()));
   ASSERT_TRUE(db->CreateCollection(spec).ok());
   Batch b = RandomBatch(spec, 50, 100, 1);
   std::vector<std::string> payloads;
@@ -165,7 +200,7 @@ TEST_P(DBKindTest, IngestGetRemoveAndAutoIds) {
 TEST_P(DBKindTest, TwoStageEqualsExhaustiveWhenCandidatesCoverAll) {
   TempDir dir;
   auto db = OpenDb(dir.path());
-  CollectionSpec spec = MakeSpec("c", GetParam(), 8);
+  CollectionSpec spec = MakeSpec("c", GetParam(), 8, FactoryFor(GetParam()));
   ASSERT_TRUE(db->CreateCollection(spec).ok());
   Batch b = RandomBatch(spec, 300, 0, 11);
   ASSERT_TRUE(db->Ingest("c", b.ingest(), nullptr).ok());
@@ -194,7 +229,7 @@ TEST_P(DBKindTest, TwoStageEqualsExhaustiveWhenCandidatesCoverAll) {
 
 TEST_P(DBKindTest, IdenticalResultsAfterReopen) {
   TempDir dir;
-  CollectionSpec spec = MakeSpec("c", GetParam(), 8);
+  CollectionSpec spec = MakeSpec("c", GetParam(), 8, FactoryFor(GetParam()));
   Batch q = testing::QueryBatch(spec, 3, 5);
   SearchOptions opt;
   opt.k = 5;
