@@ -131,8 +131,8 @@ struct HibSamplerOptions {
 // form a pair.
 class HibTwoStreamSampler {
  public:
-  // Errors: odd or non-positive batch size, batch larger than the data set,
-  // no class with at least two items, more than 2^31 - 1 batch positions.
+  // Errors: odd or non-positive batch size, no class with at least two items,
+  // fewer such items than batch_size / 2 (the random stream's share).
   static Status Create(const std::vector<int64_t>& labels, const HibSamplerOptions& options,
                        std::unique_ptr<HibTwoStreamSampler>* sampler);
 

@@ -107,6 +107,22 @@ TEST_F(CompositeTest, ThreeItemSplitsFollowThePaper) {
   EXPECT_EQ(c.train.cols(), 84);
 }
 
+TEST_F(CompositeTest, TrainingClassesDroppedByTheFloorBecomeUnseen) {
+  CompositeConfig config = SmallConfig(2);
+  config.train_total = 300;  // 300 / 70 < 5: keep 300 / 5 = 60 classes of 5
+  NDigitComposites c;
+  Build(config, &c);
+  EXPECT_EQ(c.train_classes.size(), 60u);
+  EXPECT_EQ(c.train.classes(), c.train_classes);
+  EXPECT_EQ(c.train.size(), 300);
+  EXPECT_EQ(c.unseen_classes.size(), 40u);
+  std::set<int64_t> all(c.train_classes.begin(), c.train_classes.end());
+  all.insert(c.unseen_classes.begin(), c.unseen_classes.end());
+  EXPECT_EQ(all.size(), 100u);
+  EXPECT_EQ(c.test_seen.classes(), c.train_classes);  // 500 / 60 = 8 each
+  EXPECT_EQ(c.test_unseen.classes().size(), 40u);     // 500 / 40 = 12 each
+}
+
 TEST_F(CompositeTest, ItemsUseTheirOwnBaseSplitAndMatchTheirLabel) {
   CompositeConfig config = SmallConfig(2);
   config.validation_items_per_class = 3;
