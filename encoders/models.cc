@@ -149,15 +149,15 @@ Status LoadTorchScriptBackbone(const std::string& path, const std::vector<int64_
     }
     feature_dim = t.numel() / 2;
     module->train();
-  } catch (const c10::Error& e) {
-    return Status::InvalidArgument("TorchScript backbone '" + path + "' fails on an input of " +
-                                   "shape [2" +
-                                   [&] {
-                                     std::string s;
-                                     for (int64_t d : input_shape) s += ", " + std::to_string(d);
-                                     return s;
-                                   }() +
-                                   "]: " + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    // Script errors arrive as c10::Error or torch::jit::JITException (a
+    // std::runtime_error); both say what went wrong.
+    std::string shape = "[2";
+    for (int64_t d : input_shape) shape += ", " + std::to_string(d);
+    const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+    return Status::InvalidArgument(
+        "TorchScript backbone '" + path + "' fails on an input of shape " + shape +
+        "]: " + (c10_error ? c10_error->what_without_backtrace() : e.what()));
   }
   *backbone = TorchScriptBackbone(module, feature_dim);
   return Status::OK();
@@ -354,6 +354,8 @@ Status MakeEncoder(const ModelSpec& spec, Encoder* encoder) {
   } catch (const c10::Error& e) {
     return Status::InvalidArgument(std::string("cannot build encoder: ") +
                                    e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("cannot build encoder: ") + e.what());
   }
   return Status::OK();
 }

@@ -1,0 +1,510 @@
+// Encoder architectures, head shapes, spec validation, TorchScript backbones
+// and the model file (round trip, corruption, mismatch).
+#include "encoders/models.h"
+
+#include <gtest/gtest.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "encoders/model_file.h"
+
+namespace hedgedb::encoders {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory per test, removed afterwards.
+class ModelsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    torch::set_num_threads(2);
+    torch::manual_seed(0);
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() /
+           ("hedgedb_models_test_" + std::to_string(::getpid()) + "_" + info->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+
+  fs::path dir_;
+};
+
+ModelSpec CnnSpec(Method method, Kind kind) {
+  ModelSpec spec;
+  spec.method = method;
+  spec.kind = kind;
+  spec.dim = 3;
+  spec.input_shape = {1, 28, 56};
+  spec.input_mean = {0.1307};
+  spec.input_std = {0.3081};
+  spec.cnn.conv1_channels = 4;  // small: the tests check wiring, not accuracy
+  spec.cnn.conv2_channels = 6;
+  spec.cnn.hidden = 16;
+  if (kind == Kind::kMog) spec.components = 2;
+  if (kind == Kind::kCodes) {
+    spec.code_dims = 5;
+    spec.code_k = 8;
+  }
+  return spec;
+}
+
+ModelSpec MlpSpec(Method method, Kind kind) {
+  ModelSpec spec = CnnSpec(method, kind);
+  spec.backbone = BackboneType::kMlp;
+  spec.input_shape = {20};
+  spec.input_mean = {};
+  spec.input_std = {};
+  spec.mlp_hidden = 12;
+  return spec;
+}
+
+Encoder MustMake(const ModelSpec& spec) {
+  Encoder encoder{nullptr};
+  Status s = MakeEncoder(spec, &encoder);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return encoder;
+}
+
+// Bytes of a file.
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+void WriteBytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+// CRC-32 (IEEE, bitwise) written independently of model_file.cc, to craft
+// files that pass the checksum but are wrong in another way.
+uint32_t BitwiseCrc32(const std::string& data) {
+  uint32_t crc = 0xFFFFFFFFu;
+  for (unsigned char c : data) {
+    crc ^= c;
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+  }
+  return ~crc;
+}
+
+void PutU32(std::string* s, size_t offset, uint32_t v) {
+  for (int i = 0; i < 4; ++i) (*s)[offset + i] = static_cast<char>((v >> (8 * i)) & 0xFF);
+}
+
+uint64_t GetU64(const std::string& s, size_t offset) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i)
+    v |= static_cast<uint64_t>(static_cast<uint8_t>(s[offset + i])) << (8 * i);
+  return v;
+}
+
+std::string U64(uint64_t v) {
+  std::string s(8, '\0');
+  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((v >> (8 * i)) & 0xFF);
+  return s;
+}
+
+// Rebuilds a model file with a different header (and a valid checksum).
+std::string WithHeader(const std::string& file, const std::string& header) {
+  const uint64_t header_len = GetU64(file, 12);
+  std::string payload_part = file.substr(20 + header_len, file.size() - 4 - 20 - header_len);
+  std::string out = file.substr(0, 12) + U64(header.size()) + header + payload_part;
+  out += std::string(4, '\0');
+  PutU32(&out, out.size() - 4, BitwiseCrc32(out.substr(0, out.size() - 4)));
+  return out;
+}
+
+void ExpectSameOutputs(const EncoderOutput& a, const EncoderOutput& b) {
+  ASSERT_EQ(a.kind, b.kind);
+  auto same = [](const torch::Tensor& x, const torch::Tensor& y) {
+    ASSERT_EQ(x.defined(), y.defined());
+    if (x.defined()) {
+      EXPECT_TRUE(torch::equal(x, y));
+    }
+  };
+  same(a.point, b.point);
+  same(a.mean, b.mean);
+  same(a.var, b.var);
+  same(a.weights, b.weights);
+  same(a.logits, b.logits);
+  same(a.log_probs, b.log_probs);
+}
+
+TEST_F(ModelsTest, HeadShapesForEveryKind) {
+  torch::Tensor x = torch::rand({3, 1, 28, 56});
+  {
+    Encoder e = MustMake(CnnSpec(Method::kSoftContrastive, Kind::kPoint));
+    EncoderOutput out = e->forward(x);
+    EXPECT_EQ(out.kind, Kind::kPoint);
+    EXPECT_EQ(out.point.sizes(), c10::IntArrayRef({3, 3}));
+    EXPECT_FALSE(out.mean.defined());
+  }
+  {
+    Encoder e = MustMake(CnnSpec(Method::kHib, Kind::kGaussian));
+    EncoderOutput out = e->forward(x);
+    EXPECT_EQ(out.mean.sizes(), c10::IntArrayRef({3, 3}));
+    EXPECT_EQ(out.var.sizes(), c10::IntArrayRef({3, 3}));
+    EXPECT_TRUE((out.var > 0).all().item<bool>());
+  }
+  {
+    Encoder e = MustMake(CnnSpec(Method::kHib, Kind::kMog));
+    EncoderOutput out = e->forward(x);
+    EXPECT_EQ(out.mean.sizes(), c10::IntArrayRef({3, 2, 3}));
+    EXPECT_EQ(out.var.sizes(), c10::IntArrayRef({3, 2, 3}));
+    EXPECT_TRUE(torch::allclose(out.weights, torch::full({3, 2}, 0.5)));
+    // The branches are distinct layers: their means differ.
+    EXPECT_FALSE(torch::allclose(out.mean.select(1, 0), out.mean.select(1, 1)));
+  }
+  {
+    Encoder e = MustMake(CnnSpec(Method::kDimco, Kind::kCodes));
+    EncoderOutput out = e->forward(x);
+    EXPECT_EQ(out.logits.sizes(), c10::IntArrayRef({3, 5, 8}));
+    EXPECT_TRUE(torch::allclose(out.log_probs.exp().sum(-1), torch::ones({3, 5}), 1e-5, 1e-5));
+    EXPECT_TRUE(torch::allclose(out.log_probs, torch::log_softmax(out.logits, -1)));
+  }
+  {
+    Encoder e = MustMake(CnnSpec(Method::kSpe, Kind::kGaussian));
+    EXPECT_EQ(e->forward(x).mean.sizes(), c10::IntArrayRef({3, 3}));
+  }
+}
+
+TEST_F(ModelsTest, BackboneSizes) {
+  ModelSpec spec = CnnSpec(Method::kHib, Kind::kGaussian);
+  EXPECT_EQ(MustMake(spec)->spec().feature_dim, 16);
+  spec.cnn.hidden = 0;  // HIB's literal wording: the head's FC follows the pools
+  EXPECT_EQ(MustMake(spec)->spec().feature_dim, 6 * 7 * 14);
+  spec.input_shape = {1, 28, 84};  // N = 3
+  EXPECT_EQ(MustMake(spec)->spec().feature_dim, 6 * 7 * 21);
+
+  ModelSpec mlp = MlpSpec(Method::kFStatistic, Kind::kPoint);
+  Encoder e = MustMake(mlp);
+  EXPECT_EQ(e->spec().feature_dim, 12);
+  EXPECT_EQ(e->forward(torch::rand({4, 20})).point.sizes(), c10::IntArrayRef({4, 3}));
+  // The F-statistic CUB protocol sizes: 2048 -> 1024 ReLU -> embedding.
+  ModelSpec cub;
+  cub.method = Method::kFStatistic;
+  cub.kind = Kind::kPoint;
+  cub.dim = 500;
+  cub.backbone = BackboneType::kMlp;
+  cub.input_shape = {2048};
+  Encoder cub_encoder = MustMake(cub);
+  EXPECT_EQ(cub_encoder->spec().feature_dim, 1024);
+}
+
+TEST_F(ModelsTest, WrongInputShapeThrowsFromForward) {
+  Encoder e = MustMake(CnnSpec(Method::kHib, Kind::kGaussian));
+  EXPECT_THROW(e->forward(torch::rand({2, 1, 28, 28})), c10::Error);
+}
+
+TEST_F(ModelsTest, NormalisationIsPartOfTheEncoder) {
+  ModelSpec spec = MlpSpec(Method::kSoftContrastive, Kind::kPoint);
+  spec.input_mean = {0.5};
+  spec.input_std = {2.0};
+  Encoder normalising = MustMake(spec);
+  spec.input_mean = {};
+  spec.input_std = {};
+  Encoder plain = MustMake(spec);
+  {
+    torch::NoGradGuard no_grad;
+    auto src = normalising->named_parameters();
+    for (auto& p : plain->named_parameters()) p.value().copy_(src[p.key()]);
+  }
+  torch::Tensor x = torch::rand({3, 20});
+  EXPECT_TRUE(
+      torch::allclose(normalising->forward(x).point, plain->forward((x - 0.5) / 2.0).point));
+}
+
+TEST_F(ModelsTest, LearnedScalarsAreInitialisedFromTheSpec) {
+  ModelSpec spec = CnnSpec(Method::kSpe, Kind::kGaussian);
+  spec.match_a = 2.5;
+  spec.match_b = -1.25;
+  spec.sigma_eps2 = 0.3;
+  Encoder e = MustMake(spec);
+  EXPECT_NEAR(e->match_a().item<double>(), 2.5, 1e-6);
+  EXPECT_NEAR(e->match_b().item<double>(), -1.25, 1e-6);
+  EXPECT_NEAR(e->sigma_eps2().item<double>(), 0.3, 1e-6);
+  // They are trainable parameters of the encoder.
+  auto params = e->named_parameters();
+  EXPECT_TRUE(params.contains("match_a_raw"));
+  EXPECT_TRUE(params.contains("match_b"));
+  EXPECT_TRUE(params.contains("sigma_eps_raw"));
+}
+
+TEST_F(ModelsTest, InvalidSpecsAreRejected) {
+  Encoder e{nullptr};
+  ModelSpec spec = CnnSpec(Method::kDimco, Kind::kPoint);
+  EXPECT_TRUE(MakeEncoder(spec, &e).IsInvalidArgument());
+  spec = CnnSpec(Method::kDimco, Kind::kCodes);
+  spec.code_k = 300;
+  EXPECT_TRUE(MakeEncoder(spec, &e).IsInvalidArgument());
+  spec = CnnSpec(Method::kHib, Kind::kGaussian);
+  spec.input_std = {1.0, 2.0};
+  EXPECT_TRUE(MakeEncoder(spec, &e).IsInvalidArgument());
+  spec = CnnSpec(Method::kHib, Kind::kGaussian);
+  spec.input_shape = {20};
+  EXPECT_TRUE(MakeEncoder(spec, &e).IsInvalidArgument());
+  spec = CnnSpec(Method::kSpe, Kind::kMog);
+  EXPECT_TRUE(MakeEncoder(spec, &e).IsInvalidArgument());
+  spec = CnnSpec(Method::kHib, Kind::kGaussian);
+  spec.match_a = 0;
+  EXPECT_TRUE(MakeEncoder(spec, &e).IsInvalidArgument());
+  EXPECT_TRUE(e.is_empty());
+}
+
+TEST_F(ModelsTest, SpecJsonRoundTrip) {
+  ModelSpec spec = CnnSpec(Method::kHib, Kind::kMog);
+  spec.match_a = 3.25;
+  spec.backbone_path = "x/y.pt";
+  ModelSpec back;
+  ASSERT_TRUE(SpecFromJson(SpecToJson(spec), &back).ok());
+  EXPECT_EQ(SpecToJson(back), SpecToJson(spec));
+  EXPECT_TRUE(SpecFromJson("{\"format\": \"hedgedb-model\"}", &back).IsCorruption());
+  EXPECT_TRUE(SpecFromJson("not json", &back).IsCorruption());
+}
+
+TEST_F(ModelsTest, SaveLoadRoundTripGivesIdenticalEmbeddings) {
+  const std::vector<ModelSpec> specs = {
+      CnnSpec(Method::kSoftContrastive, Kind::kPoint),
+      CnnSpec(Method::kHib, Kind::kGaussian),
+      CnnSpec(Method::kHib, Kind::kMog),
+      CnnSpec(Method::kDimco, Kind::kCodes),
+      CnnSpec(Method::kSpe, Kind::kGaussian),
+      MlpSpec(Method::kFStatistic, Kind::kPoint),
+  };
+  for (const ModelSpec& spec : specs) {
+    SCOPED_TRACE(std::string(MethodName(spec.method)) + "/" + KindName(spec.kind));
+    Encoder original = MustMake(spec);
+    {
+      // Move the learned scalars away from their initial values.
+      torch::NoGradGuard no_grad;
+      original->named_parameters()["match_b"].fill_(0.75);
+      original->named_parameters()["sigma_eps_raw"].fill_(-1.5);
+    }
+    original->eval();
+    const std::string path = Path("model.hdbm");
+    ASSERT_TRUE(SaveModel(path, original).ok());
+    EXPECT_FALSE(fs::exists(path + ".tmp"));
+
+    ModelSpec loaded_spec;
+    Encoder loaded{nullptr};
+    Status s = LoadModel(path, &loaded_spec, &loaded);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    loaded->eval();
+    torch::Tensor x =
+        spec.backbone == BackboneType::kCnn ? torch::rand({2, 1, 28, 56}) : torch::rand({2, 20});
+    ExpectSameOutputs(original->forward(x), loaded->forward(x));
+    EXPECT_EQ(SpecToJson(loaded_spec), SpecToJson(original->CurrentSpec()));
+    EXPECT_DOUBLE_EQ(loaded_spec.match_b, 0.75);
+    EXPECT_NEAR(loaded_spec.sigma_eps2, std::log1p(std::exp(-1.5)), 1e-6);
+    EXPECT_EQ(loaded->match_a().item<float>(), original->match_a().item<float>());
+
+    ModelSpec header;
+    ASSERT_TRUE(ReadModelSpec(path, &header).ok());
+    EXPECT_EQ(SpecToJson(header), SpecToJson(loaded_spec));
+  }
+}
+
+TEST_F(ModelsTest, MissingAndCorruptFilesAreReported) {
+  ModelSpec spec;
+  Encoder e{nullptr};
+  EXPECT_TRUE(LoadModel(Path("nope.hdbm"), &spec, &e).IsNotFound());
+  EXPECT_TRUE(ReadModelSpec(Path("nope.hdbm"), &spec).IsNotFound());
+
+  Encoder original = MustMake(CnnSpec(Method::kHib, Kind::kGaussian));
+  const std::string path = Path("model.hdbm");
+  ASSERT_TRUE(SaveModel(path, original).ok());
+  const std::string good = ReadBytes(path);
+
+  // A flipped byte in the weights: the checksum catches it.
+  std::string flipped = good;
+  flipped[good.size() / 2] ^= 0x5A;
+  WriteBytes(path, flipped);
+  Status s = LoadModel(path, &spec, &e);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("checksum"), std::string::npos) << s.ToString();
+
+  // Truncated.
+  WriteBytes(path, good.substr(0, good.size() - 100));
+  EXPECT_TRUE(LoadModel(path, &spec, &e).IsCorruption());
+  WriteBytes(path, good.substr(0, 10));
+  EXPECT_TRUE(LoadModel(path, &spec, &e).IsCorruption());
+
+  // Not a model file at all.
+  WriteBytes(path, "this is a text file, not a model, and it is long enough to parse");
+  s = LoadModel(path, &spec, &e);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("magic"), std::string::npos) << s.ToString();
+
+  // A newer format version (with a valid checksum).
+  std::string newer = good;
+  PutU32(&newer, 8, kModelFileVersion + 1);
+  PutU32(&newer, newer.size() - 4, BitwiseCrc32(newer.substr(0, newer.size() - 4)));
+  WriteBytes(path, newer);
+  EXPECT_EQ(LoadModel(path, &spec, &e).code(), Status::Code::kNotSupported);
+
+  // A valid container whose payload is not a torch archive.
+  const uint64_t header_len = GetU64(good, 12);
+  std::string garbage_payload(200, 'x');
+  std::string bad_archive = good.substr(0, 20 + header_len) + U64(garbage_payload.size()) +
+                            garbage_payload + std::string(4, '\0');
+  PutU32(&bad_archive, bad_archive.size() - 4,
+         BitwiseCrc32(bad_archive.substr(0, bad_archive.size() - 4)));
+  WriteBytes(path, bad_archive);
+  s = LoadModel(path, &spec, &e);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_TRUE(e.is_empty());
+
+  // The good bytes still load (the crafted files differ only where intended).
+  WriteBytes(path, good);
+  EXPECT_TRUE(LoadModel(path, &spec, &e).ok());
+}
+
+TEST_F(ModelsTest, WeightsThatDoNotFitTheHeaderAreRejected) {
+  ModelSpec spec2 = CnnSpec(Method::kHib, Kind::kGaussian);
+  Encoder original = MustMake(spec2);
+  const std::string path = Path("model.hdbm");
+  ASSERT_TRUE(SaveModel(path, original).ok());
+  // Same weights, but the header claims D = 4: consistent checksum, wrong shapes.
+  ModelSpec claimed = original->CurrentSpec();
+  claimed.dim = 4;
+  WriteBytes(path, WithHeader(ReadBytes(path), SpecToJson(claimed)));
+  ModelSpec spec;
+  Encoder e{nullptr};
+  Status s = LoadModel(path, &spec, &e);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("do not match"), std::string::npos) << s.ToString();
+
+  // Header says mog with 2 components: the weights have no second branch.
+  claimed = original->CurrentSpec();
+  claimed.kind = Kind::kMog;
+  claimed.components = 2;
+  ASSERT_TRUE(SaveModel(path, original).ok());
+  WriteBytes(path, WithHeader(ReadBytes(path), SpecToJson(claimed)));
+  EXPECT_TRUE(LoadModel(path, &spec, &e).IsCorruption());
+
+  // A header that is not a valid model description.
+  claimed = original->CurrentSpec();
+  claimed.method = Method::kDimco;  // dimco cannot produce gaussians
+  ASSERT_TRUE(SaveModel(path, original).ok());
+  WriteBytes(path, WithHeader(ReadBytes(path), SpecToJson(claimed)));
+  EXPECT_TRUE(LoadModel(path, &spec, &e).IsCorruption());
+}
+
+TEST_F(ModelsTest, LoadExpectingRejectsAModelOfAnotherShape) {
+  Encoder original = MustMake(CnnSpec(Method::kHib, Kind::kGaussian));
+  const std::string path = Path("model.hdbm");
+  ASSERT_TRUE(SaveModel(path, original).ok());
+  ModelSpec spec;
+  Encoder e{nullptr};
+  ModelSpec expected = CnnSpec(Method::kHib, Kind::kGaussian);
+  EXPECT_TRUE(LoadModelExpecting(path, expected, &spec, &e).ok());
+  expected.dim = 2;
+  Status s = LoadModelExpecting(path, expected, &spec, &e);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("dim"), std::string::npos);
+  expected = CnnSpec(Method::kHib, Kind::kMog);
+  EXPECT_TRUE(LoadModelExpecting(path, expected, &spec, &e).IsInvalidArgument());
+  expected = CnnSpec(Method::kSpe, Kind::kGaussian);
+  EXPECT_TRUE(LoadModelExpecting(path, expected, &spec, &e).IsInvalidArgument());
+  expected = CnnSpec(Method::kHib, Kind::kGaussian);
+  expected.input_shape = {1, 28, 84};
+  EXPECT_TRUE(LoadModelExpecting(path, expected, &spec, &e).IsInvalidArgument());
+}
+
+// Writes a TorchScript module x -> relu(flatten(x) W^T), W [6, 4], compiled
+// from TorchScript source in C++ (no Python needed).
+void WriteScriptModule(const std::string& path) {
+  torch::jit::Module module("Backbone");
+  // requires_grad as a Python-saved nn.Parameter has it; the backbone keeps
+  // each script parameter's flag, so frozen script layers stay frozen.
+  module.register_parameter("weight", torch::randn({6, 4}).requires_grad_(true),
+                            /*is_buffer=*/false);
+  module.define(R"JIT(
+def forward(self, x):
+    return torch.relu(torch.matmul(x.flatten(1), self.weight.t()))
+)JIT");
+  module.save(path);
+}
+
+TEST_F(ModelsTest, TorchScriptBackbone) {
+  const std::string script = Path("backbone.pt");
+  WriteScriptModule(script);
+  ModelSpec spec = MlpSpec(Method::kSoftContrastive, Kind::kPoint);
+  spec.backbone = BackboneType::kTorchScript;
+  spec.backbone_path = script;
+  spec.input_shape = {4};
+  Encoder e = MustMake(spec);
+  ASSERT_FALSE(e.is_empty());
+  EXPECT_EQ(e->spec().feature_dim, 6);
+  torch::Tensor x = torch::rand({5, 4});
+  EXPECT_EQ(e->forward(x).point.sizes(), c10::IntArrayRef({5, 3}));
+  // The script's weight is a trainable parameter of the encoder.
+  auto params = e->named_parameters();
+  ASSERT_TRUE(params.contains("backbone.weight"));
+  EXPECT_TRUE(params["backbone.weight"].requires_grad());
+  e->forward(x).point.sum().backward();
+  EXPECT_TRUE(params["backbone.weight"].grad().defined());
+
+  // Fine-tuned script weights travel in the model file.
+  {
+    torch::NoGradGuard no_grad;
+    params["backbone.weight"].mul_(-2.0);
+  }
+  e->eval();
+  const std::string path = Path("model.hdbm");
+  ASSERT_TRUE(SaveModel(path, e).ok());
+  ModelSpec loaded_spec;
+  Encoder loaded{nullptr};
+  Status s = LoadModel(path, &loaded_spec, &loaded);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  loaded->eval();
+  ExpectSameOutputs(e->forward(x), loaded->forward(x));
+  EXPECT_EQ(loaded_spec.backbone_path, script);
+}
+
+TEST_F(ModelsTest, MissingOrCorruptTorchScriptGivesAClearError) {
+  ModelSpec spec = MlpSpec(Method::kSoftContrastive, Kind::kPoint);
+  spec.backbone = BackboneType::kTorchScript;
+  spec.input_shape = {4};
+  Encoder e{nullptr};
+
+  spec.backbone_path = Path("missing.pt");
+  Status s = MakeEncoder(spec, &e);
+  EXPECT_TRUE(s.IsNotFound()) << s.ToString();
+  EXPECT_NE(s.message().find("missing.pt"), std::string::npos);
+
+  spec.backbone_path = Path("corrupt.pt");
+  WriteBytes(spec.backbone_path, "PK\x03\x04 definitely not a TorchScript archive");
+  s = MakeEncoder(spec, &e);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("not a loadable TorchScript file"), std::string::npos);
+
+  // A valid script whose forward does not accept the declared input shape.
+  spec.backbone_path = Path("backbone.pt");
+  WriteScriptModule(spec.backbone_path);
+  spec.input_shape = {7};
+  s = MakeEncoder(spec, &e);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_TRUE(e.is_empty());
+
+  // A model file that refers to a script that has since disappeared.
+  spec.input_shape = {4};
+  ASSERT_TRUE(MakeEncoder(spec, &e).ok());
+  ASSERT_TRUE(SaveModel(Path("model.hdbm"), e).ok());
+  fs::remove(spec.backbone_path);
+  ModelSpec loaded_spec;
+  Encoder loaded{nullptr};
+  EXPECT_TRUE(LoadModel(Path("model.hdbm"), &loaded_spec, &loaded).IsNotFound());
+}
+
+}  // namespace
+}  // namespace hedgedb::encoders
