@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 #include <string>
+#include <thread>
 
 namespace hedgedb {
 namespace encoders {
@@ -78,73 +79,106 @@ Status EvaluateRetrieval(const SimilarityRowFn& rows, int64_t num_queries,
   }
 
   const LabelCounts counts(gallery_labels);
+  // Per-query outcomes, summed in query order afterwards so that the result
+  // does not depend on the number of threads.
+  std::vector<int64_t> first_hit(num_queries, 0);
+  std::vector<int64_t> relevant(num_queries, 0);
+  std::vector<double> average_precision_at_r(num_queries, 0.0);
+  std::vector<double> r_precision(num_queries, 0.0);
+  std::vector<uint8_t> knn_correct(num_queries, 0);
+
+  // Evaluates queries [begin, end); returns the first error.
+  const auto evaluate_range = [&](int64_t begin, int64_t end) -> Status {
+    std::vector<float> row(num_gallery);
+    std::vector<int64_t> order;
+    order.reserve(num_gallery);
+    std::vector<int64_t> neighbour_labels(options.knn_k);
+    for (int64_t q = begin; q < end; ++q) {
+      rows(q, row.data());
+      order.clear();
+      for (int64_t g = 0; g < num_gallery; ++g) {
+        // The removed diagonal may hold anything (a self-score is often undefined).
+        if (options.exclude_same_index && g == q) continue;
+        if (std::isnan(row[g])) {
+          return Status::InvalidArgument("retrieval: similarity of query " + std::to_string(q) +
+                                         " to gallery item " + std::to_string(g) + " is NaN");
+        }
+        order.push_back(g);
+      }
+      const int64_t label = query_labels[q];
+      int64_t r = counts.Count(label);
+      if (options.exclude_same_index && gallery_labels[q] == label) --r;
+      const int64_t depth = std::min<int64_t>(ranked, std::max(max_k, r));
+      std::partial_sort(
+          order.begin(), order.begin() + depth, order.end(),
+          [&row](int64_t a, int64_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+
+      int64_t first = depth;  // rank of the nearest same-label item
+      int64_t hits = 0;
+      double precision_sum = 0.0;
+      for (int64_t rank = 0; rank < depth; ++rank) {
+        if (gallery_labels[order[rank]] != label) continue;
+        first = std::min(first, rank);
+        if (rank < r) {
+          ++hits;
+          precision_sum += static_cast<double>(hits) / static_cast<double>(rank + 1);
+        }
+      }
+      first_hit[q] = first;
+      relevant[q] = r;
+      if (r > 0) {
+        average_precision_at_r[q] = precision_sum / static_cast<double>(r);
+        r_precision[q] = static_cast<double>(hits) / static_cast<double>(r);
+      }
+      for (int i = 0; i < options.knn_k; ++i) neighbour_labels[i] = gallery_labels[order[i]];
+      knn_correct[q] = KnnCorrect(neighbour_labels, label, options.knn_vote) ? 1 : 0;
+    }
+    return Status::OK();
+  };
+
+  const int64_t num_threads =
+      std::max<int64_t>(1, std::min<int64_t>(options.num_threads, num_queries));
+  if (num_threads == 1) {
+    HEDGEDB_RETURN_IF_ERROR(evaluate_range(0, num_queries));
+  } else {
+    // Contiguous query blocks; the error of the lowest block wins, as it would
+    // single-threaded.
+    std::vector<Status> statuses(num_threads);
+    std::vector<std::thread> threads;
+    for (int64_t t = 0; t < num_threads; ++t) {
+      const int64_t begin = num_queries * t / num_threads;
+      const int64_t end = num_queries * (t + 1) / num_threads;
+      threads.emplace_back([&, t, begin, end] { statuses[t] = evaluate_range(begin, end); });
+    }
+    for (std::thread& thread : threads) thread.join();
+    for (const Status& status : statuses) HEDGEDB_RETURN_IF_ERROR(status);
+  }
+
   RetrievalMetrics out;
   out.recall_ks = options.recall_ks;
   out.recall_at_k.assign(options.recall_ks.size(), 0.0);
-  out.knn_correct.assign(num_queries, 0);
   out.num_queries = num_queries;
-  std::vector<int64_t> recall_hits(options.recall_ks.size(), 0);
   double map_sum = 0.0;
   double r_precision_sum = 0.0;
   int64_t knn_hits = 0;
-
-  std::vector<float> row(num_gallery);
-  std::vector<int64_t> order;
-  order.reserve(num_gallery);
-  std::vector<int64_t> neighbour_labels(options.knn_k);
   for (int64_t q = 0; q < num_queries; ++q) {
-    rows(q, row.data());
-    order.clear();
-    for (int64_t g = 0; g < num_gallery; ++g) {
-      // The removed diagonal may hold anything (a self-score is often undefined).
-      if (options.exclude_same_index && g == q) continue;
-      if (std::isnan(row[g])) {
-        return Status::InvalidArgument("retrieval: similarity of query " + std::to_string(q) +
-                                       " to gallery item " + std::to_string(g) + " is NaN");
-      }
-      order.push_back(g);
-    }
-    const int64_t label = query_labels[q];
-    int64_t relevant = counts.Count(label);
-    if (options.exclude_same_index && gallery_labels[q] == label) --relevant;
-    const int64_t depth = std::min<int64_t>(ranked, std::max(max_k, relevant));
-    std::partial_sort(
-        order.begin(), order.begin() + depth, order.end(),
-        [&row](int64_t a, int64_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
-
-    int64_t first_hit = depth;  // rank of the nearest same-label item
-    int64_t hits = 0;
-    double precision_sum = 0.0;
-    for (int64_t rank = 0; rank < depth; ++rank) {
-      if (gallery_labels[order[rank]] != label) continue;
-      first_hit = std::min(first_hit, rank);
-      if (rank < relevant) {
-        ++hits;
-        precision_sum += static_cast<double>(hits) / static_cast<double>(rank + 1);
-      }
-    }
     for (size_t i = 0; i < options.recall_ks.size(); ++i) {
-      if (first_hit < options.recall_ks[i]) ++recall_hits[i];
+      if (first_hit[q] < options.recall_ks[i]) out.recall_at_k[i] += 1.0;
     }
-    if (relevant > 0) {
+    if (relevant[q] > 0) {
       ++out.num_queries_with_relevant;
-      map_sum += precision_sum / static_cast<double>(relevant);
-      r_precision_sum += static_cast<double>(hits) / static_cast<double>(relevant);
+      map_sum += average_precision_at_r[q];
+      r_precision_sum += r_precision[q];
     }
-    for (int i = 0; i < options.knn_k; ++i) neighbour_labels[i] = gallery_labels[order[i]];
-    if (KnnCorrect(neighbour_labels, label, options.knn_vote)) {
-      out.knn_correct[q] = 1;
-      ++knn_hits;
-    }
+    knn_hits += knn_correct[q];
   }
-  for (size_t i = 0; i < options.recall_ks.size(); ++i) {
-    out.recall_at_k[i] = static_cast<double>(recall_hits[i]) / static_cast<double>(num_queries);
-  }
+  for (double& recall : out.recall_at_k) recall /= static_cast<double>(num_queries);
   if (out.num_queries_with_relevant > 0) {
     out.map_at_r = map_sum / static_cast<double>(out.num_queries_with_relevant);
     out.r_precision = r_precision_sum / static_cast<double>(out.num_queries_with_relevant);
   }
   out.knn_accuracy = static_cast<double>(knn_hits) / static_cast<double>(num_queries);
+  out.knn_correct = std::move(knn_correct);
   *metrics = std::move(out);
   return Status::OK();
 }

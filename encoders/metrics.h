@@ -46,6 +46,10 @@ struct RetrievalOptions {
   // indices, e.g. clean probes against a corrupt gallery); requires
   // num_gallery >= num_queries.
   bool exclude_same_index = true;
+  // Queries are split into this many contiguous blocks evaluated in parallel
+  // (the row / pair function must then be thread-safe). Results are identical
+  // for any thread count.
+  int num_threads = 1;
 };
 
 struct RetrievalMetrics {

@@ -93,6 +93,34 @@ TEST(RetrievalTest, RowAndPairwiseFormsAgreeWithTheMatrix) {
   EXPECT_EQ(computed, kSimilarity);
 }
 
+TEST(RetrievalTest, ThreadsGiveIdenticalResults) {
+  // 300 items in 30 classes with pseudo-random similarities.
+  const int n = 300;
+  std::vector<int64_t> labels(n);
+  std::vector<float> similarity(n * n);
+  uint64_t state = 12345;
+  for (int i = 0; i < n; ++i) labels[i] = i % 30;
+  for (float& value : similarity) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    value = static_cast<float>(state >> 40) / static_cast<float>(1 << 24);
+  }
+  RetrievalOptions options;
+  RetrievalMetrics one, three;
+  ASSERT_TRUE(EvaluateRetrieval(similarity, labels, labels, options, &one).ok());
+  options.num_threads = 3;
+  ASSERT_TRUE(EvaluateRetrieval(similarity, labels, labels, options, &three).ok());
+  EXPECT_EQ(one.recall_at_k, three.recall_at_k);
+  EXPECT_EQ(one.map_at_r, three.map_at_r);
+  EXPECT_EQ(one.r_precision, three.r_precision);
+  EXPECT_EQ(one.knn_correct, three.knn_correct);
+  // Random similarities: recall@1 near chance (9 of 299 share a label).
+  EXPECT_LT(one.recall_at_k[0], 0.15);
+
+  similarity[250 * n + 3] = std::nanf("");
+  const Status s = EvaluateRetrieval(similarity, labels, labels, options, &three);
+  EXPECT_NE(s.message().find("query 250"), std::string::npos) << s.ToString();
+}
+
 TEST(RetrievalTest, SeparateGalleryWithoutLeaveOneOut) {
   // Two probes against a three-item gallery (e.g. clean probes, corrupt
   // gallery of other items): nothing is removed.
