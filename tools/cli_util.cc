@@ -31,7 +31,13 @@ std::unique_ptr<DB> OpenDatabase(const std::string& dir, bool create_if_missing)
   Options options;
   options.create_if_missing = create_if_missing;
   std::unique_ptr<DB> db;
-  Check(DB::Open(options, dir, &db));
+  const Status s = DB::Open(options, dir, &db);
+  // RocksDB admits one process per database; say so rather than leave the
+  // user with a lock-file errno.
+  if (s.IsIOError() && s.message().find("LOCK") != std::string::npos) {
+    Fail(s.ToString() + " (is another hedgedb process using " + dir + "?)");
+  }
+  Check(s);
   return db;
 }
 
