@@ -1,6 +1,7 @@
 #include "index/coarse_index.h"
 
 #include <faiss/IVFlib.h>
+#include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexIDMap.h>
 #include <faiss/IndexIVF.h>
@@ -15,10 +16,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <random>
+#include <regex>
 
 #include "common/crc32c.h"
 #include "common/row_layout.h"
@@ -116,26 +120,46 @@ Status CoarseIndex::Create(const CollectionSpec& spec, std::unique_ptr<CoarseInd
   ci->factory_ = FactoryFor(spec);
   try {
     if (spec.kind == Kind::kCodes) {
-      if (ci->factory_ != "PQ") {
+      std::smatch m;
+      static const std::regex kIvfPq("IVF([0-9]+),PQ");
+      const bool ivf = std::regex_match(ci->factory_, m, kIvfPq);
+      if (ci->factory_ != "PQ" && !ivf) {
         return Status::InvalidArgument(
-            "codes collections support the index 'PQ' (identity "
-            "codebooks), not '" +
+            "codes collections take the index 'PQ' or 'IVF<n>,PQ' "
+            "(identity codebooks), not '" +
             ci->factory_ + "'");
       }
       ci->padded_k_ = NextPowerOfTwo(spec.code_k);
       const int d = spec.dim, kp = ci->padded_k_;
       ci->coarse_dim_ = d * kp;
-      auto* pq = new faiss::IndexPQ(ci->coarse_dim_, d, Log2(kp), faiss::METRIC_INNER_PRODUCT);
-      std::vector<float>& c = pq->pq.centroids;
-      std::fill(c.begin(), c.end(), 0.0f);
-      for (int m = 0; m < d; ++m) {
-        for (int j = 0; j < kp; ++j) pq->pq.get_centroids(m, j)[j] = 1.0f;
+      faiss::ProductQuantizer* pq = nullptr;
+      if (ivf) {
+        const size_t nlist = std::stoul(m[1].str());
+        if (nlist < 1 || nlist > 65536)
+          return Status::InvalidArgument("IVF lists must be 1..65536");
+        // Lists of symbol histograms, scored by inner product with the query
+        // table; by_residual = false keeps the PQ codes equal to the symbols.
+        auto* quantizer = new faiss::IndexFlatIP(ci->coarse_dim_);
+        auto* ivfpq = new faiss::IndexIVFPQ(quantizer, ci->coarse_dim_, nlist, d, Log2(kp),
+                                            faiss::METRIC_INNER_PRODUCT);
+        ivfpq->own_fields = true;
+        ivfpq->by_residual = false;
+        pq = &ivfpq->pq;
+        ci->index_.reset(ivfpq);
+      } else {
+        auto* flat_pq =
+            new faiss::IndexPQ(ci->coarse_dim_, d, Log2(kp), faiss::METRIC_INNER_PRODUCT);
+        flat_pq->is_trained = true;
+        pq = &flat_pq->pq;
+        auto* idmap = new faiss::IndexIDMap(flat_pq);
+        idmap->own_fields = true;
+        ci->index_.reset(idmap);
       }
-      pq->pq.sync_transposed_centroids();
-      pq->is_trained = true;
-      auto* idmap = new faiss::IndexIDMap(pq);
-      idmap->own_fields = true;
-      ci->index_.reset(idmap);
+      std::fill(pq->centroids.begin(), pq->centroids.end(), 0.0f);
+      for (int mi = 0; mi < d; ++mi) {
+        for (int j = 0; j < kp; ++j) pq->get_centroids(mi, j)[j] = 1.0f;
+      }
+      pq->sync_transposed_centroids();
     } else {
       ci->coarse_dim_ = spec.kind == Kind::kPoint ? spec.dim : spec.dim + 1;
       std::unique_ptr<faiss::Index> inner(
@@ -185,7 +209,9 @@ int64_t CoarseIndex::train_rows_wanted() const {
   if (auto* ivf = dynamic_cast<faiss::IndexIVF*>(inner)) {
     // FAISS's k-means wants ~39 points per centroid before it stops warning.
     int64_t wanted = 39 * int64_t(ivf->nlist);
-    if (dynamic_cast<faiss::IndexIVFPQ*>(inner)) wanted = std::max<int64_t>(wanted, 39 * 256);
+    if (spec_.kind != Kind::kCodes && dynamic_cast<faiss::IndexIVFPQ*>(inner)) {
+      wanted = std::max<int64_t>(wanted, 39 * 256);  // the PQ's own k-means
+    }
     return wanted;
   }
   return 10000;
@@ -250,7 +276,10 @@ void CoarseIndex::CoarseQueries(const float* queries, int64_t nq, std::vector<fl
 }
 
 Status CoarseIndex::Train(const void* rows, int64_t n) {
-  if (spec_.kind == Kind::kCodes) return Status::OK();
+  if (spec_.kind == Kind::kCodes) {
+    if (index_->is_trained) return Status::OK();
+    return TrainCodeLists(static_cast<const uint8_t*>(rows), n);
+  }
   std::vector<float> x;
   CoarseVectors(rows, n, &x);
   try {
@@ -261,7 +290,92 @@ Status CoarseIndex::Train(const void* rows, int64_t n) {
   return Status::OK();
 }
 
+// k-means on one-hot code vectors, done in code space: a centroid is, per
+// dimension, the histogram of its members' symbols, and a code's inner product
+// with it is a sum of d table lookups (no d*k-dimensional vectors needed).
+Status CoarseIndex::TrainCodeLists(const uint8_t* codes, int64_t n) {
+  auto* ivf = static_cast<faiss::IndexIVFPQ*>(index_.get());
+  const int d = spec_.dim, kp = padded_k_;
+  const int64_t nlist = int64_t(ivf->nlist);
+  if (n < nlist) return Status::InvalidArgument("too few items to train the IVF lists");
+  std::vector<float> centroids(size_t(nlist) * d * kp, 0.0f);
+  std::mt19937_64 rng(12345);
+  // Start from nlist distinct random items.
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), rng);
+  for (int64_t c = 0; c < nlist; ++c) {
+    for (int i = 0; i < d; ++i) centroids[(size_t(c) * d + i) * kp + codes[order[c] * d + i]] = 1;
+  }
+  // Like FAISS, train on at most 256 points per centroid.
+  const int64_t sample = std::min<int64_t>(n, 256 * nlist);
+  std::vector<uint8_t> train(size_t(sample) * d);
+  for (int64_t x = 0; x < sample; ++x) {
+    std::copy(codes + order[x] * d, codes + (order[x] + 1) * d, train.begin() + x * d);
+  }
+  std::vector<int64_t> assign(static_cast<size_t>(sample));
+  for (int iter = 0; iter < 10; ++iter) {
+    AssignCodeLists(centroids.data(), train.data(), sample, assign.data());
+    std::vector<float> sums(centroids.size(), 0.0f);
+    std::vector<int64_t> counts(size_t(nlist), 0);
+    for (int64_t x = 0; x < sample; ++x) {
+      ++counts[assign[x]];
+      for (int i = 0; i < d; ++i) sums[(size_t(assign[x]) * d + i) * kp + train[x * d + i]] += 1;
+    }
+    for (int64_t c = 0; c < nlist; ++c) {
+      if (counts[c] == 0) continue;  // keep an empty list's centroid
+      for (size_t j = 0; j < size_t(d) * kp; ++j) {
+        centroids[size_t(c) * d * kp + j] = sums[size_t(c) * d * kp + j] / float(counts[c]);
+      }
+    }
+  }
+  try {
+    ivf->quantizer->reset();
+    ivf->quantizer->add(nlist, centroids.data());
+    ivf->quantizer->is_trained = true;
+    ivf->is_trained = true;
+  } catch (const std::exception& e) {
+    return FromFaiss(e, "training index '" + factory_ + "'");
+  }
+  return Status::OK();
+}
+
+void CoarseIndex::AssignCodeLists(const float* centroids, const uint8_t* codes, int64_t n,
+                                  int64_t* lists) const {
+  const int d = spec_.dim, kp = padded_k_;
+  const int64_t nlist = int64_t(static_cast<faiss::IndexIVF*>(index_.get())->nlist);
+#pragma omp parallel for if (n > 1000)
+  for (int64_t x = 0; x < n; ++x) {
+    float best = -1;
+    int64_t best_c = 0;
+    for (int64_t c = 0; c < nlist; ++c) {
+      const float* cen = centroids + size_t(c) * d * kp;
+      float ip = 0;
+      for (int i = 0; i < d; ++i) ip += cen[size_t(i) * kp + codes[x * d + i]];
+      if (ip > best) {
+        best = ip;
+        best_c = c;
+      }
+    }
+    lists[x] = best_c;
+  }
+}
+
 Status CoarseIndex::AddCodes(const uint8_t* codes, int64_t n, const int64_t* ids) {
+  if (auto* ivf = dynamic_cast<faiss::IndexIVFPQ*>(index_.get())) {
+    auto* flat = static_cast<faiss::IndexFlat*>(ivf->quantizer);
+    std::vector<int64_t> lists(static_cast<size_t>(n));
+    AssignCodeLists(flat->get_xb(), codes, n, lists.data());
+    std::vector<uint8_t> code(ivf->code_size);
+    for (int64_t i = 0; i < n; ++i) {
+      std::fill(code.begin(), code.end(), 0);
+      faiss::PQEncoderGeneric enc(code.data(), int(ivf->pq.nbits));
+      for (int m = 0; m < spec_.dim; ++m) enc.encode(codes[size_t(i) * spec_.dim + m]);
+      ivf->invlists->add_entry(size_t(lists[i]), ids[i], code.data());
+    }
+    ivf->ntotal += n;
+    return Status::OK();
+  }
   auto* idmap = static_cast<faiss::IndexIDMap*>(index_.get());
   auto* pq = static_cast<faiss::IndexPQ*>(idmap->index);
   const int d = spec_.dim;
@@ -392,7 +506,10 @@ Status CoarseIndex::Load(const CollectionSpec& spec, const std::string& path,
   HEDGEDB_RETURN_IF_ERROR(Create(spec, &ci));  // for dimensions and defaults
   try {
     std::unique_ptr<faiss::Index> loaded(faiss::read_index(&reader));
-    if (!dynamic_cast<faiss::IndexIDMap*>(loaded.get()) || loaded->d != ci->coarse_dim_) {
+    const bool expected_type = ci->factory_ == "PQ" || spec.kind != Kind::kCodes
+                                   ? dynamic_cast<faiss::IndexIDMap*>(loaded.get()) != nullptr
+                                   : dynamic_cast<faiss::IndexIVFPQ*>(loaded.get()) != nullptr;
+    if (!expected_type || loaded->d != ci->coarse_dim_) {
       return Status::Corruption("index file " + path + " does not match the collection");
     }
     ci->index_ = std::move(loaded);

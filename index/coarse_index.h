@@ -77,6 +77,10 @@ class CoarseIndex {
   void CoarseVectors(const void* rows, int64_t n, std::vector<float>* out) const;
   void CoarseQueries(const float* queries, int64_t nq, std::vector<float>* out) const;
   Status AddCodes(const uint8_t* codes, int64_t n, const int64_t* ids);
+  Status TrainCodeLists(const uint8_t* codes, int64_t n);
+  // Best list (largest inner product with its centroid) of each code.
+  void AssignCodeLists(const float* centroids, const uint8_t* codes, int64_t n,
+                       int64_t* lists) const;
   void SetDefaultKnobs();
   void ReadDefaultKnobs();
 

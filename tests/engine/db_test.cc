@@ -429,3 +429,58 @@ TEST(DBTest, StaleIndexFileIsCaughtUp) {
 
 }  // namespace
 }  // namespace hedgedb
+
+namespace hedgedb {
+namespace {
+
+// Codes through IndexIVFPQ with identity codebooks: with every list probed and
+// every item a candidate, two-stage equals exhaustive; the index survives a
+// reopen; removal is physical.
+TEST(DBTest, CodesWithIvfPqMatchExhaustiveAndPersist) {
+  testing::TempDir dir;
+  CollectionSpec spec = testing::MakeSpec("codes", Kind::kCodes, 16, "IVF4,PQ");
+  spec.code_k = 8;
+  testing::Batch q = testing::RandomBatch(spec, 3, 0, 9);  // logp peaked at its codes
+  q.codes.clear();
+  q.ids.clear();
+  q.labels.clear();
+  SearchOptions two;
+  two.k = 10;
+  two.candidates = 300;
+  two.nprobe = 4;
+  SearchOptions exh = two;
+  exh.exhaustive = true;
+  std::vector<SearchResult> a, e;
+  {
+    std::unique_ptr<DB> db;
+    ASSERT_TRUE(DB::Open(Options(), dir.path(), &db).ok());
+    ASSERT_TRUE(db->CreateCollection(spec).ok());
+    ASSERT_TRUE(db->Ingest("codes", testing::RandomBatch(spec, 300, 0, 1).ingest(), nullptr).ok());
+    CollectionStats st;
+    ASSERT_TRUE(db->GetStats("codes", &st).ok());
+    EXPECT_TRUE(st.index_trained);
+    EXPECT_EQ(st.index_vectors, 300);
+    ASSERT_TRUE(db->Search("codes", q.view(), two, &a).ok());
+    ASSERT_TRUE(db->Search("codes", q.view(), exh, &e).ok());
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(a[i].hits.size(), 10u);
+      for (size_t j = 0; j < 10; ++j) {
+        EXPECT_EQ(a[i].hits[j].id, e[i].hits[j].id);
+        EXPECT_EQ(a[i].hits[j].score, e[i].hits[j].score);
+      }
+    }
+    std::vector<int64_t> gone = {a[0].hits[0].id};
+    ASSERT_TRUE(db->Remove("codes", gone.data(), 1, nullptr).ok());
+    ASSERT_TRUE(db->GetStats("codes", &st).ok());
+    EXPECT_EQ(st.index_vectors, 299);  // IVF removes physically
+  }
+  std::unique_ptr<DB> db;
+  ASSERT_TRUE(DB::Open(Options(), dir.path(), &db).ok());
+  std::vector<SearchResult> after;
+  ASSERT_TRUE(db->Search("codes", q.view(), two, &after).ok());
+  EXPECT_EQ(after[0].hits[0].id, a[0].hits[1].id);
+  EXPECT_EQ(after[1].hits[0].id, a[1].hits[0].id);
+}
+
+}  // namespace
+}  // namespace hedgedb
