@@ -5,7 +5,11 @@
 //   OMP_NUM_THREADS=1 taskset -c 0 bin/bench_scoring --benchmark_repetitions=3
 #include <benchmark/benchmark.h>
 #include <faiss/IndexPQ.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -187,20 +191,28 @@ void BM_CodesScanScalar(benchmark::State& state) {
   SetScanCounters(state);
 }
 
-// One query: PrepareQuery (copies the table) and ScoreRows over every item.
+// One query over every item: ScoreRows, with PrepareQuery (validates and
+// copies the 256 KiB table) inside the timed loop when prepare:1.
 void BM_CodesScan(benchmark::State& state) {
   const CodesFixture& f = Codes();
+  const bool prepare_each_query = state.range(0) != 0;
   RowShape shape;
   shape.kind = Kind::kCodes;
   shape.dim = kCodeDim;
   shape.code_k = kCodeK;
   ScoreParams params;
+  std::unique_ptr<PreparedQuery> prepared;
+  if (!PrepareQuery(shape, params, f.table.data(), &prepared).ok()) {
+    state.SkipWithError("PrepareQuery failed");
+    return;
+  }
   std::vector<float> out(kCodeItems);
   for (auto _ : state) {
-    std::unique_ptr<PreparedQuery> prepared;
-    if (!PrepareQuery(shape, params, f.table.data(), &prepared).ok()) {
-      state.SkipWithError("PrepareQuery failed");
-      break;
+    if (prepare_each_query) {
+      if (!PrepareQuery(shape, params, f.table.data(), &prepared).ok()) {
+        state.SkipWithError("PrepareQuery failed");
+        break;
+      }
     }
     prepared->ScoreRows(f.codes.data(), kCodeDim, f.rows.data(), kCodeItems, out.data());
     benchmark::DoNotOptimize(out.data());
@@ -209,7 +221,62 @@ void BM_CodesScan(benchmark::State& state) {
   SetScanCounters(state);
 }
 BENCHMARK(BM_CodesScanScalar)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_CodesScan)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CodesScan)->ArgName("prepare")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// The alternative the kernel does not use: 16 lookups per AVX-512 gather, 128
+// items x 32 dimensions per block. Kept to show why (bench/RESULTS.md).
+// GCC 12 flags the deliberately undefined vectors inside avx512fintrin.h.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f"))) void GatherScan(const CodesFixture& f, float* out) {
+  constexpr size_t kBlock = 128;
+  constexpr int kChunk = 32;
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i offsets = _mm512_mullo_epi32(lane, _mm512_set1_epi32(kCodeK));
+  alignas(64) float partial[kBlock * 16];
+  for (size_t start = 0; start < kCodeItems; start += kBlock) {
+    const size_t count = std::min(kBlock, kCodeItems - start);
+    for (size_t r = 0; r < count; ++r) _mm512_store_ps(partial + r * 16, _mm512_setzero_ps());
+    for (int c0 = 0; c0 < kCodeDim; c0 += kChunk) {
+      for (size_t r = 0; r < count; ++r) {
+        const uint8_t* code = f.codes.data() + (start + r) * kCodeDim;
+        __m512 acc = _mm512_load_ps(partial + r * 16);
+        for (int i0 = c0; i0 < c0 + kChunk; i0 += 16) {
+          const __m128i symbols = _mm_loadu_si128(reinterpret_cast<const __m128i*>(code + i0));
+          const __m512i index = _mm512_add_epi32(_mm512_cvtepu8_epi32(symbols), offsets);
+          acc = _mm512_add_ps(
+              acc,
+              _mm512_i32gather_ps(index, f.table.data() + static_cast<size_t>(i0) * kCodeK, 4));
+        }
+        _mm512_store_ps(partial + r * 16, acc);
+      }
+    }
+    for (size_t r = 0; r < count; ++r) {
+      out[start + r] = _mm512_reduce_add_ps(_mm512_load_ps(partial + r * 16));
+    }
+  }
+}
+
+#pragma GCC diagnostic pop
+
+void BM_CodesScanGatherAvx512(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx512f")) {
+    state.SkipWithError("CPU without AVX-512F");
+    return;
+  }
+  const CodesFixture& f = Codes();
+  std::vector<float> out(kCodeItems);
+  for (auto _ : state) {
+    GatherScan(f, out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  SetScanCounters(state);
+}
+BENCHMARK(BM_CodesScanGatherAvx512)->Unit(benchmark::kMicrosecond);
+#endif
 
 // FAISS IndexPQ, M = d sub-quantizers of dimension k, identity codebooks,
 // inner product; the query vector is the flattened table. search() builds the

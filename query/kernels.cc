@@ -305,11 +305,10 @@ void McScoreRows(const McKernelQuery& query, const void* base, size_t row_stride
 
 void CodeScanRows(const float* table, int d, int k, const uint8_t* base, size_t row_stride_bytes,
                   const int64_t* rows, size_t n, float* out) {
-  // Scalar lookups on purpose: on Zen 4 (this project's machines) a blocked
-  // scalar loop scans k = d = 256 codes faster than AVX-512 gathers (about
-  // 460 vs 570 us for 5,924 items; bench/RESULTS.md). Items go in blocks so
-  // that the table rows of one chunk of dimensions (16 x k floats) stay in L1
-  // while the block is scanned.
+  // Scalar lookups on purpose: on Zen 4 (this project's machines) AVX-512
+  // gathers are no faster for k = d = 256 (bench/RESULTS.md), and this loop
+  // is portable. Items go in blocks so that the table rows of one chunk of
+  // dimensions (16 x k floats) stay in L1 while the block is scanned.
   constexpr size_t kItemBlock = 128;
   constexpr int kDimChunk = 16;
   float partial[kItemBlock];
