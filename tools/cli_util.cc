@@ -316,6 +316,7 @@ nlohmann::json SearchResultToJson(int64_t query, const SearchResult& result) {
     h["score"] = JsonFloat(hit.score);
     if (!std::isnan(hit.uncertainty)) h["uncertainty"] = JsonFloat(hit.uncertainty);
     if (hit.has_label) h["label"] = hit.label;
+    if (!hit.payload.empty()) h["payload"] = hit.payload;
     hits.push_back(std::move(h));
   }
   j["results"] = std::move(hits);

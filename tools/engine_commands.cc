@@ -231,6 +231,8 @@ void RegisterSearch(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--no-uncertainty", args->no_uncertainty,
                 "Skip the uncertainty eta of results and queries (faster)");
+  cmd->add_flag("--with-payload", args->options.with_payload,
+                "Print each result's payload (one record read per result)");
   cmd->callback([args] { RunSearch(*args); });
 }
 

@@ -413,12 +413,13 @@ TEST_P(CliKindTest, CreateIngestSearchGetRemoveStatsListDrop) {
   const Items probe = MakeItems(kind, 0, 3);
   const std::vector<std::string> query = QueryFlags(kind, probe, "q");
   const std::string exact_score = kind == K::kCodes ? "logprob" : "l2";
+  std::vector<json> lines;
   for (const std::vector<std::string>& mode :
        {std::vector<std::string>{}, std::vector<std::string>{"--exhaustive"}}) {
     std::vector<std::string> args =
         Concat(Cmd("search", name, {"--k", "5", "--score", exact_score}), query);
     args = Concat(args, mode);
-    const std::vector<json> lines = Ok(args).JsonLines();
+    lines = Ok(args).JsonLines();
     ASSERT_EQ(lines.size(), 3u);
     for (int q = 0; q < 3; ++q) {
       SCOPED_TRACE(q);
@@ -433,13 +434,23 @@ TEST_P(CliKindTest, CreateIngestSearchGetRemoveStatsListDrop) {
     }
   }
 
+  // Payloads on request only.
+  lines =
+      Ok(Concat(Cmd("search", name, {"--k", "1", "--score", exact_score, "--with-payload"}), query))
+          .JsonLines();
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1]["results"][0]["payload"],
+            "{\"path\": \"img/1.png\", \"note\": \"caf\xc3\xa9\"}");
+  EXPECT_EQ(lines[2]["results"][0]["payload"], "img/2.png");
+
   // Default score: uncertainty fields exactly where the kind has one.
   const bool uncertain = kind == K::kGaussian || kind == K::kMog;
-  std::vector<json> lines = Ok(Concat(Cmd("search", name, {"--k", "3"}), query)).JsonLines();
+  lines = Ok(Concat(Cmd("search", name, {"--k", "3"}), query)).JsonLines();
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[0].contains("query_uncertainty"), uncertain) << lines[0];
   ASSERT_EQ(lines[0]["results"].size(), 3u);
   EXPECT_EQ(lines[0]["results"][0].contains("uncertainty"), uncertain) << lines[0];
+  EXPECT_FALSE(lines[0]["results"][0].contains("payload")) << lines[0];
   if (uncertain) {
     const double eta = lines[0]["results"][0]["uncertainty"].get<double>();
     EXPECT_GE(eta, 0.0);
