@@ -52,12 +52,20 @@ struct CreateArgs {
   std::string db;
   CollectionSpec spec;
   std::string kind = "gaussian";
+  CLI::Option* samples_option = nullptr;
 };
 
 void RunCreate(CreateArgs& args) {
   if (!ParseKind(args.kind, &args.spec.kind)) UsageError("unknown kind '" + args.kind + "'");
   if (args.spec.kind == Kind::kCodes && args.spec.code_k == 0) {
     UsageError("--code-k is required for a codes collection");
+  }
+  // Mixture sampling is stratified (the same count per component): without an
+  // explicit --samples, round the default up to a multiple of C rather than
+  // make every mog user with C not dividing 8 pass one.
+  if (args.spec.kind == Kind::kMog && args.samples_option->count() == 0 &&
+      args.spec.components > 0 && args.spec.samples % args.spec.components != 0) {
+    args.spec.samples += args.spec.components - args.spec.samples % args.spec.components;
   }
   std::unique_ptr<DB> db = OpenDatabase(args.db, /*create_if_missing=*/true);
   Check(db->CreateCollection(args.spec));
@@ -89,10 +97,12 @@ void RegisterCreate(CLI::App& app) {
                   "Match probability sigmoid(-a*||z1-z2|| + b): a (> 0)")
       ->capture_default_str();
   cmd->add_option("--match-b", args->spec.match_b, "Match probability: b")->capture_default_str();
-  cmd->add_option("--samples", args->spec.samples,
-                  "Default Monte Carlo samples per side (mog: a multiple of C)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  args->samples_option =
+      cmd->add_option("--samples", args->spec.samples,
+                      "Default Monte Carlo samples per side (mog: a multiple of C; the default is "
+                      "rounded up to one)")
+          ->capture_default_str()
+          ->check(CLI::PositiveNumber);
   cmd->add_option("--seed", args->spec.seed, "Default Monte Carlo seed")->capture_default_str();
   cmd->callback([args] { RunCreate(*args); });
 }

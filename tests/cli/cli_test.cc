@@ -694,6 +694,21 @@ TEST_F(CliErrorTest, RemovingAnUnknownIdRemovesNothing) {
   EXPECT_EQ(records[1]["found"], true);
 }
 
+TEST_F(CliTest, MogSampleDefaultIsAMultipleOfTheComponents) {
+  json j = Ok({"create", "--db", db_, "--collection", "m3", "--kind", "mog", "--dim", "4",
+               "--components", "3"})
+               .Json();
+  EXPECT_EQ(j["created"]["samples"], 9);
+  j = Ok({"create", "--db", db_, "--collection", "m4", "--kind", "mog", "--dim", "4",
+          "--components", "4"})
+          .Json();
+  EXPECT_EQ(j["created"]["samples"], 8);
+  // An explicit count is the user's and is checked by the database.
+  Fails({"create", "--db", db_, "--collection", "m3b", "--kind", "mog", "--dim", "4",
+         "--components", "3", "--samples", "8"},
+        1, {"samples"});
+}
+
 TEST_F(CliErrorTest, CreatingAnExistingCollectionFails) {
   Fails({"create", "--db", db_, "--collection", "g", "--kind", "point", "--dim", "3"}, 1, {"g"});
   const json j = Ok({"stats", "--db", db_, "--collection", "g"}).Json();
