@@ -142,6 +142,42 @@ BENCHMARK(BM_McGaussianKernel)->Apply(IsaArgs);
 BENCHMARK(BM_McMog2Scalar);
 BENCHMARK(BM_McMog2Kernel)->Apply(IsaArgs);
 
+// eta (HIB eq. 9) of single rows, as the collection computes it for every
+// hit and the query: two sample sets of the row against each other.
+void RunUncertainty(benchmark::State& state, const McFixture& f) {
+  const size_t row_size = f.shape.item_row_size();
+  size_t next = 0;
+  for (auto _ : state) {
+    const float* row = f.arena.data() + f.candidates[next] * row_size;
+    benchmark::DoNotOptimize(Uncertainty(f.shape, f.params, row));
+    next = (next + 1) % kCandidates;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
+}
+// The same for the 10 hits of a query in one UncertaintyRows call.
+void RunUncertaintyRows(benchmark::State& state, const McFixture& f) {
+  constexpr size_t kHits = 10;
+  std::vector<float> out(kHits);
+  size_t next = 0;
+  for (auto _ : state) {
+    UncertaintyRows(f.shape, f.params, f.arena.data(), f.shape.item_row_size() * sizeof(float),
+                    f.candidates.data() + next, kHits, out.data());
+    benchmark::DoNotOptimize(out.data());
+    next = (next + kHits) % (kCandidates - kHits);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kHits);
+}
+void BM_UncertaintyGaussian(benchmark::State& state) { RunUncertainty(state, Gaussian()); }
+void BM_UncertaintyMog2(benchmark::State& state) { RunUncertainty(state, Mog()); }
+void BM_UncertaintyRows10Gaussian(benchmark::State& state) {
+  RunUncertaintyRows(state, Gaussian());
+}
+void BM_UncertaintyRows10Mog2(benchmark::State& state) { RunUncertaintyRows(state, Mog()); }
+BENCHMARK(BM_UncertaintyGaussian);
+BENCHMARK(BM_UncertaintyMog2);
+BENCHMARK(BM_UncertaintyRows10Gaussian);
+BENCHMARK(BM_UncertaintyRows10Mog2);
+
 // ---------------------------------------------------------------------------
 // DIMCO: k = d = 256 over the 5,924 items of the CUB test split.
 constexpr int kCodeDim = 256;

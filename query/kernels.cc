@@ -303,6 +303,20 @@ void McScoreRows(const McKernelQuery& query, const void* base, size_t row_stride
   }
 }
 
+void GaussianEtaRows(const GaussianEtaKernelQuery& query, const void* base, size_t row_stride_bytes,
+                     const int64_t* rows, size_t n, float* out) {
+  switch (ActiveKernelIsa()) {
+#if HEDGEDB_KERNELS_X86
+    case KernelIsa::kAvx512:
+      return avx512::GaussianEtaRowsImpl(query, base, row_stride_bytes, rows, n, out);
+    case KernelIsa::kAvx2:
+      return avx2::GaussianEtaRowsImpl(query, base, row_stride_bytes, rows, n, out);
+#endif
+    default:
+      return portable::GaussianEtaRowsImpl(query, base, row_stride_bytes, rows, n, out);
+  }
+}
+
 void CodeScanRows(const float* table, int d, int k, const uint8_t* base, size_t row_stride_bytes,
                   const int64_t* rows, size_t n, float* out) {
   // Scalar lookups on purpose: on Zen 4 (this project's machines) AVX-512

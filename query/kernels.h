@@ -61,6 +61,23 @@ struct McKernelQuery {
 void McScoreRows(const McKernelQuery& query, const void* base, size_t row_stride_bytes,
                  const int64_t* rows, size_t n, float* out);
 
+// eta = 1 - p(m | x, x) of gaussian rows (HIB eq. 9). The two samples of a
+// pair differ by sd * (ea_i - eb_j), so the mean cancels and
+// p = mean_ij sigmoid(-a * sqrt(sum_d var_d (ea_id - eb_jd)^2) + b).
+struct GaussianEtaKernelQuery {
+  int dim = 0;      // D
+  int samples = 0;  // K per side
+  // (ea_id - eb_jd)^2, d-major: pair_delta_sq[d * K * K + i * K + j].
+  const float* pair_delta_sq = nullptr;
+  float match_a = 1.0f;
+  float match_b = 0.0f;
+  int var_offset = 0;  // floats from the row start to the variances
+};
+
+// out[r] = eta of the row at base + rows[r] * row_stride_bytes.
+void GaussianEtaRows(const GaussianEtaKernelQuery& query, const void* base, size_t row_stride_bytes,
+                     const int64_t* rows, size_t n, float* out);
+
 // DIMCO scan: out[r] = sum_i table[i * k + code_r[i]] over the d symbols of the
 // uint8 code row at base + rows[r] * row_stride_bytes. Symbols must be < k.
 // One scalar implementation for every ISA (gathers are no faster here).

@@ -173,3 +173,81 @@ inline void McScoreRowsImpl(const McKernelQuery& q, const void* base, size_t row
     for (size_t l = 0; l < count; ++l) out[start + l] = lane_buffer[l];
   }
 }
+
+// Sum over kBlock sample pairs of sigmoid(-a * sqrt(var . delta_sq_t) + b),
+// lanes = rows. delta_sq is d-major with stride `pairs`.
+template <int kBlock>
+inline Simd::V EtaPairBlock(const float* var_t, const float* delta_sq, int pairs, int dim,
+                            Simd::V pos_a, Simd::V neg_b) {
+  using V = Simd::V;
+  constexpr int kLanes = Simd::kLanes;
+  V acc[kBlock];
+  for (int t = 0; t < kBlock; ++t) acc[t] = Simd::Zero();
+  for (int d = 0; d < dim; ++d) {
+    const V var = Simd::Load(var_t + d * kLanes);
+    const float* e = delta_sq + static_cast<size_t>(d) * pairs;
+    for (int t = 0; t < kBlock; ++t) acc[t] = Simd::Fma(var, Simd::Set1(e[t]), acc[t]);
+  }
+  const V one = Simd::Set1(1.0f);
+  V sum = Simd::Zero();
+  for (int t = 0; t < kBlock; ++t) {
+    const V e = Exp(Simd::Fma(pos_a, Simd::Sqrt(acc[t]), neg_b));
+    sum = Simd::Add(sum, Simd::Div(one, Simd::Add(one, e)));
+  }
+  return sum;
+}
+
+inline Simd::V EtaPairBlockAny(int block, const float* var_t, const float* delta_sq, int pairs,
+                               int dim, Simd::V pos_a, Simd::V neg_b) {
+  switch (block) {
+#define HEDGEDB_ETA_BLOCK_CASE(B) \
+  case B:                         \
+    return EtaPairBlock<B>(var_t, delta_sq, pairs, dim, pos_a, neg_b);
+    HEDGEDB_ETA_BLOCK_CASE(1)
+    HEDGEDB_ETA_BLOCK_CASE(2)
+    HEDGEDB_ETA_BLOCK_CASE(3)
+    HEDGEDB_ETA_BLOCK_CASE(4)
+    HEDGEDB_ETA_BLOCK_CASE(5)
+    HEDGEDB_ETA_BLOCK_CASE(6)
+    HEDGEDB_ETA_BLOCK_CASE(7)
+    HEDGEDB_ETA_BLOCK_CASE(8)
+#undef HEDGEDB_ETA_BLOCK_CASE
+    default:
+      return Simd::Zero();
+  }
+}
+
+inline void GaussianEtaRowsImpl(const GaussianEtaKernelQuery& q, const void* base,
+                                size_t row_stride_bytes, const int64_t* rows, size_t n,
+                                float* out) {
+  using V = Simd::V;
+  constexpr int kLanes = Simd::kLanes;
+  constexpr int kMaxBlock = 8;
+  if (n == 0) return;
+  const int dim = q.dim;
+  const int pairs = q.samples * q.samples;
+  std::vector<float> var_t(static_cast<size_t>(dim) * kLanes);
+  const float* row_ptr[kLanes];
+  float lane_buffer[kLanes];
+  const V pos_a = Simd::Set1(q.match_a);
+  const V neg_b = Simd::Set1(-q.match_b);
+  const float inv_pairs = 1.0f / static_cast<float>(pairs);
+  for (size_t start = 0; start < n; start += kLanes) {
+    const size_t count = std::min<size_t>(kLanes, n - start);
+    // Spare lanes repeat the last row; their results are dropped.
+    for (int l = 0; l < kLanes; ++l) {
+      const int64_t row = rows[start + std::min<size_t>(l, count - 1)];
+      row_ptr[l] = reinterpret_cast<const float*>(static_cast<const char*>(base) +
+                                                  static_cast<size_t>(row) * row_stride_bytes);
+    }
+    Simd::TransposeRows(row_ptr, q.var_offset, dim, var_t.data());
+    V sum = Simd::Zero();
+    for (int p0 = 0; p0 < pairs; p0 += kMaxBlock) {
+      sum = Simd::Add(sum, EtaPairBlockAny(std::min(kMaxBlock, pairs - p0), var_t.data(),
+                                           q.pair_delta_sq + p0, pairs, dim, pos_a, neg_b));
+    }
+    const V eta = Simd::Sub(Simd::Set1(1.0f), Simd::Mul(sum, Simd::Set1(inv_pairs)));
+    Simd::Store(lane_buffer, Simd::Min(Simd::Max(eta, Simd::Zero()), Simd::Set1(1.0f)));
+    for (size_t l = 0; l < count; ++l) out[start + l] = lane_buffer[l];
+  }
+}

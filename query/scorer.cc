@@ -361,18 +361,85 @@ Status PrepareQuery(const RowShape& shape, const ScoreParams& params, const floa
   return Status::OK();
 }
 
-float Uncertainty(const RowShape& shape, const ScoreParams& params, const float* row) {
+namespace {
+
+// (ea_id - eb_jd)^2 of the two eta sample banks, d-major, cached per thread
+// for the last (seed, K, D).
+const std::vector<float>& EtaPairDeltaSq(uint64_t seed, int samples, int dim) {
+  struct Cache {
+    bool valid = false;
+    uint64_t seed = 0;
+    int samples = 0;
+    int dim = 0;
+    std::vector<float> delta_sq;
+  };
+  thread_local Cache cache;
+  if (cache.valid && cache.seed == seed && cache.samples == samples && cache.dim == dim) {
+    return cache.delta_sq;
+  }
+  const size_t bank_size = static_cast<size_t>(samples) * dim;
+  const std::vector<float> first = CachedNormalBank(seed, kEtaFirstStream, bank_size);
+  const std::vector<float>& second = CachedNormalBank(seed, kEtaSecondStream, bank_size);
+  const size_t pairs = static_cast<size_t>(samples) * samples;
+  cache.delta_sq.resize(pairs * dim);
+  for (int d = 0; d < dim; ++d) {
+    for (int i = 0; i < samples; ++i) {
+      for (int j = 0; j < samples; ++j) {
+        const float delta =
+            first[static_cast<size_t>(i) * dim + d] - second[static_cast<size_t>(j) * dim + d];
+        cache.delta_sq[d * pairs + static_cast<size_t>(i) * samples + j] = delta * delta;
+      }
+    }
+  }
+  cache.valid = true;
+  cache.seed = seed;
+  cache.samples = samples;
+  cache.dim = dim;
+  return cache.delta_sq;
+}
+
+}  // namespace
+
+void UncertaintyRows(const RowShape& shape, const ScoreParams& params, const void* base,
+                     size_t row_stride_bytes, const int64_t* rows, size_t n, float* out) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  if (shape.kind != Kind::kGaussian && shape.kind != Kind::kMog) return nan;
   // The score type does not matter for eta; only samples, a, b and seed do.
   ScoreParams eta_params = params;
   eta_params.score = ScoreType::kMc;
-  if (!ValidateScoreParams(shape, eta_params).ok()) return nan;
-  const McPreparedQuery self(shape, eta_params, row, kEtaFirstStream, kEtaSecondStream);
+  if ((shape.kind != Kind::kGaussian && shape.kind != Kind::kMog) ||
+      !ValidateScoreParams(shape, eta_params).ok()) {
+    std::fill(out, out + n, nan);
+    return;
+  }
+  if (shape.kind == Kind::kGaussian) {
+    GaussianEtaKernelQuery kernel;
+    kernel.dim = shape.dim;
+    kernel.samples = params.samples;
+    kernel.pair_delta_sq = EtaPairDeltaSq(params.seed, params.samples, shape.dim).data();
+    kernel.match_a = params.match_a;
+    kernel.match_b = params.match_b;
+    kernel.var_offset = shape.dim;
+    GaussianEtaRows(kernel, base, row_stride_bytes, rows, n, out);
+    return;
+  }
+  // Mixtures: sample pairs across components do not cancel the means; score
+  // each row's first sample set against its second with the mc kernel.
   const int64_t first_row = 0;
-  float match = 0.0f;
-  self.ScoreRows(row, 0, &first_row, 1, &match);
-  return std::min(1.0f, std::max(0.0f, 1.0f - match));
+  for (size_t r = 0; r < n; ++r) {
+    const float* row = reinterpret_cast<const float*>(
+        static_cast<const char*>(base) + static_cast<size_t>(rows[r]) * row_stride_bytes);
+    const McPreparedQuery self(shape, eta_params, row, kEtaFirstStream, kEtaSecondStream);
+    float match = 0.0f;
+    self.ScoreRows(row, 0, &first_row, 1, &match);
+    out[r] = std::min(1.0f, std::max(0.0f, 1.0f - match));
+  }
+}
+
+float Uncertainty(const RowShape& shape, const ScoreParams& params, const float* row) {
+  const int64_t first_row = 0;
+  float eta = 0.0f;
+  UncertaintyRows(shape, params, row, 0, &first_row, 1, &eta);
+  return eta;
 }
 
 }  // namespace query

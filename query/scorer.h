@@ -93,8 +93,16 @@ Status PrepareQuery(const RowShape& shape, const ScoreParams& params, const floa
                     std::unique_ptr<PreparedQuery>* out);
 
 // eta = 1 - p(m | x, x) (HIB eq. 9) of one item row (gaussian/mog), from two
-// independent sample sets; NaN for kinds without one.
+// independent sample sets (streams kEtaFirstStream, kEtaSecondStream, K per
+// side, stratified for mog); NaN for kinds without one or invalid params.
+// Depends on samples, match_a, match_b and seed, not on the score type.
 float Uncertainty(const RowShape& shape, const ScoreParams& params, const float* row);
+
+// Uncertainty() of n rows, row r at base + rows[r] * row_stride_bytes; the
+// same numbers, bitwise. Gaussian rows share SIMD lanes, so a batch (e.g. all
+// hits of a query) costs about as much as one row.
+void UncertaintyRows(const RowShape& shape, const ScoreParams& params, const void* base,
+                     size_t row_stride_bytes, const int64_t* rows, size_t n, float* out);
 
 }  // namespace query
 }  // namespace hedgedb

@@ -207,6 +207,38 @@ TEST(CodeScanTest, MatchesScalarReference) {
   }
 }
 
+// eta of every row, alone and in a batch, against the scalar loop scoring
+// the row's first eta sample set against its second.
+TEST_P(KernelIsaTest, UncertaintyRowsMatchScalarReference) {
+  for (const McCase& c : {McCase{Kind::kGaussian, 64, 1, 8}, McCase{Kind::kGaussian, 3, 1, 5},
+                          McCase{Kind::kGaussian, 17, 1, 12}, McCase{Kind::kMog, 20, 2, 8}}) {
+    RowShape shape;
+    shape.kind = c.kind;
+    shape.dim = c.dim;
+    shape.components = c.components;
+    ScoreParams params;
+    params.samples = c.samples;
+    params.seed = 4;
+    params.match_a = 0.9f;
+    params.match_b = 1.5f;
+    std::mt19937_64 rng(c.dim);
+    const size_t n = 21, pad = 1, stride = shape.item_row_size() + pad;
+    const std::vector<float> items = RandomRows(shape, n, pad, &rng, 1.0f, 0.5f);
+    std::vector<int64_t> rows = Iota(n);
+    std::shuffle(rows.begin(), rows.end(), rng);
+    std::vector<float> batch(n);
+    UncertaintyRows(shape, params, items.data(), stride * sizeof(float), rows.data(), n,
+                    batch.data());
+    for (size_t r = 0; r < n; ++r) {
+      const float* row = items.data() + rows[r] * stride;
+      const ScalarMcReference self(shape, params, row, kEtaFirstStream, kEtaSecondStream);
+      EXPECT_NEAR(batch[r], 1.0f - self.Score(row), 2e-5f)
+          << KindName(c.kind) << " D=" << c.dim << " row " << r;
+      EXPECT_EQ(batch[r], Uncertainty(shape, params, row)) << r;  // bitwise
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isas, KernelIsaTest, ::testing::ValuesIn(SupportedIsas()),
                          [](const ::testing::TestParamInfo<KernelIsa>& info) {
                            return std::string(KernelIsaName(info.param));

@@ -506,6 +506,20 @@ TEST(UncertaintyTest, NanWithoutADistribution) {
       std::isnan(Uncertainty(Shape(Kind::kGaussian, 2), Params(ScoreType::kMc, 0), gaussian)));
 }
 
+TEST(UncertaintyTest, RowsNanWithoutADistributionOrValidParams) {
+  const float rows[6] = {1, 2, 3, 4, 5, 6};
+  const int64_t ids[2] = {0, 1};
+  float out[2] = {0, 0};
+  UncertaintyRows(Shape(Kind::kPoint, 3), Params(ScoreType::kMatch), rows, 3 * sizeof(float), ids,
+                  2, out);
+  EXPECT_TRUE(std::isnan(out[0]) && std::isnan(out[1]));
+  out[0] = out[1] = 0;
+  UncertaintyRows(Shape(Kind::kMog, 1, 2), Params(ScoreType::kMc, 3), rows, 6 * sizeof(float), ids,
+                  1, out);
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_EQ(out[1], 0.0f);  // only n entries are written
+}
+
 // ---------------------------------------------------------------------------
 // DIMCO.
 
