@@ -694,6 +694,40 @@ TEST_F(CliErrorTest, RemovingAnUnknownIdRemovesNothing) {
   EXPECT_EQ(records[1]["found"], true);
 }
 
+// Reals may be float64 and ids, labels and codes any integer type.
+TEST_F(CliTest, AcceptsFloat64AndEveryIntegerType) {
+  Create("g", K::kGaussian);
+  const Items it = MakeItems(K::kGaussian, 0, 3);
+  const std::vector<double> mean(it.mean.begin(), it.mean.end());
+  const std::vector<double> var(it.var.begin(), it.var.end());
+  const std::vector<uint16_t> ids = {7, 8, 65535};
+  const std::vector<int8_t> labels = {-1, 0, 1};
+  json j = Ok(Cmd("ingest", "g",
+                  {"--mean", Write("m.npy", MakeNpy(NpyType::kFloat64, mean.data(), {3, kDim})),
+                   "--var", Write("v.npy", MakeNpy(NpyType::kFloat64, var.data(), {3, kDim})),
+                   "--ids", Write("i.npy", MakeNpy(NpyType::kUInt16, ids.data(), {3})), "--labels",
+                   Write("l.npy", MakeNpy(NpyType::kInt8, labels.data(), {3}))}))
+               .Json();
+  EXPECT_EQ(j["last_id"], 65535);
+  const std::vector<json> records = Ok(Cmd("get", "g", {"--id", "65535", "--id", "7"})).JsonLines();
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0]["label"], 1);
+  EXPECT_EQ(records[1]["label"], -1);
+  EXPECT_EQ(records[0]["mean"][1].get<float>(), it.mean[2 * kDim + 1]);
+
+  Create("c", K::kCodes);
+  const Items codes = MakeItems(K::kCodes, 0, 2);
+  const std::vector<uint8_t> small(codes.codes.begin(), codes.codes.end());
+  j = Ok(Cmd("ingest", "c",
+             {"--codes", Write("c.npy", MakeNpy(NpyType::kUInt8, small.data(), {2, kCodeDim}))}))
+          .Json();
+  EXPECT_EQ(j["ingested"], 2);
+  const std::vector<json> got = Ok(Cmd("get", "c", {"--id", "1"})).JsonLines();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0]["codes"].get<std::vector<int32_t>>(),
+            std::vector<int32_t>(codes.codes.begin() + kCodeDim, codes.codes.end()));
+}
+
 TEST_F(CliTest, MogSampleDefaultIsAMultipleOfTheComponents) {
   json j = Ok({"create", "--db", db_, "--collection", "m3", "--kind", "mog", "--dim", "4",
                "--components", "3"})
