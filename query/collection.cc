@@ -334,7 +334,6 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
   std::unique_lock<RwMutex> lock(state_mutex_);
   meta_ = next;
   const int64_t first_row = int64_t(row_ids_.size());
-  arena_.reserve(arena_.size() + rows.size());
   for (int64_t i = 0; i < n; ++i) {
     AppendRow(ids[i], writes[i].has_label, writes[i].label, rows.data() + i * row_bytes_);
   }

@@ -109,7 +109,7 @@ std::string RecordStore::RecordKey(uint32_t collection_id, int64_t id) {
   return k;
 }
 
-static int64_t IdFromKey(const std::string& key) {
+static int64_t IdFromKey(std::string_view key) {
   uint64_t u = 0;
   for (int i = 0; i < 8; ++i) u = (u << 8) | uint8_t(key[4 + i]);
   return int64_t(u ^ (uint64_t(1) << 63));
@@ -132,7 +132,7 @@ std::string RecordStore::EncodeRecord(uint64_t sequence, const RecordWrite& w, s
   return v;
 }
 
-Status RecordStore::DecodeRecord(const std::string& key, const std::string& value, size_t row_bytes,
+Status RecordStore::DecodeRecord(std::string_view key, std::string_view value, size_t row_bytes,
                                  StoredRecord* r) {
   int64_t id = key.size() == 12 ? IdFromKey(key) : 0;
   const std::string where = "record of item " + std::to_string(id);
@@ -295,8 +295,9 @@ Status RecordStore::Scan(const CollectionMeta& meta,
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, records_cf_));
   StoredRecord record;
   for (it->Seek(begin); it->Valid(); it->Next()) {
-    HEDGEDB_RETURN_IF_ERROR(
-        DecodeRecord(it->key().ToString(), it->value().ToString(), row_bytes, &record));
+    HEDGEDB_RETURN_IF_ERROR(DecodeRecord(std::string_view(it->key().data(), it->key().size()),
+                                         std::string_view(it->value().data(), it->value().size()),
+                                         row_bytes, &record));
     HEDGEDB_RETURN_IF_ERROR(visit(record));
   }
   return FromRocks(it->status(), "scanning collection " + meta.spec.name);

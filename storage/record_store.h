@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hedgedb/status.h"
@@ -87,7 +88,7 @@ class RecordStore {
   // Encoding, exposed for tests that corrupt records on purpose.
   static std::string RecordKey(uint32_t collection_id, int64_t id);
   static std::string EncodeRecord(uint64_t sequence, const RecordWrite& w, size_t row_bytes);
-  static Status DecodeRecord(const std::string& key, const std::string& value, size_t row_bytes,
+  static Status DecodeRecord(std::string_view key, std::string_view value, size_t row_bytes,
                              StoredRecord* record);
   // Raw access to the records column family (tests only).
   Status PutRawRecordForTest(const std::string& key, const std::string& value);
