@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 // The x86 paths use GCC's per-function target pragmas; other compilers and
@@ -314,6 +315,20 @@ void GaussianEtaRows(const GaussianEtaKernelQuery& query, const void* base, size
 #endif
     default:
       return portable::GaussianEtaRowsImpl(query, base, row_stride_bytes, rows, n, out);
+  }
+}
+
+void MixtureEtaRows(const MixtureEtaKernelQuery& query, const void* base, size_t row_stride_bytes,
+                    const int64_t* rows, size_t n, float* out) {
+  switch (ActiveKernelIsa()) {
+#if HEDGEDB_KERNELS_X86
+    case KernelIsa::kAvx512:
+      return avx512::MixtureEtaRowsImpl(query, base, row_stride_bytes, rows, n, out);
+    case KernelIsa::kAvx2:
+      return avx2::MixtureEtaRowsImpl(query, base, row_stride_bytes, rows, n, out);
+#endif
+    default:
+      return portable::MixtureEtaRowsImpl(query, base, row_stride_bytes, rows, n, out);
   }
 }
 

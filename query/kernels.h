@@ -78,6 +78,26 @@ struct GaussianEtaKernelQuery {
 void GaussianEtaRows(const GaussianEtaKernelQuery& query, const void* base, size_t row_stride_bytes,
                      const int64_t* rows, size_t n, float* out);
 
+// eta of mixture rows (any C, stratified): sample i of the first set is
+// mu_c + sd_c * ea_i for its component c, sample j of the second set is
+// mu_c' + sd_c' * eb_j, and p = sum_ij w_i w_j sigmoid(-a ||x_i - y_j|| + b)
+// with w = pi_c / (K/C). Row layout as in McKernelQuery.
+struct MixtureEtaKernelQuery {
+  int dim = 0;
+  int components = 1;
+  int samples = 0;
+  const float* first_eps = nullptr;   // K x D
+  const float* second_eps = nullptr;  // K x D
+  float match_a = 1.0f;
+  float match_b = 0.0f;
+  int weight_offset = 0;
+  int mean_offset = 0;
+  int var_offset = 0;
+};
+
+void MixtureEtaRows(const MixtureEtaKernelQuery& query, const void* base, size_t row_stride_bytes,
+                    const int64_t* rows, size_t n, float* out);
+
 // DIMCO scan: out[r] = sum_i table[i * k + code_r[i]] over the d symbols of the
 // uint8 code row at base + rows[r] * row_stride_bytes. Symbols must be < k.
 // One scalar implementation for every ISA (gathers are no faster here).

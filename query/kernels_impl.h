@@ -3,6 +3,11 @@
 // the vector type V with kLanes float lanes and its operations. No include
 // guard on purpose.
 
+// Scratch that every kernel overwrites before reading: no zero fill.
+inline std::unique_ptr<float[]> Scratch(size_t count) {
+  return std::unique_ptr<float[]>(new float[count]);
+}
+
 // exp(x), Cephes polynomial on [-ln2/2, ln2/2] after range reduction; inputs
 // are clamped so that 2^n stays a normal float.
 inline Simd::V Exp(Simd::V x) {
@@ -101,8 +106,9 @@ inline void McScoreRowsImpl(const McKernelQuery& q, const void* base, size_t row
   if (n == 0) return;
 
   // Item noise of each component, d-major so a block's numbers are adjacent.
-  std::vector<float> eps_t(static_cast<size_t>(q.samples) * dim);
-  std::vector<float> eps_sq_t(eps_t.size());
+  const size_t eps_size = static_cast<size_t>(q.samples) * dim;
+  const std::unique_ptr<float[]> eps_t = Scratch(eps_size);
+  const std::unique_ptr<float[]> eps_sq_t = Scratch(eps_size);
   for (int c = 0; c < components; ++c) {
     for (int t = 0; t < per_component; ++t) {
       const float* e = q.item_eps + static_cast<size_t>(c * per_component + t) * dim;
@@ -114,9 +120,9 @@ inline void McScoreRowsImpl(const McKernelQuery& q, const void* base, size_t row
       }
     }
   }
-  std::vector<float> scratch(static_cast<size_t>(dim) * kLanes * 2 +
-                             static_cast<size_t>(per_component) * kLanes);
-  float* mu_t = scratch.data();
+  const std::unique_ptr<float[]> scratch =
+      Scratch(static_cast<size_t>(dim) * kLanes * 2 + static_cast<size_t>(per_component) * kLanes);
+  float* mu_t = scratch.get();
   float* sd_t = mu_t + static_cast<size_t>(dim) * kLanes;
   float* v_norm = sd_t + static_cast<size_t>(dim) * kLanes;
   const float* row_ptr[kLanes];
@@ -136,8 +142,8 @@ inline void McScoreRowsImpl(const McKernelQuery& q, const void* base, size_t row
     for (int c = 0; c < components; ++c) {
       Simd::TransposeRows(row_ptr, q.mean_offset + c * dim, dim, mu_t);
       Simd::TransposeRows(row_ptr, q.var_offset + c * dim, dim, sd_t);
-      const float* comp_eps_t = eps_t.data() + static_cast<size_t>(c) * per_component * dim;
-      const float* comp_eps_sq_t = eps_sq_t.data() + static_cast<size_t>(c) * per_component * dim;
+      const float* comp_eps_t = eps_t.get() + static_cast<size_t>(c) * per_component * dim;
+      const float* comp_eps_sq_t = eps_sq_t.get() + static_cast<size_t>(c) * per_component * dim;
       // ||sd * eps_t||^2 = sum_d var_d eps_td^2, while sd_t still holds var.
       for (int t = 0; t < per_component; ++t) {
         V acc = Simd::Zero();
@@ -226,7 +232,7 @@ inline void GaussianEtaRowsImpl(const GaussianEtaKernelQuery& q, const void* bas
   if (n == 0) return;
   const int dim = q.dim;
   const int pairs = q.samples * q.samples;
-  std::vector<float> var_t(static_cast<size_t>(dim) * kLanes);
+  const std::unique_ptr<float[]> var_t = Scratch(static_cast<size_t>(dim) * kLanes);
   const float* row_ptr[kLanes];
   float lane_buffer[kLanes];
   const V pos_a = Simd::Set1(q.match_a);
@@ -240,13 +246,130 @@ inline void GaussianEtaRowsImpl(const GaussianEtaKernelQuery& q, const void* bas
       row_ptr[l] = reinterpret_cast<const float*>(static_cast<const char*>(base) +
                                                   static_cast<size_t>(row) * row_stride_bytes);
     }
-    Simd::TransposeRows(row_ptr, q.var_offset, dim, var_t.data());
+    Simd::TransposeRows(row_ptr, q.var_offset, dim, var_t.get());
     V sum = Simd::Zero();
     for (int p0 = 0; p0 < pairs; p0 += kMaxBlock) {
-      sum = Simd::Add(sum, EtaPairBlockAny(std::min(kMaxBlock, pairs - p0), var_t.data(),
+      sum = Simd::Add(sum, EtaPairBlockAny(std::min(kMaxBlock, pairs - p0), var_t.get(),
                                            q.pair_delta_sq + p0, pairs, dim, pos_a, neg_b));
     }
     const V eta = Simd::Sub(Simd::Set1(1.0f), Simd::Mul(sum, Simd::Set1(inv_pairs)));
+    Simd::Store(lane_buffer, Simd::Min(Simd::Max(eta, Simd::Zero()), Simd::Set1(1.0f)));
+    for (size_t l = 0; l < count; ++l) out[start + l] = lane_buffer[l];
+  }
+}
+
+// sum_t w_t * sigmoid(-a ||x - y_t|| + b) over kBlock samples y_t, lanes =
+// rows; x and y_t are d-major lane vectors (x[d * kLanes]).
+template <int kBlock>
+inline Simd::V SelfPairBlock(const float* x, const float* y, int dim, const float* y_weights,
+                             Simd::V pos_a, Simd::V neg_b) {
+  using V = Simd::V;
+  constexpr int kLanes = Simd::kLanes;
+  const size_t sample_stride = static_cast<size_t>(dim) * kLanes;
+  V acc[kBlock];
+  for (int t = 0; t < kBlock; ++t) acc[t] = Simd::Zero();
+  for (int d = 0; d < dim; ++d) {
+    const V xd = Simd::Load(x + d * kLanes);
+    for (int t = 0; t < kBlock; ++t) {
+      const V diff = Simd::Sub(xd, Simd::Load(y + t * sample_stride + d * kLanes));
+      acc[t] = Simd::Fma(diff, diff, acc[t]);
+    }
+  }
+  const V one = Simd::Set1(1.0f);
+  V sum = Simd::Zero();
+  for (int t = 0; t < kBlock; ++t) {
+    const V e = Exp(Simd::Fma(pos_a, Simd::Sqrt(acc[t]), neg_b));
+    sum = Simd::Fma(Simd::Load(y_weights + t * kLanes), Simd::Div(one, Simd::Add(one, e)), sum);
+  }
+  return sum;
+}
+
+inline Simd::V SelfPairBlockAny(int block, const float* x, const float* y, int dim,
+                                const float* y_weights, Simd::V pos_a, Simd::V neg_b) {
+  switch (block) {
+#define HEDGEDB_SELF_BLOCK_CASE(B) \
+  case B:                          \
+    return SelfPairBlock<B>(x, y, dim, y_weights, pos_a, neg_b);
+    HEDGEDB_SELF_BLOCK_CASE(1)
+    HEDGEDB_SELF_BLOCK_CASE(2)
+    HEDGEDB_SELF_BLOCK_CASE(3)
+    HEDGEDB_SELF_BLOCK_CASE(4)
+    HEDGEDB_SELF_BLOCK_CASE(5)
+    HEDGEDB_SELF_BLOCK_CASE(6)
+    HEDGEDB_SELF_BLOCK_CASE(7)
+    HEDGEDB_SELF_BLOCK_CASE(8)
+#undef HEDGEDB_SELF_BLOCK_CASE
+    default:
+      return Simd::Zero();
+  }
+}
+
+inline void MixtureEtaRowsImpl(const MixtureEtaKernelQuery& q, const void* base,
+                               size_t row_stride_bytes, const int64_t* rows, size_t n, float* out) {
+  using V = Simd::V;
+  constexpr int kLanes = Simd::kLanes;
+  constexpr int kMaxBlock = 8;
+  if (n == 0) return;
+  const int dim = q.dim;
+  const int samples = q.samples;
+  const int per_component = samples / q.components;
+  const size_t sample_floats = static_cast<size_t>(dim) * kLanes;
+  // Both sample sets of kLanes rows, d-major, plus per-sample lane weights.
+  const std::unique_ptr<float[]> first = Scratch(samples * sample_floats);
+  const std::unique_ptr<float[]> second = Scratch(samples * sample_floats);
+  const std::unique_ptr<float[]> weights = Scratch(static_cast<size_t>(samples) * kLanes);
+  const std::unique_ptr<float[]> mean_t = Scratch(sample_floats);
+  const std::unique_ptr<float[]> sd_t = Scratch(sample_floats);
+  const float* row_ptr[kLanes];
+  float lane_buffer[kLanes];
+  const V pos_a = Simd::Set1(q.match_a);
+  const V neg_b = Simd::Set1(-q.match_b);
+  for (size_t start = 0; start < n; start += kLanes) {
+    const size_t count = std::min<size_t>(kLanes, n - start);
+    // Spare lanes repeat the last row; their results are dropped.
+    for (int l = 0; l < kLanes; ++l) {
+      const int64_t row = rows[start + std::min<size_t>(l, count - 1)];
+      row_ptr[l] = reinterpret_cast<const float*>(static_cast<const char*>(base) +
+                                                  static_cast<size_t>(row) * row_stride_bytes);
+    }
+    for (int c = 0; c < q.components; ++c) {
+      Simd::TransposeRows(row_ptr, q.mean_offset + c * dim, dim, mean_t.get());
+      Simd::TransposeRows(row_ptr, q.var_offset + c * dim, dim, sd_t.get());
+      for (int d = 0; d < dim; ++d) {
+        Simd::Store(sd_t.get() + d * kLanes, Simd::Sqrt(Simd::Load(sd_t.get() + d * kLanes)));
+      }
+      for (int l = 0; l < kLanes; ++l) {
+        lane_buffer[l] = row_ptr[l][q.weight_offset + c] / static_cast<float>(per_component);
+      }
+      for (int s = c * per_component; s < (c + 1) * per_component; ++s) {
+        Simd::Store(weights.get() + static_cast<size_t>(s) * kLanes, Simd::Load(lane_buffer));
+        for (int d = 0; d < dim; ++d) {
+          const V mean = Simd::Load(mean_t.get() + d * kLanes);
+          const V sd = Simd::Load(sd_t.get() + d * kLanes);
+          const size_t at = s * sample_floats + static_cast<size_t>(d) * kLanes;
+          Simd::Store(
+              first.get() + at,
+              Simd::Fma(sd, Simd::Set1(q.first_eps[static_cast<size_t>(s) * dim + d]), mean));
+          Simd::Store(
+              second.get() + at,
+              Simd::Fma(sd, Simd::Set1(q.second_eps[static_cast<size_t>(s) * dim + d]), mean));
+        }
+      }
+    }
+    V match = Simd::Zero();
+    for (int i = 0; i < samples; ++i) {
+      V row_sum = Simd::Zero();
+      for (int j0 = 0; j0 < samples; j0 += kMaxBlock) {
+        row_sum = Simd::Add(
+            row_sum,
+            SelfPairBlockAny(std::min(kMaxBlock, samples - j0), first.get() + i * sample_floats,
+                             second.get() + j0 * sample_floats, dim,
+                             weights.get() + static_cast<size_t>(j0) * kLanes, pos_a, neg_b));
+      }
+      match =
+          Simd::Fma(Simd::Load(weights.get() + static_cast<size_t>(i) * kLanes), row_sum, match);
+    }
+    const V eta = Simd::Sub(Simd::Set1(1.0f), match);
     Simd::Store(lane_buffer, Simd::Min(Simd::Max(eta, Simd::Zero()), Simd::Set1(1.0f)));
     for (size_t l = 0; l < count; ++l) out[start + l] = lane_buffer[l];
   }

@@ -422,17 +422,23 @@ void UncertaintyRows(const RowShape& shape, const ScoreParams& params, const voi
     GaussianEtaRows(kernel, base, row_stride_bytes, rows, n, out);
     return;
   }
-  // Mixtures: sample pairs across components do not cancel the means; score
-  // each row's first sample set against its second with the mc kernel.
-  const int64_t first_row = 0;
-  for (size_t r = 0; r < n; ++r) {
-    const float* row = reinterpret_cast<const float*>(
-        static_cast<const char*>(base) + static_cast<size_t>(rows[r]) * row_stride_bytes);
-    const McPreparedQuery self(shape, eta_params, row, kEtaFirstStream, kEtaSecondStream);
-    float match = 0.0f;
-    self.ScoreRows(row, 0, &first_row, 1, &match);
-    out[r] = std::min(1.0f, std::max(0.0f, 1.0f - match));
-  }
+  // Mixtures: sample pairs across components do not cancel the means.
+  const size_t bank_size = static_cast<size_t>(params.samples) * shape.dim;
+  const std::vector<float> first = CachedNormalBank(params.seed, kEtaFirstStream, bank_size);
+  const std::vector<float>& second = CachedNormalBank(params.seed, kEtaSecondStream, bank_size);
+  const Layout layout = LayoutOf(shape);
+  MixtureEtaKernelQuery kernel;
+  kernel.dim = shape.dim;
+  kernel.components = shape.components;
+  kernel.samples = params.samples;
+  kernel.first_eps = first.data();
+  kernel.second_eps = second.data();
+  kernel.match_a = params.match_a;
+  kernel.match_b = params.match_b;
+  kernel.weight_offset = layout.weight_offset;
+  kernel.mean_offset = layout.mean_offset;
+  kernel.var_offset = layout.var_offset;
+  MixtureEtaRows(kernel, base, row_stride_bytes, rows, n, out);
 }
 
 float Uncertainty(const RowShape& shape, const ScoreParams& params, const float* row) {

@@ -211,7 +211,8 @@ TEST(CodeScanTest, MatchesScalarReference) {
 // the row's first eta sample set against its second.
 TEST_P(KernelIsaTest, UncertaintyRowsMatchScalarReference) {
   for (const McCase& c : {McCase{Kind::kGaussian, 64, 1, 8}, McCase{Kind::kGaussian, 3, 1, 5},
-                          McCase{Kind::kGaussian, 17, 1, 12}, McCase{Kind::kMog, 20, 2, 8}}) {
+                          McCase{Kind::kGaussian, 17, 1, 12}, McCase{Kind::kMog, 20, 2, 8},
+                          McCase{Kind::kMog, 5, 3, 12}, McCase{Kind::kMog, 33, 2, 22}}) {
     RowShape shape;
     shape.kind = c.kind;
     shape.dim = c.dim;
