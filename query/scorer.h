@@ -87,8 +87,8 @@ class PreparedQuery {
 
 // Prepares `query_row` (query_row_size() floats) for scoring. Validates the
 // params and the query row (finite means, variances > 0, mog weights >= 0
-// summing to 1). Item rows are trusted (checked at ingest): variances > 0,
-// code symbols < k.
+// summing to 1; codes tables: no NaN or +inf, -inf = log 0 is allowed). Item rows are trusted
+// (checked at ingest): variances > 0, code symbols < k.
 Status PrepareQuery(const RowShape& shape, const ScoreParams& params, const float* query_row,
                     std::unique_ptr<PreparedQuery>* out);
 
