@@ -409,6 +409,17 @@ Status LoadModel(const std::string& path, ModelSpec* spec, Encoder* encoder) {
     return Status::Corruption("model file '" + path +
                               "' describes an invalid model: " + valid.message());
   }
+  if (parsed.backbone == BackboneType::kTorchScript) {
+    // A relative script path that does not resolve from the working directory
+    // is looked up beside the model file, so a model directory can be moved.
+    std::error_code ec;
+    const std::filesystem::path script(parsed.backbone_path);
+    const std::filesystem::path beside = std::filesystem::path(path).parent_path() / script;
+    if (script.is_relative() && !std::filesystem::exists(script, ec) &&
+        std::filesystem::exists(beside, ec)) {
+      parsed.backbone_path = beside.string();
+    }
+  }
   Encoder built{nullptr};
   HEDGEDB_RETURN_IF_ERROR(MakeEncoder(parsed, &built));
   try {

@@ -76,9 +76,12 @@ struct ModelSpec {
 
   // Learned scalars, written at save time from the encoder's parameters and
   // used to initialise them when a new encoder is built from this spec.
-  double match_a = 1.0;     // soft-contrastive a > 0
-  double match_b = 0.0;     // soft-contrastive b
-  double sigma_eps2 = 1.0;  // SPE class spread sigma_eps^2 > 0
+  double match_a = 1.0;  // soft-contrastive a > 0
+  double match_b = 0.0;  // soft-contrastive b
+  // SPE class spread sigma_eps^2 > 0. SPE appendix B initialises it from the
+  // episode's support size and D; that formula is stripped from our copy of
+  // the paper, so the trainer chooses the initial value here.
+  double sigma_eps2 = 1.0;
 
   // Floor added to softplus variances (gaussian/mog heads).
   double min_variance = 1e-6;
@@ -92,7 +95,9 @@ struct ModelSpec {
   std::vector<double> input_std;
 
   BackboneType backbone = BackboneType::kCnn;
-  std::string backbone_path;  // TorchScript file (kTorchScript only)
+  // TorchScript file (kTorchScript only). LoadModel resolves a relative path
+  // against the working directory first, then the model file's directory.
+  std::string backbone_path;
   CnnOptions cnn;
   int64_t mlp_hidden = 1024;  // kMlp: F -> mlp_hidden ReLU -> head
   // Backbone output size; filled in when the encoder is built (0 = unknown).

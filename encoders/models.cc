@@ -337,6 +337,11 @@ ModelSpec EncoderImpl::CurrentSpec() const {
   return spec;
 }
 
+torch::Tensor CodesOf(const EncoderOutput& out) {
+  TORCH_CHECK(out.kind == Kind::kCodes && out.log_probs.defined(), "CodesOf needs a codes output");
+  return out.log_probs.argmax(-1).to(torch::kInt);
+}
+
 Status MakeEncoder(const ModelSpec& spec, Encoder* encoder) {
   HEDGEDB_RETURN_IF_ERROR(ValidateSpec(spec));
   if (spec.backbone == BackboneType::kTorchScript) {

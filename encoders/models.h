@@ -221,7 +221,12 @@ TORCH_MODULE(Encoder);
 // Corruption for a TorchScript file that cannot be loaded.
 Status MakeEncoder(const ModelSpec& spec, Encoder* encoder);
 
-// Softplus and its inverse, used for the positive learned scalars.
+// DIMCO eq. 3: an item's code is the most probable symbol of every row,
+// [B, d] int32 (what a codes collection stores; queries keep log_probs).
+torch::Tensor CodesOf(const EncoderOutput& out);
+
+// Inverse of softplus(x) = log(1 + e^x), for initialising the positive
+// learned scalars from a spec.
 double InverseSoftplus(double y);
 
 }  // namespace hedgedb::encoders

@@ -19,6 +19,13 @@ torch::TensorOptions Double() { return torch::TensorOptions().dtype(torch::kDoub
 
 void UseFewThreads() { torch::set_num_threads(2); }
 
+// The machine is shared: keep every test in this binary to two threads.
+class TorchThreads : public ::testing::Environment {
+ public:
+  void SetUp() override { UseFewThreads(); }
+};
+const auto* const kTorchThreads = ::testing::AddGlobalTestEnvironment(new TorchThreads);
+
 // Flattened values of a tensor as doubles.
 std::vector<double> Values(const torch::Tensor& t) {
   torch::Tensor c = t.detach().to(torch::kDouble).contiguous();

@@ -170,6 +170,10 @@ TEST_F(ModelsTest, HeadShapesForEveryKind) {
     EXPECT_EQ(out.logits.sizes(), c10::IntArrayRef({3, 5, 8}));
     EXPECT_TRUE(torch::allclose(out.log_probs.exp().sum(-1), torch::ones({3, 5}), 1e-5, 1e-5));
     EXPECT_TRUE(torch::allclose(out.log_probs, torch::log_softmax(out.logits, -1)));
+    torch::Tensor codes = CodesOf(out);
+    EXPECT_EQ(codes.sizes(), c10::IntArrayRef({3, 5}));
+    EXPECT_EQ(codes.scalar_type(), torch::kInt);
+    EXPECT_TRUE(torch::equal(codes, out.logits.argmax(-1).to(torch::kInt)));
   }
   {
     Encoder e = MustMake(CnnSpec(Method::kSpe, Kind::kGaussian));
@@ -469,6 +473,19 @@ TEST_F(ModelsTest, TorchScriptBackbone) {
   loaded->eval();
   ExpectSameOutputs(e->forward(x), loaded->forward(x));
   EXPECT_EQ(loaded_spec.backbone_path, script);
+
+  // A relative script path is found beside the model file.
+  fs::create_directories(dir_ / "moved");
+  WriteScriptModule(Path("moved/backbone.pt"));
+  spec.backbone_path = "backbone.pt";
+  ModelSpec header = e->CurrentSpec();
+  header.backbone_path = "backbone.pt";
+  ASSERT_FALSE(fs::exists("backbone.pt"));  // not in the working directory
+  WriteBytes(Path("moved/model.hdbm"), WithHeader(ReadBytes(path), SpecToJson(header)));
+  s = LoadModel(Path("moved/model.hdbm"), &loaded_spec, &loaded);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  loaded->eval();
+  ExpectSameOutputs(e->forward(x), loaded->forward(x));  // weights come from the model file
 }
 
 TEST_F(ModelsTest, MissingOrCorruptTorchScriptGivesAClearError) {
