@@ -6,7 +6,7 @@
 #
 # Usage: scripts/demo.sh [BUILD_DIR]      (default: build)
 # Environment: DEMO_N (20000), DEMO_DIM (64), DEMO_CLASSES (50), DEMO_QUERIES (8),
-#              DEMO_KEEP=1 keeps the temporary directory.
+#              DEMO_INDEX (IVF256,Flat), DEMO_KEEP=1 keeps the temporary directory.
 set -euo pipefail
 
 BUILD_DIR=${1:-build}
@@ -59,6 +59,28 @@ summarize() {
     }'
 }
 
+# How many of the exhaustive results ($2) the two-stage search ($1) found.
+recall() {
+  awk -v k="$K" '
+    FNR == NR {
+      rest = $0
+      while (match(rest, /"id":[0-9]+/)) {
+        truth[FNR, substr(rest, RSTART + 5, RLENGTH - 5)] = 1; total++
+        rest = substr(rest, RSTART + RLENGTH)
+      }
+      next
+    }
+    {
+      rest = $0
+      while (match(rest, /"id":[0-9]+/)) {
+        if ((FNR, substr(rest, RSTART + 5, RLENGTH - 5)) in truth) found++
+        rest = substr(rest, RSTART + RLENGTH)
+      }
+    }
+    END { printf "recall@%d of the two-stage search against the exhaustive one: %d/%d\n", k, found, total }
+  ' "$2" "$1"
+}
+
 section "1. Generate $N Gaussian embeddings (D=$DIM, $CLASSES classes) and $QUERIES queries"
 echo "(queries range from clean to heavily degraded: watch their uncertainty)"
 gen_json=$(run generate --kind gaussian --n "$N" --dim "$DIM" --classes "$CLASSES" \
@@ -69,8 +91,12 @@ echo "$gen_json"
 match_b=$(sed -n 's/.*"suggested_match_b":\([0-9.]*\).*/\1/p' <<<"$gen_json")
 query_classes=$(sed -n 's/.*"query_labels":\[\([^]]*\)\].*/\1/p' <<<"$gen_json")
 
-section "2. Create a collection (FAISS Flat candidates, Monte Carlo match probability)"
-run create --db "$DB" --collection faces --kind gaussian --dim "$DIM" \
+# The default coarse index (IVF1024,Flat) trains once a collection holds
+# 39 x 1024 vectors and searches exhaustively until then; 256 lists train on
+# 9,984, so the demo's collection gets a real FAISS stage 1.
+INDEX=${DEMO_INDEX:-IVF256,Flat}
+section "2. Create a collection ($INDEX candidates, Monte Carlo match probability)"
+run create --db "$DB" --collection faces --kind gaussian --dim "$DIM" --index "$INDEX" \
   --match-a 1 --match-b "$match_b" --samples 8 --seed 7
 
 section "3. Ingest means, variances and labels (one atomic batch)"
@@ -97,11 +123,7 @@ run search "${QUERY_FLAGS[@]}" --exhaustive >"$WORK/exhaustive.jsonl"
 elapsed=$(($(now_ms) - t0))
 summarize "$query_classes" <"$WORK/exhaustive.jsonl"
 echo "exhaustive search took $elapsed ms for $QUERIES queries (including opening the database)"
-if cmp -s "$WORK/two_stage.jsonl" "$WORK/exhaustive.jsonl"; then
-  echo "two-stage results are identical to the exhaustive ones"
-else
-  echo "two-stage results differ from the exhaustive ones (candidates missed some true top-$K)"
-fi
+recall "$WORK/two_stage.jsonl" "$WORK/exhaustive.jsonl"
 
 section "6. The same queries ranked by the closed-form mutual likelihood score"
 run search "${QUERY_FLAGS[@]}" --score mls --no-uncertainty | summarize "$query_classes"
