@@ -287,6 +287,21 @@ EncoderImpl::EncoderImpl(const ModelSpec& spec) : spec_(spec) {
   match_b_ = register_parameter("match_b", torch::tensor(spec.match_b, torch::kFloat));
   sigma_eps_raw_ = register_parameter(
       "sigma_eps_raw", torch::tensor(InverseSoftplus(spec.sigma_eps2), torch::kFloat));
+
+  if (spec.backbone == BackboneType::kCnn) {
+    // SPE appendix A.3 (the HIB MNIST network): Xavier-uniform weights and
+    // zero biases for every convolution and fully connected layer.
+    torch::NoGradGuard no_grad;
+    for (auto& module : modules(/*include_self=*/false)) {
+      if (auto* conv = module->as<torch::nn::Conv2d>()) {
+        torch::nn::init::xavier_uniform_(conv->weight);
+        torch::nn::init::zeros_(conv->bias);
+      } else if (auto* linear = module->as<torch::nn::Linear>()) {
+        torch::nn::init::xavier_uniform_(linear->weight);
+        torch::nn::init::zeros_(linear->bias);
+      }
+    }
+  }
 }
 
 torch::Tensor EncoderImpl::features(torch::Tensor x) {

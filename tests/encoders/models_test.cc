@@ -204,6 +204,25 @@ TEST_F(ModelsTest, BackboneSizes) {
   EXPECT_EQ(cub_encoder->spec().feature_dim, 1024);
 }
 
+TEST_F(ModelsTest, CnnEncodersStartWithXavierWeightsAndZeroBiases) {
+  Encoder e = MustMake(CnnSpec(Method::kHib, Kind::kMog));
+  int layers = 0;
+  for (const auto& p : e->named_parameters()) {
+    const std::string& name = p.key();
+    if (name.size() > 5 && name.substr(name.size() - 5) == ".bias") {
+      EXPECT_EQ(p.value().abs().max().item<float>(), 0.0f) << name;
+      ++layers;
+    } else if (name.size() > 7 && name.substr(name.size() - 7) == ".weight") {
+      // Xavier uniform bound sqrt(6 / (fan_in + fan_out)).
+      const torch::Tensor w = p.value();
+      const int64_t receptive = w.dim() > 2 ? w[0][0].numel() : 1;
+      const double bound = std::sqrt(6.0 / ((w.size(0) + w.size(1)) * receptive));
+      EXPECT_LE(w.abs().max().item<float>(), bound * (1 + 1e-6)) << name;
+    }
+  }
+  EXPECT_EQ(layers, 2 + 1 + 2);  // two convs, the hidden FC, two mixture branches
+}
+
 TEST_F(ModelsTest, WrongInputShapeThrowsFromForward) {
   Encoder e = MustMake(CnnSpec(Method::kHib, Kind::kGaussian));
   EXPECT_THROW(e->forward(torch::rand({2, 1, 28, 28})), c10::Error);
