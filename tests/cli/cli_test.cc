@@ -213,12 +213,13 @@ class CliTest : public ::testing::Test {
     return path;
   }
 
-  void Create(const std::string& collection, K kind) {
+  void Create(const std::string& collection, K kind, const std::string& index = "") {
     std::vector<std::string> args = {"create", "--db",         db_,    "--collection", collection,
                                      "--kind", KindFlag(kind), "--dim"};
     args.push_back(std::to_string(kind == K::kCodes ? kCodeDim : kDim));
     if (kind == K::kMog) args.insert(args.end(), {"--components", std::to_string(kComponents)});
     if (kind == K::kCodes) args.insert(args.end(), {"--code-k", std::to_string(kCodeK)});
+    if (!index.empty()) args.insert(args.end(), {"--index", index});
     const json j = Ok(args).Json();
     EXPECT_EQ(j["created"]["name"], collection);
     EXPECT_EQ(j["created"]["kind"], KindFlag(kind));
@@ -326,7 +327,9 @@ class CliKindTest : public CliTest, public ::testing::WithParamInterface<K> {};
 TEST_P(CliKindTest, CreateIngestSearchGetRemoveStatsListDrop) {
   const K kind = GetParam();
   const std::string name = std::string("c_") + KindFlag(kind);
-  Create(name, kind);
+  // A Flat stage 1 is trained from the first item on (the default IVF needs
+  // tens of thousands), so two-stage searches really go through FAISS.
+  Create(name, kind, kind == K::kCodes ? "" : "Flat");
 
   // Batch 1: 30 items, ids assigned by the database (0..29), labels, payloads.
   const int64_t n1 = 30;
@@ -491,6 +494,8 @@ TEST_P(CliKindTest, CreateIngestSearchGetRemoveStatsListDrop) {
   EXPECT_EQ(j["dim"], kind == K::kCodes ? kCodeDim : kDim);
   EXPECT_EQ(j["items"], n1 + 5);
   EXPECT_EQ(j["max_id"], 1000);
+  EXPECT_EQ(j["index_trained"], true);
+  EXPECT_GE(j["index_vectors"].get<int64_t>(), n1 + 5);
   for (const char* field :
        {"sequence", "index_sequence", "index_vectors", "index_trained", "index_description"}) {
     EXPECT_TRUE(j.contains(field)) << field;
@@ -513,6 +518,30 @@ INSTANTIATE_TEST_SUITE_P(AllKinds, CliKindTest,
                          [](const ::testing::TestParamInfo<K>& info) {
                            return std::string(KindFlag(info.param));
                          });
+
+// An IVF stage 1 that trains on the collection: with every list probed and
+// every item a candidate, two-stage search must equal the exhaustive one.
+TEST_F(CliTest, TrainedIvfStageOneMatchesExhaustiveSearch) {
+  const std::string prefix = Path("ivf");
+  Ok({"generate", "--kind", "gaussian", "--n", "400", "--dim", "8", "--classes", "4", "--queries",
+      "5", "--seed", "9", "--out", prefix});
+  Ok({"create", "--db", db_, "--collection", "ivf", "--kind", "gaussian", "--dim", "8", "--index",
+      "IVF4,Flat"});
+  Ok({"ingest", "--db", db_, "--collection", "ivf", "--mean", prefix + ".mean.npy", "--var",
+      prefix + ".var.npy"});
+  const json stats = Ok({"stats", "--db", db_, "--collection", "ivf"}).Json();
+  EXPECT_EQ(stats["index_trained"], true);
+  EXPECT_EQ(stats["index_vectors"], 400);
+  const std::vector<std::string> query =
+      Cmd("search", "ivf",
+          {"--mean", prefix + ".query.mean.npy", "--var", prefix + ".query.var.npy", "--k", "7"});
+  const RunResult two_stage = Ok(Concat(query, {"--nprobe", "4", "--candidates", "400"}));
+  EXPECT_EQ(two_stage.JsonLines().size(), 5u);
+  EXPECT_EQ(two_stage.out, Ok(Concat(query, {"--exhaustive"})).out);
+  // Probing one list of four with few candidates still answers every query.
+  const RunResult narrow = Ok(Concat(query, {"--nprobe", "1", "--candidates", "7"}));
+  EXPECT_EQ(narrow.JsonLines().size(), 5u);
+}
 
 // ---------------------------------------------------------------- errors
 
