@@ -64,11 +64,18 @@ void McScoreRows(const McKernelQuery& query, const void* base, size_t row_stride
 // eta = 1 - p(m | x, x) of gaussian rows (HIB eq. 9). The two samples of a
 // pair differ by sd * (ea_i - eb_j), so the mean cancels and
 // p = mean_ij sigmoid(-a * sqrt(sum_d var_d (ea_id - eb_jd)^2) + b).
+// Lanes are sample pairs, so one row costs K^2 D / lanes FMAs, alone or in a
+// batch.
 struct GaussianEtaKernelQuery {
   int dim = 0;      // D
   int samples = 0;  // K per side
-  // (ea_id - eb_jd)^2, d-major: pair_delta_sq[d * K * K + i * K + j].
+  // K * K rounded up to a multiple of 16 (every ISA's lane count divides it).
+  int pair_stride = 0;
+  // (ea_id - eb_jd)^2, d-major: pair_delta_sq[d * pair_stride + i * K + j];
+  // padding pairs hold 0.
   const float* pair_delta_sq = nullptr;
+  // pair_stride entries: 1 for the K * K real pairs, 0 for padding.
+  const float* pair_mask = nullptr;
   float match_a = 1.0f;
   float match_b = 0.0f;
   int var_offset = 0;  // floats from the row start to the variances

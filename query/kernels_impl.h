@@ -180,35 +180,36 @@ inline void McScoreRowsImpl(const McKernelQuery& q, const void* base, size_t row
   }
 }
 
-// Sum over kBlock sample pairs of sigmoid(-a * sqrt(var . delta_sq_t) + b),
-// lanes = rows. delta_sq is d-major with stride `pairs`.
+// Masked sum over kBlock vectors of sample pairs (lanes = pairs) of
+// sigmoid(-a * sqrt(var . delta_sq_p) + b) for one row's variances.
 template <int kBlock>
-inline Simd::V EtaPairBlock(const float* var_t, const float* delta_sq, int pairs, int dim,
-                            Simd::V pos_a, Simd::V neg_b) {
+inline Simd::V EtaPairVectors(const float* var, const float* delta_sq, const float* pair_mask,
+                              int pair_stride, int dim, Simd::V pos_a, Simd::V neg_b) {
   using V = Simd::V;
   constexpr int kLanes = Simd::kLanes;
   V acc[kBlock];
   for (int t = 0; t < kBlock; ++t) acc[t] = Simd::Zero();
   for (int d = 0; d < dim; ++d) {
-    const V var = Simd::Load(var_t + d * kLanes);
-    const float* e = delta_sq + static_cast<size_t>(d) * pairs;
-    for (int t = 0; t < kBlock; ++t) acc[t] = Simd::Fma(var, Simd::Set1(e[t]), acc[t]);
+    const V v = Simd::Set1(var[d]);
+    const float* e = delta_sq + static_cast<size_t>(d) * pair_stride;
+    for (int t = 0; t < kBlock; ++t) acc[t] = Simd::Fma(v, Simd::Load(e + t * kLanes), acc[t]);
   }
   const V one = Simd::Set1(1.0f);
   V sum = Simd::Zero();
   for (int t = 0; t < kBlock; ++t) {
     const V e = Exp(Simd::Fma(pos_a, Simd::Sqrt(acc[t]), neg_b));
-    sum = Simd::Add(sum, Simd::Div(one, Simd::Add(one, e)));
+    sum = Simd::Fma(Simd::Load(pair_mask + t * kLanes), Simd::Div(one, Simd::Add(one, e)), sum);
   }
   return sum;
 }
 
-inline Simd::V EtaPairBlockAny(int block, const float* var_t, const float* delta_sq, int pairs,
-                               int dim, Simd::V pos_a, Simd::V neg_b) {
+inline Simd::V EtaPairVectorsAny(int block, const float* var, const float* delta_sq,
+                                 const float* pair_mask, int pair_stride, int dim, Simd::V pos_a,
+                                 Simd::V neg_b) {
   switch (block) {
 #define HEDGEDB_ETA_BLOCK_CASE(B) \
   case B:                         \
-    return EtaPairBlock<B>(var_t, delta_sq, pairs, dim, pos_a, neg_b);
+    return EtaPairVectors<B>(var, delta_sq, pair_mask, pair_stride, dim, pos_a, neg_b);
     HEDGEDB_ETA_BLOCK_CASE(1)
     HEDGEDB_ETA_BLOCK_CASE(2)
     HEDGEDB_ETA_BLOCK_CASE(3)
@@ -229,32 +230,27 @@ inline void GaussianEtaRowsImpl(const GaussianEtaKernelQuery& q, const void* bas
   using V = Simd::V;
   constexpr int kLanes = Simd::kLanes;
   constexpr int kMaxBlock = 8;
-  if (n == 0) return;
-  const int dim = q.dim;
-  const int pairs = q.samples * q.samples;
-  const std::unique_ptr<float[]> var_t = Scratch(static_cast<size_t>(dim) * kLanes);
-  const float* row_ptr[kLanes];
-  float lane_buffer[kLanes];
+  const int vectors = q.pair_stride / kLanes;
   const V pos_a = Simd::Set1(q.match_a);
   const V neg_b = Simd::Set1(-q.match_b);
-  const float inv_pairs = 1.0f / static_cast<float>(pairs);
-  for (size_t start = 0; start < n; start += kLanes) {
-    const size_t count = std::min<size_t>(kLanes, n - start);
-    // Spare lanes repeat the last row; their results are dropped.
-    for (int l = 0; l < kLanes; ++l) {
-      const int64_t row = rows[start + std::min<size_t>(l, count - 1)];
-      row_ptr[l] = reinterpret_cast<const float*>(static_cast<const char*>(base) +
-                                                  static_cast<size_t>(row) * row_stride_bytes);
-    }
-    Simd::TransposeRows(row_ptr, q.var_offset, dim, var_t.get());
+  const float pairs = static_cast<float>(q.samples) * static_cast<float>(q.samples);
+  float lane_buffer[kLanes];
+  for (size_t r = 0; r < n; ++r) {
+    const float* var =
+        reinterpret_cast<const float*>(static_cast<const char*>(base) +
+                                       static_cast<size_t>(rows[r]) * row_stride_bytes) +
+        q.var_offset;
     V sum = Simd::Zero();
-    for (int p0 = 0; p0 < pairs; p0 += kMaxBlock) {
-      sum = Simd::Add(sum, EtaPairBlockAny(std::min(kMaxBlock, pairs - p0), var_t.get(),
-                                           q.pair_delta_sq + p0, pairs, dim, pos_a, neg_b));
+    for (int v0 = 0; v0 < vectors; v0 += kMaxBlock) {
+      sum =
+          Simd::Add(sum, EtaPairVectorsAny(std::min(kMaxBlock, vectors - v0), var,
+                                           q.pair_delta_sq + v0 * kLanes, q.pair_mask + v0 * kLanes,
+                                           q.pair_stride, q.dim, pos_a, neg_b));
     }
-    const V eta = Simd::Sub(Simd::Set1(1.0f), Simd::Mul(sum, Simd::Set1(inv_pairs)));
-    Simd::Store(lane_buffer, Simd::Min(Simd::Max(eta, Simd::Zero()), Simd::Set1(1.0f)));
-    for (size_t l = 0; l < count; ++l) out[start + l] = lane_buffer[l];
+    Simd::Store(lane_buffer, sum);
+    float match = 0.0f;
+    for (int l = 0; l < kLanes; ++l) match += lane_buffer[l];
+    out[r] = std::min(1.0f, std::max(0.0f, 1.0f - match / pairs));
   }
 }
 

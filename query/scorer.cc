@@ -363,31 +363,37 @@ Status PrepareQuery(const RowShape& shape, const ScoreParams& params, const floa
 
 namespace {
 
-// (ea_id - eb_jd)^2 of the two eta sample banks, d-major, cached per thread
-// for the last (seed, K, D).
-const std::vector<float>& EtaPairDeltaSq(uint64_t seed, int samples, int dim) {
-  struct Cache {
-    bool valid = false;
-    uint64_t seed = 0;
-    int samples = 0;
-    int dim = 0;
-    std::vector<float> delta_sq;
-  };
-  thread_local Cache cache;
+// (ea_id - eb_jd)^2 of the two eta sample banks in the layout of
+// GaussianEtaKernelQuery, cached per thread for the last (seed, K, D).
+struct EtaPairTables {
+  bool valid = false;
+  uint64_t seed = 0;
+  int samples = 0;
+  int dim = 0;
+  int pair_stride = 0;
+  std::vector<float> delta_sq;
+  std::vector<float> mask;
+};
+
+const EtaPairTables& EtaPairDeltaSq(uint64_t seed, int samples, int dim) {
+  thread_local EtaPairTables cache;
   if (cache.valid && cache.seed == seed && cache.samples == samples && cache.dim == dim) {
-    return cache.delta_sq;
+    return cache;
   }
   const size_t bank_size = static_cast<size_t>(samples) * dim;
   const std::vector<float> first = CachedNormalBank(seed, kEtaFirstStream, bank_size);
   const std::vector<float>& second = CachedNormalBank(seed, kEtaSecondStream, bank_size);
-  const size_t pairs = static_cast<size_t>(samples) * samples;
-  cache.delta_sq.resize(pairs * dim);
+  const int pairs = samples * samples;
+  const int stride = (pairs + 15) / 16 * 16;
+  cache.delta_sq.assign(static_cast<size_t>(stride) * dim, 0.0f);
+  cache.mask.assign(stride, 0.0f);
+  std::fill(cache.mask.begin(), cache.mask.begin() + pairs, 1.0f);
   for (int d = 0; d < dim; ++d) {
     for (int i = 0; i < samples; ++i) {
       for (int j = 0; j < samples; ++j) {
         const float delta =
             first[static_cast<size_t>(i) * dim + d] - second[static_cast<size_t>(j) * dim + d];
-        cache.delta_sq[d * pairs + static_cast<size_t>(i) * samples + j] = delta * delta;
+        cache.delta_sq[static_cast<size_t>(d) * stride + i * samples + j] = delta * delta;
       }
     }
   }
@@ -395,7 +401,8 @@ const std::vector<float>& EtaPairDeltaSq(uint64_t seed, int samples, int dim) {
   cache.seed = seed;
   cache.samples = samples;
   cache.dim = dim;
-  return cache.delta_sq;
+  cache.pair_stride = stride;
+  return cache;
 }
 
 }  // namespace
@@ -412,10 +419,13 @@ void UncertaintyRows(const RowShape& shape, const ScoreParams& params, const voi
     return;
   }
   if (shape.kind == Kind::kGaussian) {
+    const EtaPairTables& tables = EtaPairDeltaSq(params.seed, params.samples, shape.dim);
     GaussianEtaKernelQuery kernel;
     kernel.dim = shape.dim;
     kernel.samples = params.samples;
-    kernel.pair_delta_sq = EtaPairDeltaSq(params.seed, params.samples, shape.dim).data();
+    kernel.pair_stride = tables.pair_stride;
+    kernel.pair_delta_sq = tables.delta_sq.data();
+    kernel.pair_mask = tables.mask.data();
     kernel.match_a = params.match_a;
     kernel.match_b = params.match_b;
     kernel.var_offset = shape.dim;
