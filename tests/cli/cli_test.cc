@@ -798,7 +798,8 @@ TEST_F(CliTest, SearchingAnEmptyCollectionReturnsNoResults) {
   for (K kind : {K::kPoint, K::kGaussian, K::kCodes}) {
     SCOPED_TRACE(KindFlag(kind));
     const std::string name = std::string("empty_") + KindFlag(kind);
-    Create(name, kind);
+    // Trained stage-1 indexes (Flat; PQ for codes), so searches use FAISS.
+    Create(name, kind, kind == K::kCodes ? "" : "Flat");
     const std::vector<std::string> query = QueryFlags(kind, MakeItems(kind, 0, 2), name + "_q");
     auto expect_empty = [&](const std::vector<std::string>& mode) {
       const RunResult r = Run(Concat(Concat(Cmd("search", name, {"--k", "3"}), query), mode));
