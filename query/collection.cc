@@ -506,8 +506,12 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
       options.candidates > 0 ? options.candidates : int64_t(options.k) * options.oversampling;
   // Tombstones can take candidate slots: ask for that many more.
   kprime = std::min<int64_t>(kprime + tombstones_, std::max<int64_t>(index_->ntotal(), 1));
+  if (live == 0) {  // nothing to find; every query gets an empty result
+    results->assign(size_t(nq), SearchResult());
+    return Status::OK();
+  }
   std::vector<int64_t> coarse;
-  if (!exhaustive && live > 0) {
+  if (!exhaustive) {
     index::CoarseSearchKnobs knobs;
     knobs.nprobe = options.nprobe;
     knobs.ef_search = options.ef_search;
