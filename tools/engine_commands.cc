@@ -206,7 +206,8 @@ void RegisterSearch(CLI::App& app) {
       "Queries: --vec (point), --mean --var [--weights] (gaussian/mog), --logp (codes). Prints "
       "one JSON line per query, best result first: {\"query\": q, \"query_uncertainty\": eta, "
       "\"results\": [{\"id\", \"score\", \"uncertainty\", \"label\"}, ...]} (uncertainty "
-      "and label only where they exist).");
+      "and label only where they exist). A score of -inf (a codes query giving an item's symbol "
+      "probability 0) prints as null.");
   AddDbOption(cmd, &args->db);
   AddCollectionOption(cmd, &args->collection);
   AddEmbeddingOptions(cmd, &args->files, /*for_query=*/true);

@@ -757,6 +757,25 @@ TEST_F(CliTest, AcceptsFloat64AndEveryIntegerType) {
             std::vector<int32_t>(codes.codes.begin() + kCodeDim, codes.codes.end()));
 }
 
+// JSON has no infinities: a codes score of -inf prints as null.
+TEST_F(CliTest, MinusInfinityScoresPrintAsNull) {
+  Create("c", K::kCodes);
+  Ok(Concat(Cmd("ingest", "c"), ItemFlags(K::kCodes, MakeItems(K::kCodes, 0, 2), "c")));
+  // Probability 0 for every symbol but item 0's first one.
+  const Items item0 = MakeItems(K::kCodes, 0, 1);
+  std::vector<float> logp(kCodeDim * kCodeK, -std::numeric_limits<float>::infinity());
+  for (int64_t j = 0; j < kCodeDim; ++j) logp[j * kCodeK + item0.codes[j]] = 0.f;
+  const std::vector<json> lines = Ok(Cmd("search", "c",
+                                         {"--k", "2", "--exhaustive", "--logp",
+                                          Write("inf.npy", MakeNpy(logp, {1, kCodeDim, kCodeK}))}))
+                                      .JsonLines();
+  ASSERT_EQ(lines.size(), 1u);
+  ASSERT_EQ(lines[0]["results"].size(), 2u);
+  EXPECT_EQ(lines[0]["results"][0]["id"], 0);
+  EXPECT_EQ(lines[0]["results"][0]["score"], 0.0);
+  EXPECT_TRUE(lines[0]["results"][1]["score"].is_null()) << lines[0];
+}
+
 TEST_F(CliTest, MogSampleDefaultIsAMultipleOfTheComponents) {
   json j = Ok({"create", "--db", db_, "--collection", "m3", "--kind", "mog", "--dim", "4",
                "--components", "3"})
