@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the build into a staging prefix, builds examples/ against the
+# installed package with find_package(hedgedb), and runs the example.
+# Usage: install_test.sh SOURCE_DIR BUILD_DIR
+set -euo pipefail
+src=$1
+build=$2
+work=$(mktemp -d "${TMPDIR:-/tmp}/hedgedb-install-test.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
+test -f "$work/prefix/include/hedgedb/db.h"
+test -f "$work/prefix/lib/cmake/hedgedb/hedgedbConfig.cmake"
+cmake -S "$src/examples" -B "$work/example" -DCMAKE_PREFIX_PATH="$work/prefix" \
+  -DCMAKE_BUILD_TYPE=Release > "$work/configure.log"
+cmake --build "$work/example" > "$work/build.log"
+# The example must not link LibTorch.
+if ldd "$work/example/storage_backend" | grep -q torch; then
+  echo "the storage-backend example pulls in LibTorch" >&2
+  exit 1
+fi
+LD_LIBRARY_PATH="$work/prefix/lib" "$work/example/storage_backend" "$work/db"
