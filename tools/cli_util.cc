@@ -63,15 +63,6 @@ void CheckShape(const NpyArray& array, const std::string& path, const std::strin
   }
 }
 
-std::vector<float> ReadFloats(const std::string& path, const std::string& what,
-                              const std::vector<int64_t>& expected_shape) {
-  const NpyArray array = ReadNpyOrFail(path);
-  CheckShape(array, path, what, expected_shape);
-  std::vector<float> out;
-  Check(NpyToFloat32(array, path + " (" + what + ")", &out));
-  return out;
-}
-
 std::vector<float> ReadFloatRows(const std::string& path, const std::string& what, int64_t* rows,
                                  const std::vector<int64_t>& row_shape) {
   const NpyArray array = ReadNpyOrFail(path);

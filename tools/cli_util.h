@@ -52,9 +52,6 @@ NpyArray ReadNpyOrFail(const std::string& path);
 // name the file and its role in the message.
 void CheckShape(const NpyArray& array, const std::string& path, const std::string& what,
                 const std::vector<int64_t>& expected);
-// A float array (float32 or float64) as float32.
-std::vector<float> ReadFloats(const std::string& path, const std::string& what,
-                              const std::vector<int64_t>& expected_shape);
 // A float array of shape (rows, *row_shape) as float32. With *rows < 0 the
 // file sets the row count (and *rows receives it); otherwise it must match.
 std::vector<float> ReadFloatRows(const std::string& path, const std::string& what, int64_t* rows,
