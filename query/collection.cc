@@ -16,8 +16,6 @@ namespace {
 constexpr uint8_t kLive = 1;
 constexpr uint8_t kHasLabel = 2;
 
-std::string ItemName(int64_t i) { return "item " + std::to_string(i) + " of the batch"; }
-
 // Finite, and > 0 where positive is set.
 Status CheckFloats(const float* p, size_t n, size_t per_row, const char* what, bool positive,
                    const char* row_word) {
@@ -557,17 +555,22 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
       res.query_uncertainty = Uncertainty(shape, params, qrows.data() + q * qsize);
     }
     res.hits.resize(k);
+    const bool has_eta =
+        options.with_uncertainty && s.kind != Kind::kCodes && s.kind != Kind::kPoint;
+    std::vector<int64_t> hit_rows(k);
+    std::vector<float> hit_eta(k);
+    for (size_t j = 0; j < k; ++j) hit_rows[j] = rows[order[j]];
+    if (has_eta) {  // one batched call: hits share SIMD lanes
+      UncertaintyRows(shape, params, arena_.data(), row_bytes_, hit_rows.data(), k, hit_eta.data());
+    }
     for (size_t j = 0; j < k; ++j) {
-      const int64_t r = rows[order[j]];
+      const int64_t r = hit_rows[j];
       SearchHit& hit = res.hits[j];
       hit.id = row_ids_[r];
       hit.score = scores[order[j]];
       hit.has_label = (row_flags_[r] & kHasLabel) != 0;
       hit.label = row_labels_[r];
-      if (options.with_uncertainty && s.kind != Kind::kCodes && s.kind != Kind::kPoint) {
-        hit.uncertainty = Uncertainty(
-            shape, params, reinterpret_cast<const float*>(arena_.data() + r * row_bytes_));
-      }
+      if (has_eta) hit.uncertainty = hit_eta[j];
       if (options.with_payload) {
         bool found = false;
         Status gs = store_->GetPayload(meta_, hit.id, &hit.payload, &found);
