@@ -88,6 +88,22 @@ std::unique_ptr<DB> OpenDb(const std::string& path, Options options = Options())
   return db;
 }
 
+// A fresh database at `path` with one Gaussian collection "g".
+std::unique_ptr<DB> FreshCollection(const std::string& path, int dim, const std::string& factory,
+                                    Options options = Options()) {
+  std::filesystem::remove_all(path);
+  auto db = OpenDb(path, options);
+  CollectionSpec spec;
+  spec.name = "g";
+  spec.kind = Kind::kGaussian;
+  spec.dim = dim;
+  spec.index_factory = factory;
+  spec.match_a = 1.0f;
+  spec.match_b = 0.0f;
+  Check(db->CreateCollection(spec), "create");
+  return db;
+}
+
 void Ingest(DB* db, const std::string& name, const GaussianData& d, int64_t batch,
             int64_t first_id = 0) {
   for (int64_t first = 0; first < d.n; first += batch) {
@@ -149,16 +165,7 @@ int RunSearch(const Args& a) {
               "exh ms/q", "speedup");
   for (const std::string& factory : a.factories) {
     std::string path = a.dir + "/search-" + std::to_string(std::hash<std::string>()(factory));
-    std::filesystem::remove_all(path);
-    auto db = OpenDb(path);
-    CollectionSpec spec;
-    spec.name = "g";
-    spec.kind = Kind::kGaussian;
-    spec.dim = a.dim;
-    spec.index_factory = factory;
-    spec.match_a = 1.0f;
-    spec.match_b = 0.0f;
-    Check(db->CreateCollection(spec), "create");
+    auto db = FreshCollection(path, a.dim, factory);
     auto t0 = Clock::now();
     Ingest(db.get(), "g", items, 10000);
     double ingest_s = Seconds(t0, Clock::now());
@@ -207,16 +214,9 @@ int RunIngest(const Args& a) {
   for (const std::string& factory : a.factories) {
     for (bool sync : {false, true}) {
       std::string path = a.dir + "/ingest";
-      std::filesystem::remove_all(path);
       Options o;
       o.sync = sync;
-      auto db = OpenDb(path, o);
-      CollectionSpec spec;
-      spec.name = "g";
-      spec.kind = Kind::kGaussian;
-      spec.dim = a.dim;
-      spec.index_factory = factory;
-      Check(db->CreateCollection(spec), "create");
+      auto db = FreshCollection(path, a.dim, factory, o);
       // Phase 1 fills the collection up to the index's training point (IVF
       // trains once, at 39 * nlist items); phase 2 is steady-state ingest.
       const int64_t warm = std::min<int64_t>(a.n / 2, 50000);
@@ -249,15 +249,8 @@ int RunReopen(const Args& a) {
   std::printf("# reopen: n=%lld D=%d gaussian\n", (long long)a.n, a.dim);
   for (const std::string& factory : a.factories) {
     std::string path = a.dir + "/reopen";
-    std::filesystem::remove_all(path);
     {
-      auto db = OpenDb(path);
-      CollectionSpec spec;
-      spec.name = "g";
-      spec.kind = Kind::kGaussian;
-      spec.dim = a.dim;
-      spec.index_factory = factory;
-      Check(db->CreateCollection(spec), "create");
+      auto db = FreshCollection(path, a.dim, factory);
       auto t0 = Clock::now();
       Ingest(db.get(), "g", items, 10000);
       double s = Seconds(t0, Clock::now());
