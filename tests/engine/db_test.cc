@@ -219,7 +219,9 @@ TEST_P(DBKindTest, TwoStageEqualsExhaustiveWhenCandidatesCoverAll) {
     for (size_t j = 0; j < 10; ++j) {
       EXPECT_EQ(a[i].hits[j].id, e[i].hits[j].id);
       EXPECT_EQ(a[i].hits[j].score, e[i].hits[j].score);
-      if (j > 0) EXPECT_GE(a[i].hits[j - 1].score, a[i].hits[j].score);
+      if (j > 0) {
+        EXPECT_GE(a[i].hits[j - 1].score, a[i].hits[j].score);
+      }
     }
     const bool has_eta = spec.kind == Kind::kGaussian || spec.kind == Kind::kMog;
     EXPECT_EQ(std::isnan(a[i].query_uncertainty), !has_eta);
