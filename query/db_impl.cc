@@ -30,12 +30,29 @@ bool IsDir(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+// Applies Options::threads to the OpenMP regions (FAISS, rescoring) that run
+// on the calling thread for the duration of one call.
+class ScopedOmpThreads {
+ public:
+  explicit ScopedOmpThreads(int threads) : saved_(omp_get_max_threads()), active_(threads > 0) {
+    if (active_) omp_set_num_threads(threads);
+  }
+  ~ScopedOmpThreads() {
+    if (active_) omp_set_num_threads(saved_);
+  }
+
+ private:
+  int saved_;
+  bool active_;
+};
+
 class DBImpl : public DB {
  public:
   DBImpl(const Options& options, std::string path) : options_(options), path_(std::move(path)) {}
   ~DBImpl() override { Flush(); }
 
   Status Init() {
+    ScopedOmpThreads threads(options_.threads);
     if (!IsDir(path_)) {
       if (!options_.create_if_missing) return Status::NotFound("no database at " + path_);
       HEDGEDB_RETURN_IF_ERROR(MakeDir(path_));
@@ -116,6 +133,7 @@ class DBImpl : public DB {
                 std::vector<int64_t>* ids) override {
     std::shared_ptr<query::Collection> c;
     HEDGEDB_RETURN_IF_ERROR(Find(name, &c));
+    ScopedOmpThreads threads(options_.threads);
     return c->Ingest(batch, ids);
   }
 
@@ -136,6 +154,7 @@ class DBImpl : public DB {
                 std::vector<SearchResult>* results) override {
     std::shared_ptr<query::Collection> c;
     HEDGEDB_RETURN_IF_ERROR(Find(name, &c));
+    ScopedOmpThreads threads(options_.threads);
     return c->Search(queries, options, results);
   }
 
@@ -194,7 +213,6 @@ class DBImpl : public DB {
 
 Status DB::Open(const Options& options, const std::string& path, std::unique_ptr<DB>* db) {
   if (path.empty()) return Status::InvalidArgument("empty database path");
-  if (options.threads > 0) omp_set_num_threads(options.threads);
   auto impl = std::make_unique<DBImpl>(options, path);
   HEDGEDB_RETURN_IF_ERROR(impl->Init());
   *db = std::move(impl);

@@ -18,7 +18,10 @@ struct Options {
   // last save (0: only on Flush/close). Records are durable regardless: an
   // index file behind the records is caught up on open.
   int64_t index_save_interval = 0;
-  // Threads used by FAISS/OpenMP for index building; 0 keeps the default.
+  // OpenMP threads for FAISS and rescoring inside Open, Ingest and Search
+  // (index training and adds, coarse search, batches of queries); 0 keeps the
+  // OpenMP default (OMP_NUM_THREADS or the core count). Set 1 when the
+  // application runs many searches in parallel threads itself.
   int threads = 0;
 };
 
