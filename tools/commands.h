@@ -23,6 +23,9 @@ void RegisterGenerateCommand(CLI::App& app);
 #ifdef HEDGEDB_WITH_ENCODERS
 // Training and encoding with the LibTorch encoders (tools/encoder_commands.cc).
 void RegisterEncoderCommands(CLI::App& app);
+// ingest-images, query-image, export-images: image files in, top-k matches out
+// (tools/image_commands.cc).
+void RegisterImageCommands(CLI::App& app);
 #endif
 
 }  // namespace cli

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   hedgedb::cli::RegisterGenerateCommand(app);
 #ifdef HEDGEDB_WITH_ENCODERS
   hedgedb::cli::RegisterEncoderCommands(app);
+  hedgedb::cli::RegisterImageCommands(app);
 #endif
 
   // CLI11 reports a mistyped command as a missing one; name it instead.

@@ -1,0 +1,488 @@
+// End-to-end tests of `hedgedb export-images / ingest-images / query-image`:
+// the real bin/hedgedb runs as a subprocess on PNG and JPEG files it wrote
+// from Fashion-MNIST composites, with a tiny model trained by `hedgedb train`.
+// Bad images (truncated, missing, garbage, wrong size or channels) must fail
+// with a message naming the file and leave the collection unchanged under
+// --on-error abort, and be reported and skipped under --on-error skip.
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace hedgedb {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct Output {
+  int exit_code = -1;
+  std::string out, err;
+  // Every non-empty stdout line as JSON (null where a line is not JSON).
+  std::vector<json> Lines() const {
+    std::vector<json> lines;
+    std::istringstream in(out);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!line.empty()) lines.push_back(json::parse(line, nullptr, false));
+    }
+    return lines;
+  }
+  json Last() const {
+    const std::vector<json> lines = Lines();
+    return lines.empty() ? json() : lines.back();
+  }
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void Spit(const std::string& path, const std::string& bytes) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+std::string Lowercase(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// A binary PGM (gray) or PPM (colour, channels that differ) of rows x cols
+// pixels: images of the wrong size or channel count that OpenCV reads fine.
+std::string NetPbm(bool colour, int rows, int cols) {
+  std::string bytes = std::string(colour ? "P6" : "P5") + "\n" + std::to_string(cols) + " " +
+                      std::to_string(rows) + "\n255\n";
+  const int samples = rows * cols * (colour ? 3 : 1);
+  for (int i = 0; i < samples; ++i) bytes.push_back(static_cast<char>((i * 37) % 256));
+  return bytes;
+}
+
+void PutBigEndian32(std::string* out, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<char>(v >> shift));
+}
+
+// Data flags shared by train and export-images: a small composite data set.
+const std::vector<std::string> kDataFlags = {
+    "--data", "fashion-mnist", "--items", "2", "--train-total", "2000", "--test-total", "400"};
+
+class ImageCliTest : public ::testing::Test {
+ protected:
+  // One model and one set of exported images for all tests (training and
+  // data loading dominate the run time).
+  static void SetUpTestSuite() {
+    std::string pattern = (fs::temp_directory_path() / "hedgedb_image_cli.XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    shared_ = pattern;
+    std::vector<std::string> train = {"train",
+                                      "--method",
+                                      "hib",
+                                      "--dim",
+                                      "2",
+                                      "--iterations",
+                                      "20",
+                                      "--batch-size",
+                                      "32",
+                                      "--conv1",
+                                      "4",
+                                      "--conv2",
+                                      "8",
+                                      "--cnn-hidden",
+                                      "16",
+                                      "--val-fraction",
+                                      "0",
+                                      "--threads",
+                                      "2",
+                                      "--seed",
+                                      "1",
+                                      "--out",
+                                      Shared("model.hdbm")};
+    train.insert(train.end(), kDataFlags.begin(), kDataFlags.end());
+    const Output trained = RunIn(shared_, train);
+    ASSERT_EQ(trained.exit_code, 0) << trained.err;
+    Spit(Shared("train.json"), trained.Last().dump());
+    auto export_images = [](const std::vector<std::string>& extra) {
+      std::vector<std::string> args = {"export-images", "--split", "test"};
+      args.insert(args.end(), kDataFlags.begin(), kDataFlags.end());
+      args.insert(args.end(), extra.begin(), extra.end());
+      const Output r = RunIn(shared_, args);
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+      return r.Last();
+    };
+    const json gallery = export_images({"--count", "24", "--out", Shared("gallery")});
+    EXPECT_EQ(gallery["written"], 24);
+    EXPECT_EQ(gallery["shape"], json::array({1, 28, 56}));
+    export_images({"--offset", "24", "--count", "6", "--format", "jpg", "--out", Shared("jpegs")});
+    export_images({"--offset", "30", "--count", "6", "--out", Shared("clean")});
+    export_images({"--offset", "30", "--count", "6", "--corrupt", "--out", Shared("occluded")});
+  }
+  static void TearDownTestSuite() { fs::remove_all(shared_); }
+
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "hedgedb_image_cli_case.XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    db_ = Path("db");
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  static std::string Shared(const std::string& name) { return (fs::path(shared_) / name).string(); }
+  std::string Path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
+
+  static Output RunIn(const std::string& dir, const std::vector<std::string>& args) {
+    const std::string bin = std::string(HEDGEDB_BIN_DIR) + "/hedgedb";
+    const std::string out_path = dir + "/stdout.txt", err_path = dir + "/stderr.txt";
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    std::vector<char*> argv = {const_cast<char*>(bin.c_str())};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    Output r;
+    const int rc = posix_spawn(&pid, bin.c_str(), &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) {
+      ADD_FAILURE() << "cannot run " << bin << ": " << std::strerror(rc);
+      return r;
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = Slurp(out_path);
+    r.err = Slurp(err_path);
+    return r;
+  }
+  Output Run(const std::vector<std::string>& args) const { return RunIn(dir_, args); }
+
+  static std::string Describe(const std::vector<std::string>& args, const Output& r) {
+    std::string cmd = "hedgedb";
+    for (const auto& a : args) cmd += " " + a;
+    return cmd + "\nexit " + std::to_string(r.exit_code) + "\nstdout: " + r.out +
+           "\nstderr: " + r.err;
+  }
+
+  json Ok(const std::vector<std::string>& args) const {
+    const Output r = Run(args);
+    EXPECT_EQ(r.exit_code, 0) << Describe(args, r);
+    return r.Last();
+  }
+
+  // Expects exit code 1, "hedgedb: error:" and every needle in stderr.
+  Output Fails(const std::vector<std::string>& args,
+               const std::vector<std::string>& needles) const {
+    const Output r = Run(args);
+    EXPECT_EQ(r.exit_code, 1) << Describe(args, r);
+    EXPECT_NE(r.err.find("hedgedb: error: "), std::string::npos) << Describe(args, r);
+    for (const auto& needle : needles) {
+      EXPECT_NE(Lowercase(r.err).find(Lowercase(needle)), std::string::npos)
+          << "missing '" << needle << "' in\n"
+          << Describe(args, r);
+    }
+    return r;
+  }
+
+  std::vector<std::string> Ingest(const std::string& collection,
+                                  const std::vector<std::string>& source) const {
+    std::vector<std::string> args = {"ingest-images",      "--db",         db_,
+                                     "--collection",       collection,     "--model",
+                                     Shared("model.hdbm"), "--batch-size", "8"};
+    args.insert(args.end(), source.begin(), source.end());
+    return args;
+  }
+  std::vector<std::string> Query(const std::vector<std::string>& rest) const {
+    std::vector<std::string> args = {
+        "query-image", "--db", db_, "--collection", "images", "--model", Shared("model.hdbm")};
+    args.insert(args.end(), rest.begin(), rest.end());
+    return args;
+  }
+  int64_t Items(const std::string& collection) const {
+    return Ok({"stats", "--db", db_, "--collection", collection})["items"].get<int64_t>();
+  }
+  std::vector<std::string> Collections() const {
+    return Ok({"list", "--db", db_})["collections"].get<std::vector<std::string>>();
+  }
+
+  // The files under `dir` (recursively), sorted.
+  static std::vector<std::string> FilesUnder(const std::string& dir) {
+    std::vector<std::string> files;
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+      if (e.is_regular_file()) files.push_back(e.path().string());
+    }
+    std::sort(files.begin(), files.end());
+    return files;
+  }
+  static std::vector<std::string> GalleryFiles() { return FilesUnder(Shared("gallery")); }
+
+  // A copy of the gallery plus `bad` files (name -> bytes).
+  std::string GalleryWith(const std::vector<std::pair<std::string, std::string>>& bad) const {
+    const std::string dir = Path("mixed");
+    fs::copy(Shared("gallery"), dir, fs::copy_options::recursive);
+    for (const auto& [name, bytes] : bad) Spit(dir + "/" + name, bytes);
+    return dir;
+  }
+
+  static std::string shared_;
+  std::string dir_, db_;
+};
+
+std::string ImageCliTest::shared_;
+
+TEST_F(ImageCliTest, IngestPngAndJpegThenQuery) {
+  json r = Ok(Ingest("images", {"--dir", Shared("gallery")}));
+  EXPECT_EQ(r["created"], true);
+  EXPECT_EQ(r["ingested"], 24);
+  EXPECT_EQ(r["first_id"], 0);
+  EXPECT_EQ(r["last_id"], 23);
+  EXPECT_EQ(r["batches"], 3);
+  EXPECT_EQ(r["skipped"], json::array());
+  r = Ok(Ingest("images", {"--dir", Shared("jpegs")}));
+  EXPECT_EQ(r["created"], false);
+  EXPECT_EQ(r["ingested"], 6);
+  EXPECT_EQ(r["first_id"], 24);
+  EXPECT_EQ(Items("images"), 30);
+
+  // The collection was made from the model: kind, dimension, learned a and b.
+  const json stats = Ok({"stats", "--db", db_, "--collection", "images"});
+  const json model = json::parse(Slurp(Shared("train.json")));
+  EXPECT_EQ(stats["kind"], "gaussian") << stats;
+  EXPECT_EQ(stats["dim"], 2) << stats;
+  EXPECT_EQ(stats["match_a"], model["create_flags"]["match-a"]) << stats;
+  EXPECT_EQ(stats["match_b"], model["create_flags"]["match-b"]) << stats;
+
+  // Payloads keep the path and the class folder name.
+  const json got = Ok({"get", "--db", db_, "--collection", "images", "--id", "0"});
+  const json payload = json::parse(got["payload"].get<std::string>());
+  const std::string first = GalleryFiles().front();
+  EXPECT_EQ(payload["path"], first);
+  EXPECT_EQ(payload["label_name"], fs::path(first).parent_path().filename().string());
+  EXPECT_EQ(got["label"], std::stoll(payload["label_name"].get<std::string>()));
+
+  // JSON: one line per query image, k results with path and uncertainty.
+  const std::vector<std::string> queries = {first, GalleryFiles()[5]};
+  Output out = Run(Query({"--k", "5", queries[0], queries[1]}));
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  std::vector<json> lines = out.Lines();
+  ASSERT_EQ(lines.size(), 2u) << out.out;
+  for (size_t q = 0; q < 2; ++q) {
+    const json& line = lines[q];
+    EXPECT_EQ(line["query"], q);
+    EXPECT_EQ(line["image"], queries[q]);
+    const double eta = line["query_uncertainty"].get<double>();
+    EXPECT_GT(eta, 0.0);
+    EXPECT_LT(eta, 1.0);
+    ASSERT_EQ(line["results"].size(), 5u);
+    bool found_itself = false;
+    double previous = 2.0;
+    for (const json& hit : line["results"]) {
+      EXPECT_TRUE(fs::exists(hit["path"].get<std::string>())) << hit;
+      EXPECT_TRUE(hit.contains("uncertainty")) << hit;
+      EXPECT_LE(hit["score"].get<double>(), previous);
+      previous = hit["score"].get<double>();
+      found_itself = found_itself || hit["path"] == queries[q];
+    }
+    // The query image is in the collection: it is among its own best matches.
+    EXPECT_TRUE(found_itself) << line;
+  }
+
+  // --exclude-self drops the query's own image and still returns k results.
+  out = Run(Query({"--k", "3", "--exclude-self", "--exhaustive", queries[0]}));
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  const json excluded = out.Last();
+  ASSERT_EQ(excluded["results"].size(), 3u);
+  for (const json& hit : excluded["results"]) EXPECT_NE(hit["path"], queries[0]);
+
+  // Table: readable, with the score column, the paths and a summary line.
+  out = Run(Query({"--format", "table", "--k", "2", queries[0]}));
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  EXPECT_NE(out.out.find("query 0"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("match_prob"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find(fs::path(queries[0]).filename().string()), std::string::npos);
+  EXPECT_NE(out.out.find("1 queries, mean query uncertainty"), std::string::npos) << out.out;
+
+  // Summary of labelled queries (class folders): recall and mean uncertainty
+  // of clean and occluded twins.
+  const json clean = Ok(Query({"--format", "summary", "--dir", Shared("clean")}));
+  const json occluded = Ok(Query({"--format", "summary", "--dir", Shared("occluded")}));
+  for (const json& s : {clean, occluded}) {
+    EXPECT_EQ(s["queries"], 6);
+    EXPECT_EQ(s["labelled_queries"], 6);
+    EXPECT_GE(s["recall_at_1"].get<double>(), 0.0);
+    EXPECT_LE(s["recall_at_1"].get<double>(), s["recall_at_5"].get<double>());
+    EXPECT_GT(s["mean_query_uncertainty"].get<double>(), 0.0);
+  }
+  EXPECT_NE(clean["mean_query_uncertainty"], occluded["mean_query_uncertainty"]);
+}
+
+TEST_F(ImageCliTest, AbortLeavesTheCollectionUnchanged) {
+  Ok(Ingest("images", {"--dir", Shared("jpegs")}));
+  ASSERT_EQ(Items("images"), 6);
+  const std::string png = Slurp(GalleryFiles().front());
+  const std::string jpg = Slurp(FilesUnder(Shared("jpegs")).front());
+  ASSERT_FALSE(jpg.empty());
+
+  struct Case {
+    std::string file, bytes;
+    std::vector<std::string> needles;
+  };
+  const std::vector<Case> cases = {
+      {"5/cut.png", png.substr(0, png.size() / 2), {"cut.png", "truncated"}},
+      {"5/cut.jpg", jpg.substr(0, jpg.size() - 40), {"cut.jpg", "truncated"}},
+      {"5/noise.png", std::string(200, '\x42'), {"noise.png", "not a readable image"}},
+      {"5/small.pgm", NetPbm(false, 28, 28), {"small.pgm", "28 x 28", "28 x 56"}},
+      {"5/colour.ppm", NetPbm(true, 28, 56), {"colour.ppm", "3 channels", "1 channel"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    const std::string dir = GalleryWith({{c.file, c.bytes}});
+    Fails(Ingest("images", {"--dir", dir}), c.needles);
+    Fails(Ingest("fresh", {"--dir", dir}), c.needles);
+    fs::remove_all(dir);
+  }
+  // Nothing of any batch was written; the new collection was not created.
+  EXPECT_EQ(Items("images"), 6);
+  EXPECT_EQ(Collections(), std::vector<std::string>{"images"});
+
+  // A missing file in a list: named, nothing written.
+  std::string list;
+  for (const std::string& f : GalleryFiles()) list += f + ",1\n";
+  list += Path("gone.png") + ",1\n";
+  Spit(Path("list.csv"), list);
+  Fails(Ingest("images", {"--list", Path("list.csv")}), {Path("gone.png"), "no such file"});
+  EXPECT_EQ(Items("images"), 6);
+
+  // A database that did not exist is not created by a failed ingest.
+  const std::string dir = GalleryWith({{"1/bad.png", "junk"}});
+  const std::vector<std::string> args = {"ingest-images",      "--db",  Path("newdb"),
+                                         "--collection",       "c",     "--model",
+                                         Shared("model.hdbm"), "--dir", dir};
+  Fails(args, {"bad.png"});
+  EXPECT_FALSE(fs::exists(Path("newdb")));
+
+  // Query images fail the same way, naming the file.
+  Fails(Query({Path("gone.png")}), {"gone.png", "no such file"});
+  Spit(Path("small.pgm"), NetPbm(false, 28, 28));
+  Fails(Query({Path("small.pgm")}), {"small.pgm", "28 x 28"});
+}
+
+TEST_F(ImageCliTest, SkipReportsAndIngestsTheRest) {
+  const std::string png = Slurp(GalleryFiles().front());
+  const std::string dir = GalleryWith({{"5/cut.png", png.substr(0, png.size() / 3)},
+                                       {"5/small.pgm", NetPbm(false, 28, 28)},
+                                       {"6/colour.ppm", NetPbm(true, 28, 56)}});
+  std::vector<std::string> args = Ingest("images", {"--dir", dir, "--on-error", "skip"});
+  const Output r = Run(args);
+  ASSERT_EQ(r.exit_code, 0) << Describe(args, r);
+  const json summary = r.Last();
+  EXPECT_EQ(summary["images"], 27);
+  EXPECT_EQ(summary["ingested"], 24);
+  ASSERT_EQ(summary["skipped"].size(), 3u) << summary;
+  std::string skipped_text = summary["skipped"].dump();
+  for (const char* name : {"cut.png", "small.pgm", "colour.ppm"}) {
+    EXPECT_NE(skipped_text.find(name), std::string::npos) << skipped_text;
+    EXPECT_NE(r.err.find(name), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(Items("images"), 24);
+
+  // --fit resize converts what exact rejects: only the truncated file is left.
+  args = Ingest("resized", {"--dir", dir, "--on-error", "skip", "--fit", "resize"});
+  const json resized = Ok(args);
+  EXPECT_EQ(resized["ingested"], 26);
+  ASSERT_EQ(resized["skipped"].size(), 1u);
+  EXPECT_NE(resized["skipped"][0]["image"].get<std::string>().find("cut.png"), std::string::npos);
+
+  // Every image bad: a failure, nothing created.
+  const std::string all_bad = Path("all_bad");
+  Spit(all_bad + "/x.png", "junk");
+  Fails(Ingest("none", {"--dir", all_bad, "--on-error", "skip"}), {"none of the 1 images"});
+  EXPECT_EQ(Collections(), (std::vector<std::string>{"images", "resized"}));
+}
+
+TEST_F(ImageCliTest, IdxSourceAndListLabels) {
+  // A hand-written IDX pair: 3 images of 28 x 56, labels 4, 4, 9.
+  std::string images, labels;
+  PutBigEndian32(&images, 2051);
+  for (uint32_t v : {3u, 28u, 56u}) PutBigEndian32(&images, v);
+  for (int i = 0; i < 3 * 28 * 56; ++i) images.push_back(static_cast<char>((i * 7) % 251));
+  PutBigEndian32(&labels, 2049);
+  PutBigEndian32(&labels, 3);
+  labels += std::string("\x04\x04\x09", 3);
+  Spit(Path("i.idx"), images);
+  Spit(Path("l.idx"), labels);
+  json r = Ok(Ingest("images", {"--idx", Path("i.idx") + "," + Path("l.idx")}));
+  EXPECT_EQ(r["ingested"], 3);
+  const json got = Ok({"get", "--db", db_, "--collection", "images", "--id", "2"});
+  EXPECT_EQ(got["label"], 9);
+  const json payload = json::parse(got["payload"].get<std::string>());
+  EXPECT_EQ(payload["path"], Path("i.idx"));
+  EXPECT_EQ(payload["index"], 2);
+  // Query results name the IDX file and index.
+  const json hit = Ok(Query({"--k", "1", "--idx", Path("i.idx")}))["results"][0];
+  EXPECT_EQ(hit["path"], Path("i.idx"));
+  EXPECT_TRUE(hit.contains("index"));
+  // Labels of a count that does not match the images.
+  labels[7] = 2;
+  Spit(Path("l2.idx"), labels.substr(0, 10));
+  Fails(Ingest("images", {"--idx", Path("i.idx") + "," + Path("l2.idx")}), {"l2.idx"});
+
+  // A list file with names as labels (stable across ingests) and a relative path.
+  const std::string gallery_file = GalleryFiles().front();
+  Spit(Path("lists/rel.png"), Slurp(gallery_file));
+  Spit(Path("lists/l.csv"), "rel.png,sneaker\n" + gallery_file + ",sneaker\n");
+  r = Ok(Ingest("named", {"--list", Path("lists/l.csv")}));
+  EXPECT_EQ(r["ingested"], 2);
+  const json a = Ok({"get", "--db", db_, "--collection", "named", "--id", "0"});
+  const json b = Ok({"get", "--db", db_, "--collection", "named", "--id", "1"});
+  EXPECT_EQ(a["label"], b["label"]);
+  EXPECT_EQ(json::parse(a["payload"].get<std::string>())["path"], Path("lists/rel.png"));
+}
+
+TEST_F(ImageCliTest, UsageAndMismatchErrors) {
+  // A collection of another kind or dimension is not filled with this model.
+  Ok({"create", "--db", db_, "--collection", "points", "--kind", "point", "--dim", "2"});
+  Fails(Ingest("points", {"--dir", Shared("jpegs")}), {"points", "does not match", "model"});
+  Ok({"create", "--db", db_, "--collection", "wide", "--kind", "gaussian", "--dim", "7"});
+  Fails(Ingest("wide", {"--dir", Shared("jpegs")}), {"dim 7", "dim 2"});
+  EXPECT_EQ(Items("wide"), 0);
+  // No source, two sources, missing sources and models.
+  Output r = Run(Ingest("images", {}));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  r = Run(Ingest("images", {"--dir", Shared("jpegs"), "--list", Path("x.csv")}));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  Fails(Ingest("images", {"--dir", Path("nowhere")}), {"nowhere", "no such directory"});
+  Fails(Ingest("images", {"--list", Path("nowhere.csv")}), {"nowhere.csv"});
+  Fails({"ingest-images", "--db", db_, "--collection", "c", "--model", Path("no.hdbm"), "--dir",
+         Shared("jpegs")},
+        {"no.hdbm"});
+  r = Run(Ingest("images", {"--dir", Shared("jpegs"), "--on-error", "ignore"}));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  // --help documents the error policy.
+  r = Run({"ingest-images", "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--on-error"), std::string::npos);
+  EXPECT_NE(r.out.find("leaves the database unchanged"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace hedgedb
