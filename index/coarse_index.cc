@@ -14,6 +14,7 @@
 #include <faiss/index_factory.h>
 #include <faiss/index_io.h>
 #include <fcntl.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -401,9 +402,17 @@ Status CoarseIndex::Add(const void* rows, int64_t n, const int64_t* ids) {
   if (spec_.kind == Kind::kCodes) return AddCodes(static_cast<const uint8_t*>(rows), n, ids);
   std::vector<float> x;
   CoarseVectors(rows, n, &x);
+  // An IVF add is a BLAS product (OpenBLAS runs it on its own threads) plus
+  // light per-vector work; letting OpenMP's team spin beside OpenBLAS's
+  // threads halves throughput on small machines (bench/RESULTS.md, Ingest).
+  // Other indexes (HNSW) do their real work in OpenMP loops: keep them.
+  const int saved_threads = omp_get_max_threads();
+  if (dynamic_cast<faiss::IndexIVF*>(Innermost(index_.get()))) omp_set_num_threads(1);
   try {
     index_->add_with_ids(n, x.data(), ids);
+    omp_set_num_threads(saved_threads);
   } catch (const std::exception& e) {
+    omp_set_num_threads(saved_threads);
     return FromFaiss(e, "adding to index '" + factory_ + "'");
   }
   return Status::OK();
