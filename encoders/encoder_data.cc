@@ -1,0 +1,323 @@
+#include "encoders/encoder_data.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <utility>
+
+#include "encoders/composite_dataset.h"
+#include "encoders/features_dataset.h"
+#include "encoders/idx_reader.h"
+
+namespace hedgedb {
+namespace encoders {
+namespace {
+
+constexpr const char kMnistDefaultDir[] = "/usr/share/datasets/mnist";
+
+ItemSet CompositeItemSet(std::shared_ptr<const CompositeSet> set, double train_occlusion) {
+  ItemSet items;
+  items.labels = set->labels();
+  items.input_shape = {1, set->rows(), set->cols()};
+  items.render = [set](const std::vector<int64_t>& idx, bool corrupt, float* out) {
+    set->RenderBatchFloat(
+        idx, corrupt ? CompositeSet::Variant::kStored : CompositeSet::Variant::kClean, out);
+  };
+  items.render_train = [set, train_occlusion](const std::vector<int64_t>& idx, SeededRng* rng,
+                                              float* out) {
+    set->RenderBatchFloatRandom(idx, train_occlusion, rng, out);
+  };
+  return items;
+}
+
+// The union of two composite sets (HIB's test set has seen and unseen classes).
+ItemSet ConcatItemSets(const ItemSet& first, const ItemSet& second) {
+  ItemSet items;
+  items.labels = first.labels;
+  items.labels.insert(items.labels.end(), second.labels.begin(), second.labels.end());
+  items.input_shape = first.input_shape;
+  const int64_t split = first.size();
+  const int64_t floats = first.item_floats();
+  auto route = [split, floats](const std::vector<int64_t>& idx, float* out, const auto& a,
+                               const auto& b) {
+    std::vector<int64_t> lo, hi;
+    std::vector<size_t> lo_pos, hi_pos;
+    for (size_t i = 0; i < idx.size(); ++i) {
+      if (idx[i] < split) {
+        lo.push_back(idx[i]);
+        lo_pos.push_back(i);
+      } else {
+        hi.push_back(idx[i] - split);
+        hi_pos.push_back(i);
+      }
+    }
+    std::vector<float> buf;
+    for (int part = 0; part < 2; ++part) {
+      const std::vector<int64_t>& sub = part == 0 ? lo : hi;
+      const std::vector<size_t>& pos = part == 0 ? lo_pos : hi_pos;
+      if (sub.empty()) continue;
+      buf.resize(sub.size() * floats);
+      if (part == 0) {
+        a(sub, buf.data());
+      } else {
+        b(sub, buf.data());
+      }
+      for (size_t i = 0; i < sub.size(); ++i) {
+        std::copy(buf.begin() + i * floats, buf.begin() + (i + 1) * floats, out + pos[i] * floats);
+      }
+    }
+  };
+  auto r1 = first.render, r2 = second.render;
+  items.render = [route, r1, r2](const std::vector<int64_t>& idx, bool corrupt, float* out) {
+    route(
+        idx, out, [&](const std::vector<int64_t>& s, float* o) { r1(s, corrupt, o); },
+        [&](const std::vector<int64_t>& s, float* o) { r2(s, corrupt, o); });
+  };
+  auto t1 = first.render_train, t2 = second.render_train;
+  items.render_train = [route, t1, t2](const std::vector<int64_t>& idx, SeededRng* rng,
+                                       float* out) {
+    route(
+        idx, out, [&](const std::vector<int64_t>& s, float* o) { t1(s, rng, o); },
+        [&](const std::vector<int64_t>& s, float* o) { t2(s, rng, o); });
+  };
+  return items;
+}
+
+ItemSet FeatureItemSet(std::shared_ptr<const FeaturesDataset> features, std::vector<int64_t> rows) {
+  ItemSet items;
+  for (int64_t r : rows) items.labels.push_back(features->labels[r]);
+  items.input_shape = {features->dim};
+  auto shared_rows = std::make_shared<const std::vector<int64_t>>(std::move(rows));
+  items.render = [features, shared_rows](const std::vector<int64_t>& idx, bool, float* out) {
+    const int64_t dim = features->dim;
+    for (size_t i = 0; i < idx.size(); ++i) {
+      const float* row = features->row((*shared_rows)[idx[i]]);
+      std::copy(row, row + dim, out + i * dim);
+    }
+  };
+  auto render = items.render;
+  items.render_train = [render](const std::vector<int64_t>& idx, SeededRng*, float* out) {
+    render(idx, false, out);
+  };
+  return items;
+}
+
+Status LoadImageData(const std::string& dir, const std::string& name, const DataOptions& options,
+                     EncoderData* data) {
+  if (options.items < 1 || options.items > 4) {
+    return Status::InvalidArgument("--items must be in [1, 4], got " +
+                                   std::to_string(options.items));
+  }
+  ImageSplits splits;
+  HEDGEDB_RETURN_IF_ERROR(LoadMnistLayoutDir(dir, &splits));
+  int64_t max_label = 0;
+  for (const auto* labels : {&splits.train.labels, &splits.test.labels}) {
+    for (int64_t l : *labels) max_label = std::max(max_label, l);
+  }
+  CompositeConfig config;
+  config.num_positions = options.items;
+  config.num_base_classes = static_cast<int>(max_label + 1);
+  config.train_total = options.train_total;
+  config.test_total = options.test_total;
+  // The reference generator's floor of 100 items per test class, lowered for
+  // small (test-sized) data sets so that every class still has a few items.
+  config.min_items_per_class = std::max<int64_t>(
+      2, std::min<int64_t>(100, std::min(options.test_total, options.train_total) / 100));
+  config.seed = options.seed;
+  if (options.val_fraction < 0 || options.val_fraction >= 1) {
+    return Status::InvalidArgument("--val-fraction must be in [0, 1)");
+  }
+  if (options.val_fraction > 0) {
+    int64_t classes = 1;
+    for (int i = 0; i < options.items; ++i) classes *= config.num_base_classes;
+    const int64_t train_classes =
+        std::max<int64_t>(1, static_cast<int64_t>(classes * config.train_class_fraction));
+    const int64_t per_class =
+        std::max(config.min_items_per_class, options.train_total / train_classes);
+    config.validation_items_per_class =
+        std::max<int64_t>(2, std::llround(per_class * options.val_fraction));
+  }
+  auto base_train = std::make_shared<const LabeledImages>(std::move(splits.train));
+  auto base_test = std::make_shared<const LabeledImages>(std::move(splits.test));
+  NDigitComposites composites;
+  HEDGEDB_RETURN_IF_ERROR(BuildNDigitComposites(config, base_train, base_test, &composites));
+
+  // Pixel statistics of the base training images: the input normalisation.
+  double sum = 0, sum_sq = 0;
+  for (uint8_t p : base_train->images.pixels) {
+    const double v = p / 255.0;
+    sum += v;
+    sum_sq += v * v;
+  }
+  const double n = static_cast<double>(base_train->images.pixels.size());
+  const double mean = sum / n;
+  const double var = std::max(sum_sq / n - mean * mean, 1e-12);
+  data->input_mean = {mean};
+  data->input_std = {std::sqrt(var)};
+
+  const double p = config.train_occlusion_probability;
+  data->description = name + " " + std::to_string(options.items) + "-item composites";
+  data->has_corrupt = true;
+  data->num_train_classes = static_cast<int64_t>(composites.train_classes.size());
+  data->train = CompositeItemSet(std::make_shared<const CompositeSet>(composites.train), p);
+  if (composites.validation.size() > 0) {
+    data->validation =
+        CompositeItemSet(std::make_shared<const CompositeSet>(composites.validation), p);
+  }
+  data->test_seen = CompositeItemSet(std::make_shared<const CompositeSet>(composites.test_seen), p);
+  data->test_unseen =
+      CompositeItemSet(std::make_shared<const CompositeSet>(composites.test_unseen), p);
+  data->test = ConcatItemSets(data->test_seen, data->test_unseen);
+  return Status::OK();
+}
+
+Status LoadFeatureData(const std::string& spec, const DataOptions& options, EncoderData* data) {
+  const size_t comma = spec.find(',');
+  if (comma == std::string::npos || comma == 0 || comma + 1 == spec.size()) {
+    return Status::InvalidArgument("--data features:FEATS.npy,LABELS.npy needs two files, got '" +
+                                   spec + "'");
+  }
+  auto features = std::make_shared<FeaturesDataset>();
+  HEDGEDB_RETURN_IF_ERROR(
+      LoadFeaturesDataset(spec.substr(0, comma), spec.substr(comma + 1), features.get()));
+  if (options.val_fraction < 0 || options.val_fraction >= 1) {
+    return Status::InvalidArgument("--val-fraction must be in [0, 1)");
+  }
+  std::map<int64_t, std::vector<int64_t>> by_class;
+  for (int64_t i = 0; i < features->count; ++i) by_class[features->labels[i]].push_back(i);
+  if (by_class.size() < 4) {
+    return Status::InvalidArgument(
+        "features: need at least 4 classes (half train, half test), got " +
+        std::to_string(by_class.size()));
+  }
+  const size_t num_train = by_class.size() / 2;
+  std::vector<int64_t> train_rows, val_rows, test_rows;
+  SeededRng rng(SeededRng::DeriveSeed(options.seed, 0x7661));
+  size_t slot = 0;
+  for (auto& [label, rows] : by_class) {
+    if (slot++ >= num_train) {
+      test_rows.insert(test_rows.end(), rows.begin(), rows.end());
+      continue;
+    }
+    const int64_t hold =
+        options.val_fraction > 0 && rows.size() >= 4
+            ? std::max<int64_t>(2, std::llround(rows.size() * options.val_fraction))
+            : 0;
+    rng.Shuffle(&rows);
+    val_rows.insert(val_rows.end(), rows.begin(), rows.begin() + hold);
+    train_rows.insert(train_rows.end(), rows.begin() + hold, rows.end());
+  }
+  std::sort(train_rows.begin(), train_rows.end());
+  std::sort(val_rows.begin(), val_rows.end());
+  // Per-feature standardisation from the training rows.
+  const int64_t dim = features->dim;
+  std::vector<double> sum(dim, 0.0), sum_sq(dim, 0.0);
+  for (int64_t r : train_rows) {
+    const float* row = features->row(r);
+    for (int64_t j = 0; j < dim; ++j) {
+      sum[j] += row[j];
+      sum_sq[j] += static_cast<double>(row[j]) * row[j];
+    }
+  }
+  data->input_mean.assign(dim, 0.0);
+  data->input_std.assign(dim, 1.0);
+  const double n = static_cast<double>(train_rows.size());
+  for (int64_t j = 0; j < dim; ++j) {
+    const double mean = sum[j] / n;
+    const double var = sum_sq[j] / n - mean * mean;
+    data->input_mean[j] = mean;
+    // Constant features keep std 1: dividing by ~0 would only amplify noise.
+    data->input_std[j] = var > 1e-12 ? std::sqrt(var) : 1.0;
+  }
+  std::shared_ptr<const FeaturesDataset> shared = features;
+  data->description =
+      "features (" + std::to_string(features->count) + " x " + std::to_string(dim) + ")";
+  data->has_corrupt = false;
+  data->num_train_classes = static_cast<int64_t>(num_train);
+  data->train = FeatureItemSet(shared, train_rows);
+  if (!val_rows.empty()) data->validation = FeatureItemSet(shared, val_rows);
+  data->test = FeatureItemSet(shared, test_rows);
+  data->test_seen = data->test;
+  data->test_unseen = data->test;
+  return Status::OK();
+}
+
+}  // namespace
+
+int64_t ItemSet::item_floats() const {
+  int64_t n = 1;
+  for (int64_t d : input_shape) n *= d;
+  return n;
+}
+
+std::vector<float> ItemSet::Render(const std::vector<int64_t>& items, bool corrupt) const {
+  std::vector<float> out(items.size() * item_floats());
+  if (!items.empty()) render(items, corrupt, out.data());
+  return out;
+}
+
+Status LoadEncoderData(const DataOptions& options, EncoderData* data) {
+  *data = EncoderData();
+  const std::string& source = options.source;
+  if (options.train_total < 1 || options.test_total < 1) {
+    return Status::InvalidArgument("data set sizes must be >= 1");
+  }
+  if (source == "fashion-mnist") {
+    return LoadImageData(kFashionMnistDefaultDir, "fashion-mnist", options, data);
+  }
+  if (source == "mnist") {
+    const char* env = std::getenv("HEDGEDB_MNIST_DIR");
+    const std::string dir = env != nullptr && *env != '\0' ? env : kMnistDefaultDir;
+    return LoadImageData(dir, "mnist", options, data);
+  }
+  if (source.rfind("idx:", 0) == 0) {
+    const std::string dir = source.substr(4);
+    if (dir.empty()) return Status::InvalidArgument("--data idx:DIR needs a directory");
+    return LoadImageData(dir, "idx:" + dir, options, data);
+  }
+  if (source.rfind("features:", 0) == 0) {
+    return LoadFeatureData(source.substr(9), options, data);
+  }
+  return Status::InvalidArgument("unknown data source '" + source +
+                                 "' (expected fashion-mnist, mnist, idx:DIR or "
+                                 "features:FEATS.npy,LABELS.npy)");
+}
+
+Status SelectSplit(const EncoderData& data, const std::string& split, const ItemSet** set) {
+  if (split == "train") {
+    *set = &data.train;
+  } else if (split == "validation") {
+    if (data.validation.size() == 0) {
+      return Status::InvalidArgument("there is no validation split (set --val-fraction)");
+    }
+    *set = &data.validation;
+  } else if (split == "test") {
+    *set = &data.test;
+  } else if (split == "test-seen") {
+    *set = &data.test_seen;
+  } else if (split == "test-unseen") {
+    *set = &data.test_unseen;
+  } else {
+    return Status::InvalidArgument("unknown split '" + split +
+                                   "' (expected train, validation, test, test-seen, test-unseen)");
+  }
+  return Status::OK();
+}
+
+std::vector<int64_t> SubsetItems(const ItemSet& set, int64_t max_items, uint64_t seed) {
+  std::vector<int64_t> items(set.size());
+  for (int64_t i = 0; i < set.size(); ++i) items[i] = i;
+  if (max_items <= 0 || max_items >= set.size()) return items;
+  SeededRng rng(SeededRng::DeriveSeed(seed, 0x5375));
+  for (int64_t i = 0; i < max_items; ++i) {
+    const int64_t j = i + static_cast<int64_t>(rng.UniformInt(items.size() - i));
+    std::swap(items[i], items[j]);
+  }
+  items.resize(max_items);
+  std::sort(items.begin(), items.end());
+  return items;
+}
+
+}  // namespace encoders
+}  // namespace hedgedb

@@ -1,0 +1,78 @@
+// Evaluation of trained encoders with the papers' protocols (DESIGN section 7,
+// HIB sections 4.3-4.4 and appendix G). Torch-free: embeddings come from
+// EncoderModel and are scored with the core library's exact stage-2 scorers
+// (query/scorer.h), i.e. with the same numbers a hedgedb search returns.
+//
+// Similarity per method:
+//   point (soft contrastive): match probability sigmoid(-a ||z1 - z2|| + b)
+//   protonet, fstat:          the same with a = 1, b = 0 (rank = -L2; these
+//                             methods learn no a, b)
+//   hib (gaussian, mog):      Monte Carlo match probability (HIB eq. 5)
+//   spe:                      mutual likelihood score on (mu, s2 + sigma_eps^2):
+//                             log N(mu1; mu2, s1 + s2 + 2 sigma_eps^2), the
+//                             likelihood that two items share an SPE prototype
+//                             (SPE learns no a, b for a match probability)
+//   dimco:                    log-probability of the gallery code under the
+//                             probe's table (DIMCO eq. 8)
+// Uncertainty eta = 1 - p(m|x,x) (HIB eq. 9) for gaussian/mog; for SPE with
+// a = 1, b = 0 since SPE has no learned match scale.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "encoders/embedder.h"
+#include "encoders/encoder_data.h"
+#include "encoders/metrics.h"
+#include "hedgedb/status.h"
+
+namespace hedgedb {
+namespace encoders {
+
+struct EvaluationOptions {
+  std::string split = "test";
+  int64_t max_items = 2000;            // test items used (uniform subset); <= 0: all
+  int64_t verification_pairs = 10000;  // HIB section 4.3
+  int samples = 8;                     // Monte Carlo K per side
+  int eta_bins = 20;                   // HIB section 4.4
+  uint64_t seed = 0;
+};
+
+// How two sets of embeddings are compared (see the file comment).
+struct Similarity {
+  ModelSpec spec;
+  int samples = 8;
+  uint64_t seed = 0;
+};
+
+// Fills rows x gallery similarities: row q holds the similarity of probe q to
+// every gallery item. Errors: invalid embeddings (e.g. non-positive variances).
+Status SimilarityMatrix(const Similarity& similarity, const Embeddings& probes,
+                        const Embeddings& gallery, std::vector<float>* matrix);
+// Similarity of probe pairs[i].first to gallery pairs[i].second.
+Status PairSimilarities(const Similarity& similarity, const Embeddings& probes,
+                        const Embeddings& gallery, const std::vector<VerificationPair>& pairs,
+                        std::vector<double>* scores);
+// eta per item; empty for kinds without one (point, codes).
+std::vector<double> Uncertainties(const Similarity& similarity, const Embeddings& items);
+
+// Retrieval metrics of probes against a gallery of the same items (or their
+// twins: same index = same item, left out).
+Status EvaluateRetrievalOn(const Similarity& similarity, const Embeddings& probes,
+                           const Embeddings& gallery, const std::vector<int64_t>& labels,
+                           RetrievalMetrics* metrics);
+
+// DIMCO's I(X~; Y) estimate (nats) from the code distributions of labelled
+// items: sum over code dimensions of H(mean p_i) - sum_y freq(y) H(mean_y p_i).
+double DimcoMutualInformation(const Embeddings& codes, const std::vector<int64_t>& labels);
+
+// Embeds the split (clean and, where the data has one, corrupt twin) and
+// computes every metric; *report gets the JSON object `hedgedb evaluate`
+// prints.
+Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
+                     const EvaluationOptions& options, nlohmann::json* report);
+
+}  // namespace encoders
+}  // namespace hedgedb

@@ -1,0 +1,366 @@
+// End-to-end tests of `hedgedb train / embed / evaluate`: the real bin/hedgedb
+// runs as a subprocess; the embeddings it writes must go into `hedgedb
+// create / ingest / search` exactly as printed, and bad input must fail with
+// a clear message and a non-zero exit code.
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "hedgedb/npy.h"
+
+extern char** environ;
+
+namespace hedgedb {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct Output {
+  int exit_code = -1;
+  std::string out, err;
+  json Json() const {
+    std::istringstream in(out);
+    std::string line, last;
+    while (std::getline(in, line)) {
+      if (!line.empty()) last = line;
+    }
+    return json::parse(last, nullptr, /*allow_exceptions=*/false);
+  }
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::string Lowercase(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+class EncoderCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "hedgedb_encoder_cli.XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string Path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
+
+  Output Run(const std::vector<std::string>& args) {
+    const std::string bin = std::string(HEDGEDB_BIN_DIR) + "/hedgedb";
+    const std::string out_path = Path("stdout.txt"), err_path = Path("stderr.txt");
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    std::vector<char*> argv = {const_cast<char*>(bin.c_str())};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    Output r;
+    const int rc = posix_spawn(&pid, bin.c_str(), &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) {
+      ADD_FAILURE() << "cannot run " << bin << ": " << std::strerror(rc);
+      return r;
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = Slurp(out_path);
+    r.err = Slurp(err_path);
+    return r;
+  }
+
+  static std::string Describe(const std::vector<std::string>& args, const Output& r) {
+    std::string cmd = "hedgedb";
+    for (const auto& a : args) cmd += " " + a;
+    return cmd + "\nexit " + std::to_string(r.exit_code) + "\nstdout: " + r.out +
+           "\nstderr: " + r.err;
+  }
+
+  json Ok(const std::vector<std::string>& args) {
+    const Output r = Run(args);
+    EXPECT_EQ(r.exit_code, 0) << Describe(args, r);
+    return r.Json();
+  }
+
+  // Expects a failure with "hedgedb: error:" and every needle in stderr.
+  void Fails(const std::vector<std::string>& args, const std::vector<std::string>& needles,
+             int exit_code = -1) {
+    const Output r = Run(args);
+    EXPECT_NE(r.exit_code, 0) << Describe(args, r);
+    if (exit_code >= 0) {
+      EXPECT_EQ(r.exit_code, exit_code) << Describe(args, r);
+    }
+    EXPECT_EQ(r.err.find("hedgedb: error: "), 0u) << Describe(args, r);
+    for (const auto& needle : needles) {
+      EXPECT_NE(Lowercase(r.err).find(Lowercase(needle)), std::string::npos)
+          << "missing '" << needle << "' in\n"
+          << Describe(args, r);
+    }
+  }
+
+  // 12 Gaussian clusters in 8-d, 30 items each: 6 train / 6 test classes.
+  std::string WriteFeatures() {
+    std::mt19937_64 rng(3);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const int classes = 12, per_class = 30, dim = 8;
+    std::vector<float> centres(classes * dim), features;
+    for (float& c : centres) c = normal(rng);
+    std::vector<int64_t> labels;
+    for (int i = 0; i < per_class; ++i) {
+      for (int c = 0; c < classes; ++c) {
+        for (int j = 0; j < dim; ++j) features.push_back(centres[c * dim + j] + 0.6f * normal(rng));
+        labels.push_back(c);
+      }
+    }
+    EXPECT_TRUE(WriteNpy(Path("f.npy"), MakeNpy(features, {classes * per_class, dim})).ok());
+    EXPECT_TRUE(WriteNpy(Path("l.npy"), MakeNpy(labels, {classes * per_class})).ok());
+    return "features:" + Path("f.npy") + "," + Path("l.npy");
+  }
+
+  std::vector<std::string> TrainArgs(const std::string& data, const std::string& method,
+                                     const std::string& model) {
+    return {"train", "--data",       data,       "--method",  method, "--iterations",
+            "60",    "--mlp-hidden", "32",       "--threads", "1",    "--val-fraction",
+            "0",     "--out",        Path(model)};
+  }
+
+  std::string dir_;
+};
+
+// train -> embed -> create (with the printed flags) -> ingest -> search, for
+// each embedding kind.
+TEST_F(EncoderCliTest, TrainEmbedIngestSearchEveryKind) {
+  const std::string data = WriteFeatures();
+  struct Case {
+    const char* method;
+    std::vector<std::string> extra;
+    const char* kind;
+  };
+  const std::vector<Case> cases = {
+      {"point", {}, "point"},
+      {"hib", {}, "gaussian"},
+      {"hib", {"--components", "2"}, "mog"},
+      {"dimco", {"--code-dim", "4", "--code-k", "8"}, "codes"},
+  };
+  const std::string db = Path("db");
+  for (size_t c = 0; c < cases.size(); ++c) {
+    const Case& tc = cases[c];
+    SCOPED_TRACE(tc.kind);
+    const std::string model = std::string("m") + std::to_string(c) + ".model";
+    std::vector<std::string> args = TrainArgs(data, tc.method, model);
+    args.insert(args.end(), tc.extra.begin(), tc.extra.end());
+    const json trained = Ok(args);
+    ASSERT_TRUE(fs::exists(Path(model)));
+    EXPECT_EQ(trained["kind"], tc.kind);
+    EXPECT_EQ(trained["iterations"], 60);
+    EXPECT_LT(trained["last_loss"].get<double>(), trained["first_loss"].get<double>());
+
+    const std::string prefix = Path(std::string("e") + std::to_string(c));
+    const json embedded =
+        Ok({"embed", "--model", Path(model), "--data", data, "--split", "test", "--out", prefix});
+    EXPECT_EQ(embedded["items"], 180);
+    const json flags = embedded["create_flags"];
+    EXPECT_EQ(flags["kind"], tc.kind);
+
+    const std::string collection = std::string("c") + std::to_string(c);
+    std::vector<std::string> create = {"create", "--db", db, "--collection", collection};
+    for (const auto& [name, value] : flags.items()) {
+      create.push_back("--" + name);
+      create.push_back(value.is_string() ? value.get<std::string>() : value.dump());
+    }
+    const json created = Ok(create);
+    EXPECT_EQ(created["created"]["kind"], tc.kind);
+
+    std::vector<std::string> item_files, query_files;
+    const std::string kind = tc.kind;
+    if (kind == "point") {
+      item_files = {"--vec", prefix + ".vec.npy"};
+      query_files = item_files;
+    } else if (kind == "gaussian") {
+      item_files = {"--mean", prefix + ".mean.npy", "--var", prefix + ".var.npy"};
+      query_files = item_files;
+    } else if (kind == "mog") {
+      item_files = {"--mean",    prefix + ".mean.npy",   "--var", prefix + ".var.npy",
+                    "--weights", prefix + ".weights.npy"};
+      query_files = item_files;
+    } else {
+      item_files = {"--codes", prefix + ".codes.npy"};
+      query_files = {"--logp", prefix + ".logp.npy"};
+    }
+    std::vector<std::string> ingest = {"ingest",
+                                       "--db",
+                                       db,
+                                       "--collection",
+                                       collection,
+                                       "--ids",
+                                       prefix + ".ids.npy",
+                                       "--labels",
+                                       prefix + ".labels.npy"};
+    ingest.insert(ingest.end(), item_files.begin(), item_files.end());
+    const json ingested = Ok(ingest);
+    EXPECT_EQ(ingested["ingested"], 180);
+
+    std::vector<std::string> search = {"search",   "--db", db,  "--collection",
+                                       collection, "--k",  "5", "--exhaustive"};
+    search.insert(search.end(), query_files.begin(), query_files.end());
+    const Output r = Run(search);
+    ASSERT_EQ(r.exit_code, 0) << Describe(search, r);
+    // One line per query; the nearest neighbours share the query's label
+    // more often than chance (6 classes).
+    std::istringstream lines(r.out);
+    std::string line;
+    int64_t queries = 0, same_label = 0, hits = 0;
+    NpyArray labels_npy;
+    ASSERT_TRUE(ReadNpy(prefix + ".labels.npy", &labels_npy).ok());
+    std::vector<int64_t> labels;
+    ASSERT_TRUE(NpyToInt64(labels_npy, "labels", &labels).ok());
+    while (std::getline(lines, line)) {
+      const json q = json::parse(line);
+      const int64_t query = q["query"].get<int64_t>();
+      for (const auto& hit : q["results"]) {
+        ASSERT_TRUE(hit.contains("label"));
+        same_label += hit["label"].get<int64_t>() == labels[query];
+        ++hits;
+      }
+      ++queries;
+    }
+    EXPECT_EQ(queries, 180);
+    ASSERT_GT(hits, 0);
+    EXPECT_GT(static_cast<double>(same_label) / hits, 2.0 / 6) << tc.kind;
+  }
+}
+
+TEST_F(EncoderCliTest, EvaluatePrintsThePapersMetrics) {
+  const std::string data = WriteFeatures();
+  Ok(TrainArgs(data, "hib", "hib.model"));
+  const json report = Ok({"evaluate", "--model", Path("hib.model"), "--data", data, "--pairs",
+                          "500", "--max-items", "0"});
+  ASSERT_TRUE(report.contains("verification")) << report.dump();
+  EXPECT_GT(report["verification"]["clean"]["average_precision"].get<double>(), 0.5);
+  const json& clean = report["retrieval"]["clean"];
+  for (const char* key :
+       {"recall_at_1", "recall_at_2", "recall_at_4", "recall_at_8", "map_at_r", "knn_accuracy"}) {
+    EXPECT_TRUE(clean.contains(key)) << key;
+  }
+  EXPECT_EQ(clean["eta_calibration"]["bin_performance"].size(), 20u);
+  EXPECT_TRUE(clean["eta_calibration"].contains("kendall_tau"));
+  EXPECT_EQ(report["items"], 180);
+}
+
+TEST_F(EncoderCliTest, FashionMnistTinyRun) {
+  const std::vector<std::string> data = {"--data",        "fashion-mnist", "--items",      "2",
+                                         "--train-total", "1500",          "--test-total", "400"};
+  std::vector<std::string> train = {"train",
+                                    "--method",
+                                    "point",
+                                    "--iterations",
+                                    "40",
+                                    "--conv1",
+                                    "4",
+                                    "--conv2",
+                                    "8",
+                                    "--cnn-hidden",
+                                    "16",
+                                    "--batch-size",
+                                    "32",
+                                    "--threads",
+                                    "1",
+                                    "--out",
+                                    Path("fm.model"),
+                                    "--val-fraction",
+                                    "0.1",
+                                    "--eval-every",
+                                    "20",
+                                    "--val-items",
+                                    "100"};
+  train.insert(train.end(), data.begin(), data.end());
+  const json trained = Ok(train);
+  EXPECT_EQ(trained["kind"], "point");
+  EXPECT_TRUE(trained.contains("best_validation_map_at_r"));
+  std::vector<std::string> embed = {"embed",       "--model", Path("fm.model"), "--corrupt",
+                                    "--max-items", "50",      "--out",          Path("fm")};
+  embed.insert(embed.end(), data.begin(), data.end());
+  const json embedded = Ok(embed);
+  EXPECT_EQ(embedded["items"], 50);
+  NpyArray vec;
+  ASSERT_TRUE(ReadNpy(Path("fm.vec.npy"), &vec).ok());
+  EXPECT_EQ(vec.shape, (std::vector<int64_t>{50, 2}));
+  std::vector<std::string> evaluate = {
+      "evaluate", "--model", Path("fm.model"), "--max-items", "200", "--pairs", "400"};
+  evaluate.insert(evaluate.end(), data.begin(), data.end());
+  const json report = Ok(evaluate);
+  EXPECT_TRUE(report["verification"].contains("corrupt"));
+  EXPECT_TRUE(report["retrieval"].contains("corrupt"));
+  EXPECT_TRUE(report["retrieval"].contains("corrupt_probe"));
+}
+
+TEST_F(EncoderCliTest, BadInputFailsClearly) {
+  const std::string data = WriteFeatures();
+  // Unknown method: a usage error.
+  Fails(TrainArgs(data, "bogus", "x.model"), {"unknown method", "bogus"}, 2);
+  // Missing data files.
+  Fails(TrainArgs("features:" + Path("nope.npy") + "," + Path("l.npy"), "point", "x.model"),
+        {"nope.npy"});
+  Fails(TrainArgs("idx:" + Path("nodir"), "point", "x.model"), {"nodir"});
+  Fails(TrainArgs("somewhere", "point", "x.model"), {"unknown data source"});
+  // Wrong shapes: 3-d features; labels that do not match the rows.
+  ASSERT_TRUE(WriteNpy(Path("f3.npy"), MakeNpy(std::vector<float>(24, 1.0f), {2, 3, 4})).ok());
+  Fails(TrainArgs("features:" + Path("f3.npy") + "," + Path("l.npy"), "point", "x.model"),
+        {"f3.npy"});
+  ASSERT_TRUE(WriteNpy(Path("short.npy"), MakeNpy(std::vector<int64_t>(5, 1), {5})).ok());
+  Fails(TrainArgs("features:" + Path("f.npy") + "," + Path("short.npy"), "point", "x.model"),
+        {"short.npy"});
+  // Labels out of range (negative).
+  ASSERT_TRUE(WriteNpy(Path("neg.npy"), MakeNpy(std::vector<int64_t>(360, -3), {360})).ok());
+  Fails(TrainArgs("features:" + Path("f.npy") + "," + Path("neg.npy"), "point", "x.model"),
+        {"neg.npy"});
+  // Missing, corrupt and mismatched models.
+  Fails({"embed", "--model", Path("missing.model"), "--data", data, "--out", Path("o")},
+        {"missing.model"});
+  std::ofstream(Path("garbage.model")) << "garbage, not a model file";
+  Fails({"evaluate", "--model", Path("garbage.model"), "--data", data}, {"garbage.model"});
+  Ok(TrainArgs(data, "point", "p.model"));
+  Fails({"embed", "--model", Path("p.model"), "--data", "fashion-mnist", "--train-total", "1000",
+         "--test-total", "300", "--out", Path("o")},
+        {"shape"});
+  // A truncated model file fails its checks.
+  const std::string bytes = Slurp(Path("p.model"));
+  std::ofstream(Path("cut.model"), std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  Fails({"evaluate", "--model", Path("cut.model"), "--data", data}, {"cut.model"});
+  // Flags that do not fit the method.
+  std::vector<std::string> args = TrainArgs(data, "point", "y.model");
+  args.insert(args.end(), {"--components", "2"});
+  Fails(args, {"components"}, 2);
+  Fails(
+      {"embed", "--model", Path("p.model"), "--data", data, "--split", "nope", "--out", Path("o")},
+      {"split"});
+}
+
+}  // namespace
+}  // namespace hedgedb

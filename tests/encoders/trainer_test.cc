@@ -1,0 +1,371 @@
+// Trainer, embedder and evaluation: short real training runs on synthetic
+// feature vectors (an MLP trains in seconds) and on a small subset of 2-item
+// Fashion-MNIST composites, checkpoint/resume, model round trips and errors.
+
+#include "encoders/trainer.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "encoders/embedder.h"
+#include "encoders/encoder_data.h"
+#include "encoders/evaluation.h"
+#include "hedgedb/npy.h"
+
+namespace hedgedb {
+namespace encoders {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "hedgedb_trainer_test.XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    SetEncoderThreads(1);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string Path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
+
+  // `classes` Gaussian clusters in `dim` dimensions, `per_class` items each;
+  // half the classes train, half test (encoder_data.h). The clusters overlap
+  // enough (noise 0.5 around centres ~N(0, 1)) that chance is far from 100%.
+  std::string WriteFeatures(int classes, int per_class, int dim, uint64_t seed = 7) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> centres(classes * dim);
+    for (float& c : centres) c = normal(rng);
+    std::vector<float> features;
+    std::vector<int64_t> labels;
+    for (int i = 0; i < per_class; ++i) {
+      for (int c = 0; c < classes; ++c) {
+        for (int j = 0; j < dim; ++j) features.push_back(centres[c * dim + j] + 0.5f * normal(rng));
+        labels.push_back(c);
+      }
+    }
+    const std::string f = Path("features.npy"), l = Path("labels.npy");
+    EXPECT_TRUE(WriteNpy(f, MakeNpy(features, {classes * per_class, dim})).ok());
+    EXPECT_TRUE(WriteNpy(l, MakeNpy(labels, {classes * per_class})).ok());
+    return "features:" + f + "," + l;
+  }
+
+  EncoderData LoadFeatures(const std::string& source, double val_fraction = 0.0) {
+    DataOptions options;
+    options.source = source;
+    options.val_fraction = val_fraction;
+    EncoderData data;
+    const Status s = LoadEncoderData(options, &data);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return data;
+  }
+
+  TrainOptions QuickOptions(const std::string& method, const std::string& out) {
+    TrainOptions o;
+    o.method = method;
+    o.out = Path(out);
+    o.iterations = 150;
+    // One thread: the tests share the machine, and torch's per-op thread
+    // hand-offs dominate these tiny networks.
+    o.threads = 1;
+    o.mlp_hidden = 64;
+    o.progress_seconds = 1e9;
+    o.log = [](const std::string&) {};
+    if (method == "fstat") o.dim = 8;
+    if (method == "point" || method == "hib") o.batch_size = 64;
+    return o;
+  }
+
+  Embeddings EmbedAll(const std::string& model_path, const ItemSet& set) {
+    std::unique_ptr<EncoderModel> model;
+    const Status s = EncoderModel::Load(model_path, &model);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    Embeddings e;
+    if (!model) return e;
+    std::vector<int64_t> items(set.size());
+    for (int64_t i = 0; i < set.size(); ++i) items[i] = i;
+    const Status es = model->Embed(set, items, false, &e);
+    EXPECT_TRUE(es.ok()) << es.ToString();
+    return e;
+  }
+
+  std::string dir_;
+};
+
+// Every float of every array of two embeddings.
+void ExpectSameEmbeddings(const Embeddings& a, const Embeddings& b, float tolerance) {
+  ASSERT_EQ(a.kind, b.kind);
+  ASSERT_EQ(a.n, b.n);
+  auto same = [&](const std::vector<float>& x, const std::vector<float>& y, const char* what) {
+    ASSERT_EQ(x.size(), y.size()) << what;
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_NEAR(x[i], y[i], tolerance) << what << " [" << i << "]";
+    }
+  };
+  same(a.vec, b.vec, "vec");
+  same(a.mean, b.mean, "mean");
+  same(a.var, b.var, "var");
+  same(a.weights, b.weights, "weights");
+  same(a.logp, b.logp, "logp");
+  EXPECT_EQ(a.codes, b.codes);
+}
+
+class MethodTest : public TrainerTest, public ::testing::WithParamInterface<const char*> {};
+
+// A short run lowers the loss and the unseen test classes are retrieved well
+// above chance (8 test classes in a 2-d embedding).
+TEST_P(MethodTest, ShortRunLowersLossAndBeatsChance) {
+  const std::string method = GetParam();
+  const EncoderData data = LoadFeatures(WriteFeatures(16, 40, 16));
+  TrainOptions options = QuickOptions(method, method + ".model");
+  if (method == "hib") options.components = 2;
+  TrainResult result;
+  const Status s = Train(options, data, &result);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(result.iterations, 150);
+  ASSERT_GE(result.loss_curve.size(), 2u);
+  EXPECT_LT(result.last_loss, result.first_loss) << method;
+  EXPECT_GT(result.items_per_second, 0);
+
+  std::unique_ptr<EncoderModel> model;
+  ASSERT_TRUE(EncoderModel::Load(options.out, &model).ok());
+  EvaluationOptions eval;
+  eval.max_items = 0;
+  eval.verification_pairs = 1000;
+  nlohmann::json report;
+  const Status es = EvaluateModel(*model, data, eval, &report);
+  ASSERT_TRUE(es.ok()) << es.ToString();
+  const double knn = report["retrieval"]["clean"]["knn_accuracy"].get<double>();
+  const double ap = report["verification"]["clean"]["average_precision"].get<double>();
+  // Chance: a majority of 5 neighbours from one of 8 classes, ~0.015.
+  EXPECT_GT(knn, 0.2) << method << ": " << report.dump();
+  EXPECT_GT(ap, 0.6) << method;  // balanced pairs: chance AP is 0.5
+  EXPECT_FALSE(report.contains("verification") && report["verification"].contains("corrupt"));
+  if (method == "hib") {
+    EXPECT_EQ(report["kind"], "mog");
+    EXPECT_TRUE(report["retrieval"]["clean"].contains("eta_calibration"));
+  }
+  if (method == "dimco") {
+    const double bits = report["dimco"]["mutual_information_bits"].get<double>();
+    EXPECT_GT(bits, 0.5);
+    EXPECT_LE(bits, report["dimco"]["code_bits"].get<double>() + 1e-9);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Methods, MethodTest,
+                         ::testing::Values("point", "hib", "spe", "pn", "dimco", "fstat"));
+
+TEST_F(TrainerTest, FashionMnistCompositesBeatChance) {
+  DataOptions data_options;
+  data_options.source = "fashion-mnist";
+  data_options.items = 2;
+  data_options.train_total = 2000;
+  data_options.test_total = 600;
+  data_options.val_fraction = 0.1;
+  EncoderData data;
+  const Status ls = LoadEncoderData(data_options, &data);
+  ASSERT_TRUE(ls.ok()) << ls.ToString();
+  ASSERT_GT(data.validation.size(), 0);
+  TrainOptions options = QuickOptions("hib", "fmnist.model");
+  options.iterations = 150;
+  options.batch_size = 32;
+  options.cnn_conv1 = 4;
+  options.cnn_conv2 = 8;
+  options.cnn_hidden = 32;
+  options.eval_every = 100;
+  options.val_items = 300;
+  TrainResult result;
+  const Status s = Train(options, data, &result);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_LT(result.last_loss, result.first_loss);
+  EXPECT_TRUE(result.validated);
+  EXPECT_EQ(result.spec.input_shape, (std::vector<int64_t>{1, 28, 56}));
+
+  std::unique_ptr<EncoderModel> model;
+  ASSERT_TRUE(EncoderModel::Load(options.out, &model).ok());
+  EvaluationOptions eval;
+  eval.split = "test-seen";
+  eval.max_items = 400;
+  eval.verification_pairs = 1000;
+  nlohmann::json report;
+  const Status es = EvaluateModel(*model, data, eval, &report);
+  ASSERT_TRUE(es.ok()) << es.ToString();
+  const double classes = report["classes"].get<double>();
+  const double recall1 = report["retrieval"]["clean"]["recall_at_1"].get<double>();
+  // 60 classes: a random ranking finds a same-class first neighbour ~1/60 of
+  // the time.
+  EXPECT_GT(recall1, 3.0 / classes) << report.dump();
+  EXPECT_GT(report["verification"]["clean"]["average_precision"].get<double>(), 0.6);
+  ASSERT_TRUE(report["verification"].contains("corrupt"));
+  ASSERT_TRUE(report["retrieval"].contains("corrupt_probe"));
+  // Occlusion removes information: corrupt pairs are not easier than clean.
+  EXPECT_LE(report["verification"]["corrupt"]["average_precision"].get<double>(),
+            report["verification"]["clean"]["average_precision"].get<double>() + 0.02);
+}
+
+TEST_F(TrainerTest, SameSeedSameModelAndLoadRoundTrip) {
+  const EncoderData data = LoadFeatures(WriteFeatures(8, 20, 8));
+  TrainOptions a = QuickOptions("hib", "a.model");
+  a.iterations = 30;
+  TrainOptions b = a;
+  b.out = Path("b.model");
+  TrainResult ra, rb;
+  ASSERT_TRUE(Train(a, data, &ra).ok());
+  ASSERT_TRUE(Train(b, data, &rb).ok());
+  const Embeddings ea = EmbedAll(a.out, data.test);
+  const Embeddings eb = EmbedAll(b.out, data.test);
+  ExpectSameEmbeddings(ea, eb, 0.0f);
+  EXPECT_EQ(ra.spec.match_a, rb.spec.match_a);
+
+  // The .npy files hold exactly the embedded values.
+  std::vector<int64_t> ids(ea.n), labels(ea.n);
+  for (int64_t i = 0; i < ea.n; ++i) {
+    ids[i] = 100 + i;
+    labels[i] = data.test.labels[i];
+  }
+  std::vector<std::string> written;
+  ASSERT_TRUE(WriteEmbeddings(Path("emb"), ea, ids, labels, &written).ok());
+  ASSERT_EQ(written.size(), 4u);
+  NpyArray mean;
+  ASSERT_TRUE(ReadNpy(Path("emb.mean.npy"), &mean).ok());
+  std::vector<float> values;
+  ASSERT_TRUE(NpyToFloat32(mean, "mean", &values).ok());
+  EXPECT_EQ(mean.shape, (std::vector<int64_t>{ea.n, 2}));
+  EXPECT_EQ(values, ea.mean);
+
+  // A different seed gives a different model (the test above can fail).
+  TrainOptions c = a;
+  c.out = Path("c.model");
+  c.seed = 99;
+  TrainResult rc;
+  ASSERT_TRUE(Train(c, data, &rc).ok());
+  const Embeddings ec = EmbedAll(c.out, data.test);
+  EXPECT_NE(ec.mean, ea.mean);
+}
+
+TEST_F(TrainerTest, ResumeContinuesExactly) {
+  const EncoderData data = LoadFeatures(WriteFeatures(8, 20, 8), 0.2);
+  TrainOptions full = QuickOptions("point", "full.model");
+  full.iterations = 60;
+  full.eval_every = 30;
+  full.checkpoint_every = 30;
+  full.checkpoint_path = Path("ckpt.model");
+  TrainResult r_full;
+  ASSERT_TRUE(Train(full, data, &r_full).ok());
+  ASSERT_TRUE(fs::exists(Path("ckpt.model")));
+  ASSERT_TRUE(fs::exists(Path("ckpt.model.state")));
+  // The checkpoint at 60 overwrote the one at 30; train a fresh 30 to resume.
+  TrainOptions half = full;
+  half.iterations = 30;
+  half.out = Path("half.model");
+  half.checkpoint_path = Path("half.ckpt");
+  TrainResult r_half;
+  ASSERT_TRUE(Train(half, data, &r_half).ok());
+
+  TrainOptions resumed = full;
+  resumed.out = Path("resumed.model");
+  resumed.checkpoint_path = Path("resumed.ckpt");
+  resumed.resume = Path("half.ckpt");
+  TrainResult r_resumed;
+  const Status s = Train(resumed, data, &r_resumed);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(r_resumed.start_iteration, 30);
+  EXPECT_EQ(r_resumed.iterations, 60);
+  // The resumed run ends where the uninterrupted one does: same checkpoint.
+  ExpectSameEmbeddings(EmbedAll(Path("ckpt.model"), data.test),
+                       EmbedAll(Path("resumed.ckpt"), data.test), 1e-5f);
+  EXPECT_EQ(r_resumed.best_iteration, r_full.best_iteration);
+}
+
+TEST_F(TrainerTest, ResumeRejectsMismatchedCheckpoint) {
+  const EncoderData data = LoadFeatures(WriteFeatures(8, 20, 8));
+  TrainOptions first = QuickOptions("point", "p.model");
+  first.iterations = 10;
+  first.checkpoint_every = 10;
+  TrainResult r;
+  ASSERT_TRUE(Train(first, data, &r).ok());
+  TrainOptions other = QuickOptions("point", "q.model");
+  other.dim = 3;
+  other.resume = Path("p.model.ckpt");
+  Status s = Train(other, data, &r);
+  EXPECT_FALSE(s.ok());
+  other.dim = 2;
+  other.resume = Path("missing.ckpt");
+  s = Train(other, data, &r);
+  EXPECT_FALSE(s.ok());
+  // A model file without its .state is not a checkpoint.
+  other.resume = Path("p.model");
+  s = Train(other, data, &r);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(".state"), std::string::npos) << s.ToString();
+}
+
+TEST_F(TrainerTest, BadOptionsAndData) {
+  TrainOptions o = QuickOptions("nope", "x.model");
+  Status s = ResolveTrainOptions(&o);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("unknown method"), std::string::npos);
+  o = QuickOptions("point", "x.model");
+  o.components = 2;
+  EXPECT_FALSE(ResolveTrainOptions(&o).ok());
+  o = QuickOptions("dimco", "x.model");
+  o.dim = 4;
+  EXPECT_FALSE(ResolveTrainOptions(&o).ok());
+  o = QuickOptions("point", "x.model");
+  o.batch_size = 33;
+  EXPECT_FALSE(ResolveTrainOptions(&o).ok());
+  o = QuickOptions("hib", "x.model");
+  o.components = 3;
+  ASSERT_TRUE(ResolveTrainOptions(&o).ok());
+  EXPECT_EQ(o.samples % 3, 0);  // K rounded up to a multiple of C
+
+  DataOptions d;
+  EncoderData data;
+  d.source = "features:" + Path("nope.npy") + "," + Path("nope_labels.npy");
+  EXPECT_FALSE(LoadEncoderData(d, &data).ok());
+  d.source = "idx:" + Path("no_such_dir");
+  s = LoadEncoderData(d, &data);
+  EXPECT_FALSE(s.ok());
+  d.source = "bogus";
+  EXPECT_FALSE(LoadEncoderData(d, &data).ok());
+  // Labels that do not match the feature rows.
+  ASSERT_TRUE(WriteNpy(Path("f.npy"), MakeNpy(std::vector<float>(40, 1.0f), {10, 4})).ok());
+  ASSERT_TRUE(WriteNpy(Path("l.npy"), MakeNpy(std::vector<int64_t>(9, 1), {9})).ok());
+  d.source = "features:" + Path("f.npy") + "," + Path("l.npy");
+  EXPECT_FALSE(LoadEncoderData(d, &data).ok());
+  // Negative labels.
+  ASSERT_TRUE(WriteNpy(Path("l.npy"), MakeNpy(std::vector<int64_t>(10, -1), {10})).ok());
+  EXPECT_FALSE(LoadEncoderData(d, &data).ok());
+
+  // A model for 8-d features cannot embed 16-d features.
+  const EncoderData small = LoadFeatures(WriteFeatures(8, 20, 8));
+  TrainOptions t = QuickOptions("point", "eight.model");
+  t.iterations = 5;
+  TrainResult r;
+  ASSERT_TRUE(Train(t, small, &r).ok());
+  const EncoderData wide = LoadFeatures(WriteFeatures(8, 20, 16));
+  std::unique_ptr<EncoderModel> model;
+  ASSERT_TRUE(EncoderModel::Load(t.out, &model).ok());
+  Embeddings e;
+  s = model->Embed(wide.test, {0, 1}, false, &e);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("shape"), std::string::npos) << s.ToString();
+  // Corrupt model files.
+  std::ofstream(Path("garbage.model")) << "not a model";
+  EXPECT_FALSE(EncoderModel::Load(Path("garbage.model"), &model).ok());
+  EXPECT_FALSE(EncoderModel::Load(Path("missing.model"), &model).ok());
+}
+
+}  // namespace
+}  // namespace encoders
+}  // namespace hedgedb

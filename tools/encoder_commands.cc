@@ -1,0 +1,337 @@
+// `hedgedb train`, `hedgedb embed` and `hedgedb evaluate`: the LibTorch
+// encoders on the command line. Thin: parse flags, call encoders/, print JSON.
+//
+// The data flags (--data, --items, --train-total, --test-total, --data-seed)
+// define the data set and its class split; embed and evaluate must be given
+// the same values as train (the defaults match), or the "unseen" test classes
+// would not be the ones the model never saw.
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "encoders/embedder.h"
+#include "encoders/encoder_data.h"
+#include "encoders/evaluation.h"
+#include "encoders/model_file.h"
+#include "encoders/trainer.h"
+#include "tools/cli_util.h"
+#include "tools/commands.h"
+
+namespace hedgedb {
+namespace cli {
+namespace {
+
+using encoders::DataOptions;
+using encoders::EncoderData;
+using encoders::ModelSpec;
+using nlohmann::json;
+
+void AddDataOptions(CLI::App* cmd, DataOptions* data) {
+  cmd->add_option("--data", data->source,
+                  "Data set: fashion-mnist, mnist ($HEDGEDB_MNIST_DIR or "
+                  "/usr/share/datasets/mnist), idx:DIR (MNIST layout), or "
+                  "features:FEATS.npy,LABELS.npy")
+      ->capture_default_str();
+  cmd->add_option("--items", data->items, "Images per composite (N-item composites, HIB appx. A)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4));
+  cmd->add_option("--train-total", data->train_total, "Training composites (before validation)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--test-total", data->test_total, "Composites per test split (seen, unseen)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--data-seed", data->seed,
+                  "Seed of the class split and test occlusions (keep it equal across "
+                  "train/embed/evaluate)")
+      ->capture_default_str();
+}
+
+EncoderData LoadDataOrFail(const DataOptions& options) {
+  EncoderData data;
+  Check(encoders::LoadEncoderData(options, &data));
+  return data;
+}
+
+std::unique_ptr<encoders::EncoderModel> LoadModelOrFail(const std::string& path) {
+  std::unique_ptr<encoders::EncoderModel> model;
+  const Status s = encoders::EncoderModel::Load(path, &model);
+  if (!s.ok()) Fail("cannot load model '" + path + "': " + s.ToString());
+  return model;
+}
+
+// The `hedgedb create` flags of a collection that stores this model's
+// embeddings.
+json CreateFlags(const ModelSpec& spec) {
+  json flags;
+  flags["kind"] = KindName(spec.kind);
+  if (spec.kind == Kind::kCodes) {
+    flags["dim"] = spec.code_dims;
+    flags["code-k"] = spec.code_k;
+  } else {
+    flags["dim"] = spec.dim;
+  }
+  if (spec.kind == Kind::kMog) {
+    flags["components"] = spec.components;
+    // The default 8 samples must be a multiple of C.
+    if (8 % spec.components != 0)
+      flags["samples"] = spec.components * ((8 + spec.components - 1) / spec.components);
+  }
+  if (spec.kind != Kind::kCodes) {
+    const bool learned =
+        spec.method == encoders::Method::kSoftContrastive || spec.method == encoders::Method::kHib;
+    flags["match-a"] = JsonFloat(learned ? static_cast<float>(spec.match_a) : 1.0f);
+    flags["match-b"] = JsonFloat(learned ? static_cast<float>(spec.match_b) : 0.0f);
+  }
+  return flags;
+}
+
+std::string CreateCommand(const json& flags) {
+  std::ostringstream cmd;
+  cmd << "hedgedb create --db DB --collection NAME";
+  for (const auto& [name, value] : flags.items()) {
+    cmd << " --" << name << " " << (value.is_string() ? value.get<std::string>() : value.dump());
+  }
+  return cmd.str();
+}
+
+json ModelJson(const ModelSpec& spec) {
+  json j;
+  j["method"] = encoders::MethodName(spec.method);
+  j["kind"] = KindName(spec.kind);
+  j["create_flags"] = CreateFlags(spec);
+  j["create_command"] = CreateCommand(j["create_flags"]);
+  // Which `hedgedb search --score` matches what the model was trained for.
+  switch (spec.kind) {
+    case Kind::kPoint:
+      j["search_score"] = "l2";
+      break;
+    case Kind::kGaussian:
+    case Kind::kMog:
+      j["search_score"] = spec.method == encoders::Method::kSpe ? "mls" : "mc";
+      break;
+    case Kind::kCodes:
+      j["search_score"] = "logprob";
+      break;
+  }
+  if (spec.method == encoders::Method::kSpe) j["sigma_eps2"] = spec.sigma_eps2;
+  return j;
+}
+
+// ---------------------------------------------------------------- train
+
+struct TrainArgs {
+  DataOptions data;
+  encoders::TrainOptions train;
+  double val_fraction = 0.1;
+};
+
+void RunTrain(TrainArgs& args) {
+  args.data.val_fraction = args.val_fraction;
+  // Flag problems are usage errors, before any data is read.
+  {
+    encoders::TrainOptions probe = args.train;
+    const Status s = encoders::ResolveTrainOptions(&probe);
+    if (!s.ok()) UsageError(s.message());
+  }
+  const EncoderData data = LoadDataOrFail(args.data);
+  encoders::TrainResult result;
+  Check(encoders::Train(args.train, data, &result));
+  json out = ModelJson(result.spec);
+  out["model"] = args.train.out;
+  out["data"] = data.description;
+  out["iterations"] = result.iterations;
+  out["start_iteration"] = result.start_iteration;
+  out["seconds"] = result.seconds;
+  out["items_per_second"] = result.items_per_second;
+  out["first_loss"] = result.first_loss;
+  out["last_loss"] = result.last_loss;
+  if (result.validated) {
+    out["best_validation_map_at_r"] = result.best_validation;
+    out["best_iteration"] = result.best_iteration;
+    out["early_stopped"] = result.early_stopped;
+  }
+  if (result.spec.kind != Kind::kCodes) {
+    out["match_a"] = result.spec.match_a;
+    out["match_b"] = result.spec.match_b;
+  }
+  PrintJsonLine(out);
+}
+
+void RegisterTrain(CLI::App& app) {
+  auto args = std::make_shared<TrainArgs>();
+  encoders::TrainOptions& t = args->train;
+  CLI::App* cmd = app.add_subcommand("train", "Train an encoder and write a model file");
+  cmd->footer(
+      "Methods: point (soft contrastive), hib (Gaussian; mixture with --components > 1), spe, "
+      "pn (prototypical network), dimco (codes: --code-dim, --code-k), fstat (F-statistic). "
+      "Progress goes to stderr; the result is one JSON line on stdout.");
+  AddDataOptions(cmd, &args->data);
+  cmd->add_option("--method", t.method, "point, hib, spe, pn, dimco or fstat")->required();
+  cmd->add_option("--out", t.out, "Model file to write")->required();
+  cmd->add_option("--dim", t.dim, "Embedding dimension D (default: 2; fstat 500)");
+  cmd->add_option("--components", t.components, "hib: mixture components C")->capture_default_str();
+  cmd->add_option("--code-dim", t.code_dims, "dimco: code length d (default 4)");
+  cmd->add_option("--code-k", t.code_k, "dimco: alphabet size k (default 16)");
+  cmd->add_option("--iterations", t.iterations,
+                  "Training iterations (default: from --epochs, else 10000)");
+  cmd->add_option("--epochs", t.epochs, "Passes over the training items");
+  cmd->add_option("--max-seconds", t.max_seconds, "Stop after this wall time");
+  cmd->add_option("--batch-size", t.batch_size,
+                  "Batch size (point/hib: 128; dimco/fstat: classes x 10 items)");
+  cmd->add_option("--lr", t.lr, "Adam learning rate (default 1e-3; fstat 2e-4)");
+  cmd->add_option("--seed", t.seed, "Seed of weights, batches and noise")->capture_default_str();
+  cmd->add_option("--threads", t.threads, "Torch threads (default: hardware cores)");
+  cmd->add_option("--beta", t.beta, "hib: KL weight")->capture_default_str();
+  cmd->add_option("--samples", t.samples, "hib: Monte Carlo samples K per side")
+      ->capture_default_str();
+  cmd->add_option("--n-way", t.n_way, "spe/pn: classes per episode (0: all)")
+      ->capture_default_str();
+  cmd->add_option("--n-support", t.n_support, "spe/pn: support items per class")
+      ->capture_default_str();
+  cmd->add_option("--n-query", t.n_query, "spe/pn: query items per class")->capture_default_str();
+  cmd->add_option("--top-dims", t.fstat_top_dims, "fstat: dimensions separated per class pair")
+      ->capture_default_str();
+  cmd->add_option("--conv1", t.cnn_conv1, "CNN first conv layer channels (default 32)");
+  cmd->add_option("--conv2", t.cnn_conv2, "CNN second conv layer channels (default 64)");
+  cmd->add_option("--cnn-hidden", t.cnn_hidden, "CNN hidden FC width (default 500; 0: none)");
+  cmd->add_option("--mlp-hidden", t.mlp_hidden, "MLP hidden width for feature data")
+      ->capture_default_str();
+  cmd->add_option("--val-fraction", args->val_fraction,
+                  "Training items held out for validation and early stopping (0: none)")
+      ->capture_default_str();
+  cmd->add_option("--patience", t.patience, "Validations without improvement before stopping")
+      ->capture_default_str();
+  cmd->add_option("--eval-every", t.eval_every,
+                  "Iterations between validations (default: iterations / 20, >= 100)");
+  cmd->add_option("--val-items", t.val_items, "Validation items scored")->capture_default_str();
+  cmd->add_option("--checkpoint-every", t.checkpoint_every,
+                  "Write a checkpoint every this many iterations");
+  cmd->add_option("--checkpoint", t.checkpoint_path, "Checkpoint path (default: OUT.ckpt)");
+  cmd->add_option("--resume", t.resume, "Continue from a checkpoint");
+  cmd->add_option("--progress-seconds", t.progress_seconds, "Seconds between progress lines")
+      ->capture_default_str();
+  cmd->callback([args] { RunTrain(*args); });
+}
+
+// ---------------------------------------------------------------- embed
+
+struct EmbedArgs {
+  DataOptions data;
+  std::string model, out, split = "test";
+  bool corrupt = false;
+  int64_t max_items = 0;
+  int64_t first_id = 0;
+  int threads = 0;
+};
+
+void RunEmbed(const EmbedArgs& args) {
+  encoders::SetEncoderThreads(args.threads);
+  std::unique_ptr<encoders::EncoderModel> model = LoadModelOrFail(args.model);
+  const EncoderData data = LoadDataOrFail(args.data);
+  const encoders::ItemSet* set = nullptr;
+  Check(encoders::SelectSplit(data, args.split, &set));
+  if (args.corrupt && !data.has_corrupt) {
+    UsageError("--corrupt: the data set " + data.description + " has no corrupt twin");
+  }
+  const std::vector<int64_t> items = encoders::SubsetItems(*set, args.max_items, args.data.seed);
+  encoders::Embeddings embeddings;
+  Check(model->Embed(*set, items, args.corrupt, &embeddings));
+  std::vector<int64_t> ids, labels;
+  for (size_t i = 0; i < items.size(); ++i) {
+    ids.push_back(args.first_id + static_cast<int64_t>(i));
+    labels.push_back(set->labels[items[i]]);
+  }
+  std::vector<std::string> written;
+  Check(encoders::WriteEmbeddings(args.out, embeddings, ids, labels, &written));
+  json out = ModelJson(model->spec());
+  out["items"] = static_cast<int64_t>(items.size());
+  out["split"] = args.split;
+  out["corrupt"] = args.corrupt;
+  out["files"] = written;
+  PrintJsonLine(out);
+}
+
+void RegisterEmbed(CLI::App& app) {
+  auto args = std::make_shared<EmbedArgs>();
+  CLI::App* cmd =
+      app.add_subcommand("embed", "Embed a data split with a model; write .npy files for ingest");
+  cmd->footer(
+      "Writes PREFIX.vec.npy (point), PREFIX.mean/.var.npy (gaussian), plus .weights.npy (mog), "
+      "PREFIX.codes.npy and .logp.npy (codes: items and query tables), and PREFIX.ids.npy, "
+      "PREFIX.labels.npy. Prints the `hedgedb create` flags of a matching collection.");
+  cmd->add_option("--model", args->model, "Model file")->required();
+  cmd->add_option("--out", args->out, "Output prefix")->required();
+  AddDataOptions(cmd, &args->data);
+  cmd->add_option("--split", args->split, "train, validation, test, test-seen or test-unseen")
+      ->capture_default_str();
+  cmd->add_flag("--corrupt", args->corrupt, "Embed the corrupt (occluded) twin of the split");
+  cmd->add_option("--max-items", args->max_items, "At most this many items (seeded subset)");
+  cmd->add_option("--first-id", args->first_id, "Id of the first item (ids are consecutive)")
+      ->capture_default_str();
+  cmd->add_option("--threads", args->threads, "Torch threads (default: hardware cores)");
+  cmd->callback([args] { RunEmbed(*args); });
+}
+
+// ---------------------------------------------------------------- evaluate
+
+struct EvaluateArgs {
+  DataOptions data;
+  std::string model;
+  encoders::EvaluationOptions options;
+  int threads = 0;
+};
+
+void RunEvaluate(const EvaluateArgs& args) {
+  encoders::SetEncoderThreads(args.threads);
+  std::unique_ptr<encoders::EncoderModel> model = LoadModelOrFail(args.model);
+  const EncoderData data = LoadDataOrFail(args.data);
+  json report;
+  Check(encoders::EvaluateModel(*model, data, args.options, &report));
+  report["model"] = args.model;
+  PrintJsonLine(report);
+}
+
+void RegisterEvaluate(CLI::App& app) {
+  auto args = std::make_shared<EvaluateArgs>();
+  encoders::EvaluationOptions& o = args->options;
+  CLI::App* cmd = app.add_subcommand(
+      "evaluate", "Verification AP, KNN accuracy, recall@k, MAP@R and uncertainty calibration");
+  cmd->footer(
+      "Clean and corrupt test sets: verification on clean and on corrupt pairs; retrieval with "
+      "clean probes against the clean gallery, against the corrupt gallery (HIB Table 1) and "
+      "corrupt probes against the clean gallery (HIB appendix G).");
+  cmd->add_option("--model", args->model, "Model file")->required();
+  AddDataOptions(cmd, &args->data);
+  cmd->add_option("--split", o.split, "train, validation, test, test-seen or test-unseen")
+      ->capture_default_str();
+  cmd->add_option("--max-items", o.max_items, "Items evaluated (seeded subset; 0: all)")
+      ->capture_default_str();
+  cmd->add_option("--pairs", o.verification_pairs, "Verification pairs (half matching)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{2}, int64_t{100000000}));
+  cmd->add_option("--samples", o.samples, "Monte Carlo samples per side")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--bins", o.eta_bins, "Uncertainty bins")->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Seed of the subset, pairs and Monte Carlo samples")
+      ->capture_default_str();
+  cmd->add_option("--threads", args->threads, "Torch threads (default: hardware cores)");
+  cmd->callback([args] { RunEvaluate(*args); });
+}
+
+}  // namespace
+
+void RegisterEncoderCommands(CLI::App& app) {
+  RegisterTrain(app);
+  RegisterEmbed(app);
+  RegisterEvaluate(app);
+}
+
+}  // namespace cli
+}  // namespace hedgedb
