@@ -7,15 +7,19 @@
 #
 # Usage: bench/run_encoders.sh [BUILD_DIR] [OUT_DIR]
 #   BUDGET  seconds of training per model (default 300)
-#   THREADS torch threads (default 2)
+#   THREADS torch threads (default 1: on a shared 2-core machine, 2 torch
+#           threads ran this CNN 2-3x slower than 1; see bench/RESULTS.md)
 #   CNN     extra CNN flags (default "--conv1 16 --conv2 32 --cnn-hidden 256")
 set -euo pipefail
 BUILD=${1:-/work/build-train}
 OUT=${2:-/work/bench-encoders}
 BUDGET=${BUDGET:-300}
-THREADS=${THREADS:-2}
+THREADS=${THREADS:-1}
 CNN=${CNN:---conv1 16 --conv2 32 --cnn-hidden 256}
 BIN="$BUILD/bin/hedgedb"
+# A copied binary brings its shared libraries in BUILD/lib (so that rebuilding
+# the tree does not change a running benchmark).
+if [ -d "$BUILD/lib" ]; then export LD_LIBRARY_PATH="$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
 mkdir -p "$OUT"
 DATA="--data fashion-mnist --items 2"
 
@@ -41,4 +45,5 @@ train spe --method spe
 train pn --method pn
 train dimco --method dimco
 date -u
+python3 "$(dirname "$0")/summarize_encoders.py" "$OUT"
 echo done

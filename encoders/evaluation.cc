@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -413,6 +414,17 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
     out["dimco"]["mutual_information_nats"] = mi;
     out["dimco"]["mutual_information_bits"] = mi / std::log(2.0);
     out["dimco"]["code_bits"] = spec.code_dims * std::log2(static_cast<double>(spec.code_k));
+    // The estimate treats code dimensions as independent (DIMCO eq. 6-7), so
+    // redundant dimensions can push it above H(Y), the most a true I(X~; Y)
+    // can be: report H(Y) beside it.
+    std::map<int64_t, int64_t> counts;
+    for (int64_t l : labels) ++counts[l];
+    double label_entropy = 0;
+    for (const auto& [label, count] : counts) {
+      const double p = static_cast<double>(count) / labels.size();
+      label_entropy -= p * std::log2(p);
+    }
+    out["dimco"]["label_entropy_bits"] = label_entropy;
     if (data.has_corrupt) {
       out["dimco"]["mutual_information_bits_corrupt"] =
           DimcoMutualInformation(corrupt, labels) / std::log(2.0);

@@ -65,7 +65,9 @@ Status EvaluateRetrievalOn(const Similarity& similarity, const Embeddings& probe
                            RetrievalMetrics* metrics);
 
 // DIMCO's I(X~; Y) estimate (nats) from the code distributions of labelled
-// items: sum over code dimensions of H(mean p_i) - sum_y freq(y) H(mean_y p_i).
+// items: sum over code dimensions of H(mean p_i) - sum_y freq(y) H(mean_y p_i)
+// (the paper's factorised entropies, eq. 6-7). Dimensions are treated as
+// independent, so redundant dimensions can make it exceed H(Y).
 double DimcoMutualInformation(const Embeddings& codes, const std::vector<int64_t>& labels);
 
 // Embeds the split (clean and, where the data has one, corrupt twin) and
