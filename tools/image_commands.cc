@@ -604,7 +604,8 @@ void RunQueryImage(QueryImageArgs& args) {
   if (args.format == "summary") {
     PrintJsonLine(summary.Json(k));
   } else if (args.format == "table") {
-    std::printf("%lld queries", static_cast<long long>(summary.queries));
+    std::printf("%lld %s", static_cast<long long>(summary.queries),
+                summary.queries == 1 ? "query" : "queries");
     if (summary.with_uncertainty > 0) {
       std::printf(", mean query uncertainty %s",
                   FormatNumber(summary.uncertainty_sum / summary.with_uncertainty).c_str());

@@ -319,7 +319,7 @@ TEST_F(ImageCliTest, IngestPngAndJpegThenQuery) {
   EXPECT_NE(out.out.find("query 0"), std::string::npos) << out.out;
   EXPECT_NE(out.out.find("match_prob"), std::string::npos) << out.out;
   EXPECT_NE(out.out.find(fs::path(queries[0]).filename().string()), std::string::npos);
-  EXPECT_NE(out.out.find("1 queries, mean query uncertainty"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("1 query, mean query uncertainty"), std::string::npos) << out.out;
 
   // Summary of labelled queries (class folders): recall and mean uncertainty
   // of clean and occluded twins.
