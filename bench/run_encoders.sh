@@ -8,7 +8,7 @@
 # Usage: bench/run_encoders.sh [BUILD_DIR] [OUT_DIR]
 #   BUDGET  seconds of training per model (default 300)
 #   THREADS torch threads (default 1: on a shared 2-core machine, 2 torch
-#           threads ran this CNN 2-3x slower than 1; see bench/RESULTS.md)
+#           threads ran this CNN 1.3-8x slower than 1; see bench/RESULTS.md)
 #   CNN     extra CNN flags (default "--conv1 16 --conv2 32 --cnn-hidden 256")
 set -euo pipefail
 BUILD=${1:-/work/build-train}
