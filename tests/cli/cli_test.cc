@@ -23,9 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli_test_util.h"
 #include "hedgedb/npy.h"
-
-extern char** environ;
 
 namespace hedgedb {
 namespace {
@@ -33,11 +32,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-
+struct RunResult : cli_testing::CliRun {
   // stdout as one JSON value per line.
   std::vector<json> JsonLines() const {
     std::vector<json> lines;
@@ -55,21 +50,13 @@ struct RunResult {
   }
 };
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+using cli_testing::ReadWholeFile;
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
+std::string Lower(std::string s) { return cli_testing::Lowercase(std::move(s)); }
 
+using cli_testing::DescribeRun;
 std::string Describe(const std::vector<std::string>& args, const RunResult& r) {
-  std::string cmd = "hedgedb";
-  for (const auto& a : args) cmd += " " + a;
-  return cmd + "\nexit " + std::to_string(r.exit_code) + "\nstdout: " + r.out +
-         "\nstderr: " + r.err;
+  return DescribeRun(args, r);
 }
 
 enum class K { kPoint, kGaussian, kMog, kCodes };
@@ -145,32 +132,8 @@ class CliTest : public ::testing::Test {
   std::string Path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
 
   RunResult Run(const std::vector<std::string>& args) {
-    const std::string bin = std::string(HEDGEDB_BIN_DIR) + "/hedgedb";
-    const std::string out_path = Path("stdout.txt"), err_path = Path("stderr.txt");
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                     0644);
-    posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                     0644);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(bin.c_str()));
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    pid_t pid = 0;
     RunResult r;
-    const int rc = posix_spawn(&pid, bin.c_str(), &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) {
-      ADD_FAILURE() << "cannot run " << bin << ": " << std::strerror(rc);
-      return r;
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = ReadFile(out_path);
-    r.err = ReadFile(err_path);
+    static_cast<cli_testing::CliRun&>(r) = cli_testing::RunHedgedb(dir_, args);
     return r;
   }
 
@@ -624,7 +587,7 @@ TEST_F(CliErrorTest, FlagsThatDoNotFitTheKindAreUsageErrors) {
 TEST_F(CliErrorTest, TruncatedAndCorruptNpyFiles) {
   const Items it = MakeItems(K::kGaussian, 100, 3);
   std::vector<std::string> flags = ItemFlags(K::kGaussian, it, "t");
-  const std::string bytes = ReadFile(flags[1]);
+  const std::string bytes = ReadWholeFile(flags[1]);
   std::ofstream(flags[1], std::ios::binary | std::ios::trunc)
       .write(bytes.data(), static_cast<std::streamsize>(bytes.size() - 3));
   Fails(Concat(Cmd("ingest", "g"), flags), 1, {flags[1], "truncated"});
@@ -928,9 +891,9 @@ TEST_F(CliTest, GenerateIsDeterministicPerSeed) {
   Ok(Concat(base, {"5", "--out", Path("a")}));
   Ok(Concat(base, {"5", "--out", Path("b")}));
   Ok(Concat(base, {"6", "--out", Path("c")}));
-  EXPECT_EQ(ReadFile(Path("a.mean.npy")), ReadFile(Path("b.mean.npy")));
-  EXPECT_EQ(ReadFile(Path("a.var.npy")), ReadFile(Path("b.var.npy")));
-  EXPECT_NE(ReadFile(Path("a.mean.npy")), ReadFile(Path("c.mean.npy")));
+  EXPECT_EQ(ReadWholeFile(Path("a.mean.npy")), ReadWholeFile(Path("b.mean.npy")));
+  EXPECT_EQ(ReadWholeFile(Path("a.var.npy")), ReadWholeFile(Path("b.var.npy")));
+  EXPECT_NE(ReadWholeFile(Path("a.mean.npy")), ReadWholeFile(Path("c.mean.npy")));
 }
 
 // Generated classes are recoverable by search: the demo's data is meaningful.

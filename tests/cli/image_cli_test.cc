@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-extern char** environ;
+#include "cli/cli_test_util.h"
 
 namespace hedgedb {
 namespace {
@@ -31,9 +31,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct Output {
-  int exit_code = -1;
-  std::string out, err;
+struct Output : cli_testing::CliRun {
   // Every non-empty stdout line as JSON (null where a line is not JSON).
   std::vector<json> Lines() const {
     std::vector<json> lines;
@@ -50,20 +48,14 @@ struct Output {
   }
 };
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+std::string Slurp(const std::string& path) { return cli_testing::ReadWholeFile(path); }
 
 void Spit(const std::string& path, const std::string& bytes) {
   fs::create_directories(fs::path(path).parent_path());
   std::ofstream(path, std::ios::binary) << bytes;
 }
 
-std::string Lowercase(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
+using cli_testing::Lowercase;
 
 // A binary PGM (gray) or PPM (colour, channels that differ) of rows x cols
 // pixels: images of the wrong size or channel count that OpenCV reads fine.
@@ -147,40 +139,14 @@ class ImageCliTest : public ::testing::Test {
   std::string Path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
 
   static Output RunIn(const std::string& dir, const std::vector<std::string>& args) {
-    const std::string bin = std::string(HEDGEDB_BIN_DIR) + "/hedgedb";
-    const std::string out_path = dir + "/stdout.txt", err_path = dir + "/stderr.txt";
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                     0644);
-    posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                     0644);
-    std::vector<char*> argv = {const_cast<char*>(bin.c_str())};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    pid_t pid = 0;
     Output r;
-    const int rc = posix_spawn(&pid, bin.c_str(), &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) {
-      ADD_FAILURE() << "cannot run " << bin << ": " << std::strerror(rc);
-      return r;
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = Slurp(out_path);
-    r.err = Slurp(err_path);
+    static_cast<cli_testing::CliRun&>(r) = cli_testing::RunHedgedb(dir, args);
     return r;
   }
   Output Run(const std::vector<std::string>& args) const { return RunIn(dir_, args); }
 
   static std::string Describe(const std::vector<std::string>& args, const Output& r) {
-    std::string cmd = "hedgedb";
-    for (const auto& a : args) cmd += " " + a;
-    return cmd + "\nexit " + std::to_string(r.exit_code) + "\nstdout: " + r.out +
-           "\nstderr: " + r.err;
+    return cli_testing::DescribeRun(args, r);
   }
 
   json Ok(const std::vector<std::string>& args) const {
