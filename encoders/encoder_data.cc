@@ -156,7 +156,10 @@ Status LoadImageData(const std::string& dir, const std::string& name, const Data
   data->input_mean = {mean};
   data->input_std = {std::sqrt(var)};
 
-  const double p = config.train_occlusion_probability;
+  if (!(options.train_occlusion >= 0 && options.train_occlusion <= 1)) {
+    return Status::InvalidArgument("--train-occlusion must be in [0, 1]");
+  }
+  const double p = options.train_occlusion;
   data->description = name + " " + std::to_string(options.items) + "-item composites";
   data->has_corrupt = true;
   data->num_train_classes = static_cast<int64_t>(composites.train_classes.size());

@@ -53,6 +53,9 @@ struct DataOptions {
   // Fraction of the training items held out for validation (early stopping).
   double val_fraction = 0.0;
   uint64_t seed = 0;  // the data set's own seed (class split, test occlusions)
+  // Per-item probability of a fresh random occlusion in training batches
+  // (HIB: 0.2). Touches neither the class split nor any stored occlusion.
+  double train_occlusion = 0.2;
 };
 
 struct EncoderData {

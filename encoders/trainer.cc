@@ -211,6 +211,8 @@ LossOutput ComputeLoss(const TrainOptions& options, Method method, Encoder& enco
       HibOptions hib;
       hib.samples = options.samples;
       hib.beta = options.beta;
+      hib.likelihood = options.hib_likelihood == "mc" ? HibLikelihood::kLogMonteCarloProbability
+                                                      : HibLikelihood::kExpectedLogLikelihood;
       return HibLoss(SelectRows(out, first), SelectRows(out, second), match, encoder->match_a(),
                      encoder->match_b(), hib);
     }
@@ -635,6 +637,10 @@ Status ResolveTrainOptions(TrainOptions* o) {
         (o->samples / static_cast<int>(o->components) + 1) * static_cast<int>(o->components);
   }
   if (o->beta < 0) return Status::InvalidArgument("--beta must be >= 0");
+  if (o->hib_likelihood != "expected" && o->hib_likelihood != "mc") {
+    return Status::InvalidArgument("--hib-likelihood must be expected or mc, got '" +
+                                   o->hib_likelihood + "'");
+  }
   if (o->patience < 1) return Status::InvalidArgument("--patience must be >= 1");
   if (o->checkpoint_every < 0 || o->eval_every < 0 || o->max_seconds < 0) {
     return Status::InvalidArgument("--checkpoint-every, --eval-every, --max-seconds must be >= 0");

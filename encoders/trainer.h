@@ -56,6 +56,11 @@ struct TrainOptions {
   // HIB.
   double beta = 1e-4;
   int samples = 8;
+  // How the match term is estimated from the K x K sample pairs:
+  // "expected" = -E[log p(m|z1,z2)] (HIB eq. 8), "mc" = -log of the Monte
+  // Carlo match probability (HIB eq. 5, Figure 2), which rewards hedging an
+  // ambiguous input across its candidate classes.
+  std::string hib_likelihood = "expected";
   // Episodes (spe, pn): classes per episode (0 = all), support, query.
   int n_way = 0;
   int n_support = 5;

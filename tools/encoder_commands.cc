@@ -173,6 +173,9 @@ void RegisterTrain(CLI::App& app) {
       "Progress goes to stderr; the result is one JSON line on stdout.");
   AddDataOptions(cmd, &args->data);
   cmd->add_option("--method", t.method, "point, hib, spe, pn, dimco or fstat")->required();
+  cmd->add_option("--train-occlusion", args->data.train_occlusion,
+                  "Probability that a training item is occluded, drawn afresh per batch")
+      ->capture_default_str();
   cmd->add_option("--out", t.out, "Model file to write")->required();
   cmd->add_option("--dim", t.dim, "Embedding dimension D (default: 2; fstat 500)");
   cmd->add_option("--components", t.components, "hib: mixture components C")->capture_default_str();
@@ -188,6 +191,10 @@ void RegisterTrain(CLI::App& app) {
   cmd->add_option("--seed", t.seed, "Seed of weights, batches and noise")->capture_default_str();
   cmd->add_option("--threads", t.threads, "Torch threads (default: hardware cores)");
   cmd->add_option("--beta", t.beta, "hib: KL weight")->capture_default_str();
+  cmd->add_option("--hib-likelihood", t.hib_likelihood,
+                  "hib: match term, expected (-E log p, eq. 8) or mc (-log of the Monte Carlo "
+                  "match probability, eq. 5)")
+      ->capture_default_str();
   cmd->add_option("--samples", t.samples, "hib: Monte Carlo samples K per side")
       ->capture_default_str();
   cmd->add_option("--n-way", t.n_way, "spe/pn: classes per episode (0: all)")

@@ -10,14 +10,13 @@
 #include "hedgedb/types.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
+#include "tools/search_flags.h"
 
 namespace hedgedb {
 namespace cli {
 namespace {
 
 const std::vector<std::string> kKindNames = {"point", "gaussian", "mog", "codes"};
-const std::vector<std::string> kScoreNames = {"default", "mc",    "csd",    "mls",
-                                              "l2",      "match", "logprob"};
 
 void AddDbOption(CLI::App* cmd, std::string* db) {
   cmd->add_option("--db", *db, "Database directory")->required();
@@ -174,25 +173,19 @@ void RegisterIngest(CLI::App& app) {
 // ---------------------------------------------------------------- search
 
 struct SearchArgs {
-  std::string db, collection, score = "default";
+  std::string db, collection;
   EmbeddingFiles files;
-  SearchOptions options;
-  bool no_uncertainty = false;
-  CLI::Option* seed_option = nullptr;
+  SearchFlags search;
 };
 
 void RunSearch(SearchArgs& args) {
-  if (!ParseScore(args.score, &args.options.score)) {
-    UsageError("unknown score '" + args.score + "'");
-  }
-  args.options.has_seed = args.seed_option->count() > 0;
-  args.options.with_uncertainty = !args.no_uncertainty;
+  const SearchOptions options = ResolveSearchFlags(args.search);
   std::unique_ptr<DB> db = OpenDatabase(args.db, false);
   const CollectionSpec spec = DescribeOrFail(*db, args.collection);
   LoadedEmbeddings queries;
   queries.Load(args.files, spec, /*for_query=*/true);
   std::vector<SearchResult> results;
-  Check(db->Search(args.collection, queries.view(), args.options, &results));
+  Check(db->Search(args.collection, queries.view(), options, &results));
   for (size_t q = 0; q < results.size(); ++q) {
     PrintJsonLine(SearchResultToJson(static_cast<int64_t>(q), results[q]));
   }
@@ -211,38 +204,11 @@ void RegisterSearch(CLI::App& app) {
   AddDbOption(cmd, &args->db);
   AddCollectionOption(cmd, &args->collection);
   AddEmbeddingOptions(cmd, &args->files, /*for_query=*/true);
-  cmd->add_option("--k", args->options.k, "Results per query")
+  cmd->add_option("--k", args->search.options.k, "Results per query")
       ->required()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--score", args->score,
-                  "Exact score: mc (Monte Carlo match probability), csd (closed-form expected "
-                  "squared distance), mls (mutual likelihood), l2, match, logprob (codes); "
-                  "default: mc for gaussian/mog, match for point, logprob for codes")
-      ->capture_default_str()
-      ->check(CLI::IsMember(kScoreNames));
-  CLI::Option* candidates = cmd->add_option("--candidates", args->options.candidates,
-                                            "Stage-1 candidate count (default: k * --oversampling)")
-                                ->check(CLI::PositiveNumber);
-  cmd->add_option("--oversampling", args->options.oversampling,
-                  "Candidates per result when --candidates is not given")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_flag("--exhaustive", args->options.exhaustive,
-                "Score every item exactly, skipping FAISS (the ground truth)")
-      ->excludes(candidates);
-  cmd->add_option("--samples", args->options.samples,
-                  "Monte Carlo samples per side (default: the collection's)")
-      ->check(CLI::PositiveNumber);
-  args->seed_option =
-      cmd->add_option("--seed", args->options.seed, "Monte Carlo seed (default: the collection's)");
-  cmd->add_option("--nprobe", args->options.nprobe, "FAISS IVF nprobe (default: the index's)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--ef-search", args->options.ef_search,
-                  "FAISS HNSW efSearch (default: the index's)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_flag("--no-uncertainty", args->no_uncertainty,
-                "Skip the uncertainty eta of results and queries (faster)");
-  cmd->add_flag("--with-payload", args->options.with_payload,
+  AddSearchFlags(cmd, &args->search);
+  cmd->add_flag("--with-payload", args->search.options.with_payload,
                 "Print each result's payload (one record read per result)");
   cmd->callback([args] { RunSearch(*args); });
 }

@@ -38,6 +38,7 @@
 #include "hedgedb/types.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
+#include "tools/search_flags.h"
 
 namespace hedgedb {
 namespace cli {
@@ -433,11 +434,10 @@ void RegisterIngestImages(CLI::App& app) {
 // ---------------------------------------------------------------- query-image
 
 struct QueryImageArgs {
-  std::string db, collection, format = "json", score = "default";
+  std::string db, collection, format = "json";
   SourceArgs source;
   ModelArgs model;
-  SearchOptions options;
-  CLI::Option* seed_option = nullptr;
+  SearchFlags search;
   bool exclude_self = false;
 };
 
@@ -510,24 +510,17 @@ void PrintTable(int64_t q, const encoders::ImageEntry& query, const SearchResult
 }
 
 void RunQueryImage(QueryImageArgs& args) {
-  if (!ParseScore(args.score, &args.options.score)) UsageError("unknown score " + args.score);
-  args.options.has_seed = args.seed_option->count() > 0;
-  args.options.with_payload = true;
-  const int k = args.options.k;
+  SearchOptions options = ResolveSearchFlags(args.search);
+  options.with_payload = true;
+  const int k = options.k;
   const ImageSource source = LoadSourceOrFail(args.source);
   const LoadedModel m = LoadModelOrFail(args.model);
   std::unique_ptr<DB> db = OpenDatabase(args.db, /*create_if_missing=*/false);
   const CollectionSpec spec = DescribeOrFail(*db, args.collection);
   CheckCollectionFitsModel(spec, CollectionForModel(m.spec, args.collection), args.model.model);
-  ScoreType score = args.options.score;
-  if (score == ScoreType::kDefault) {
-    score = spec.kind == Kind::kPoint   ? ScoreType::kMatch
-            : spec.kind == Kind::kCodes ? ScoreType::kLogprob
-                                        : ScoreType::kMc;
-  }
+  const ScoreType score = EffectiveScore(options.score, spec.kind);
   const std::string score_name =
       score == ScoreType::kMc || score == ScoreType::kMatch ? "match_prob" : ScoreName(score);
-  SearchOptions options = args.options;
   // One more result, so that k remain after the query's own image is dropped.
   if (args.exclude_self) options.k = k + 1;
 
@@ -624,7 +617,7 @@ void RunQueryImage(QueryImageArgs& args) {
 
 void RegisterQueryImage(CLI::App& app) {
   auto args = std::make_shared<QueryImageArgs>();
-  args->options.k = 5;
+  args->search.options.k = 5;
   CLI::App* cmd = app.add_subcommand(
       "query-image", "Embed query images with a model and print their top-k matches");
   cmd->footer(
@@ -640,28 +633,13 @@ void RegisterQueryImage(CLI::App& app) {
   AddModelOptions(cmd, &args->model);
   AddSourceOptions(cmd, &args->source);
   cmd->add_option("images", args->source.files, "Query image files");
-  cmd->add_option("--k", args->options.k, "Results per query")
+  cmd->add_option("--k", args->search.options.k, "Results per query")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--format", args->format, "json, table or summary")
       ->capture_default_str()
       ->check(CLI::IsMember({"json", "table", "summary"}));
-  cmd->add_option("--score", args->score,
-                  "Exact score (as in search): mc, csd, mls, l2, match, logprob; default: the "
-                  "kind's")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"default", "mc", "csd", "mls", "l2", "match", "logprob"}));
-  CLI::Option* candidates =
-      cmd->add_option("--candidates", args->options.candidates, "Stage-1 candidate count")
-          ->check(CLI::PositiveNumber);
-  cmd->add_flag("--exhaustive", args->options.exhaustive,
-                "Score every item exactly, skipping FAISS")
-      ->excludes(candidates);
-  cmd->add_option("--samples", args->options.samples,
-                  "Monte Carlo samples per side (default: the collection's)")
-      ->check(CLI::PositiveNumber);
-  args->seed_option =
-      cmd->add_option("--seed", args->options.seed, "Monte Carlo seed (default: the collection's)");
+  AddSearchFlags(cmd, &args->search);
   cmd->add_flag("--exclude-self", args->exclude_self,
                 "Drop results whose image is the query's own file (leave-one-out recall of "
                 "images already in the collection)");

@@ -279,6 +279,18 @@ TEST_F(ImageCliTest, IngestPngAndJpegThenQuery) {
   ASSERT_EQ(excluded["results"].size(), 3u);
   for (const json& hit : excluded["results"]) EXPECT_NE(hit["path"], queries[0]);
 
+  // The search knobs are those of `search`: FAISS nprobe, oversampling, and
+  // no uncertainty when it is not wanted.
+  out = Run(
+      Query({"--k", "2", "--nprobe", "4", "--oversampling", "3", "--no-uncertainty", queries[0]}));
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  const json plain = out.Last();
+  EXPECT_FALSE(plain.contains("query_uncertainty")) << plain;
+  ASSERT_EQ(plain["results"].size(), 2u);
+  EXPECT_FALSE(plain["results"][0].contains("uncertainty")) << plain;
+  out = Run(Query({"--k", "2", "--score", "nonsense", queries[0]}));
+  EXPECT_EQ(out.exit_code, 2) << out.err;
+
   // Table: readable, with the score column, the paths and a summary line.
   out = Run(Query({"--format", "table", "--k", "2", queries[0]}));
   ASSERT_EQ(out.exit_code, 0) << out.err;

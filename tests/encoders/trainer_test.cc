@@ -310,6 +310,65 @@ TEST_F(TrainerTest, ResumeRejectsMismatchedCheckpoint) {
   EXPECT_NE(s.message().find(".state"), std::string::npos) << s.ToString();
 }
 
+TEST_F(TrainerTest, TrainOcclusionChangesTrainingBatchesOnly) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  DataOptions d;
+  d.source = "fashion-mnist";
+  d.items = 2;
+  d.train_total = 500;
+  d.test_total = 200;
+  // The same items rendered for training with occlusion probability p.
+  auto render = [&](double p, std::vector<float>* test_clean, std::vector<float>* test_corrupt) {
+    d.train_occlusion = p;
+    EncoderData data;
+    const Status s = LoadEncoderData(d, &data);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    const std::vector<int64_t> items = {0, 1, 2, 3, 4, 5, 6, 7};
+    std::vector<float> out(items.size() * data.train.item_floats());
+    SeededRng rng(3);
+    data.train.render_train(items, &rng, out.data());
+    *test_clean = data.test.Render(items, false);
+    *test_corrupt = data.test.Render(items, true);
+    EXPECT_EQ(data.train.Render(items, false).size(), out.size());
+    return std::make_pair(out, data.train.Render(items, false));
+  };
+  std::vector<float> clean0, corrupt0, clean1, corrupt1;
+  const auto [never, clean] = render(0.0, &clean0, &corrupt0);
+  EXPECT_EQ(never, clean);  // p = 0: training batches are the clean images
+  const auto [always, clean_again] = render(1.0, &clean1, &corrupt1);
+  EXPECT_EQ(clean_again, clean);
+  EXPECT_NE(always, clean);  // p = 1: every item occluded (sides ~ U(0, 28))
+  // The test sets and their stored occlusions do not depend on it.
+  EXPECT_EQ(clean1, clean0);
+  EXPECT_EQ(corrupt1, corrupt0);
+
+  EncoderData data;
+  d.train_occlusion = 1.5;
+  const Status s = LoadEncoderData(d, &data);
+  ASSERT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("--train-occlusion"), std::string::npos) << s.ToString();
+}
+
+TEST_F(TrainerTest, HibLikelihoodOption) {
+  TrainOptions o = QuickOptions("hib", "x.model");
+  o.hib_likelihood = "median";
+  const Status s = ResolveTrainOptions(&o);
+  ASSERT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("--hib-likelihood"), std::string::npos) << s.ToString();
+  // The Monte Carlo form trains a hedged model like the default.
+  const EncoderData data = LoadFeatures(WriteFeatures(8, 20, 8));
+  o = QuickOptions("hib", "mc.model");
+  o.hib_likelihood = "mc";
+  o.iterations = 60;
+  TrainResult r;
+  const Status t = Train(o, data, &r);
+  ASSERT_TRUE(t.ok()) << t.ToString();
+  EXPECT_LT(r.last_loss, r.first_loss);
+  EXPECT_EQ(r.spec.kind, Kind::kGaussian);
+}
+
 TEST_F(TrainerTest, BadOptionsAndData) {
   TrainOptions o = QuickOptions("nope", "x.model");
   Status s = ResolveTrainOptions(&o);

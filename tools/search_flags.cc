@@ -1,0 +1,61 @@
+#include "tools/search_flags.h"
+
+#include <CLI/CLI.hpp>
+#include <vector>
+
+#include "tools/cli_util.h"
+
+namespace hedgedb {
+namespace cli {
+
+void AddSearchFlags(CLI::App* cmd, SearchFlags* flags) {
+  SearchOptions& o = flags->options;
+  cmd->add_option("--score", flags->score,
+                  "Exact score: mc (Monte Carlo match probability), csd (closed-form expected "
+                  "squared distance), mls (mutual likelihood), l2, match, logprob (codes); "
+                  "default: mc for gaussian/mog, match for point, logprob for codes")
+      ->capture_default_str()
+      ->check(CLI::IsMember(
+          std::vector<std::string>{"default", "mc", "csd", "mls", "l2", "match", "logprob"}));
+  CLI::Option* candidates = cmd->add_option("--candidates", o.candidates,
+                                            "Stage-1 candidate count (default: k * --oversampling)")
+                                ->check(CLI::PositiveNumber);
+  cmd->add_option("--oversampling", o.oversampling,
+                  "Candidates per result when --candidates is not given")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--exhaustive", o.exhaustive,
+                "Score every item exactly, skipping FAISS (the ground truth)")
+      ->excludes(candidates);
+  cmd->add_option("--samples", o.samples,
+                  "Monte Carlo samples per side (default: the collection's)")
+      ->check(CLI::PositiveNumber);
+  flags->seed_option =
+      cmd->add_option("--seed", o.seed, "Monte Carlo seed (default: the collection's)");
+  cmd->add_option("--nprobe", o.nprobe, "FAISS IVF nprobe (default: the index's)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--ef-search", o.ef_search, "FAISS HNSW efSearch (default: the index's)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--no-uncertainty", flags->no_uncertainty,
+                "Skip the uncertainty eta of results and queries (faster)");
+}
+
+SearchOptions ResolveSearchFlags(const SearchFlags& flags) {
+  SearchOptions options = flags.options;
+  if (!ParseScore(flags.score, &options.score)) {
+    UsageError("unknown score '" + flags.score + "'");
+  }
+  options.has_seed = flags.seed_option != nullptr && flags.seed_option->count() > 0;
+  options.with_uncertainty = !flags.no_uncertainty;
+  return options;
+}
+
+ScoreType EffectiveScore(ScoreType score, Kind kind) {
+  if (score != ScoreType::kDefault) return score;
+  return kind == Kind::kPoint   ? ScoreType::kMatch
+         : kind == Kind::kCodes ? ScoreType::kLogprob
+                                : ScoreType::kMc;
+}
+
+}  // namespace cli
+}  // namespace hedgedb

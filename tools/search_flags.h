@@ -1,0 +1,39 @@
+// The search flags shared by `search` (queries from embedding files) and
+// `query-image` (queries from image files): the exact score, stage-1
+// candidates, Monte Carlo samples and seed, FAISS knobs and uncertainty.
+// --k stays with each command (required for search, 5 for query-image).
+#pragma once
+
+#include <string>
+
+#include "hedgedb/types.h"
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
+
+namespace hedgedb {
+namespace cli {
+
+struct SearchFlags {
+  SearchOptions options;  // k is set by the command
+  std::string score = "default";
+  bool no_uncertainty = false;
+  CLI::Option* seed_option = nullptr;  // set by AddSearchFlags
+};
+
+// Adds --score, --candidates, --oversampling, --exhaustive, --samples,
+// --seed, --nprobe, --ef-search and --no-uncertainty to `cmd`.
+void AddSearchFlags(CLI::App* cmd, SearchFlags* flags);
+
+// The SearchOptions the flags ask for (score parsed, has_seed and
+// with_uncertainty filled in); an unknown score is a usage error.
+SearchOptions ResolveSearchFlags(const SearchFlags& flags);
+
+// The score a search with `score` uses on a collection of `kind`
+// (kDefault resolved: match for point, logprob for codes, mc otherwise).
+ScoreType EffectiveScore(ScoreType score, Kind kind);
+
+}  // namespace cli
+}  // namespace hedgedb
