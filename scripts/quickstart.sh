@@ -126,18 +126,33 @@ per_image_eta() {
 }
 per_image_eta clean >"$WORK/eta_clean.txt"
 per_image_eta occluded >"$WORK/eta_occluded.txt"
+# occlusion.csv (export-images --corrupt): the share of each image's
+# foreground that its occluded twin hides.
 awk -v loo="$(field recall_at_1 "$loo")" -v n="$GALLERY" -v q="$QUERIES" \
   -v rc="$(field recall_at_1 "$clean")" -v ro="$(field recall_at_1 "$occluded")" \
   -v ec="$(field mean_query_uncertainty "$clean")" \
   -v eo="$(field mean_query_uncertainty "$occluded")" '
-  FNR == NR { clean[$1] = $2; next }
-  ($1 in clean) { pairs++; if ($2 > clean[$1]) higher++ }
+  FILENAME ~ /eta_clean/ { clean[$1] = $2; next }
+  FILENAME ~ /eta_occluded/ { occ[$1] = $2; next }
+  FNR > 1 {  # occlusion.csv: path,label,hidden_fraction
+    split($0, f, ","); p = f[1]
+    if (!(p in clean) || !(p in occ)) next
+    b = f[3] < 0.1 ? 1 : (f[3] < 0.4 ? 2 : 3)
+    pairs++; cnt[b]++; sc[b] += clean[p]; so[b] += occ[p]
+    if (occ[p] > clean[p]) { higher++; hi[b]++ }
+  }
   END {
     printf "\nrecall@1 of the collection (each of the %d gallery images queries the others): %.3f\n", n, loo
     printf "%-18s recall@1 %.3f   mean uncertainty eta %.4f   (%d images)\n", "clean queries:", rc, ec, q
     printf "%-18s recall@1 %.3f   mean uncertainty eta %.4f   (%d images)\n", "occluded queries:", ro, eo, q
-    if (pairs > 0) printf "the occluded twin is more uncertain than its clean image in %d of %d pairs (%.0f%%)\n", higher, pairs, 100 * higher / pairs
     if (eo > ec) printf "occluded queries are more uncertain: mean eta %.4f vs %.4f (x%.2f)\n", eo, ec, eo / ec
     else printf "occluded queries are NOT more uncertain (eta %+.4f): see docs/images.md, The quickstart\n", eo - ec
-  }' "$WORK/eta_clean.txt" "$WORK/eta_occluded.txt"
+    if (pairs == 0) exit
+    split("< 10%,10% to 40%,>= 40%", label, ",")
+    printf "\nby the share of the objects the occlusion hides (%d clean/occluded twin pairs):\n", pairs
+    printf "  %-12s %6s %10s %13s   %s\n", "hidden", "pairs", "eta clean", "eta occluded", "occluded twin more uncertain"
+    for (b = 1; b <= 3; b++) if (cnt[b] > 0)
+      printf "  %-12s %6d %10.4f %13.4f   %3.0f%%\n", label[b], cnt[b], sc[b] / cnt[b], so[b] / cnt[b], 100 * hi[b] / cnt[b]
+    printf "  %-12s %6d %10s %13s   %3.0f%%\n", "all", pairs, "", "", 100 * higher / pairs
+  }' "$WORK/eta_clean.txt" "$WORK/eta_occluded.txt" "$IMAGES/occluded/occlusion.csv"
 section "done"

@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -687,6 +688,15 @@ void RunExportImages(const ExportImagesArgs& args) {
   std::error_code ec;
   fs::create_directories(args.out, ec);
   if (ec) Fail(args.out + ": cannot create the directory (" + ec.message() + ")");
+  // The occluded twins come with OUT/occlusion.csv: per image, the fraction
+  // of the clean image's foreground (non-zero pixels) that occlusion blacked
+  // out, i.e. how much of the objects is hidden.
+  std::vector<float> clean;
+  std::string manifest;
+  if (args.corrupt) {
+    clean = set->Render(items, false);
+    manifest = "path,label,hidden_fraction\n";
+  }
   std::vector<int64_t> classes;
   for (size_t i = 0; i < items.size(); ++i) {
     const int64_t label = set->labels[items[i]];
@@ -697,8 +707,29 @@ void RunExportImages(const ExportImagesArgs& args) {
     char name[32];
     std::snprintf(name, sizeof(name), "%06lld.%s", static_cast<long long>(items[i]),
                   args.format.c_str());
-    Check(encoders::WriteImageFile((folder / name).string(), pixels.data() + i * floats, channels,
-                                   rows, cols));
+    const float* image = pixels.data() + i * floats;
+    Check(encoders::WriteImageFile((folder / name).string(), image, channels, rows, cols));
+    if (args.corrupt) {
+      int64_t foreground = 0, hidden = 0;
+      for (int64_t p = 0; p < floats; ++p) {
+        const float c = clean[i * floats + p];
+        if (c == 0.0f) continue;
+        ++foreground;
+        hidden += image[p] != c;
+      }
+      char line[96];
+      std::snprintf(line, sizeof(line), "%lld/%s,%lld,%.4f\n", static_cast<long long>(label), name,
+                    static_cast<long long>(label),
+                    foreground > 0 ? static_cast<double>(hidden) / foreground : 0.0);
+      manifest += line;
+    }
+  }
+  if (args.corrupt) {
+    const std::string path = (fs::path(args.out) / "occlusion.csv").string();
+    std::ofstream file(path, std::ios::binary | std::ios::trunc);
+    file << manifest;
+    file.close();
+    if (!file) Fail(path + ": cannot write the occlusion list");
   }
   std::sort(classes.begin(), classes.end());
   json out;
@@ -709,6 +740,7 @@ void RunExportImages(const ExportImagesArgs& args) {
   out["split"] = args.split;
   out["corrupt"] = args.corrupt;
   out["shape"] = set->input_shape;
+  if (args.corrupt) out["occlusion_list"] = (fs::path(args.out) / "occlusion.csv").string();
   PrintJsonLine(out);
 }
 
@@ -719,7 +751,9 @@ void RegisterExportImages(CLI::App& app) {
   cmd->footer(
       "Writes OUT/<label>/<item>.png (or .jpg): items --offset .. --offset+--count of a seeded "
       "permutation of the split. With the same flags, --corrupt writes the occluded twins under "
-      "the same names. The data flags are those of hedgedb train.");
+      "the same names, and OUT/occlusion.csv (path,label,hidden_fraction: the share of the clean "
+      "image's non-zero pixels that occlusion blacked out). The data flags are those of hedgedb "
+      "train.");
   cmd->add_option("--out", args->out, "Output directory")->required();
   cmd->add_option("--data", args->data.source, "fashion-mnist, mnist or idx:DIR")
       ->capture_default_str();

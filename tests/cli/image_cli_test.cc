@@ -313,6 +313,36 @@ TEST_F(ImageCliTest, IngestPngAndJpegThenQuery) {
   EXPECT_NE(clean["mean_query_uncertainty"], occluded["mean_query_uncertainty"]);
 }
 
+TEST_F(ImageCliTest, OcclusionListDescribesTheOccludedTwins) {
+  EXPECT_FALSE(fs::exists(Shared("clean/occlusion.csv")));
+  std::istringstream csv(Slurp(Shared("occluded/occlusion.csv")));
+  std::string line;
+  ASSERT_TRUE(std::getline(csv, line));
+  EXPECT_EQ(line, "path,label,hidden_fraction");
+  int rows = 0, hidden = 0;
+  while (std::getline(csv, line)) {
+    ++rows;
+    const size_t c1 = line.find(','), c2 = line.rfind(',');
+    ASSERT_NE(c1, c2) << line;
+    const std::string path = line.substr(0, c1);
+    EXPECT_EQ(line.substr(c1 + 1, c2 - c1 - 1), fs::path(path).parent_path().string()) << line;
+    const double fraction = std::stod(line.substr(c2 + 1));
+    EXPECT_GE(fraction, 0.0) << line;
+    EXPECT_LE(fraction, 1.0) << line;
+    // The clean twin has the same name; hidden foreground means other pixels.
+    const std::string occluded = Slurp(Shared("occluded/" + path));
+    const std::string clean = Slurp(Shared("clean/" + path));
+    if (fraction > 0) {
+      ++hidden;
+      EXPECT_NE(occluded, clean) << line;
+    } else {
+      EXPECT_EQ(occluded, clean) << line;
+    }
+  }
+  EXPECT_EQ(rows, 6);
+  EXPECT_GT(hidden, 0);
+}
+
 TEST_F(ImageCliTest, AbortLeavesTheCollectionUnchanged) {
   Ok(Ingest("images", {"--dir", Shared("jpegs")}));
   ASSERT_EQ(Items("images"), 6);
