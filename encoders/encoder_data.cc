@@ -4,11 +4,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <utility>
 
+#include "encoders/benchmark_sets.h"
 #include "encoders/composite_dataset.h"
 #include "encoders/features_dataset.h"
 #include "encoders/idx_reader.h"
+#include "encoders/image_set.h"
 
 namespace hedgedb {
 namespace encoders {
@@ -175,6 +178,19 @@ Status LoadImageData(const std::string& dir, const std::string& name, const Data
   return Status::OK();
 }
 
+// Holds out a seeded share `fraction` of a training class's rows for
+// validation (at least 2, and only from classes with at least 4 rows); the
+// rest train. Appends to both lists (sorted by the caller).
+void HoldOutValidation(std::vector<int64_t> rows, double fraction, SeededRng* rng,
+                       std::vector<int64_t>* train_rows, std::vector<int64_t>* val_rows) {
+  const int64_t hold = fraction > 0 && rows.size() >= 4
+                           ? std::max<int64_t>(2, std::llround(rows.size() * fraction))
+                           : 0;
+  rng->Shuffle(&rows);
+  val_rows->insert(val_rows->end(), rows.begin(), rows.begin() + hold);
+  train_rows->insert(train_rows->end(), rows.begin() + hold, rows.end());
+}
+
 Status LoadFeatureData(const std::string& spec, const DataOptions& options, EncoderData* data) {
   const size_t comma = spec.find(',');
   if (comma == std::string::npos || comma == 0 || comma + 1 == spec.size()) {
@@ -203,13 +219,7 @@ Status LoadFeatureData(const std::string& spec, const DataOptions& options, Enco
       test_rows.insert(test_rows.end(), rows.begin(), rows.end());
       continue;
     }
-    const int64_t hold =
-        options.val_fraction > 0 && rows.size() >= 4
-            ? std::max<int64_t>(2, std::llround(rows.size() * options.val_fraction))
-            : 0;
-    rng.Shuffle(&rows);
-    val_rows.insert(val_rows.end(), rows.begin(), rows.begin() + hold);
-    train_rows.insert(train_rows.end(), rows.begin() + hold, rows.end());
+    HoldOutValidation(rows, options.val_fraction, &rng, &train_rows, &val_rows);
   }
   std::sort(train_rows.begin(), train_rows.end());
   std::sort(val_rows.begin(), val_rows.end());
@@ -241,6 +251,96 @@ Status LoadFeatureData(const std::string& spec, const DataOptions& options, Enco
   data->train = FeatureItemSet(shared, train_rows);
   if (!val_rows.empty()) data->validation = FeatureItemSet(shared, val_rows);
   data->test = FeatureItemSet(shared, test_rows);
+  data->test_seen = data->test;
+  data->test_unseen = data->test;
+  return Status::OK();
+}
+
+// Decodes every entry of `source`; the first failure (and how many more)
+// is the error: a data set for training is all or nothing.
+Status DecodeAll(const ImageSource& source, const ImageInputOptions& input,
+                 std::shared_ptr<const DecodedImages>* out) {
+  auto decoded = std::make_shared<DecodedImages>();
+  HEDGEDB_RETURN_IF_ERROR(DecodeImages(source, 0, source.size(), input, decoded.get()));
+  if (!decoded->errors.empty()) {
+    std::string message = decoded->errors.front().message;
+    if (decoded->errors.size() > 1) {
+      message += " (and " + std::to_string(decoded->errors.size() - 1) + " more images)";
+    }
+    return Status::Corruption(message);
+  }
+  *out = std::move(decoded);
+  return Status::OK();
+}
+
+Status LoadBenchmarkImageData(const std::string& name, const std::string& root,
+                              const DataOptions& options, EncoderData* data) {
+  if (root.empty()) return Status::InvalidArgument("--data " + name + ":ROOT needs a directory");
+  if (options.image_size < 8 || options.image_size > 1024) {
+    return Status::InvalidArgument("--image-size must be in [8, 1024], got " +
+                                   std::to_string(options.image_size));
+  }
+  if (options.val_fraction < 0 || options.val_fraction >= 1) {
+    return Status::InvalidArgument("--val-fraction must be in [0, 1)");
+  }
+  auto read = name == "cub" ? ReadCub200 : ReadCars196;
+  ImageSource train_all, test;
+  HEDGEDB_RETURN_IF_ERROR(read(root, BenchmarkSplit::kTrain, &train_all));
+  HEDGEDB_RETURN_IF_ERROR(read(root, BenchmarkSplit::kTest, &test));
+  // Validation: a seeded share of every training class.
+  std::map<int64_t, std::vector<int64_t>> by_class;
+  for (int64_t i = 0; i < train_all.size(); ++i) {
+    by_class[train_all.entries[i].label].push_back(i);
+  }
+  std::vector<int64_t> train_rows, val_rows;
+  SeededRng rng(SeededRng::DeriveSeed(options.seed, 0x7662));
+  for (const auto& [label, rows] : by_class) {
+    HoldOutValidation(rows, options.val_fraction, &rng, &train_rows, &val_rows);
+  }
+  std::sort(train_rows.begin(), train_rows.end());
+  std::sort(val_rows.begin(), val_rows.end());
+  auto subset = [&](const std::vector<int64_t>& rows) {
+    ImageSource s;
+    for (int64_t r : rows) s.entries.push_back(train_all.entries[r]);
+    return s;
+  };
+  const ImageSource train = subset(train_rows), validation = subset(val_rows);
+
+  ImageInputOptions input;
+  input.input_shape = {3, options.image_size, options.image_size};
+  input.fit = ImageFit::kResize;
+  input.crop_to_box = options.bbox;
+  std::shared_ptr<const DecodedImages> train_images, val_images, test_images;
+  HEDGEDB_RETURN_IF_ERROR(DecodeAll(train, input, &train_images));
+  if (validation.size() > 0) HEDGEDB_RETURN_IF_ERROR(DecodeAll(validation, input, &val_images));
+  HEDGEDB_RETURN_IF_ERROR(DecodeAll(test, input, &test_images));
+
+  // Per-channel pixel statistics of the training images: the normalisation.
+  const int64_t plane = options.image_size * options.image_size;
+  data->input_mean.assign(3, 0.0);
+  data->input_std.assign(3, 1.0);
+  for (int64_t c = 0; c < 3; ++c) {
+    double sum = 0, sum_sq = 0;
+    for (int64_t i = 0; i < train_images->size(); ++i) {
+      const float* p = train_images->pixels.data() + (i * 3 + c) * plane;
+      for (int64_t j = 0; j < plane; ++j) {
+        sum += p[j];
+        sum_sq += static_cast<double>(p[j]) * p[j];
+      }
+    }
+    const double n = static_cast<double>(train_images->size() * plane);
+    const double mean = sum / n;
+    data->input_mean[c] = mean;
+    data->input_std[c] = std::sqrt(std::max(sum_sq / n - mean * mean, 1e-12));
+  }
+  data->description = (name == "cub" ? "CUB-200-2011 " : "Cars-196 ") + std::string("(") +
+                      std::to_string(options.image_size) + " x " +
+                      std::to_string(options.image_size) + (options.bbox ? ", boxes" : "") + ")";
+  data->has_corrupt = false;
+  data->num_train_classes = static_cast<int64_t>(by_class.size());
+  data->train = DecodedImageItemSet(train_images, train);
+  if (val_images) data->validation = DecodedImageItemSet(val_images, validation);
+  data->test = DecodedImageItemSet(test_images, test);
   data->test_seen = data->test;
   data->test_unseen = data->test;
   return Status::OK();
@@ -282,9 +382,15 @@ Status LoadEncoderData(const DataOptions& options, EncoderData* data) {
   if (source.rfind("features:", 0) == 0) {
     return LoadFeatureData(source.substr(9), options, data);
   }
+  for (const char* name : {"cub", "cars"}) {
+    const std::string prefix = std::string(name) + ":";
+    if (source.rfind(prefix, 0) == 0) {
+      return LoadBenchmarkImageData(name, source.substr(prefix.size()), options, data);
+    }
+  }
   return Status::InvalidArgument("unknown data source '" + source +
-                                 "' (expected fashion-mnist, mnist, idx:DIR or "
-                                 "features:FEATS.npy,LABELS.npy)");
+                                 "' (expected fashion-mnist, mnist, idx:DIR, cub:ROOT, cars:ROOT "
+                                 "or features:FEATS.npy,LABELS.npy)");
 }
 
 Status SelectSplit(const EncoderData& data, const std::string& split, const ItemSet** set) {

@@ -6,6 +6,12 @@
 //   fashion-mnist            Debian's /usr/share/datasets/fashion-mnist
 //   mnist                    $HEDGEDB_MNIST_DIR, else /usr/share/datasets/mnist
 //   idx:DIR                  any MNIST-layout directory
+//   cub:ROOT, cars:ROOT      CUB-200-2011 / Cars-196 in their official layouts
+//                            (benchmark_sets.h): the class-disjoint split
+//                            (CUB 1-100 / 101-200, Cars 1-98 / 99-196), each
+//                            image decoded once, resized to 3 x S x S
+//                            (image_size; cropped to its bounding box first
+//                            with bbox) and kept in memory. No corrupt twin.
 //   features:FEATS.npy,LABELS.npy
 //                            N x F features; the lower half of the sorted
 //                            classes trains, the upper half tests (the
@@ -56,6 +62,11 @@ struct DataOptions {
   // Per-item probability of a fresh random occlusion in training batches
   // (HIB: 0.2). Touches neither the class split nor any stored occlusion.
   double train_occlusion = 0.2;
+  // cub:/cars: images: side S of the 3 x S x S input, and whether to crop to
+  // the annotated bounding box (ingest-images/query-image need the same
+  // --fit resize [--bbox]).
+  int64_t image_size = 64;
+  bool bbox = false;
 };
 
 struct EncoderData {

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -278,6 +279,22 @@ std::string DecodeEntry(const ImageSource& source, const ImageEntry& entry,
     if (decoded.empty()) {
       return entry.Name() + ": not a readable image (corrupt, truncated or unsupported format)";
     }
+  }
+  if (options.crop_to_box && entry.has_box) {
+    // Pixels [x, x + width) x [y, y + height), clamped to the image.
+    const ImageEntry::Box& b = entry.box;
+    const int x0 = std::max(0, static_cast<int>(std::floor(b.x)));
+    const int y0 = std::max(0, static_cast<int>(std::floor(b.y)));
+    const int x1 = std::min(decoded.cols, static_cast<int>(std::ceil(b.x + b.width)));
+    const int y1 = std::min(decoded.rows, static_cast<int>(std::ceil(b.y + b.height)));
+    if (!(b.width > 0 && b.height > 0) || x1 <= x0 || y1 <= y0) {
+      char box[160];
+      std::snprintf(box, sizeof(box), "bounding box x %g y %g width %g height %g", b.x, b.y,
+                    b.width, b.height);
+      return entry.Name() + ": the " + box + " leaves nothing of the " +
+             std::to_string(decoded.cols) + " x " + std::to_string(decoded.rows) + " image";
+    }
+    decoded = decoded(cv::Rect(x0, y0, x1 - x0, y1 - y0));
   }
   try {
     const std::string problem = FitImage(decoded, options, out);

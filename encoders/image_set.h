@@ -49,6 +49,9 @@ struct ImageInputOptions {
   // {C, H, W} of the model (ModelSpec::input_shape); C must be 1 or 3.
   std::vector<int64_t> input_shape;
   ImageFit fit = ImageFit::kExact;
+  // Crop entries that have a bounding box to it (clamped to the image) before
+  // fitting; a box that leaves nothing of the image is an error naming it.
+  bool crop_to_box = false;
 };
 
 // Checks that `input_shape` is an image shape this reader can produce.
@@ -61,6 +64,13 @@ struct ImageEntry {
   bool has_label = false;
   int64_t label = 0;
   std::string label_name;  // subfolder name or list-file label ("" if none)
+  // Bounding box of the object in 0-based pixels (CUB/Cars annotations);
+  // used when ImageInputOptions::crop_to_box is set.
+  struct Box {
+    double x = 0, y = 0, width = 0, height = 0;
+  };
+  bool has_box = false;
+  Box box;
 
   // "path", or "path[index]" for an IDX image: how errors name the image.
   std::string Name() const;

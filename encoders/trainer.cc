@@ -271,7 +271,11 @@ ModelSpec MakeSpec(const TrainOptions& options, const EncoderData& data) {
   spec.input_shape = data.train.input_shape;
   spec.input_mean = data.input_mean;
   spec.input_std = data.input_std;
-  if (spec.input_shape.size() == 3) {
+  if (!options.backbone.empty()) {
+    // Absolute, so that the model file finds the script from anywhere.
+    spec.backbone = BackboneType::kTorchScript;
+    spec.backbone_path = std::filesystem::absolute(options.backbone).lexically_normal().string();
+  } else if (spec.input_shape.size() == 3) {
     spec.backbone = BackboneType::kCnn;
     if (options.cnn_conv1 >= 0) spec.cnn.conv1_channels = options.cnn_conv1;
     if (options.cnn_conv2 >= 0) spec.cnn.conv2_channels = options.cnn_conv2;
@@ -637,6 +641,9 @@ Status ResolveTrainOptions(TrainOptions* o) {
         (o->samples / static_cast<int>(o->components) + 1) * static_cast<int>(o->components);
   }
   if (o->beta < 0) return Status::InvalidArgument("--beta must be >= 0");
+  if (!o->backbone.empty() && !std::filesystem::is_regular_file(o->backbone)) {
+    return Status::NotFound("--backbone " + o->backbone + ": no such file");
+  }
   if (o->hib_likelihood != "expected" && o->hib_likelihood != "mc") {
     return Status::InvalidArgument("--hib-likelihood must be expected or mc, got '" +
                                    o->hib_likelihood + "'");

@@ -67,6 +67,11 @@ struct TrainOptions {
   int n_query = 5;
   // F-statistic: dimensions separated per class pair.
   int fstat_top_dims = 3;
+  // A TorchScript backbone (torch.jit.save of a module mapping an input batch
+  // to [B, F] features) instead of the built-in CNN/MLP; it is fine-tuned with
+  // the head, its weights go into the model file, and the model file names
+  // the script by absolute path (it must stay there).
+  std::string backbone;
   // CNN sizes (-1: the model file defaults, 32/64 channels, 500 hidden);
   // MLP hidden width for features.
   int64_t cnn_conv1 = -1;

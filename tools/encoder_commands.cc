@@ -34,8 +34,8 @@ using nlohmann::json;
 void AddDataOptions(CLI::App* cmd, DataOptions* data) {
   cmd->add_option("--data", data->source,
                   "Data set: fashion-mnist, mnist ($HEDGEDB_MNIST_DIR or "
-                  "/usr/share/datasets/mnist), idx:DIR (MNIST layout), or "
-                  "features:FEATS.npy,LABELS.npy")
+                  "/usr/share/datasets/mnist), idx:DIR (MNIST layout), cub:ROOT "
+                  "(CUB-200-2011), cars:ROOT (Cars-196) or features:FEATS.npy,LABELS.npy")
       ->capture_default_str();
   cmd->add_option("--items", data->items, "Images per composite (N-item composites, HIB appx. A)")
       ->capture_default_str()
@@ -46,6 +46,11 @@ void AddDataOptions(CLI::App* cmd, DataOptions* data) {
   cmd->add_option("--test-total", data->test_total, "Composites per test split (seen, unseen)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--image-size", data->image_size,
+                  "cub:/cars: data: images are resized to 3 x S x S")
+      ->capture_default_str();
+  cmd->add_flag("--bbox", data->bbox,
+                "cub:/cars: data: crop every image to its annotated bounding box first");
   cmd->add_option("--data-seed", data->seed,
                   "Seed of the class split and test occlusions (keep it equal across "
                   "train/embed/evaluate)")
@@ -204,6 +209,9 @@ void RegisterTrain(CLI::App& app) {
   cmd->add_option("--n-query", t.n_query, "spe/pn: query items per class")->capture_default_str();
   cmd->add_option("--top-dims", t.fstat_top_dims, "fstat: dimensions separated per class pair")
       ->capture_default_str();
+  cmd->add_option("--backbone", t.backbone,
+                  "TorchScript backbone file (torch.jit.save; input batch -> [B, F] features) "
+                  "instead of the built-in CNN/MLP; fine-tuned with the head");
   cmd->add_option("--conv1", t.cnn_conv1, "CNN first conv layer channels (default 32)");
   cmd->add_option("--conv2", t.cnn_conv2, "CNN second conv layer channels (default 64)");
   cmd->add_option("--cnn-hidden", t.cnn_hidden, "CNN hidden FC width (default 500; 0: none)");

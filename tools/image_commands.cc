@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "encoders/batch_samplers.h"
+#include "encoders/benchmark_sets.h"
 #include "encoders/embedder.h"
 #include "encoders/encoder_data.h"
 #include "encoders/image_set.h"
@@ -106,7 +107,8 @@ class ProgressBar {
 // ---------------------------------------------------------------- shared flags
 
 struct SourceArgs {
-  std::string dir, list, idx;
+  std::string dir, list, idx, cub, cars;
+  std::string split = "test";      // --cub / --cars: class-disjoint split
   std::vector<std::string> files;  // query-image: positional IMAGE...
 };
 
@@ -119,18 +121,37 @@ void AddSourceOptions(CLI::App* cmd, SourceArgs* args) {
                   "the list file)");
   cmd->add_option("--idx", args->idx,
                   "IDX images file (MNIST layout, gzip allowed), optionally ',LABELS.idx'");
+  cmd->add_option("--cub", args->cub,
+                  "CUB-200-2011 root (images.txt, image_class_labels.txt, classes.txt, "
+                  "bounding_boxes.txt, images/): the images of --split");
+  cmd->add_option("--cars", args->cars,
+                  "Cars-196 root (cars_annos.mat, car_ims/): the images of --split");
+  cmd->add_option("--split", args->split,
+                  "--cub/--cars: train (CUB classes 1-100, Cars 1-98), test (CUB 101-200, "
+                  "Cars 99-196) or all")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"train", "test", "all"}));
 }
 
 ImageSource LoadSourceOrFail(const SourceArgs& args) {
-  const int given =
-      !args.dir.empty() + !args.list.empty() + !args.idx.empty() + !args.files.empty();
+  const int given = !args.dir.empty() + !args.list.empty() + !args.idx.empty() + !args.cub.empty() +
+                    !args.cars.empty() + !args.files.empty();
   if (given != 1) {
     UsageError(args.files.empty() && given == 0
-                   ? "give the images: --dir DIR, --list FILE or --idx IMAGES[,LABELS]"
-                   : "give the images one way only (IMAGE arguments, --dir, --list or --idx)");
+                   ? "give the images: --dir DIR, --list FILE, --idx IMAGES[,LABELS], --cub ROOT "
+                     "or --cars ROOT"
+                   : "give the images one way only (IMAGE arguments, --dir, --list, --idx, "
+                     "--cub or --cars)");
   }
   ImageSource source;
-  if (!args.dir.empty()) {
+  encoders::BenchmarkSplit split = encoders::BenchmarkSplit::kTest;
+  if (!encoders::ParseBenchmarkSplit(args.split, &split))
+    UsageError("unknown --split " + args.split);
+  if (!args.cub.empty()) {
+    Check(encoders::ReadCub200(args.cub, split, &source));
+  } else if (!args.cars.empty()) {
+    Check(encoders::ReadCars196(args.cars, split, &source));
+  } else if (!args.dir.empty()) {
     Check(encoders::ListImageDirectory(args.dir, &source));
   } else if (!args.list.empty()) {
     Check(encoders::ReadImageListFile(args.list, &source));
@@ -151,6 +172,7 @@ ImageSource LoadSourceOrFail(const SourceArgs& args) {
 struct ModelArgs {
   std::string model;
   std::string fit = "exact";
+  bool bbox = false;  // crop annotated images to their bounding box
   int64_t batch_size = 256;
   int threads = 0;
   bool no_progress = false;
@@ -166,6 +188,9 @@ void AddModelOptions(CLI::App* cmd, ModelArgs* args) {
                   "crop to the model's aspect ratio, resize)")
       ->capture_default_str()
       ->check(CLI::IsMember(kFitNames));
+  cmd->add_flag("--bbox", args->bbox,
+                "Crop images that have an annotated bounding box (--cub, --cars) to it before "
+                "--fit");
   cmd->add_option("--batch-size", args->batch_size,
                   "Images decoded, embedded (and ingested) "
                   "per batch")
@@ -191,6 +216,7 @@ LoadedModel LoadModelOrFail(const ModelArgs& args) {
   if (!shape.ok()) Fail(args.model + ": " + shape.message());
   m.input.input_shape = m.spec.input_shape;
   if (!encoders::ParseImageFit(args.fit, &m.input.fit)) UsageError("unknown --fit " + args.fit);
+  m.input.crop_to_box = args.bbox;
   return m;
 }
 
@@ -470,10 +496,38 @@ std::string FormatNumber(double value, const char* format = "%.4f") {
   return buffer;
 }
 
+// Recall@m of labelled queries for m = 1, 2, 4, ... and k (the metric-
+// learning benchmarks report 1, 2, 4, 8): a query is a hit at m if one of its
+// first m results has its label.
 struct QuerySummary {
-  int64_t queries = 0, labelled = 0, hits_at_1 = 0, hits_at_k = 0;
+  int64_t queries = 0, labelled = 0;
+  std::vector<int64_t> first_hit_counts;  // [r]: labelled queries first hit at rank r
   int64_t with_uncertainty = 0;
   double uncertainty_sum = 0;
+
+  void AddLabelled(const SearchResult& result, int64_t label, int k) {
+    ++labelled;
+    first_hit_counts.resize(k, 0);
+    for (size_t r = 0; r < result.hits.size() && r < static_cast<size_t>(k); ++r) {
+      if (result.hits[r].has_label && result.hits[r].label == label) {
+        ++first_hit_counts[r];
+        return;
+      }
+    }
+  }
+  static std::vector<int> Cutoffs(int k) {
+    std::vector<int> cutoffs;
+    for (int m = 1; m < k; m *= 2) cutoffs.push_back(m);
+    cutoffs.push_back(k);
+    return cutoffs;
+  }
+  double RecallAt(int m) const {
+    int64_t hits = 0;
+    for (int r = 0; r < m && r < static_cast<int>(first_hit_counts.size()); ++r) {
+      hits += first_hit_counts[r];
+    }
+    return static_cast<double>(hits) / static_cast<double>(labelled);
+  }
 
   json Json(int k) const {
     json j;
@@ -483,8 +537,7 @@ struct QuerySummary {
     }
     j["labelled_queries"] = labelled;
     if (labelled > 0) {
-      j["recall_at_1"] = static_cast<double>(hits_at_1) / labelled;
-      j["recall_at_" + std::to_string(k)] = static_cast<double>(hits_at_k) / labelled;
+      for (int m : Cutoffs(k)) j["recall_at_" + std::to_string(m)] = RecallAt(m);
     }
     return j;
   }
@@ -569,16 +622,7 @@ void RunQueryImage(QueryImageArgs& args) {
         ++summary.with_uncertainty;
         summary.uncertainty_sum += result.query_uncertainty;
       }
-      if (query.has_label) {
-        ++summary.labelled;
-        bool hit_at_k = false;
-        for (size_t r = 0; r < result.hits.size(); ++r) {
-          const bool same = result.hits[r].has_label && result.hits[r].label == query.label;
-          if (same && r == 0) ++summary.hits_at_1;
-          hit_at_k = hit_at_k || same;
-        }
-        summary.hits_at_k += hit_at_k;
-      }
+      if (query.has_label) summary.AddLabelled(result, query.label, k);
       if (args.format == "json") {
         json j;
         j["query"] = q;
@@ -605,12 +649,10 @@ void RunQueryImage(QueryImageArgs& args) {
                   FormatNumber(summary.uncertainty_sum / summary.with_uncertainty).c_str());
     }
     if (summary.labelled > 0) {
-      std::printf(
-          ", recall@1 %s, recall@%d %s (%lld labelled)",
-          FormatNumber(static_cast<double>(summary.hits_at_1) / summary.labelled, "%.3f").c_str(),
-          k,
-          FormatNumber(static_cast<double>(summary.hits_at_k) / summary.labelled, "%.3f").c_str(),
-          static_cast<long long>(summary.labelled));
+      for (int m : QuerySummary::Cutoffs(k)) {
+        std::printf(", recall@%d %s", m, FormatNumber(summary.RecallAt(m), "%.3f").c_str());
+      }
+      std::printf(" (%lld labelled)", static_cast<long long>(summary.labelled));
     }
     std::printf("\n");
   }
@@ -627,7 +669,8 @@ void RegisterQueryImage(CLI::App& app) {
       "path, \"label\", \"query_uncertainty\": eta, \"results\": [{\"id\", \"score\", "
       "\"uncertainty\", \"label\", \"path\", \"label_name\"}, ...]}, best first. --format table "
       "prints the same readably with a summary line; --format summary prints only "
-      "{\"queries\", \"mean_query_uncertainty\", \"recall_at_1\", \"recall_at_K\"}. A query "
+      "{\"queries\", \"mean_query_uncertainty\", \"recall_at_1\", \"recall_at_2\", "
+      "\"recall_at_4\", ..., \"recall_at_K\"}. A query "
       "image that cannot be read or does not fit fails the command, naming it.");
   cmd->add_option("--db", args->db, "Database directory")->required();
   cmd->add_option("--collection", args->collection, "Collection name")->required();

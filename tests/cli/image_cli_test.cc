@@ -343,6 +343,65 @@ TEST_F(ImageCliTest, OcclusionListDescribesTheOccludedTwins) {
   EXPECT_GT(hidden, 0);
 }
 
+TEST_F(ImageCliTest, Cub200LayoutIngestAndRecallAtK) {
+  // A CUB-200-2011 root in the official layout: class 1 trains, 101 and 102
+  // test (the class-disjoint split); real JPEG files.
+  const std::string root = Path("CUB_200_2011");
+  const std::vector<std::string> jpegs = FilesUnder(Shared("jpegs"));
+  ASSERT_EQ(jpegs.size(), 6u);
+  std::string images, labels, boxes;
+  const std::vector<std::pair<int, std::string>> classes = {{1, "001.Black_footed_Albatross"},
+                                                            {101, "101.White_Pelican"},
+                                                            {102, "102.Western_Wood_Pewee"}};
+  int id = 0;
+  for (const auto& [label, name] : classes) {
+    for (int i = 0; i < (label == 1 ? 2 : 3); ++i) {
+      ++id;
+      const std::string relative = name + "/" + name.substr(4) + "_" + std::to_string(id) + ".jpg";
+      fs::create_directories(fs::path(root) / "images" / name);
+      fs::copy_file(jpegs[(id - 1) % jpegs.size()], fs::path(root) / "images" / relative);
+      images += std::to_string(id) + " " + relative + "\n";
+      labels += std::to_string(id) + " " + std::to_string(label) + "\n";
+      boxes += std::to_string(id) + (id == 4 ? " 2.0 1.0 40.0 20.0\n" : " 0.0 0.0 56.0 28.0\n");
+    }
+  }
+  Spit(root + "/images.txt", images);
+  Spit(root + "/image_class_labels.txt", labels);
+  Spit(root + "/bounding_boxes.txt", boxes);
+  Spit(root + "/classes.txt",
+       "1 001.Black_footed_Albatross\n101 101.White_Pelican\n102 102.Western_Wood_Pewee\n");
+
+  // The test split (default): 6 images; payloads keep the path and class name.
+  json r = Ok(Ingest("cub", {"--cub", root, "--bbox", "--fit", "resize"}));
+  EXPECT_EQ(r["ingested"], 6) << r;
+  const json got = Ok({"get", "--db", db_, "--collection", "cub", "--id", "0"});
+  EXPECT_EQ(got["label"], 101);
+  const json payload = json::parse(got["payload"].get<std::string>());
+  EXPECT_EQ(payload["label_name"], "101.White_Pelican");
+  EXPECT_TRUE(fs::exists(payload["path"].get<std::string>())) << payload;
+  r = Ok(Ingest("cub_train", {"--cub", root, "--split", "train", "--fit", "resize"}));
+  EXPECT_EQ(r["ingested"], 2) << r;
+
+  // Recall@1, 2, 4 of every test image against the others (itself left out).
+  const json summary = Ok({"query-image", "--db", db_, "--collection", "cub", "--model",
+                           Shared("model.hdbm"), "--cub", root, "--bbox", "--fit", "resize",
+                           "--exclude-self", "--k", "4", "--format", "summary"});
+  EXPECT_EQ(summary["labelled_queries"], 6) << summary;
+  for (const char* key : {"recall_at_1", "recall_at_2", "recall_at_4"}) {
+    ASSERT_TRUE(summary.contains(key)) << summary;
+  }
+  EXPECT_LE(summary["recall_at_1"].get<double>(), summary["recall_at_2"].get<double>());
+  EXPECT_LE(summary["recall_at_2"].get<double>(), summary["recall_at_4"].get<double>());
+  // Each class has two other images among 5 candidates: k = 4 always finds one.
+  EXPECT_DOUBLE_EQ(summary["recall_at_4"].get<double>(), 1.0) << summary;
+
+  // Errors: a missing root names it; two sources at once is a usage error.
+  Fails(Ingest("cub", {"--cub", Path("no_such_root"), "--fit", "resize"}), {"no_such_root"});
+  const Output both = Run(Ingest("cub", {"--cub", root, "--dir", Shared("gallery")}));
+  EXPECT_EQ(both.exit_code, 2) << both.err;
+  EXPECT_EQ(Items("cub"), 6);
+}
+
 TEST_F(ImageCliTest, AbortLeavesTheCollectionUnchanged) {
   Ok(Ingest("images", {"--dir", Shared("jpegs")}));
   ASSERT_EQ(Items("images"), 6);

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "encoders/model_file.h"
+#include "script_module.h"
 
 namespace hedgedb::encoders {
 namespace {
@@ -441,21 +442,6 @@ TEST_F(ModelsTest, LoadExpectingRejectsAModelOfAnotherShape) {
   expected = CnnSpec(Method::kHib, Kind::kGaussian);
   expected.input_shape = {1, 28, 84};
   EXPECT_TRUE(LoadModelExpecting(path, expected, &spec, &e).IsInvalidArgument());
-}
-
-// Writes a TorchScript module x -> relu(flatten(x) W^T), W [6, 4], compiled
-// from TorchScript source in C++ (no Python needed).
-void WriteScriptModule(const std::string& path) {
-  torch::jit::Module module("Backbone");
-  // requires_grad as a Python-saved nn.Parameter has it; the backbone keeps
-  // each script parameter's flag, so frozen script layers stay frozen.
-  module.register_parameter("weight", torch::randn({6, 4}).requires_grad_(true),
-                            /*is_buffer=*/false);
-  module.define(R"JIT(
-def forward(self, x):
-    return torch.relu(torch.matmul(x.flatten(1), self.weight.t()))
-)JIT");
-  module.save(path);
 }
 
 TEST_F(ModelsTest, TorchScriptBackbone) {

@@ -19,6 +19,7 @@
 #include "encoders/encoder_data.h"
 #include "encoders/evaluation.h"
 #include "hedgedb/npy.h"
+#include "script_module.h"
 
 namespace hedgedb {
 namespace encoders {
@@ -367,6 +368,29 @@ TEST_F(TrainerTest, HibLikelihoodOption) {
   ASSERT_TRUE(t.ok()) << t.ToString();
   EXPECT_LT(r.last_loss, r.first_loss);
   EXPECT_EQ(r.spec.kind, Kind::kGaussian);
+}
+
+TEST_F(TrainerTest, TorchScriptBackboneIsFineTunedAndTravels) {
+  const EncoderData data = LoadFeatures(WriteFeatures(8, 20, 8));
+  WriteScriptModule(Path("backbone.pt"), /*outputs=*/16, /*inputs=*/8);
+  TrainOptions o = QuickOptions("hib", "scripted.model");
+  o.backbone = Path("backbone.pt");
+  o.iterations = 40;
+  TrainResult r;
+  Status s = Train(o, data, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(r.spec.backbone, BackboneType::kTorchScript);
+  EXPECT_EQ(r.spec.backbone_path, Path("backbone.pt"));
+  EXPECT_EQ(r.spec.feature_dim, 16);
+  // The model file embeds: it loads and embeds with the script behind it.
+  const Embeddings e = EmbedAll(o.out, data.test);
+  EXPECT_EQ(e.n, data.test.size());
+  EXPECT_EQ(e.kind, Kind::kGaussian);
+
+  o.backbone = Path("missing.pt");
+  s = ResolveTrainOptions(&o);
+  ASSERT_TRUE(s.IsNotFound()) << s.ToString();
+  EXPECT_NE(s.message().find("missing.pt"), std::string::npos);
 }
 
 TEST_F(TrainerTest, BadOptionsAndData) {

@@ -1,0 +1,202 @@
+// CUB-200-2011 (plain-text annotation files) and the split helpers; the
+// Cars-196 reader (libmatio) is in benchmark_sets_cars.cc.
+
+#include "encoders/benchmark_sets.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+namespace hedgedb {
+namespace encoders {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kCubClasses = 200;
+constexpr int64_t kCubTrainClasses = 100;
+
+// The whitespace-separated fields of every non-blank line of ROOT/name, with
+// the 1-based line number. Errors name the file.
+Status ReadFields(const fs::path& path,
+                  std::vector<std::pair<int64_t, std::vector<std::string>>>* lines) {
+  std::ifstream in(path);
+  if (!in) {
+    return fs::exists(path)
+               ? Status::IOError(path.string() + ": cannot open the file")
+               : Status::NotFound(path.string() + ": no such file (is " +
+                                  path.parent_path().string() + " a CUB-200-2011 root?)");
+  }
+  std::string line;
+  int64_t number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::istringstream fields(line);
+    std::vector<std::string> parts;
+    for (std::string f; fields >> f;) parts.push_back(f);
+    if (!parts.empty()) lines->emplace_back(number, std::move(parts));
+  }
+  if (in.bad()) return Status::IOError(path.string() + ": read error");
+  return Status::OK();
+}
+
+std::string Where(const fs::path& path, int64_t line) {
+  return path.string() + " line " + std::to_string(line);
+}
+
+bool ParseId(const std::string& text, int64_t* value) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0' || v < 1) return false;
+  *value = v;
+  return true;
+}
+
+bool ParseNumber(const std::string& text, double* value) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (errno != 0 || *end != '\0' || !std::isfinite(v)) return false;
+  *value = v;
+  return true;
+}
+
+// "<id> <rest of the line>" pairs (the rest may hold spaces), ids unique.
+Status ReadIdTable(const fs::path& path, std::map<int64_t, std::string>* table) {
+  std::vector<std::pair<int64_t, std::vector<std::string>>> lines;
+  HEDGEDB_RETURN_IF_ERROR(ReadFields(path, &lines));
+  for (const auto& [number, parts] : lines) {
+    int64_t id = 0;
+    if (parts.size() < 2 || !ParseId(parts[0], &id)) {
+      return Status::Corruption(Where(path, number) + ": expected '<id> <value>'");
+    }
+    std::string rest = parts[1];
+    for (size_t i = 2; i < parts.size(); ++i) rest += " " + parts[i];
+    if (!table->emplace(id, rest).second) {
+      return Status::Corruption(Where(path, number) + ": id " + std::to_string(id) +
+                                " appears twice");
+    }
+  }
+  if (table->empty()) return Status::Corruption(path.string() + ": the file is empty");
+  return Status::OK();
+}
+
+bool InSplit(int64_t label, int64_t train_classes, BenchmarkSplit split) {
+  switch (split) {
+    case BenchmarkSplit::kTrain:
+      return label <= train_classes;
+    case BenchmarkSplit::kTest:
+      return label > train_classes;
+    case BenchmarkSplit::kAll:
+      break;
+  }
+  return true;
+}
+
+}  // namespace
+
+const char* BenchmarkSplitName(BenchmarkSplit split) {
+  switch (split) {
+    case BenchmarkSplit::kTrain:
+      return "train";
+    case BenchmarkSplit::kTest:
+      return "test";
+    case BenchmarkSplit::kAll:
+      break;
+  }
+  return "all";
+}
+
+bool ParseBenchmarkSplit(const std::string& name, BenchmarkSplit* split) {
+  for (BenchmarkSplit s : {BenchmarkSplit::kTrain, BenchmarkSplit::kTest, BenchmarkSplit::kAll}) {
+    if (name == BenchmarkSplitName(s)) {
+      *split = s;
+      return true;
+    }
+  }
+  return false;
+}
+
+Status ReadCub200(const std::string& root_dir, BenchmarkSplit split, ImageSource* source) {
+  std::error_code ec;
+  const fs::path root = fs::absolute(root_dir, ec).lexically_normal();
+  if (ec || !fs::is_directory(root)) {
+    return Status::NotFound(root_dir + ": no such directory (the CUB-200-2011 root)");
+  }
+  std::map<int64_t, std::string> images, image_classes, class_names;
+  HEDGEDB_RETURN_IF_ERROR(ReadIdTable(root / "images.txt", &images));
+  HEDGEDB_RETURN_IF_ERROR(ReadIdTable(root / "image_class_labels.txt", &image_classes));
+  // classes.txt only names the classes; without it the name is the id.
+  if (fs::exists(root / "classes.txt")) {
+    HEDGEDB_RETURN_IF_ERROR(ReadIdTable(root / "classes.txt", &class_names));
+  }
+  const fs::path boxes_path = root / "bounding_boxes.txt";
+  std::vector<std::pair<int64_t, std::vector<std::string>>> box_lines;
+  HEDGEDB_RETURN_IF_ERROR(ReadFields(boxes_path, &box_lines));
+  std::map<int64_t, ImageEntry::Box> boxes;
+  for (const auto& [number, parts] : box_lines) {
+    int64_t id = 0;
+    ImageEntry::Box b;
+    if (parts.size() != 5 || !ParseId(parts[0], &id) || !ParseNumber(parts[1], &b.x) ||
+        !ParseNumber(parts[2], &b.y) || !ParseNumber(parts[3], &b.width) ||
+        !ParseNumber(parts[4], &b.height)) {
+      return Status::Corruption(Where(boxes_path, number) +
+                                ": expected '<image id> <x> <y> <width> <height>'");
+    }
+    if (b.width <= 0 || b.height <= 0) {
+      return Status::Corruption(Where(boxes_path, number) + ": the box of image " +
+                                std::to_string(id) + " is empty");
+    }
+    boxes[id] = b;
+  }
+
+  const fs::path labels_path = root / "image_class_labels.txt";
+  ImageSource out;
+  for (const auto& [id, relative] : images) {
+    const auto label_it = image_classes.find(id);
+    if (label_it == image_classes.end()) {
+      return Status::Corruption(labels_path.string() + ": no class for image " +
+                                std::to_string(id) + " (" + relative + ")");
+    }
+    int64_t label = 0;
+    if (!ParseId(label_it->second, &label) || label > kCubClasses) {
+      return Status::Corruption(labels_path.string() + ": image " + std::to_string(id) +
+                                " has class '" + label_it->second + "', not 1.." +
+                                std::to_string(kCubClasses));
+    }
+    const auto box_it = boxes.find(id);
+    if (box_it == boxes.end()) {
+      return Status::Corruption(boxes_path.string() + ": no bounding box for image " +
+                                std::to_string(id) + " (" + relative + ")");
+    }
+    if (!InSplit(label, kCubTrainClasses, split)) continue;
+    ImageEntry e;
+    e.path = (root / "images" / relative).lexically_normal().string();
+    e.has_label = true;
+    e.label = label;
+    const auto name_it = class_names.find(label);
+    e.label_name = name_it != class_names.end() ? name_it->second : std::to_string(label);
+    e.has_box = true;
+    e.box = box_it->second;
+    out.entries.push_back(std::move(e));
+  }
+  if (out.entries.empty()) {
+    return Status::InvalidArgument(root_dir + ": no CUB-200-2011 images in the " +
+                                   BenchmarkSplitName(split) + " split");
+  }
+  *source = std::move(out);
+  return Status::OK();
+}
+
+}  // namespace encoders
+}  // namespace hedgedb

@@ -1,0 +1,50 @@
+// CUB-200-2011 and Cars-196 in their official layouts, read as labelled image
+// sources for the class-disjoint metric-learning protocol (DESIGN section 7):
+//
+//   CUB-200-2011  ROOT/images.txt            "<image id> <relative path>"
+//                 ROOT/image_class_labels.txt "<image id> <class id>"
+//                 ROOT/classes.txt            "<class id> <class name>"
+//                 ROOT/bounding_boxes.txt     "<image id> <x> <y> <width> <height>"
+//                 ROOT/images/<relative path>
+//                 classes 1-100 train (5,864 images), 101-200 test (5,924)
+//   Cars-196      ROOT/cars_annos.mat  (MATLAB; read with libmatio):
+//                   annotations: struct array with relative_im_path,
+//                     bbox_x1, bbox_y1, bbox_x2, bbox_y2 (1-based, inclusive),
+//                     class, test
+//                   class_names: cell array of the 196 names
+//                 ROOT/<relative_im_path>   (car_ims/000001.jpg, ...)
+//                 classes 1-98 train (8,054 images), 99-196 test (8,131); the
+//                 file's `test` flag (the classification split) is not used
+//
+// Entries are in the files' order, with the official 1-based class id as the
+// label, the class name as label_name, an absolute path, and the bounding box
+// in 0-based pixels (ImageEntry::box; decoding crops to it when asked).
+// Errors name the file and the line (or the .mat field): a missing file, an
+// image id without a class or box, a class id outside the data set, a
+// malformed line. The image files themselves are checked when decoded.
+//
+// Torch- and OpenCV-free; the Cars reader needs libmatio (benchmark_sets_cars.cc).
+#pragma once
+
+#include <string>
+
+#include "encoders/image_set.h"
+#include "hedgedb/status.h"
+
+namespace hedgedb {
+namespace encoders {
+
+// Which classes of the class-disjoint protocol to read.
+enum class BenchmarkSplit {
+  kTrain,  // CUB 1-100, Cars 1-98
+  kTest,   // CUB 101-200, Cars 99-196
+  kAll,
+};
+const char* BenchmarkSplitName(BenchmarkSplit split);
+bool ParseBenchmarkSplit(const std::string& name, BenchmarkSplit* split);
+
+Status ReadCub200(const std::string& root, BenchmarkSplit split, ImageSource* source);
+Status ReadCars196(const std::string& root, BenchmarkSplit split, ImageSource* source);
+
+}  // namespace encoders
+}  // namespace hedgedb
