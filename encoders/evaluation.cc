@@ -245,6 +245,17 @@ Status EvaluateRetrievalOn(const Similarity& similarity, const Embeddings& probe
     prepared->ScoreRows(items.base(), items.stride_bytes, all.data(), all.size(), row);
   };
   RetrievalOptions options;
+  // Small sets (a few validation items during training): only the cut-offs
+  // that leave-one-out ranking can reach.
+  const int64_t ranked = gallery.n - 1;
+  if (ranked >= 1) {
+    std::vector<int> ks;
+    for (int k : options.recall_ks) {
+      if (k <= ranked) ks.push_back(k);
+    }
+    options.recall_ks = ks;
+    options.knn_k = static_cast<int>(std::min<int64_t>(options.knn_k, ranked));
+  }
   const Status s = EvaluateRetrieval(row_fn, probes.n, labels, labels, options, metrics);
   HEDGEDB_RETURN_IF_ERROR(prepare_status);
   return s;
