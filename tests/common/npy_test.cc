@@ -15,22 +15,15 @@
 #include <thread>
 #include <vector>
 
+#include "temp_dir.h"
+
 namespace hedgedb {
 namespace {
 
 namespace fs = std::filesystem;
 
-class NpyTest : public ::testing::Test {
+class NpyTest : public testing_util::TempDirTest {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "npy_test.XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string Path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
-
   static std::string ReadBytes(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -63,8 +56,6 @@ class NpyTest : public ::testing::Test {
     WriteBytes(path, bytes);
     return ReadNpy(path, array);
   }
-
-  std::string dir_;
 };
 
 std::string FloatBytes(const std::vector<float>& v) {

@@ -13,6 +13,7 @@
 
 #include "encoders/benchmark_sets.h"
 #include "encoders/image_set.h"
+#include "temp_dir.h"
 
 namespace hedgedb {
 namespace encoders {
@@ -142,12 +143,10 @@ bool WriteCarsMat(const std::string& path, const std::vector<Annotation>& annos,
   return ok;
 }
 
-class CarsTest : public ::testing::Test {
+class CarsTest : public testing_util::TempDirTest {
  protected:
   void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "cars_test.XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
+    TempDirTest::SetUp();
     fs::create_directories(fs::path(dir_) / "car_ims");
     // 16 x 12 images: they only need to exist and decode.
     const std::vector<float> pixels(3 * 12 * 16, 0.5f);
@@ -155,9 +154,6 @@ class CarsTest : public ::testing::Test {
       ASSERT_TRUE(WriteImageFile(Path(a.path), pixels.data(), 3, 12, 16).ok());
     }
   }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string Path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
   std::string MatPath() const { return Path("cars_annos.mat"); }
 
   // Classes 1 and 98 (train) and 99 and 196 (test), interleaved; mixed
@@ -181,8 +177,6 @@ class CarsTest : public ::testing::Test {
     EXPECT_TRUE(source.entries.empty());
     return s;
   }
-
-  std::string dir_;
 };
 
 TEST_F(CarsTest, CarsSplitsAreClassDisjointInFileOrder) {

@@ -10,6 +10,7 @@
 
 #include "encoders/features_dataset.h"
 #include "hedgedb/npy.h"
+#include "temp_dir.h"
 
 namespace hedgedb {
 namespace encoders {
@@ -17,23 +18,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class FeaturesTest : public ::testing::Test {
+class FeaturesTest : public testing_util::TempDirTest {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "features_test.XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   std::string Write(const std::string& name, const NpyArray& array) {
-    const std::string path = (fs::path(dir_) / name).string();
+    const std::string path = Path(name);
     const Status s = WriteNpy(path, array);
     EXPECT_TRUE(s.ok()) << s.ToString();
     return path;
   }
-
-  std::string dir_;
 };
 
 TEST_F(FeaturesTest, LoadsFloat32FeaturesAndIntegerLabels) {
@@ -104,7 +96,7 @@ TEST_F(FeaturesTest, RejectsBadShapesCountsAndValues) {
   ASSERT_TRUE(s.IsInvalidArgument()) << s.ToString();
   EXPECT_NE(s.message().find("1-D"), std::string::npos) << s.message();
 
-  s = LoadFeaturesDataset((fs::path(dir_) / "missing.npy").string(), labels3, &data);
+  s = LoadFeaturesDataset(Path("missing.npy"), labels3, &data);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("missing.npy"), std::string::npos) << s.message();
 }

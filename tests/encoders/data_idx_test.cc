@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "encoders/idx_reader.h"
+#include "temp_dir.h"
 
 namespace hedgedb {
 namespace encoders {
@@ -17,17 +18,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class IdxTest : public ::testing::Test {
+class IdxTest : public testing_util::TempDirTest {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "idx_test.XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string Path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
-
   static std::string ReadBytes(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -49,8 +41,6 @@ class IdxTest : public ::testing::Test {
     }
     return images;
   }
-
-  std::string dir_;
 };
 
 TEST_F(IdxTest, PlainAndGzipRoundTrip) {

@@ -20,6 +20,7 @@
 #include "encoders/evaluation.h"
 #include "hedgedb/npy.h"
 #include "script_module.h"
+#include "temp_dir.h"
 
 namespace hedgedb {
 namespace encoders {
@@ -27,18 +28,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TrainerTest : public ::testing::Test {
+class TrainerTest : public testing_util::TempDirTest {
  protected:
   void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "hedgedb_trainer_test.XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
+    TempDirTest::SetUp();
     SetEncoderThreads(1);
   }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string Path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
-
   // `classes` Gaussian clusters in `dim` dimensions, `per_class` items each;
   // half the classes train, half test (encoder_data.h). The clusters overlap
   // enough (noise 0.5 around centres ~N(0, 1)) that chance is far from 100%.
@@ -99,8 +94,6 @@ class TrainerTest : public ::testing::Test {
     EXPECT_TRUE(es.ok()) << es.ToString();
     return e;
   }
-
-  std::string dir_;
 };
 
 // Every float of every array of two embeddings.
