@@ -21,18 +21,11 @@ namespace hedgedb {
 namespace {
 
 namespace fs = std::filesystem;
+using testing_util::ReadBytes;
+using testing_util::WriteBytes;
 
 class NpyTest : public testing_util::TempDirTest {
  protected:
-  static std::string ReadBytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  static void WriteBytes(const std::string& path, const std::string& bytes) {
-    std::ofstream out(path, std::ios::binary);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  }
-
   // A file with the given version, header dict text and data, the header
   // padded with spaces and '\n' to `align` bytes, built independently of the
   // writer under test.

@@ -17,18 +17,11 @@ namespace encoders {
 namespace {
 
 namespace fs = std::filesystem;
+using testing_util::ReadBytes;
+using testing_util::WriteBytes;
 
 class IdxTest : public testing_util::TempDirTest {
  protected:
-  static std::string ReadBytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  static void WriteBytes(const std::string& path, const std::string& bytes) {
-    std::ofstream out(path, std::ios::binary);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  }
-
   // count x rows x cols images whose pixels are a simple function of their
   // position, so that any misplaced byte shows.
   static IdxImages MakeImages(int64_t count, int32_t rows, int32_t cols) {

@@ -13,6 +13,7 @@
 
 #include "encoders/model_file.h"
 #include "script_module.h"
+#include "temp_dir.h"
 
 namespace hedgedb::encoders {
 namespace {
@@ -73,18 +74,8 @@ Encoder MustMake(const ModelSpec& spec) {
   return encoder;
 }
 
-// Bytes of a file.
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
-void WriteBytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
+using testing_util::ReadBytes;
+using testing_util::WriteBytes;
 
 // CRC-32 (IEEE, bitwise) written independently of model_file.cc, to craft
 // files that pass the checksum but are wrong in another way.
