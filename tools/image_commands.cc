@@ -466,6 +466,7 @@ struct QueryImageArgs {
   ModelArgs model;
   SearchFlags search;
   bool exclude_self = false;
+  std::string on_error = "abort";
 };
 
 // Payload fields of a hit: the image path etc. from ingest-images' JSON, or
@@ -500,7 +501,7 @@ std::string FormatNumber(double value, const char* format = "%.4f") {
 // learning benchmarks report 1, 2, 4, 8): a query is a hit at m if one of its
 // first m results has its label.
 struct QuerySummary {
-  int64_t queries = 0, labelled = 0;
+  int64_t queries = 0, labelled = 0, skipped = 0;
   std::vector<int64_t> first_hit_counts;  // [r]: labelled queries first hit at rank r
   int64_t with_uncertainty = 0;
   double uncertainty_sum = 0;
@@ -536,6 +537,7 @@ struct QuerySummary {
       j["mean_query_uncertainty"] = uncertainty_sum / static_cast<double>(with_uncertainty);
     }
     j["labelled_queries"] = labelled;
+    if (skipped > 0) j["skipped"] = skipped;
     if (labelled > 0) {
       for (int m : Cutoffs(k)) j["recall_at_" + std::to_string(m)] = RecallAt(m);
     }
@@ -586,7 +588,27 @@ void RunQueryImage(QueryImageArgs& args) {
     auto decoded = std::make_shared<DecodedImages>();
     Check(encoders::DecodeImages(source, first, std::min(batch, total - first), m.input,
                                  decoded.get()));
-    if (!decoded->errors.empty()) Fail(decoded->errors.front().message);
+    if (!decoded->errors.empty() && args.on_error != "skip") {
+      Fail(decoded->errors.front().message + " (--on-error skip answers the other queries)");
+    }
+    for (const encoders::ImageError& e : decoded->errors) {
+      ++summary.skipped;
+      std::fprintf(stderr, "%shedgedb: skipped: %s\n", ::isatty(2) ? "\n" : "", e.message.c_str());
+      if (args.format == "json") {
+        json j;
+        j["query"] = e.entry;
+        j["image"] = source.entries[e.entry].Name();
+        j["error"] = e.message;
+        PrintJsonLine(j);
+      } else if (args.format == "table") {
+        std::printf("query %lld  %s  skipped: %s\n\n", static_cast<long long>(e.entry),
+                    DisplayPath(source.entries[e.entry].Name()).c_str(), e.message.c_str());
+      }
+    }
+    if (decoded->size() == 0) {
+      progress.Update(std::min(total, first + batch));
+      continue;
+    }
     const encoders::Embeddings queries = EmbedOrFail(m, source, decoded, batch);
     EmbeddingView view = queries.View();
     if (spec.kind == Kind::kCodes) view.codes = nullptr;  // queries are logp tables
@@ -644,6 +666,8 @@ void RunQueryImage(QueryImageArgs& args) {
   } else if (args.format == "table") {
     std::printf("%lld %s", static_cast<long long>(summary.queries),
                 summary.queries == 1 ? "query" : "queries");
+    if (summary.skipped > 0)
+      std::printf(" (%lld skipped)", static_cast<long long>(summary.skipped));
     if (summary.with_uncertainty > 0) {
       std::printf(", mean query uncertainty %s",
                   FormatNumber(summary.uncertainty_sum / summary.with_uncertainty).c_str());
@@ -671,7 +695,9 @@ void RegisterQueryImage(CLI::App& app) {
       "prints the same readably with a summary line; --format summary prints only "
       "{\"queries\", \"mean_query_uncertainty\", \"recall_at_1\", \"recall_at_2\", "
       "\"recall_at_4\", ..., \"recall_at_K\"}. A query "
-      "image that cannot be read or does not fit fails the command, naming it.");
+      "image that cannot be read or does not fit fails the command, naming it; with --on-error "
+      "skip it is reported on stderr and as {\"query\": i, \"image\", \"error\"} (json), and "
+      "counted as \"skipped\" in the summary.");
   cmd->add_option("--db", args->db, "Database directory")->required();
   cmd->add_option("--collection", args->collection, "Collection name")->required();
   AddModelOptions(cmd, &args->model);
@@ -684,6 +710,11 @@ void RegisterQueryImage(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"json", "table", "summary"}));
   AddSearchFlags(cmd, &args->search);
+  cmd->add_option("--on-error", args->on_error,
+                  "A query image that cannot be read or does not fit: abort (fail the command "
+                  "there) or skip (report it, answer the others)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"abort", "skip"}));
   cmd->add_flag("--exclude-self", args->exclude_self,
                 "Drop results whose image is the query's own file (leave-one-out recall of "
                 "images already in the collection)");

@@ -451,6 +451,33 @@ TEST_F(ImageCliTest, AbortLeavesTheCollectionUnchanged) {
   Fails(Query({Path("gone.png")}), {"gone.png", "no such file"});
   Spit(Path("small.pgm"), NetPbm(false, 28, 28));
   Fails(Query({Path("small.pgm")}), {"small.pgm", "28 x 28"});
+
+  // --on-error skip reports them and answers the good query between them.
+  const std::string good = GalleryFiles().front();
+  Output out =
+      Run(Query({"--on-error", "skip", "--k", "2", Path("gone.png"), good, Path("small.pgm")}));
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  const std::vector<json> lines = out.Lines();
+  ASSERT_EQ(lines.size(), 3u) << out.out;
+  int answered = 0;
+  for (const json& line : lines) {
+    if (line.contains("error")) {
+      EXPECT_FALSE(line.contains("results")) << line;
+      EXPECT_NE(line["error"].get<std::string>().find(line["image"].get<std::string>()),
+                std::string::npos)
+          << line;
+    } else {
+      ++answered;
+      EXPECT_EQ(line["image"], good);
+      EXPECT_EQ(line["results"].size(), 2u);
+    }
+  }
+  EXPECT_EQ(answered, 1);
+  EXPECT_NE(out.err.find("skipped"), std::string::npos) << out.err;
+  const json summary = Ok(Query(
+      {"--on-error", "skip", "--format", "summary", "--no-progress", Path("gone.png"), good}));
+  EXPECT_EQ(summary["queries"], 1) << summary;
+  EXPECT_EQ(summary["skipped"], 1) << summary;
 }
 
 TEST_F(ImageCliTest, SkipReportsAndIngestsTheRest) {
