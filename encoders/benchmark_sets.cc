@@ -105,6 +105,18 @@ bool InSplit(int64_t label, int64_t train_classes, BenchmarkSplit split) {
 
 }  // namespace
 
+Status ResolveUnderRoot(const std::string& root, const std::string& relative,
+                        const std::string& where, std::string* path) {
+  const fs::path rel = fs::path(relative).lexically_normal();
+  if (rel.is_absolute() || rel.has_root_name() || rel.has_root_directory() ||
+      (!rel.empty() && *rel.begin() == "..")) {
+    return Status::Corruption(where + ": the image path '" + relative +
+                              "' is not inside the data set root");
+  }
+  *path = (fs::path(root) / rel).lexically_normal().string();
+  return Status::OK();
+}
+
 const char* BenchmarkSplitName(BenchmarkSplit split) {
   switch (split) {
     case BenchmarkSplit::kTrain:
@@ -130,7 +142,7 @@ bool ParseBenchmarkSplit(const std::string& name, BenchmarkSplit* split) {
 Status ReadCub200(const std::string& root_dir, BenchmarkSplit split, ImageSource* source) {
   std::error_code ec;
   const fs::path root = fs::absolute(root_dir, ec).lexically_normal();
-  if (ec || !fs::is_directory(root)) {
+  if (ec || !fs::is_directory(root, ec)) {
     return Status::NotFound(root_dir + ": no such directory (the CUB-200-2011 root)");
   }
   std::map<int64_t, std::string> images, image_classes, class_names;
@@ -157,7 +169,10 @@ Status ReadCub200(const std::string& root_dir, BenchmarkSplit split, ImageSource
       return Status::Corruption(Where(boxes_path, number) + ": the box of image " +
                                 std::to_string(id) + " is empty");
     }
-    boxes[id] = b;
+    if (!boxes.emplace(id, b).second) {
+      return Status::Corruption(Where(boxes_path, number) + ": image " + std::to_string(id) +
+                                " has a second bounding box");
+    }
   }
 
   const fs::path labels_path = root / "image_class_labels.txt";
@@ -181,7 +196,9 @@ Status ReadCub200(const std::string& root_dir, BenchmarkSplit split, ImageSource
     }
     if (!InSplit(label, kCubTrainClasses, split)) continue;
     ImageEntry e;
-    e.path = (root / "images" / relative).lexically_normal().string();
+    HEDGEDB_RETURN_IF_ERROR(ResolveUnderRoot(
+        (root / "images").string(), relative,
+        (root / "images.txt").string() + ": image " + std::to_string(id), &e.path));
     e.has_label = true;
     e.label = label;
     const auto name_it = class_names.find(label);

@@ -16,12 +16,11 @@
 //                 classes 1-98 train (8,054 images), 99-196 test (8,131); the
 //                 file's `test` flag (the classification split) is not used
 //
-// Entries are in the files' order, with the official 1-based class id as the
-// label, the class name as label_name, an absolute path, and the bounding box
-// in 0-based pixels (ImageEntry::box; decoding crops to it when asked).
-// Errors name the file and the line (or the .mat field): a missing file, an
-// image id without a class or box, a class id outside the data set, a
-// malformed line. The image files themselves are checked when decoded.
+// Entries are in image-id order (CUB) or the annotations' order (Cars), with the official 1-based
+// class id as the label, the class name as label_name, an absolute path, and the bounding box in
+// 0-based pixels (ImageEntry::box; decoding crops to it when asked). Errors name the file and the
+// line (or the .mat field): a missing file, an image id without a class or box, a class id outside
+// the data set, a malformed line. The image files themselves are checked when decoded.
 //
 // Torch- and OpenCV-free; the Cars reader needs libmatio (benchmark_sets_cars.cc).
 #pragma once
@@ -42,6 +41,12 @@ enum class BenchmarkSplit {
 };
 const char* BenchmarkSplitName(BenchmarkSplit split);
 bool ParseBenchmarkSplit(const std::string& name, BenchmarkSplit* split);
+
+// The absolute path of `relative` under `root` (an absolute, normal path);
+// an absolute `relative`, or one that climbs out of `root` with "..", is a
+// Corruption that starts with `where` (annotations are untrusted input).
+Status ResolveUnderRoot(const std::string& root, const std::string& relative,
+                        const std::string& where, std::string* path);
 
 Status ReadCub200(const std::string& root, BenchmarkSplit split, ImageSource* source);
 Status ReadCars196(const std::string& root, BenchmarkSplit split, ImageSource* source);

@@ -530,7 +530,8 @@ Status ReadMat(const fs::path& root_path, const std::string& mat_path, Benchmark
       continue;
     }
     ImageEntry e;
-    e.path = (root_path / relative).lexically_normal().string();
+    HEDGEDB_RETURN_IF_ERROR(ResolveUnderRoot(root_path.string(), relative,
+                                             where + "field 'relative_im_path'", &e.path));
     e.has_label = true;
     e.label = label;
     e.label_name = class_names.empty() || class_names[label - 1].empty() ? std::to_string(label)
@@ -543,6 +544,10 @@ Status ReadMat(const fs::path& root_path, const std::string& mat_path, Benchmark
     e.box.width = x2 - x1 + 1;
     e.box.height = y2 - y1 + 1;
     entries.push_back(std::move(e));
+  }
+  if (entries.empty()) {
+    return Status::InvalidArgument(mat_path + ": no Cars-196 images in the " +
+                                   std::string(BenchmarkSplitName(split)) + " split");
   }
   source->entries = std::move(entries);
   return Status::OK();

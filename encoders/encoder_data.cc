@@ -179,12 +179,14 @@ Status LoadImageData(const std::string& dir, const std::string& name, const Data
 }
 
 // Holds out a seeded share `fraction` of a training class's rows for
-// validation (at least 2, and only from classes with at least 4 rows); the
-// rest train. Appends to both lists (sorted by the caller).
+// validation (at least 2 and at most all but 2, and only from classes with
+// at least 4 rows); the rest train. Appends to both lists (sorted by the caller).
 void HoldOutValidation(std::vector<int64_t> rows, double fraction, SeededRng* rng,
                        std::vector<int64_t>* train_rows, std::vector<int64_t>* val_rows) {
-  const int64_t hold = fraction > 0 && rows.size() >= 4
-                           ? std::max<int64_t>(2, std::llround(rows.size() * fraction))
+  // At least 2 (a validation pair), and at least 2 left to train on.
+  const int64_t n = static_cast<int64_t>(rows.size());
+  const int64_t hold = fraction > 0 && n >= 4
+                           ? std::min(n - 2, std::max<int64_t>(2, std::llround(n * fraction)))
                            : 0;
   rng->Shuffle(&rows);
   val_rows->insert(val_rows->end(), rows.begin(), rows.begin() + hold);

@@ -221,7 +221,7 @@ std::vector<double> Uncertainties(const Similarity& similarity, const Embeddings
 
 Status EvaluateRetrievalOn(const Similarity& similarity, const Embeddings& probes,
                            const Embeddings& gallery, const std::vector<int64_t>& labels,
-                           RetrievalMetrics* metrics) {
+                           RetrievalMetrics* metrics, bool reachable_only) {
   HEDGEDB_RETURN_IF_ERROR(CheckCompatible(probes, gallery));
   if (static_cast<int64_t>(labels.size()) != probes.n || probes.n != gallery.n) {
     return Status::InvalidArgument("retrieval: probes, gallery and labels differ in count");
@@ -245,10 +245,8 @@ Status EvaluateRetrievalOn(const Similarity& similarity, const Embeddings& probe
     prepared->ScoreRows(items.base(), items.stride_bytes, all.data(), all.size(), row);
   };
   RetrievalOptions options;
-  // Small sets (a few validation items during training): only the cut-offs
-  // that leave-one-out ranking can reach.
   const int64_t ranked = gallery.n - 1;
-  if (ranked >= 1) {
+  if (reachable_only && ranked >= 1) {
     std::vector<int> ks;
     for (int k : options.recall_ks) {
       if (k <= ranked) ks.push_back(k);

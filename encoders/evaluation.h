@@ -60,9 +60,12 @@ std::vector<double> Uncertainties(const Similarity& similarity, const Embeddings
 
 // Retrieval metrics of probes against a gallery of the same items (or their
 // twins: same index = same item, left out).
+// `reachable_only`: for sets too small for recall@8 or KNN k = 5 (a few
+// validation items during training), report only the cut-offs that
+// leave-one-out can rank instead of failing.
 Status EvaluateRetrievalOn(const Similarity& similarity, const Embeddings& probes,
                            const Embeddings& gallery, const std::vector<int64_t>& labels,
-                           RetrievalMetrics* metrics);
+                           RetrievalMetrics* metrics, bool reachable_only = false);
 
 // DIMCO's I(X~; Y) estimate (nats) from the code distributions of labelled
 // items: sum over code dimensions of H(mean p_i) - sum_y freq(y) H(mean_y p_i)

@@ -282,12 +282,15 @@ std::string DecodeEntry(const ImageSource& source, const ImageEntry& entry,
   }
   if (options.crop_to_box && entry.has_box) {
     // Pixels [x, x + width) x [y, y + height), clamped to the image.
+    // Clamped as doubles first: annotation values may be far outside int.
     const ImageEntry::Box& b = entry.box;
-    const int x0 = std::max(0, static_cast<int>(std::floor(b.x)));
-    const int y0 = std::max(0, static_cast<int>(std::floor(b.y)));
-    const int x1 = std::min(decoded.cols, static_cast<int>(std::ceil(b.x + b.width)));
-    const int y1 = std::min(decoded.rows, static_cast<int>(std::ceil(b.y + b.height)));
-    if (!(b.width > 0 && b.height > 0) || x1 <= x0 || y1 <= y0) {
+    const double cols = decoded.cols, rows = decoded.rows;
+    const int x0 = static_cast<int>(std::clamp(std::floor(b.x), 0.0, cols));
+    const int y0 = static_cast<int>(std::clamp(std::floor(b.y), 0.0, rows));
+    const int x1 = static_cast<int>(std::clamp(std::ceil(b.x + b.width), 0.0, cols));
+    const int y1 = static_cast<int>(std::clamp(std::ceil(b.y + b.height), 0.0, rows));
+    if (!(b.width > 0 && b.height > 0) || !std::isfinite(b.x + b.width) ||
+        !std::isfinite(b.y + b.height) || x1 <= x0 || y1 <= y0) {
       char box[160];
       std::snprintf(box, sizeof(box), "bounding box x %g y %g width %g height %g", b.x, b.y,
                     b.width, b.height);

@@ -380,7 +380,8 @@ Status Validate(const Encoder& encoder, const ItemSet& validation,
                            : 8;
   similarity.seed = seed;
   RetrievalMetrics metrics;
-  HEDGEDB_RETURN_IF_ERROR(EvaluateRetrievalOn(similarity, e, e, labels, &metrics));
+  HEDGEDB_RETURN_IF_ERROR(
+      EvaluateRetrievalOn(similarity, e, e, labels, &metrics, /*reachable_only=*/true));
   *map_at_r = metrics.map_at_r;
   return Status::OK();
 }
@@ -641,7 +642,8 @@ Status ResolveTrainOptions(TrainOptions* o) {
         (o->samples / static_cast<int>(o->components) + 1) * static_cast<int>(o->components);
   }
   if (o->beta < 0) return Status::InvalidArgument("--beta must be >= 0");
-  if (!o->backbone.empty() && !std::filesystem::is_regular_file(o->backbone)) {
+  std::error_code ec;
+  if (!o->backbone.empty() && !std::filesystem::is_regular_file(o->backbone, ec)) {
     return Status::NotFound("--backbone " + o->backbone + ": no such file");
   }
   if (o->hib_likelihood != "expected" && o->hib_likelihood != "mc") {

@@ -26,7 +26,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-BUILD_DIR=${BUILD_DIR:-build}
+# Absolute: step 4 runs from inside the image folder.
+BUILD_DIR=$(realpath -m "${BUILD_DIR:-build}")
 TRAIN_SECONDS=${QUICKSTART_TRAIN_SECONDS:-300}
 GALLERY=${QUICKSTART_GALLERY:-2000}
 QUERIES=${QUICKSTART_QUERIES:-500}
@@ -36,7 +37,7 @@ elapsed() { echo "$(($(date +%s) - start))s"; }
 section() { printf '\n== %s  [%s]\n' "$*" "$(elapsed)"; }
 
 if [[ ${QUICKSTART_SKIP_INSTALL:-0} != 1 ]]; then bash scripts/install_deps.sh; fi
-if [[ ${QUICKSTART_SKIP_BUILD:-0} != 1 ]]; then bash scripts/build.sh; fi
+if [[ ${QUICKSTART_SKIP_BUILD:-0} != 1 ]]; then BUILD_DIR="$BUILD_DIR" bash scripts/build.sh; fi
 HEDGEDB="$BUILD_DIR/bin/hedgedb"
 if [[ ! -x $HEDGEDB ]]; then
   echo "quickstart: $HEDGEDB not found; the build failed or BUILD_DIR is wrong" >&2
@@ -104,8 +105,8 @@ mapfile -t shown < <(cd "$IMAGES/clean" && find . -name '*.png' | sort)
 for image in "${shown[@]:0:SHOWN}"; do
   for variant in clean occluded; do
     echo "-- $variant"
-    (cd "$IMAGES" && run query-image --db "$(realpath "$DB")" --collection fashion \
-      --model "$(realpath "$MODEL")" --k 5 --format table "$variant/${image#./}")
+    (cd "$IMAGES" && run query-image --db "$DB" --collection fashion \
+      --model "$MODEL" --k 5 --format table "$variant/${image#./}")
   done
 done
 
@@ -122,7 +123,7 @@ echo "$occluded"
 # Per image: "class/file eta" of the clean and the occluded twin.
 per_image_eta() {
   run query-image --db "$DB" --collection fashion --model "$MODEL" --dir "$IMAGES/$1" --k 1 \
-    --no-progress | sed -E 's|.*"image":"[^"]*/([^/"]+/[^/"]+)".*"query_uncertainty":([-0-9.eE+]+).*|\1 \2|'
+    --no-progress | sed -nE 's|.*"image":"[^"]*/([^/"]+/[^/"]+)".*"query_uncertainty":([-0-9.eE+]+).*|\1 \2|p'
 }
 per_image_eta clean >"$WORK/eta_clean.txt"
 per_image_eta occluded >"$WORK/eta_occluded.txt"

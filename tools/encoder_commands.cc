@@ -48,7 +48,8 @@ void AddDataOptions(CLI::App* cmd, DataOptions* data) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--image-size", data->image_size,
                   "cub:/cars: data: images are resized to 3 x S x S")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{8}, int64_t{1024}));
   cmd->add_flag("--bbox", data->bbox,
                 "cub:/cars: data: crop every image to its annotated bounding box first");
   cmd->add_option("--data-seed", data->seed,
@@ -180,7 +181,8 @@ void RegisterTrain(CLI::App& app) {
   cmd->add_option("--method", t.method, "point, hib, spe, pn, dimco or fstat")->required();
   cmd->add_option("--train-occlusion", args->data.train_occlusion,
                   "Probability that a training item is occluded, drawn afresh per batch")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--out", t.out, "Model file to write")->required();
   cmd->add_option("--dim", t.dim, "Embedding dimension D (default: 2; fstat 500)");
   cmd->add_option("--components", t.components, "hib: mixture components C")->capture_default_str();

@@ -518,7 +518,7 @@ struct QuerySummary {
   }
   static std::vector<int> Cutoffs(int k) {
     std::vector<int> cutoffs;
-    for (int m = 1; m < k; m *= 2) cutoffs.push_back(m);
+    for (int64_t m = 1; m < k; m *= 2) cutoffs.push_back(static_cast<int>(m));
     cutoffs.push_back(k);
     return cutoffs;
   }
@@ -591,21 +591,30 @@ void RunQueryImage(QueryImageArgs& args) {
     if (!decoded->errors.empty() && args.on_error != "skip") {
       Fail(decoded->errors.front().message + " (--on-error skip answers the other queries)");
     }
-    for (const encoders::ImageError& e : decoded->errors) {
-      ++summary.skipped;
-      std::fprintf(stderr, "%shedgedb: skipped: %s\n", ::isatty(2) ? "\n" : "", e.message.c_str());
-      if (args.format == "json") {
-        json j;
-        j["query"] = e.entry;
-        j["image"] = source.entries[e.entry].Name();
-        j["error"] = e.message;
-        PrintJsonLine(j);
-      } else if (args.format == "table") {
-        std::printf("query %lld  %s  skipped: %s\n\n", static_cast<long long>(e.entry),
-                    DisplayPath(source.entries[e.entry].Name()).c_str(), e.message.c_str());
+    // Skipped images are reported in their place among the answers (entries
+    // and errors are both ascending).
+    size_t next_error = 0;
+    auto report_errors_before = [&](int64_t entry) {
+      for (; next_error < decoded->errors.size() && decoded->errors[next_error].entry < entry;
+           ++next_error) {
+        const encoders::ImageError& e = decoded->errors[next_error];
+        ++summary.skipped;
+        std::fprintf(stderr, "%shedgedb: skipped: %s\n", ::isatty(2) ? "\n" : "",
+                     e.message.c_str());
+        if (args.format == "json") {
+          json j;
+          j["query"] = e.entry;
+          j["image"] = source.entries[e.entry].Name();
+          j["error"] = e.message;
+          PrintJsonLine(j);
+        } else if (args.format == "table") {
+          std::printf("query %lld  %s  skipped: %s\n\n", static_cast<long long>(e.entry),
+                      DisplayPath(source.entries[e.entry].Name()).c_str(), e.message.c_str());
+        }
       }
-    }
+    };
     if (decoded->size() == 0) {
+      report_errors_before(total);
       progress.Update(std::min(total, first + batch));
       continue;
     }
@@ -617,6 +626,7 @@ void RunQueryImage(QueryImageArgs& args) {
     for (size_t i = 0; i < results.size(); ++i) {
       SearchResult& result = results[i];
       const int64_t q = decoded->entries[i];
+      report_errors_before(q);
       const encoders::ImageEntry& query = source.entries[q];
       if (args.exclude_self) {
         std::vector<SearchHit> kept;
@@ -659,7 +669,12 @@ void RunQueryImage(QueryImageArgs& args) {
         PrintTable(q, query, result, hits, score_name);
       }
     }
+    report_errors_before(total);  // those after the batch's last answer
     progress.Update(std::min(total, first + batch));
+  }
+  if (summary.queries == 0 && summary.skipped > 0) {
+    Fail("none of the " + std::to_string(summary.skipped) +
+         " query images could be used (listed above)");
   }
   if (args.format == "summary") {
     PrintJsonLine(summary.Json(k));
@@ -693,7 +708,8 @@ void RegisterQueryImage(CLI::App& app) {
       "path, \"label\", \"query_uncertainty\": eta, \"results\": [{\"id\", \"score\", "
       "\"uncertainty\", \"label\", \"path\", \"label_name\"}, ...]}, best first. --format table "
       "prints the same readably with a summary line; --format summary prints only "
-      "{\"queries\", \"mean_query_uncertainty\", \"recall_at_1\", \"recall_at_2\", "
+      "{\"queries\", \"labelled_queries\", \"mean_query_uncertainty\", \"recall_at_1\", "
+      "\"recall_at_2\", "
       "\"recall_at_4\", ..., \"recall_at_K\"}. A query "
       "image that cannot be read or does not fit fails the command, naming it; with --on-error "
       "skip it is reported on stderr and as {\"query\": i, \"image\", \"error\"} (json), and "
@@ -732,6 +748,11 @@ struct ExportImagesArgs {
 };
 
 void RunExportImages(const ExportImagesArgs& args) {
+  if (args.data.source.rfind("cub:", 0) == 0 || args.data.source.rfind("cars:", 0) == 0) {
+    UsageError(
+        "export-images writes N-item composites; CUB/Cars images are files already: use "
+        "--cub/--cars with ingest-images and query-image");
+  }
   encoders::EncoderData data;
   Check(encoders::LoadEncoderData(args.data, &data));
   const encoders::ItemSet* set = nullptr;
@@ -829,7 +850,8 @@ void RegisterExportImages(CLI::App& app) {
       "image's non-zero pixels that occlusion blacked out). The data flags are those of hedgedb "
       "train.");
   cmd->add_option("--out", args->out, "Output directory")->required();
-  cmd->add_option("--data", args->data.source, "fashion-mnist, mnist or idx:DIR")
+  cmd->add_option("--data", args->data.source,
+                  "Base set of the composites: fashion-mnist, mnist or idx:DIR")
       ->capture_default_str();
   cmd->add_option("--items", args->data.items, "Images per composite")
       ->capture_default_str()

@@ -460,7 +460,9 @@ TEST_F(ImageCliTest, AbortLeavesTheCollectionUnchanged) {
   const std::vector<json> lines = out.Lines();
   ASSERT_EQ(lines.size(), 3u) << out.out;
   int answered = 0;
-  for (const json& line : lines) {
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const json& line = lines[i];
+    EXPECT_EQ(line["query"], i) << "skipped queries are reported in their place: " << out.out;
     if (line.contains("error")) {
       EXPECT_FALSE(line.contains("results")) << line;
       EXPECT_NE(line["error"].get<std::string>().find(line["image"].get<std::string>()),
@@ -478,6 +480,8 @@ TEST_F(ImageCliTest, AbortLeavesTheCollectionUnchanged) {
       {"--on-error", "skip", "--format", "summary", "--no-progress", Path("gone.png"), good}));
   EXPECT_EQ(summary["queries"], 1) << summary;
   EXPECT_EQ(summary["skipped"], 1) << summary;
+  // Nothing answered at all is a failure.
+  Fails(Query({"--on-error", "skip", Path("gone.png")}), {"none of the 1 query images"});
 }
 
 TEST_F(ImageCliTest, SkipReportsAndIngestsTheRest) {

@@ -234,6 +234,25 @@ TEST_F(CarsTest, CarsColumnArrayWithoutClassNamesUsesIds) {
             fs::absolute(Path("car_ims/000002.jpg")).lexically_normal().string());
 }
 
+TEST_F(CarsTest, CarsRejectsAnEmptySplitAndPathsOutsideTheRoot) {
+  std::vector<Annotation> train_only = Official();
+  train_only.erase(train_only.begin() + 3);
+  train_only.erase(train_only.begin() + 1);
+  ASSERT_TRUE(WriteCarsMat(MatPath(), train_only));
+  ImageSource source;
+  Status s = ReadCars196(dir_, BenchmarkSplit::kTest, &source);
+  ASSERT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("no Cars-196 images in the test split"), std::string::npos)
+      << s.ToString();
+  ASSERT_TRUE(ReadCars196(dir_, BenchmarkSplit::kTrain, &source).ok());
+
+  std::vector<Annotation> escaping = Official();
+  escaping[2].path = "../outside.jpg";
+  s = ReadBad(escaping, MatLayout());
+  EXPECT_NE(s.message().find("annotation 3"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("not inside"), std::string::npos) << s.ToString();
+}
+
 TEST_F(CarsTest, CarsMissingRootOrFileIsNotFound) {
   ImageSource source;
   Status s = ReadCars196(dir_, BenchmarkSplit::kAll, &source);  // no .mat yet
@@ -262,10 +281,10 @@ TEST_F(CarsTest, CarsRejectsATruncatedFile) {
     fs::resize_file(MatPath(), keep);
     ImageSource source;
     const Status s = ReadCars196(dir_, BenchmarkSplit::kAll, &source);
-    // Cutting into class_names alone may leave the annotations readable.
-    if (!s.ok()) {
-      EXPECT_NE(s.message().find("cars_annos.mat"), std::string::npos) << s.ToString();
-    }
+    // Every top-level element is checked against the file size first.
+    ASSERT_FALSE(s.ok()) << "kept " << keep << " bytes";
+    EXPECT_NE(s.message().find("cars_annos.mat"), std::string::npos) << s.ToString();
+    EXPECT_EQ(source.size(), 0);
   }
 }
 

@@ -127,6 +127,23 @@ TEST_F(CubTest, CropsToTheBoundingBoxWhenAsked) {
   ASSERT_EQ(resized.size(), 1);
   EXPECT_NE(cropped.pixels, resized.pixels);
 
+  // Cropped without resizing (kExact at the box's size): exactly the left
+  // 20 columns of the whole image.
+  options.input_shape = {3, 30, 20};
+  options.fit = ImageFit::kExact;
+  options.crop_to_box = true;
+  DecodedImages half;
+  ASSERT_TRUE(DecodeImages(test, 0, 1, options, &half).ok());
+  ASSERT_EQ(half.size(), 1) << (half.errors.empty() ? "" : half.errors[0].message);
+  for (int c = 0; c < 3; ++c) {
+    for (int y = 0; y < 30; ++y) {
+      for (int x = 0; x < 20; ++x) {
+        ASSERT_EQ(half.pixels[(c * 30 + y) * 20 + x], whole.pixels[(c * 30 + y) * 40 + x])
+            << c << " " << y << " " << x;
+      }
+    }
+  }
+
   // A box that misses the image is an error naming the file.
   test.entries[0].box = {100, 100, 5, 5};
   options.crop_to_box = true;
@@ -160,6 +177,13 @@ TEST_F(CubTest, MalformedAnnotationsNameTheFileAndLine) {
   ExpectCorrupt("bounding_boxes.txt", "empty");
   Write("bounding_boxes.txt", "1 60.0 27.0 325.0 304.0\n");
   ExpectCorrupt("bounding_boxes.txt", "no bounding box for image 2");
+  Write("bounding_boxes.txt", "1 1 1 5 5\n1 2 2 5 5\n");
+  ExpectCorrupt("bounding_boxes.txt", "second bounding box");
+  Write("bounding_boxes.txt", "1 1 1 5 5\n2 1 1 5 5\n3 1 1 5 5\n4 1 1 5 5\n5 1 1 5 5\n6 1 1 5 5\n");
+  Write("images.txt", "1 ../../etc/passwd\n2 a.jpg\n3 b.jpg\n4 c.jpg\n5 d.jpg\n6 e.jpg\n");
+  ExpectCorrupt("images.txt", "not inside the data set root");
+  Write("images.txt", "1 /etc/passwd\n2 a.jpg\n3 b.jpg\n4 c.jpg\n5 d.jpg\n6 e.jpg\n");
+  ExpectCorrupt("images.txt", "not inside the data set root");
   Write("images.txt", "x 001.a/b.jpg\n");
   ExpectCorrupt("images.txt", "line 1");
   Write("images.txt", "1 a.jpg\n1 b.jpg\n");
