@@ -368,6 +368,12 @@ Status LoadEncoderData(const DataOptions& options, EncoderData* data) {
   if (options.train_total < 1 || options.test_total < 1) {
     return Status::InvalidArgument("data set sizes must be >= 1");
   }
+  const bool benchmark = source.rfind("cub:", 0) == 0 || source.rfind("cars:", 0) == 0;
+  if (!benchmark && (options.bbox || options.image_size != DataOptions().image_size)) {
+    return Status::InvalidArgument(std::string(options.bbox ? "--bbox" : "--image-size") +
+                                   " applies to cub:ROOT and cars:ROOT data only, not '" + source +
+                                   "'");
+  }
   if (source == "fashion-mnist") {
     return LoadImageData(kFashionMnistDefaultDir, "fashion-mnist", options, data);
   }

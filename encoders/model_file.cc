@@ -373,6 +373,14 @@ Status SaveModel(const std::string& path, const Encoder& encoder) {
   ModelSpec spec;
   try {
     spec = encoder->CurrentSpec();
+    if (spec.backbone == BackboneType::kTorchScript) {
+      // A script beside the model file is named relative to it, so that the
+      // two can move together (LoadModel looks beside the model first).
+      std::error_code ec;
+      const auto script = std::filesystem::absolute(spec.backbone_path, ec).lexically_normal();
+      const auto model_dir = std::filesystem::absolute(path, ec).lexically_normal().parent_path();
+      if (!ec && script.parent_path() == model_dir) spec.backbone_path = script.filename().string();
+    }
     torch::serialize::OutputArchive archive;
     for (const auto& p : encoder->named_parameters(/*recurse=*/true)) {
       archive.write(p.key(), c10::IValue(p.value().detach().cpu()));
@@ -410,13 +418,12 @@ Status LoadModel(const std::string& path, ModelSpec* spec, Encoder* encoder) {
                               "' describes an invalid model: " + valid.message());
   }
   if (parsed.backbone == BackboneType::kTorchScript) {
-    // A relative script path that does not resolve from the working directory
-    // is looked up beside the model file, so a model directory can be moved.
+    // A relative script path is looked up beside the model file first (so a
+    // model directory can be moved), then from the working directory.
     std::error_code ec;
     const std::filesystem::path script(parsed.backbone_path);
     const std::filesystem::path beside = std::filesystem::path(path).parent_path() / script;
-    if (script.is_relative() && !std::filesystem::exists(script, ec) &&
-        std::filesystem::exists(beside, ec)) {
+    if (script.is_relative() && std::filesystem::exists(beside, ec)) {
       parsed.backbone_path = beside.string();
     }
   }

@@ -69,8 +69,9 @@ struct TrainOptions {
   int fstat_top_dims = 3;
   // A TorchScript backbone (torch.jit.save of a module mapping an input batch
   // to [B, F] features) instead of the built-in CNN/MLP; it is fine-tuned with
-  // the head, its weights go into the model file, and the model file names
-  // the script by absolute path (it must stay there).
+  // the head and its weights go into the model file, which names the script
+  // relative to itself when it lies beside it (the two can move together),
+  // else by absolute path.
   std::string backbone;
   // CNN sizes (-1: the model file defaults, 32/64 channels, 500 hidden);
   // MLP hidden width for features.

@@ -108,7 +108,9 @@ class ProgressBar {
 
 struct SourceArgs {
   std::string dir, list, idx, cub, cars;
-  std::string split = "test";      // --cub / --cars: class-disjoint split
+  std::string split = "test";  // --cub / --cars: class-disjoint split
+  bool bbox = false;           // --cub / --cars: crop to the annotated box
+  CLI::Option* split_option = nullptr;
   std::vector<std::string> files;  // query-image: positional IMAGE...
 };
 
@@ -126,11 +128,14 @@ void AddSourceOptions(CLI::App* cmd, SourceArgs* args) {
                   "bounding_boxes.txt, images/): the images of --split");
   cmd->add_option("--cars", args->cars,
                   "Cars-196 root (cars_annos.mat, car_ims/): the images of --split");
-  cmd->add_option("--split", args->split,
-                  "--cub/--cars: train (CUB classes 1-100, Cars 1-98), test (CUB 101-200, "
-                  "Cars 99-196) or all")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"train", "test", "all"}));
+  cmd->add_flag("--bbox", args->bbox,
+                "--cub/--cars: crop every image to its annotated bounding box before --fit");
+  args->split_option =
+      cmd->add_option("--split", args->split,
+                      "--cub/--cars: train (CUB classes 1-100, Cars 1-98), test (CUB 101-200, "
+                      "Cars 99-196) or all")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"train", "test", "all"}));
 }
 
 ImageSource LoadSourceOrFail(const SourceArgs& args) {
@@ -142,6 +147,12 @@ ImageSource LoadSourceOrFail(const SourceArgs& args) {
                      "or --cars ROOT"
                    : "give the images one way only (IMAGE arguments, --dir, --list, --idx, "
                      "--cub or --cars)");
+  }
+  if (args.cub.empty() && args.cars.empty()) {
+    if (args.split_option != nullptr && args.split_option->count() > 0) {
+      UsageError("--split picks the classes of --cub or --cars; the other sources have none");
+    }
+    if (args.bbox) UsageError("--bbox needs annotated boxes: only --cub and --cars have them");
   }
   ImageSource source;
   encoders::BenchmarkSplit split = encoders::BenchmarkSplit::kTest;
@@ -172,7 +183,6 @@ ImageSource LoadSourceOrFail(const SourceArgs& args) {
 struct ModelArgs {
   std::string model;
   std::string fit = "exact";
-  bool bbox = false;  // crop annotated images to their bounding box
   int64_t batch_size = 256;
   int threads = 0;
   bool no_progress = false;
@@ -188,9 +198,6 @@ void AddModelOptions(CLI::App* cmd, ModelArgs* args) {
                   "crop to the model's aspect ratio, resize)")
       ->capture_default_str()
       ->check(CLI::IsMember(kFitNames));
-  cmd->add_flag("--bbox", args->bbox,
-                "Crop images that have an annotated bounding box (--cub, --cars) to it before "
-                "--fit");
   cmd->add_option("--batch-size", args->batch_size,
                   "Images decoded, embedded (and ingested) "
                   "per batch")
@@ -216,7 +223,6 @@ LoadedModel LoadModelOrFail(const ModelArgs& args) {
   if (!shape.ok()) Fail(args.model + ": " + shape.message());
   m.input.input_shape = m.spec.input_shape;
   if (!encoders::ParseImageFit(args.fit, &m.input.fit)) UsageError("unknown --fit " + args.fit);
-  m.input.crop_to_box = args.bbox;
   return m;
 }
 
@@ -303,7 +309,8 @@ void RunIngestImages(const IngestImagesArgs& args) {
   const Clock::time_point start = Clock::now();
   const bool skip_bad = args.on_error == "skip";
   const ImageSource source = LoadSourceOrFail(args.source);
-  const LoadedModel m = LoadModelOrFail(args.model);
+  LoadedModel m = LoadModelOrFail(args.model);
+  m.input.crop_to_box = args.source.bbox;
   const CollectionSpec wanted = CollectionForModel(m.spec, args.collection);
   const int64_t total = source.size();
   const int64_t batch = args.model.batch_size;
@@ -570,7 +577,8 @@ void RunQueryImage(QueryImageArgs& args) {
   options.with_payload = true;
   const int k = options.k;
   const ImageSource source = LoadSourceOrFail(args.source);
-  const LoadedModel m = LoadModelOrFail(args.model);
+  LoadedModel m = LoadModelOrFail(args.model);
+  m.input.crop_to_box = args.source.bbox;
   std::unique_ptr<DB> db = OpenDatabase(args.db, /*create_if_missing=*/false);
   const CollectionSpec spec = DescribeOrFail(*db, args.collection);
   CheckCollectionFitsModel(spec, CollectionForModel(m.spec, args.collection), args.model.model);

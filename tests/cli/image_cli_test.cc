@@ -399,6 +399,14 @@ TEST_F(ImageCliTest, Cub200LayoutIngestAndRecallAtK) {
   Fails(Ingest("cub", {"--cub", Path("no_such_root"), "--fit", "resize"}), {"no_such_root"});
   const Output both = Run(Ingest("cub", {"--cub", root, "--dir", Shared("gallery")}));
   EXPECT_EQ(both.exit_code, 2) << both.err;
+  // --split and --bbox mean nothing for sources without classes or boxes.
+  for (const char* flag : {"--split", "--bbox"}) {
+    std::vector<std::string> rest = {"--dir", Shared("gallery"), flag};
+    if (std::string(flag) == "--split") rest.push_back("train");
+    const Output r = Run(Ingest("cub", rest));
+    EXPECT_EQ(r.exit_code, 2) << flag << "\n" << r.err;
+    EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
+  }
   EXPECT_EQ(Items("cub"), 6);
 }
 

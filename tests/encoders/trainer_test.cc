@@ -378,12 +378,25 @@ TEST_F(TrainerTest, TorchScriptBackboneIsFineTunedAndTravels) {
   Status s = Train(o, data, &r);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(r.spec.backbone, BackboneType::kTorchScript);
-  EXPECT_EQ(r.spec.backbone_path, Path("backbone.pt"));
   EXPECT_EQ(r.spec.feature_dim, 16);
   // The model file embeds: it loads and embeds with the script behind it.
   const Embeddings e = EmbedAll(o.out, data.test);
   EXPECT_EQ(e.n, data.test.size());
   EXPECT_EQ(e.kind, Kind::kGaussian);
+
+  // (That the script's fine-tuned weights travel in the model file is
+  // ModelsTest.TorchScriptBackbone.) Loaded, it names the script beside it.
+  std::unique_ptr<EncoderModel> model;
+  ASSERT_TRUE(EncoderModel::Load(o.out, &model).ok());
+  EXPECT_EQ(model->spec().backbone_path, Path("backbone.pt"));
+
+  // Model and script beside each other move together.
+  fs::create_directories(Path("moved"));
+  fs::rename(Path("backbone.pt"), Path("moved/backbone.pt"));
+  fs::rename(o.out, Path("moved/scripted.model"));
+  const Embeddings moved = EmbedAll(Path("moved/scripted.model"), data.test);
+  ASSERT_EQ(moved.mean.size(), e.mean.size());
+  EXPECT_EQ(moved.mean, e.mean);
 
   o.backbone = Path("missing.pt");
   s = ResolveTrainOptions(&o);
@@ -419,6 +432,18 @@ TEST_F(TrainerTest, BadOptionsAndData) {
   EXPECT_FALSE(s.ok());
   d.source = "bogus";
   EXPECT_FALSE(LoadEncoderData(d, &data).ok());
+  // Image flags of the CUB/Cars loaders mean nothing for other data.
+  d.source = "idx:" + Path("no_such_dir");
+  d.bbox = true;
+  s = LoadEncoderData(d, &data);
+  ASSERT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("--bbox"), std::string::npos) << s.ToString();
+  d.bbox = false;
+  d.image_size = 32;
+  s = LoadEncoderData(d, &data);
+  ASSERT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("--image-size"), std::string::npos) << s.ToString();
+  d.image_size = DataOptions().image_size;
   // Labels that do not match the feature rows.
   ASSERT_TRUE(WriteNpy(Path("f.npy"), MakeNpy(std::vector<float>(40, 1.0f), {10, 4})).ok());
   ASSERT_TRUE(WriteNpy(Path("l.npy"), MakeNpy(std::vector<int64_t>(9, 1), {9})).ok());
