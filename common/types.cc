@@ -53,4 +53,17 @@ bool ParseScore(const std::string& name, ScoreType* score) {
   return false;
 }
 
+ScoreType ResolveScore(Kind kind, ScoreType score) {
+  switch (kind) {
+    case Kind::kPoint:
+      return score == ScoreType::kDefault || score == ScoreType::kMc ? ScoreType::kMatch : score;
+    case Kind::kGaussian:
+    case Kind::kMog:
+      return score == ScoreType::kDefault ? ScoreType::kMc : score;
+    case Kind::kCodes:
+      return score == ScoreType::kDefault ? ScoreType::kLogprob : score;
+  }
+  return score;
+}
+
 }  // namespace hedgedb

@@ -30,19 +30,6 @@ size_t RowShape::query_row_size() const {
   return item_row_size();
 }
 
-ScoreType ResolveScore(Kind kind, ScoreType score) {
-  switch (kind) {
-    case Kind::kPoint:
-      return score == ScoreType::kDefault || score == ScoreType::kMc ? ScoreType::kMatch : score;
-    case Kind::kGaussian:
-    case Kind::kMog:
-      return score == ScoreType::kDefault ? ScoreType::kMc : score;
-    case Kind::kCodes:
-      return score == ScoreType::kDefault ? ScoreType::kLogprob : score;
-  }
-  return score;
-}
-
 namespace {
 
 bool ScoreApplies(Kind kind, ScoreType resolved) {

@@ -71,9 +71,7 @@ struct ScoreParams {
 // Checks the shape, that `score` applies to the kind (after ResolveScore),
 // 1 <= samples <= kMaxSamples (mog: a multiple of C), and match_a > 0.
 Status ValidateScoreParams(const RowShape& shape, const ScoreParams& params);
-// kDefault -> match (point), mc (gaussian, mog), logprob (codes); mc on points
-// is match. Other scores are returned unchanged (validity is not checked).
-ScoreType ResolveScore(Kind kind, ScoreType score);
+// (ResolveScore is public: hedgedb/types.h.)
 
 // Per-query prepared state (e.g. the query's samples); thread-compatible.
 class PreparedQuery {

@@ -582,7 +582,7 @@ void RunQueryImage(QueryImageArgs& args) {
   std::unique_ptr<DB> db = OpenDatabase(args.db, /*create_if_missing=*/false);
   const CollectionSpec spec = DescribeOrFail(*db, args.collection);
   CheckCollectionFitsModel(spec, CollectionForModel(m.spec, args.collection), args.model.model);
-  const ScoreType score = EffectiveScore(options.score, spec.kind);
+  const ScoreType score = ResolveScore(spec.kind, options.score);
   const std::string score_name =
       score == ScoreType::kMc || score == ScoreType::kMatch ? "match_prob" : ScoreName(score);
   // One more result, so that k remain after the query's own image is dropped.

@@ -50,12 +50,5 @@ SearchOptions ResolveSearchFlags(const SearchFlags& flags) {
   return options;
 }
 
-ScoreType EffectiveScore(ScoreType score, Kind kind) {
-  if (score != ScoreType::kDefault) return score;
-  return kind == Kind::kPoint   ? ScoreType::kMatch
-         : kind == Kind::kCodes ? ScoreType::kLogprob
-                                : ScoreType::kMc;
-}
-
 }  // namespace cli
 }  // namespace hedgedb

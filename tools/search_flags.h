@@ -31,9 +31,5 @@ void AddSearchFlags(CLI::App* cmd, SearchFlags* flags);
 // with_uncertainty filled in); an unknown score is a usage error.
 SearchOptions ResolveSearchFlags(const SearchFlags& flags);
 
-// The score a search with `score` uses on a collection of `kind`
-// (kDefault resolved: match for point, logprob for codes, mc otherwise).
-ScoreType EffectiveScore(ScoreType score, Kind kind);
-
 }  // namespace cli
 }  // namespace hedgedb

@@ -32,6 +32,10 @@ const char* KindName(Kind kind);
 bool ParseKind(const std::string& name, Kind* kind);
 const char* ScoreName(ScoreType score);
 bool ParseScore(const std::string& name, ScoreType* score);
+// The score a search asking for `score` uses on a collection of `kind`:
+// kDefault -> match (point), mc (gaussian, mog), logprob (codes); mc on points
+// is match. Other scores are returned unchanged (validity is not checked).
+ScoreType ResolveScore(Kind kind, ScoreType score);
 
 // Everything that defines a collection. Fixed at creation.
 struct CollectionSpec {

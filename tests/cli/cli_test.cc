@@ -34,15 +34,7 @@ using nlohmann::json;
 
 struct RunResult : cli_testing::CliRun {
   // stdout as one JSON value per line.
-  std::vector<json> JsonLines() const {
-    std::vector<json> lines;
-    std::istringstream in(out);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (!line.empty()) lines.push_back(json::parse(line));
-    }
-    return lines;
-  }
+  std::vector<json> JsonLines() const { return cli_testing::JsonLines(out, /*strict=*/true); }
   json Json() const {
     const std::vector<json> lines = JsonLines();
     EXPECT_EQ(lines.size(), 1u) << out;

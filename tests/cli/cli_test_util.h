@@ -13,6 +13,8 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,18 @@ struct CliRun {
 inline std::string ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Every non-empty line of `out` as JSON. `strict`: a line that is not JSON
+// throws (the test fails there); otherwise it becomes a discarded value.
+inline std::vector<nlohmann::json> JsonLines(const std::string& out, bool strict) {
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) lines.push_back(nlohmann::json::parse(line, nullptr, strict));
+  }
+  return lines;
 }
 
 inline std::string Lowercase(std::string s) {

@@ -33,12 +33,8 @@ using nlohmann::json;
 
 struct Output : cli_testing::CliRun {
   json Json() const {
-    std::istringstream in(out);
-    std::string line, last;
-    while (std::getline(in, line)) {
-      if (!line.empty()) last = line;
-    }
-    return json::parse(last, nullptr, /*allow_exceptions=*/false);
+    const std::vector<json> lines = cli_testing::JsonLines(out, /*strict=*/false);
+    return lines.empty() ? json(json::value_t::discarded) : lines.back();
   }
 };
 

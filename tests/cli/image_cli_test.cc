@@ -32,16 +32,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 struct Output : cli_testing::CliRun {
-  // Every non-empty stdout line as JSON (null where a line is not JSON).
-  std::vector<json> Lines() const {
-    std::vector<json> lines;
-    std::istringstream in(out);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (!line.empty()) lines.push_back(json::parse(line, nullptr, false));
-    }
-    return lines;
-  }
+  // Every non-empty stdout line as JSON (discarded where a line is not JSON).
+  std::vector<json> Lines() const { return cli_testing::JsonLines(out, /*strict=*/false); }
   json Last() const {
     const std::vector<json> lines = Lines();
     return lines.empty() ? json() : lines.back();
