@@ -18,24 +18,31 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <random>
-#include <regex>
+#include <typeinfo>
 
 #include "common/crc32c.h"
 #include "common/row_layout.h"
+#include "index/factory_rules.h"
 
 namespace hedgedb {
 namespace index {
 namespace {
 
 constexpr char kMagic[8] = {'H', 'E', 'D', 'G', 'E', 'I', 'D', 'X'};
-constexpr uint32_t kFileFormatVersion = 1;
-// magic, version u32, reserved u32, sequence u64, blob bytes u64, crc u32
-constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8 + 8 + 4;
+// Version 2: FAISS IVF indexes hold the user ids themselves (version 1 wrapped
+// them in an IndexIDMap whose removal corrupts them) and the header binds the
+// file to its collection. Files of version 1 are rebuilt from the records.
+constexpr uint32_t kFileFormatVersion = 2;
+// magic, version u32, reserved u32, sequence u64, binding u64, blob bytes u64,
+// crc u32 (over version .. blob bytes, then the blob)
+constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8 + 8 + 8 + 4;
+constexpr size_t kCrcOffset = kHeaderBytes - 4;
 // A query table entry standing for log(0) or a padding symbol: finite so that
 // FAISS's inner products with the 0/1 identity codebooks stay finite.
 constexpr float kLogZero = -1e30f;
@@ -48,6 +55,24 @@ int NextPowerOfTwo(int k) {
   int p = 2;
   while (p < k) p *= 2;
   return p;
+}
+
+// The class chain of an index (and its list count), to check that a loaded
+// file holds the structure the collection's factory string builds.
+std::string StructureOf(faiss::Index* index) {
+  std::string out;
+  while (index) {
+    out += typeid(*index).name();
+    faiss::Index* next = nullptr;
+    if (auto* idmap = dynamic_cast<faiss::IndexIDMap*>(index)) next = idmap->index;
+    if (auto* pre = dynamic_cast<faiss::IndexPreTransform*>(index)) next = pre->index;
+    if (auto* ivf = dynamic_cast<faiss::IndexIVF*>(index)) {
+      out += "/" + std::to_string(ivf->nlist);
+    }
+    if (next) out += ">";
+    index = next;
+  }
+  return out;
 }
 
 int Log2(int p) {
@@ -119,30 +144,22 @@ Status CoarseIndex::Create(const CollectionSpec& spec, std::unique_ptr<CoarseInd
   std::unique_ptr<CoarseIndex> ci(new CoarseIndex());
   ci->spec_ = spec;
   ci->factory_ = FactoryFor(spec);
+  // Never hand FAISS a string outside the grammar: some abort the process.
+  HEDGEDB_RETURN_IF_ERROR(CheckFactoryString(spec, ci->factory_, &ci->shape_));
+  ci->coarse_dim_ = CoarseDimension(spec);
   try {
     if (spec.kind == Kind::kCodes) {
-      std::smatch m;
-      static const std::regex kIvfPq("IVF([0-9]+),PQ");
-      const bool ivf = std::regex_match(ci->factory_, m, kIvfPq);
-      if (ci->factory_ != "PQ" && !ivf) {
-        return Status::InvalidArgument(
-            "codes collections take the index 'PQ' or 'IVF<n>,PQ' "
-            "(identity codebooks), not '" +
-            ci->factory_ + "'");
-      }
       ci->padded_k_ = NextPowerOfTwo(spec.code_k);
       const int d = spec.dim, kp = ci->padded_k_;
-      ci->coarse_dim_ = d * kp;
       faiss::ProductQuantizer* pq = nullptr;
-      if (ivf) {
-        const size_t nlist = std::stoul(m[1].str());
-        if (nlist < 1 || nlist > 65536)
-          return Status::InvalidArgument("IVF lists must be 1..65536");
+      if (ci->shape_.ivf_lists > 0) {
         // Lists of symbol histograms, scored by inner product with the query
         // table; by_residual = false keeps the PQ codes equal to the symbols.
+        // The IVF holds the user ids itself.
         auto* quantizer = new faiss::IndexFlatIP(ci->coarse_dim_);
-        auto* ivfpq = new faiss::IndexIVFPQ(quantizer, ci->coarse_dim_, nlist, d, Log2(kp),
-                                            faiss::METRIC_INNER_PRODUCT);
+        auto* ivfpq =
+            new faiss::IndexIVFPQ(quantizer, ci->coarse_dim_, size_t(ci->shape_.ivf_lists), d,
+                                  Log2(kp), faiss::METRIC_INNER_PRODUCT);
         ivfpq->own_fields = true;
         ivfpq->by_residual = false;
         pq = &ivfpq->pq;
@@ -162,23 +179,71 @@ Status CoarseIndex::Create(const CollectionSpec& spec, std::unique_ptr<CoarseInd
       }
       pq->sync_transposed_centroids();
     } else {
-      ci->coarse_dim_ = spec.kind == Kind::kPoint ? spec.dim : spec.dim + 1;
       std::unique_ptr<faiss::Index> inner(
           faiss::index_factory(ci->coarse_dim_, ci->factory_.c_str(), faiss::METRIC_L2));
-      if (dynamic_cast<faiss::IndexIDMap*>(inner.get())) {
-        return Status::InvalidArgument("index factory '" + ci->factory_ +
-                                       "': leave out IDMap, ids are mapped already");
+      if (dynamic_cast<faiss::IndexIVF*>(inner.get())) {
+        // An IVF stores the user ids in its lists and removes them correctly;
+        // FAISS's IndexIDMap around it would not (its remove_ids assumes a
+        // flat index and scrambles the mapping of an IVF).
+        ci->index_ = std::move(inner);
+      } else {
+        auto* idmap = new faiss::IndexIDMap(inner.release());
+        idmap->own_fields = true;
+        ci->index_.reset(idmap);
       }
-      auto* idmap = new faiss::IndexIDMap(inner.release());
-      idmap->own_fields = true;
-      ci->index_.reset(idmap);
     }
   } catch (const std::exception& e) {
     return FromFaiss(e, "bad index factory '" + ci->factory_ + "'");
   }
+  faiss::Index* inner = Innermost(ci->index_.get());
+  // Physical removal where FAISS's is right: IVF lists (ids stored in the
+  // lists) and flat code arrays under the id map (removal keeps their order,
+  // which the id map relies on). Everything else (HNSW) keeps tombstones.
+  ci->physical_removal_ = dynamic_cast<faiss::IndexIVF*>(inner) != nullptr ||
+                          dynamic_cast<faiss::IndexFlatCodes*>(inner) != nullptr;
   ci->SetDefaultKnobs();
   ci->ReadDefaultKnobs();
   *out = std::move(ci);
+  return Status::OK();
+}
+
+Status CoarseIndex::Validate(const CollectionSpec& spec) {
+  std::unique_ptr<CoarseIndex> ci;
+  HEDGEDB_RETURN_IF_ERROR(Create(spec, &ci));
+  if (spec.kind == Kind::kCodes) return Status::OK();  // our own fixed structures
+  // Exercise a throwaway copy on a tiny random sample of the collection's
+  // shape: train (where that takes a few thousand rows at most), add, search,
+  // remove. Anything FAISS throws here would otherwise surface at the first
+  // ingest, after the collection exists.
+  const int64_t lists = ci->shape_.ivf_lists;
+  const int64_t pq_centroids = ci->shape_.pq_m > 0 ? (int64_t(1) << ci->shape_.pq_bits) : 0;
+  const int64_t n = std::max<int64_t>({64, lists, pq_centroids});
+  if (n > 4096) return Status::OK();
+  faiss::Index* inner = Innermost(ci->index_.get());
+  if (auto* ivf = dynamic_cast<faiss::IndexIVF*>(inner)) ivf->cp.min_points_per_centroid = 1;
+  if (auto* ivfpq = dynamic_cast<faiss::IndexIVFPQ*>(inner)) {
+    ivfpq->pq.cp.min_points_per_centroid = 1;
+  }
+  if (auto* pq = dynamic_cast<faiss::IndexPQ*>(inner)) pq->pq.cp.min_points_per_centroid = 1;
+  std::mt19937_64 rng(1);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(size_t(n) * ci->coarse_dim_);
+  for (float& v : x) v = normal(rng);
+  std::vector<faiss::Index::idx_t> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[i] = 1000 + i;
+  std::vector<float> distances(8);
+  std::vector<faiss::Index::idx_t> labels(8);
+  try {
+    if (!ci->index_->is_trained) ci->index_->train(n, x.data());
+    ci->index_->add_with_ids(n, x.data(), ids.data());
+    ci->index_->search(2, x.data(), 4, distances.data(), labels.data());
+    if (ci->physical_removal_) {
+      faiss::IDSelectorBatch selector(2, ids.data());
+      ci->index_->remove_ids(selector);
+    }
+  } catch (const std::exception& e) {
+    return FromFaiss(e, "index factory '" + ci->factory_ + "' fails on a sample");
+  }
   return Status::OK();
 }
 
@@ -206,16 +271,13 @@ bool CoarseIndex::is_trained() const { return index_->is_trained; }
 
 int64_t CoarseIndex::train_rows_wanted() const {
   if (index_->is_trained) return 0;
-  faiss::Index* inner = Innermost(index_.get());
-  if (auto* ivf = dynamic_cast<faiss::IndexIVF*>(inner)) {
-    // FAISS's k-means wants ~39 points per centroid before it stops warning.
-    int64_t wanted = 39 * int64_t(ivf->nlist);
-    if (spec_.kind != Kind::kCodes && dynamic_cast<faiss::IndexIVFPQ*>(inner)) {
-      wanted = std::max<int64_t>(wanted, 39 * 256);  // the PQ's own k-means
-    }
-    return wanted;
+  // FAISS's k-means wants ~39 points per centroid before it stops warning:
+  // the IVF's lists and the PQ's 2^bits centroids per sub-quantizer.
+  int64_t wanted = 39 * shape_.ivf_lists;
+  if (spec_.kind != Kind::kCodes && shape_.pq_m > 0) {
+    wanted = std::max<int64_t>(wanted, 39 * (int64_t(1) << shape_.pq_bits));
   }
-  return 10000;
+  return wanted > 0 ? wanted : 1000;  // scalar quantizers: ranges per dimension
 }
 
 void CoarseIndex::CoarseVectors(const void* rows, int64_t n, std::vector<float>* out) const {
@@ -396,8 +458,17 @@ Status CoarseIndex::AddCodes(const uint8_t* codes, int64_t n, const int64_t* ids
   return Status::OK();
 }
 
+namespace {
+std::atomic<int> g_failing_adds{0};
+}  // namespace
+
+void CoarseIndex::FailNextAddsForTest(int n) { g_failing_adds = n; }
+
 Status CoarseIndex::Add(const void* rows, int64_t n, const int64_t* ids) {
   if (n == 0) return Status::OK();
+  if (g_failing_adds > 0 && g_failing_adds-- > 0) {
+    return Status::Internal("adding to index '" + factory_ + "': injected failure (test)");
+  }
   if (!index_->is_trained) return Status::Internal("adding to an untrained index");
   if (spec_.kind == Kind::kCodes) return AddCodes(static_cast<const uint8_t*>(rows), n, ids);
   std::vector<float> x;
@@ -420,13 +491,14 @@ Status CoarseIndex::Add(const void* rows, int64_t n, const int64_t* ids) {
 
 Status CoarseIndex::Remove(const int64_t* ids, int64_t n, bool* physical) {
   *physical = false;
+  if (!physical_removal_ || n == 0) return Status::OK();  // tombstones
   try {
     faiss::IDSelectorBatch selector(n, ids);
     index_->remove_ids(selector);
-    *physical = true;
-  } catch (const std::exception&) {
-    // e.g. HNSW: no removal; the collection filters dead ids (tombstones).
+  } catch (const std::exception& e) {
+    return FromFaiss(e, "removing from index '" + factory_ + "'");
   }
+  *physical = true;
   return Status::OK();
 }
 
@@ -463,7 +535,7 @@ Status CoarseIndex::Search(const float* queries, int64_t nq, int64_t k,
 
 int64_t CoarseIndex::ntotal() const { return index_->ntotal; }
 
-Status CoarseIndex::Save(const std::string& path, uint64_t sequence) const {
+Status CoarseIndex::Save(const std::string& path, uint64_t sequence, uint64_t binding) const {
   faiss::VectorIOWriter writer;
   try {
     faiss::write_index(index_.get(), &writer);
@@ -473,52 +545,66 @@ Status CoarseIndex::Save(const std::string& path, uint64_t sequence) const {
   std::string header(kMagic, 8);
   uint32_t version = kFileFormatVersion, reserved = 0;
   uint64_t blob_bytes = writer.data.size();
-  uint32_t crc = Crc32c(&sequence, 8);
-  crc = Crc32c(writer.data.data(), writer.data.size(), crc);
   header.append(reinterpret_cast<const char*>(&version), 4);
   header.append(reinterpret_cast<const char*>(&reserved), 4);
   header.append(reinterpret_cast<const char*>(&sequence), 8);
+  header.append(reinterpret_cast<const char*>(&binding), 8);
   header.append(reinterpret_cast<const char*>(&blob_bytes), 8);
+  uint32_t crc = Crc32c(header.data() + 8, kCrcOffset - 8);
+  crc = Crc32c(writer.data.data(), writer.data.size(), crc);
   header.append(reinterpret_cast<const char*>(&crc), 4);
   return WriteFileAtomically(path, header, writer.data);
 }
 
-Status CoarseIndex::Load(const CollectionSpec& spec, const std::string& path,
+Status CoarseIndex::Load(const CollectionSpec& spec, const std::string& path, uint64_t binding,
                          std::unique_ptr<CoarseIndex>* out, uint64_t* sequence) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return Status::NotFound("no index file " + path);
+  const uint64_t file_size = uint64_t(in.tellg());
+  in.seekg(0);
   std::string header(kHeaderBytes, '\0');
-  if (!in.read(&header[0], kHeaderBytes) || std::memcmp(header.data(), kMagic, 8) != 0) {
+  if (file_size < kHeaderBytes || !in.read(&header[0], kHeaderBytes) ||
+      std::memcmp(header.data(), kMagic, 8) != 0) {
     return Status::Corruption("index file " + path + " has a bad header");
   }
   uint32_t version, crc;
-  uint64_t seq, blob_bytes;
+  uint64_t seq, file_binding, blob_bytes;
   std::memcpy(&version, header.data() + 8, 4);
   std::memcpy(&seq, header.data() + 16, 8);
-  std::memcpy(&blob_bytes, header.data() + 24, 8);
-  std::memcpy(&crc, header.data() + 32, 4);
+  std::memcpy(&file_binding, header.data() + 24, 8);
+  std::memcpy(&blob_bytes, header.data() + 32, 8);
+  std::memcpy(&crc, header.data() + kCrcOffset, 4);
   if (version != kFileFormatVersion) {
-    return Status::Corruption("index file " + path + " has unknown version " +
-                              std::to_string(version));
+    return Status::Corruption("index file " + path + " has format version " +
+                              std::to_string(version) + ", this build writes " +
+                              std::to_string(kFileFormatVersion));
+  }
+  // Check the length against the file before allocating what it says.
+  if (blob_bytes != file_size - kHeaderBytes) {
+    return Status::Corruption("index file " + path + " is truncated or has trailing bytes (" +
+                              std::to_string(file_size) + " bytes, header says " +
+                              std::to_string(kHeaderBytes) + " + " + std::to_string(blob_bytes) +
+                              ")");
   }
   faiss::VectorIOReader reader;
   reader.data.resize(blob_bytes);
-  if (!in.read(reinterpret_cast<char*>(reader.data.data()), std::streamsize(blob_bytes)) ||
-      in.peek() != std::ifstream::traits_type::eof()) {
-    return Status::Corruption("index file " + path + " is truncated or has trailing bytes");
+  if (!in.read(reinterpret_cast<char*>(reader.data.data()), std::streamsize(blob_bytes))) {
+    return Status::Corruption("index file " + path + " cannot be read in full");
   }
-  uint32_t actual = Crc32c(&seq, 8);
+  uint32_t actual = Crc32c(header.data() + 8, kCrcOffset - 8);
   actual = Crc32c(reader.data.data(), reader.data.size(), actual);
   if (actual != crc) return Status::Corruption("index file " + path + " fails its checksum");
+  if (file_binding != binding) {
+    return Status::Corruption("index file " + path +
+                              " belongs to another collection or database (binding mismatch)");
+  }
 
   std::unique_ptr<CoarseIndex> ci;
   HEDGEDB_RETURN_IF_ERROR(Create(spec, &ci));  // for dimensions and defaults
   try {
     std::unique_ptr<faiss::Index> loaded(faiss::read_index(&reader));
-    const bool expected_type = ci->factory_ == "PQ" || spec.kind != Kind::kCodes
-                                   ? dynamic_cast<faiss::IndexIDMap*>(loaded.get()) != nullptr
-                                   : dynamic_cast<faiss::IndexIVFPQ*>(loaded.get()) != nullptr;
-    if (!expected_type || loaded->d != ci->coarse_dim_) {
+    if (StructureOf(loaded.get()) != StructureOf(ci->index_.get()) ||
+        loaded->d != ci->coarse_dim_) {
       return Status::Corruption("index file " + path + " does not match the collection");
     }
     ci->index_ = std::move(loaded);

@@ -10,9 +10,10 @@
 //                 power of two), inner product, identity codebooks: a query
 //                 "vector" equal to the flattened log-prob table scores
 //                 sum_i L[i, c_i], the exact DIMCO score.
-// FAISS labels are the user's item ids (IndexIDMap). Removal is physical where
-// the FAISS index supports it and a tombstone otherwise: the collection filters
-// candidates that are no longer live.
+// FAISS labels are the user's item ids: an IVF stores them in its lists, other
+// indexes sit under an IndexIDMap. Removal is physical where FAISS removes
+// correctly (IVF, flat code arrays) and a tombstone otherwise (HNSW): the
+// collection filters candidates that are no longer live.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,7 @@
 #include "common/rw_mutex.h"
 #include "hedgedb/status.h"
 #include "hedgedb/types.h"
+#include "index/factory_rules.h"
 
 namespace faiss {
 struct Index;
@@ -40,12 +42,17 @@ struct CoarseSearchKnobs {
 class CoarseIndex {
  public:
   // Builds an empty index for the spec (spec.index_factory, or the kind's
-  // default when empty). Bad factory strings are InvalidArgument.
+  // default when empty). Factory strings outside index/factory_rules.h are
+  // InvalidArgument, before FAISS sees them.
   static Status Create(const CollectionSpec& spec, std::unique_ptr<CoarseIndex>* out);
-  // Loads an index file written by Save. `sequence` receives the collection
+  // Create, then exercise a throwaway index of that factory on a tiny random
+  // sample (train where cheap, add, search, remove): for collection creation.
+  static Status Validate(const CollectionSpec& spec);
+  // Loads an index file written by Save with the same `binding` (an identity
+  // of the collection and its database). `sequence` receives the collection
   // sequence number the file covers. A missing file is NotFound; a file that
-  // fails its checks is Corruption.
-  static Status Load(const CollectionSpec& spec, const std::string& path,
+  // fails its checks or belongs elsewhere is Corruption.
+  static Status Load(const CollectionSpec& spec, const std::string& path, uint64_t binding,
                      std::unique_ptr<CoarseIndex>* out, uint64_t* sequence);
   ~CoarseIndex();
 
@@ -59,7 +66,9 @@ class CoarseIndex {
   Status Train(const void* rows, int64_t n);
   // Adds n contiguous item rows with their ids. Requires is_trained().
   Status Add(const void* rows, int64_t n, const int64_t* ids);
-  // Removes ids physically if the FAISS index supports it; *physical tells.
+  // Removes ids physically where FAISS does it correctly (IVF, flat codes);
+  // otherwise (HNSW) does nothing and the caller keeps tombstones. *physical
+  // tells which.
   Status Remove(const int64_t* ids, int64_t n, bool* physical);
   // For each of nq query rows (QueryRowSize floats), up to k candidate ids,
   // best first, -1 padded: labels has nq * k entries.
@@ -67,10 +76,15 @@ class CoarseIndex {
                 std::vector<int64_t>* labels) const;
 
   int64_t ntotal() const;
+
+  // Tests only: the next `n` calls to Add (in any index) fail, standing in
+  // for FAISS errors such as memory exhaustion that a test cannot provoke.
+  static void FailNextAddsForTest(int n);
   const std::string& factory() const { return factory_; }
 
-  // Writes the index and `sequence` to path atomically (tmp, fsync, rename).
-  Status Save(const std::string& path, uint64_t sequence) const;
+  // Writes the index, `sequence` and `binding` to path atomically (tmp,
+  // fsync, rename, directory fsync).
+  Status Save(const std::string& path, uint64_t sequence, uint64_t binding) const;
 
  private:
   CoarseIndex() = default;
@@ -87,8 +101,11 @@ class CoarseIndex {
   CollectionSpec spec_;
   std::string factory_;
   int coarse_dim_ = 0;
-  int padded_k_ = 0;                     // codes: k rounded up to a power of two
-  std::unique_ptr<faiss::Index> index_;  // an IndexIDMap
+  int padded_k_ = 0;  // codes: k rounded up to a power of two
+  FactoryShape shape_;
+  bool physical_removal_ = false;
+  // An IndexIVF (holding the user ids itself) or an IndexIDMap around the rest.
+  std::unique_ptr<faiss::Index> index_;
   // Knob changes mutate the FAISS index: searches that need other knob
   // values than the current ones take this exclusively.
   mutable RwMutex knob_mutex_;

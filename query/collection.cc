@@ -6,6 +6,7 @@
 #include <regex>
 #include <unordered_set>
 
+#include "common/crc32c.h"
 #include "common/row_layout.h"
 #include "query/scorer.h"
 
@@ -95,15 +96,15 @@ Status ValidateSpec(const CollectionSpec& s) {
                                    ") must be a multiple of components (" +
                                    std::to_string(s.components) + ") for stratified sampling");
   }
-  std::unique_ptr<index::CoarseIndex> probe;
-  return index::CoarseIndex::Create(s, &probe);
+  return index::CoarseIndex::Validate(s);
 }
 
 Collection::Collection(storage::RecordStore* store, const storage::CollectionMeta& meta,
-                       std::string index_path, int64_t index_save_interval)
+                       std::string index_path, uint64_t index_binding, int64_t index_save_interval)
     : store_(store),
       meta_(meta),
       index_path_(std::move(index_path)),
+      index_binding_(index_binding),
       index_save_interval_(index_save_interval),
       row_bytes_(ItemRowBytes(meta.spec)) {}
 
@@ -135,20 +136,33 @@ Status Collection::RebuildIndexLocked() {
   HEDGEDB_RETURN_IF_ERROR(index::CoarseIndex::Create(meta_.spec, &index_));
   indexed_rows_ = 0;
   tombstones_ = 0;
-  return SyncIndexLocked(0);
+  index_stale_ = false;
+  return SyncIndexLocked(0, /*train=*/true);
 }
 
-Status Collection::SyncIndexLocked(int64_t first_row) {
+void Collection::MarkIndexStaleLocked(const std::string& reason) {
+  index_stale_ = true;
+  index_note_ = "stale: " + reason +
+                "; searches score every item exactly until the next open rebuilds the index";
+}
+
+Status Collection::SyncIndexLocked(int64_t first_row, bool train) {
+  if (index_stale_) return Status::OK();
   std::vector<uint8_t> rows;
   std::vector<int64_t> ids;
+  Status s;
   if (!index_->is_trained()) {
-    if (int64_t(live_rows_.size()) < index_->train_rows_wanted()) return Status::OK();
+    if (!train || int64_t(live_rows_.size()) < index_->train_rows_wanted()) return Status::OK();
     GatherLiveRows(&rows, &ids, 0);
-    HEDGEDB_RETURN_IF_ERROR(index_->Train(rows.data(), int64_t(ids.size())));
+    s = index_->Train(rows.data(), int64_t(ids.size()));
   } else {
     GatherLiveRows(&rows, &ids, first_row);
   }
-  HEDGEDB_RETURN_IF_ERROR(index_->Add(rows.data(), int64_t(ids.size()), ids.data()));
+  if (s.ok()) s = index_->Add(rows.data(), int64_t(ids.size()), ids.data());
+  if (!s.ok()) {
+    MarkIndexStaleLocked(s.ToString());
+    return s;
+  }
   indexed_rows_ = int64_t(row_ids_.size());
   unsaved_vectors_ += int64_t(ids.size());
   return Status::OK();
@@ -169,8 +183,15 @@ Status Collection::Open() {
   }));
 
   uint64_t file_sequence = 0;
-  Status s = index::CoarseIndex::Load(meta_.spec, index_path_, &index_, &file_sequence);
-  if (s.ok() && file_sequence <= meta_.sequence && index_->is_trained()) {
+  Status s =
+      index::CoarseIndex::Load(meta_.spec, index_path_, index_binding_, &index_, &file_sequence);
+  if (s.ok() && file_sequence > meta_.sequence) {
+    s = Status::Corruption("index file covers sequence " + std::to_string(file_sequence) +
+                           ", past the records' " + std::to_string(meta_.sequence));
+  } else if (s.ok() && !index_->is_trained()) {
+    s = Status::NotFound("index file holds an untrained index");
+  }
+  if (s.ok()) {
     // Catch up: add the records written after the file was saved. Items
     // removed since are filtered at search time (tombstones).
     std::vector<uint8_t> rows;
@@ -181,26 +202,41 @@ Status Collection::Open() {
                   arena_.begin() + (r + 1) * row_bytes_);
       ids.push_back(row_ids_[r]);
     }
-    HEDGEDB_RETURN_IF_ERROR(index_->Add(rows.data(), int64_t(ids.size()), ids.data()));
-    indexed_rows_ = int64_t(row_ids_.size());
-    index_sequence_ = file_sequence;
-    unsaved_vectors_ = int64_t(ids.size());
-    tombstones_ = std::max<int64_t>(0, index_->ntotal() - int64_t(live_rows_.size()));
-    open_mode_ = (file_sequence == meta_.sequence) ? "loaded" : "caught-up";
-    if (file_sequence == meta_.sequence) return Status::OK();
-    return SaveIndexLocked();
+    s = index_->Add(rows.data(), int64_t(ids.size()), ids.data());
+    if (s.ok()) {
+      indexed_rows_ = int64_t(row_ids_.size());
+      index_sequence_ = file_sequence;
+      unsaved_vectors_ = int64_t(ids.size());
+      tombstones_ = std::max<int64_t>(0, index_->ntotal() - int64_t(live_rows_.size()));
+      open_mode_ = (file_sequence == meta_.sequence) ? "loaded" : "caught-up";
+      if (file_sequence == meta_.sequence) return Status::OK();
+      return SaveIndexLocked();
+    }
   }
-  // Missing, unreadable, untrained or from the future: rebuild from the records.
+  // Missing, unreadable, untrained, from another collection or from the
+  // future: rebuild from the records, and say why.
   open_mode_ = "rebuilt";
-  HEDGEDB_RETURN_IF_ERROR(RebuildIndexLocked());
+  if (!s.IsNotFound() || s.message().find("untrained") != std::string::npos) {
+    index_note_ = "rebuilt from the records: " + s.ToString();
+  }
+  Status rebuilt = RebuildIndexLocked();
+  if (!rebuilt.ok()) {
+    // The records are intact; keep the collection usable (exhaustively).
+    open_mode_ = "degraded";
+    HEDGEDB_RETURN_IF_ERROR(index::CoarseIndex::Create(meta_.spec, &index_));
+    MarkIndexStaleLocked("the index cannot be rebuilt: " + rebuilt.ToString());
+    return Status::OK();
+  }
   return SaveIndexLocked();
 }
 
 Status Collection::SaveIndexLocked() {
+  if (index_stale_) return Status::OK();  // never stamp an index that missed writes
   if (tombstones_ > 0 && tombstones_ * 2 > index_->ntotal()) {
-    HEDGEDB_RETURN_IF_ERROR(RebuildIndexLocked());
+    Status s = RebuildIndexLocked();
+    if (!s.ok()) return Status::OK();  // stale now; the next open rebuilds
   }
-  HEDGEDB_RETURN_IF_ERROR(index_->Save(index_path_, meta_.sequence));
+  HEDGEDB_RETURN_IF_ERROR(index_->Save(index_path_, meta_.sequence, index_binding_));
   index_sequence_ = meta_.sequence;
   unsaved_vectors_ = 0;
   return Status::OK();
@@ -208,12 +244,28 @@ Status Collection::SaveIndexLocked() {
 
 Status Collection::SaveIndex() {
   std::unique_lock<std::mutex> write_lock(write_mutex_);
+  std::unique_lock<RwMutex> lock(state_mutex_);
+  if (!index_->is_trained()) {
+    Status s = SyncIndexLocked(indexed_rows_, /*train=*/true);
+    (void)s;  // a failure marks the index stale: it is not saved below
+  }
+  if (index_sequence_ == meta_.sequence) return Status::OK();
+  return SaveIndexLocked();
+}
+
+Status Collection::TrainIfDue() {
   {
     std::shared_lock<RwMutex> lock(state_mutex_);
-    if (index_sequence_ == meta_.sequence) return Status::OK();
+    if (index_stale_ || index_->is_trained() ||
+        int64_t(live_rows_.size()) < index_->train_rows_wanted()) {
+      return Status::OK();
+    }
   }
+  std::unique_lock<std::mutex> write_lock(write_mutex_);
   std::unique_lock<RwMutex> lock(state_mutex_);
-  return SaveIndexLocked();
+  Status s = SyncIndexLocked(indexed_rows_, /*train=*/true);
+  (void)s;  // a failure marks the index stale: searches stay exhaustive and correct
+  return Status::OK();
 }
 
 Status Collection::ValidateItems(const IngestBatch& b) const {
@@ -295,14 +347,57 @@ void Collection::PackItemRow(const EmbeddingView& v, int64_t i, uint8_t* row) co
   }
 }
 
-Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_out) {
+Status Collection::FindReplay(const IngestBatch& batch, uint32_t content_crc,
+                              std::vector<int64_t>* ids, IngestResult* result) {
+  storage::BatchToken seen;
+  bool found = false;
+  HEDGEDB_RETURN_IF_ERROR(store_->GetBatchToken(meta_, batch.token, &seen, &found));
+  if (!found) return Status::NotFound("new token");
+  if (seen.count != batch.data.n || seen.explicit_ids != (batch.ids != nullptr) ||
+      seen.content_crc != content_crc) {
+    return Status::InvalidArgument("batch token '" + batch.token +
+                                   "' was already used for a different batch (sequence " +
+                                   std::to_string(seen.sequence) + ", " +
+                                   std::to_string(seen.count) + " items); nothing written");
+  }
+  ids->resize(size_t(seen.count));
+  for (int64_t i = 0; i < seen.count; ++i) {
+    (*ids)[i] = batch.ids ? batch.ids[i] : seen.first_id + i;
+  }
+  if (result) {
+    result->replayed = true;
+    result->sequence = seen.sequence;
+  }
+  return Status::OK();
+}
+
+Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_out,
+                          IngestResult* result) {
   HEDGEDB_RETURN_IF_ERROR(ValidateItems(batch));
+  if (batch.token.size() > 256) {
+    return Status::InvalidArgument("batch token is " + std::to_string(batch.token.size()) +
+                                   " bytes; at most 256");
+  }
   const int64_t n = batch.data.n;
   std::vector<uint8_t> rows(size_t(n) * row_bytes_);
   for (int64_t i = 0; i < n; ++i) PackItemRow(batch.data, i, rows.data() + i * row_bytes_);
+  uint32_t content_crc = 0;
+  if (!batch.token.empty()) {
+    if (batch.ids) content_crc = Crc32c(batch.ids, size_t(n) * sizeof(int64_t));
+    content_crc = Crc32c(rows.data(), rows.size(), content_crc);
+  }
+  if (result) *result = IngestResult();
 
   std::unique_lock<std::mutex> write_lock(write_mutex_);
   std::vector<int64_t> ids(static_cast<size_t>(n));
+  if (!batch.token.empty()) {
+    Status replay = FindReplay(batch, content_crc, &ids, result);
+    if (replay.ok()) {
+      if (ids_out) *ids_out = std::move(ids);
+      return Status::OK();
+    }
+    if (!replay.IsNotFound()) return replay;
+  }
   if (batch.ids) {
     for (int64_t i = 0; i < n; ++i) {
       ids[i] = batch.ids[i];
@@ -326,23 +421,31 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
   storage::CollectionMeta next = meta_;
   next.sequence += 1;
   next.max_id = std::max(next.max_id, *std::max_element(ids.begin(), ids.end()));
-  HEDGEDB_RETURN_IF_ERROR(store_->Commit(next, writes, {}));
+  storage::BatchToken token;
+  if (!batch.token.empty()) {
+    token.token = batch.token;
+    token.sequence = next.sequence;
+    token.count = n;
+    token.first_id = ids.front();
+    token.explicit_ids = batch.ids != nullptr;
+    token.content_crc = content_crc;
+  }
+  HEDGEDB_RETURN_IF_ERROR(store_->Commit(next, writes, {}, batch.token.empty() ? nullptr : &token));
 
-  // Durable from here on; apply to memory.
+  // Durable from here on: the call succeeds whatever the index does.
   std::unique_lock<RwMutex> lock(state_mutex_);
   meta_ = next;
+  if (result) result->sequence = next.sequence;
   const int64_t first_row = int64_t(row_ids_.size());
   for (int64_t i = 0; i < n; ++i) {
     AppendRow(ids[i], writes[i].has_label, writes[i].label, rows.data() + i * row_bytes_);
   }
-  Status s = SyncIndexLocked(first_row);
-  if (!s.ok()) {
-    // The records are committed; the index is rebuilt from them on next open.
-    return Status::Internal("batch committed, but the index update failed: " + s.ToString());
+  // Adds to a trained index; training waits for the next search or flush.
+  Status s = SyncIndexLocked(first_row, /*train=*/false);
+  if (s.ok() && index_save_interval_ > 0 && unsaved_vectors_ >= index_save_interval_) {
+    s = SaveIndexLocked();
   }
-  if (index_save_interval_ > 0 && unsaved_vectors_ >= index_save_interval_) {
-    HEDGEDB_RETURN_IF_ERROR(SaveIndexLocked());
-  }
+  if (!s.ok() && result) result->index_warning = index_note_.empty() ? s.ToString() : index_note_;
   if (ids_out) *ids_out = std::move(ids);
   return Status::OK();
 }
@@ -402,6 +505,7 @@ Status Collection::Remove(const int64_t* ids, size_t n, int64_t* removed) {
   next.sequence += 1;
   HEDGEDB_RETURN_IF_ERROR(store_->Commit(next, {}, unique));
 
+  // Durable from here on: the call succeeds whatever the index does.
   std::unique_lock<RwMutex> lock(state_mutex_);
   meta_ = next;
   for (int64_t id : unique) {
@@ -412,11 +516,16 @@ Status Collection::Remove(const int64_t* ids, size_t n, int64_t* removed) {
   live_rows_.erase(std::remove_if(live_rows_.begin(), live_rows_.end(),
                                   [&](int64_t r) { return !(row_flags_[r] & kLive); }),
                    live_rows_.end());
-  bool physical = false;
-  HEDGEDB_RETURN_IF_ERROR(index_->Remove(unique.data(), int64_t(unique.size()), &physical));
-  if (!physical && index_->is_trained()) tombstones_ += int64_t(unique.size());
-  unsaved_vectors_ += int64_t(unique.size());
   if (removed) *removed = int64_t(unique.size());
+  if (index_stale_ || !index_->is_trained()) return Status::OK();
+  bool physical = false;
+  Status s = index_->Remove(unique.data(), int64_t(unique.size()), &physical);
+  if (!s.ok()) {
+    MarkIndexStaleLocked(s.ToString());
+    return Status::OK();
+  }
+  if (!physical) tombstones_ += int64_t(unique.size());
+  unsaved_vectors_ += int64_t(unique.size());
   return Status::OK();
 }
 
@@ -497,9 +606,10 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
   std::vector<float> qrows(size_t(nq) * qsize);
   for (int64_t q = 0; q < nq; ++q) PackQueryRow(queries, q, qrows.data() + q * qsize);
 
+  if (!options.exhaustive) HEDGEDB_RETURN_IF_ERROR(TrainIfDue());
   std::shared_lock<RwMutex> lock(state_mutex_);
   const int64_t live = int64_t(live_rows_.size());
-  const bool exhaustive = options.exhaustive || !index_->is_trained();
+  const bool exhaustive = options.exhaustive || !index_->is_trained() || index_stale_;
   int64_t kprime =
       options.candidates > 0 ? options.candidates : int64_t(options.k) * options.oversampling;
   // Tombstones can take candidate slots: ask for that many more.
@@ -592,6 +702,8 @@ Status Collection::Stats(CollectionStats* st) {
   st->index_sequence = index_sequence_;
   st->index_vectors = index_->ntotal();
   st->index_trained = index_->is_trained();
+  st->index_stale = index_stale_;
+  st->index_note = index_note_;
   st->index_description = index_->factory();
   return Status::OK();
 }

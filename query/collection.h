@@ -31,22 +31,30 @@ Status ValidateSpec(const CollectionSpec& spec);
 
 class Collection {
  public:
-  // `store` outlives the collection. `index_path` is its index file.
+  // `store` outlives the collection. `index_path` is its index file, which
+  // is only trusted when it carries `index_binding` (an identity of this
+  // collection in this database).
   Collection(storage::RecordStore* store, const storage::CollectionMeta& meta,
-             std::string index_path, int64_t index_save_interval);
+             std::string index_path, uint64_t index_binding, int64_t index_save_interval);
   ~Collection();
 
   // Loads the records, then loads the index file and catches it up, or
-  // rebuilds it (and saves it) when it is missing, unreadable or stale.
+  // rebuilds it (and saves it) when it is missing, unreadable or stale. An
+  // index that cannot be rebuilt leaves the collection open with exhaustive
+  // searches (Stats says why).
   Status Open();
 
-  Status Ingest(const IngestBatch& batch, std::vector<int64_t>* ids);
+  // Commits, applies to memory and adds to a trained index; training waits
+  // for the next search or SaveIndex, so the call returns once the batch is
+  // durable.
+  Status Ingest(const IngestBatch& batch, std::vector<int64_t>* ids, IngestResult* result);
   Status Get(const int64_t* ids, size_t n, std::vector<Record>* records);
   Status Remove(const int64_t* ids, size_t n, int64_t* removed);
   Status Search(const EmbeddingView& queries, const SearchOptions& options,
                 std::vector<SearchResult>* results);
   Status Stats(CollectionStats* stats);
-  // Saves the index file if it is behind the records.
+  // Trains the index if it has enough items, then saves the index file if it
+  // is behind the records (never a stale index).
   Status SaveIndex();
 
   const CollectionSpec& spec() const { return meta_.spec; }
@@ -61,16 +69,27 @@ class Collection {
   void PackItemRow(const EmbeddingView& v, int64_t i, uint8_t* row) const;
   void PackQueryRow(const EmbeddingView& v, int64_t i, float* row) const;
   void AppendRow(int64_t id, bool has_label, int64_t label, const uint8_t* row);
-  // Trains the index when it has enough rows, or adds rows [first_row, end).
-  Status SyncIndexLocked(int64_t first_row);
+  // Adds rows [first_row, end) to a trained index; with `train`, trains an
+  // untrained one that has enough rows and adds every row. A failure marks
+  // the index stale (MarkIndexStaleLocked) and is returned.
+  Status SyncIndexLocked(int64_t first_row, bool train);
   Status RebuildIndexLocked();
   Status SaveIndexLocked();
+  // From now on searches are exhaustive and the index is never saved; the
+  // next open rebuilds it.
+  void MarkIndexStaleLocked(const std::string& reason);
+  // Trains the index if a search would otherwise scan too many items.
+  Status TrainIfDue();
+  // A replay of a committed batch token, or NotFound.
+  Status FindReplay(const IngestBatch& batch, uint32_t content_crc, std::vector<int64_t>* ids,
+                    IngestResult* result);
   void GatherLiveRows(std::vector<uint8_t>* rows, std::vector<int64_t>* ids,
                       int64_t first_row) const;
 
   storage::RecordStore* const store_;
   storage::CollectionMeta meta_;
   const std::string index_path_;
+  const uint64_t index_binding_;
   const int64_t index_save_interval_;
   const size_t row_bytes_;
   std::string open_mode_;
@@ -88,6 +107,8 @@ class Collection {
   uint64_t index_sequence_ = 0;  // sequence covered by the index file on disk
   int64_t unsaved_vectors_ = 0;
   int64_t tombstones_ = 0;  // dead vectors still in the index
+  bool index_stale_ = false;
+  std::string index_note_;  // CollectionStats::index_note
 };
 
 }  // namespace query

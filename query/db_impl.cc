@@ -1,6 +1,8 @@
 // DBImpl: the hedgedb::DB facade over a database directory:
 //   <dir>/store/    the RocksDB record store (source of truth)
 //   <dir>/index/    one coarse index file per collection, <collection id>.hidx
+// Collections are opened on first use: a command touching one collection
+// loads only that one, and a damaged collection fails only its own calls.
 #include <omp.h>
 #include <sys/stat.h>
 
@@ -8,11 +10,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 
+#include "common/crc32c.h"
 #include "hedgedb/db.h"
 #include "query/collection.h"
 #include "storage/record_store.h"
@@ -46,13 +50,23 @@ class ScopedOmpThreads {
   bool active_;
 };
 
+// A collection of the catalog, opened on first use so that one damaged or
+// expensive collection never stands in the way of another.
+struct CatalogEntry {
+  storage::CollectionMeta meta;
+  Status descriptor_error;  // the descriptor itself is damaged
+  std::mutex open_mutex;
+  bool tried = false;  // Open was attempted (guarded by open_mutex)
+  std::shared_ptr<query::Collection> collection;
+  Status open_error;
+};
+
 class DBImpl : public DB {
  public:
   DBImpl(const Options& options, std::string path) : options_(options), path_(std::move(path)) {}
   ~DBImpl() override { Flush(); }
 
   Status Init() {
-    ScopedOmpThreads threads(options_.threads);
     if (!IsDir(path_)) {
       if (!options_.create_if_missing) return Status::NotFound("no database at " + path_);
       HEDGEDB_RETURN_IF_ERROR(MakeDir(path_));
@@ -68,17 +82,18 @@ class DBImpl : public DB {
     so.sync = options_.sync;
     HEDGEDB_RETURN_IF_ERROR(storage::RecordStore::Open(so, path_ + "/store", &store_));
     std::vector<storage::CollectionMeta> metas;
-    HEDGEDB_RETURN_IF_ERROR(store_->LoadCatalog(&metas));
+    std::vector<storage::RecordStore::DamagedDescriptor> damaged;
+    HEDGEDB_RETURN_IF_ERROR(store_->LoadCatalog(&metas, &damaged));
     for (const auto& meta : metas) {
-      auto c = NewCollection(meta);
-      Status s = c->Open();
-      if (s.ok()) {
-        collections_[meta.spec.name] = std::move(c);
-      } else {
-        // One damaged collection must not take the others down with it.
-        broken_[meta.spec.name] = Status::Corruption("collection '" + meta.spec.name +
-                                                     "' cannot be opened: " + s.ToString());
-      }
+      auto entry = std::make_shared<CatalogEntry>();
+      entry->meta = meta;
+      catalog_[meta.spec.name] = std::move(entry);
+    }
+    for (const auto& d : damaged) {
+      auto entry = std::make_shared<CatalogEntry>();
+      entry->meta.spec.name = d.name;
+      entry->descriptor_error = d.status;
+      catalog_[d.name] = std::move(entry);
     }
     return Status::OK();
   }
@@ -86,39 +101,42 @@ class DBImpl : public DB {
   Status CreateCollection(const CollectionSpec& spec) override {
     HEDGEDB_RETURN_IF_ERROR(query::ValidateSpec(spec));
     std::unique_lock<std::shared_mutex> lock(catalog_mutex_);
-    if (collections_.count(spec.name) || broken_.count(spec.name)) {
+    if (catalog_.count(spec.name)) {
       return Status::AlreadyExists("collection '" + spec.name + "' already exists");
     }
-    storage::CollectionMeta meta;
-    meta.spec = spec;
-    HEDGEDB_RETURN_IF_ERROR(store_->CreateCollection(&meta));
-    auto c = NewCollection(meta);
-    std::remove(IndexPath(meta.id).c_str());  // never trust a leftover file
-    HEDGEDB_RETURN_IF_ERROR(c->Open());
-    collections_[spec.name] = std::move(c);
-    return Status::OK();
+    auto entry = std::make_shared<CatalogEntry>();
+    entry->meta.spec = spec;
+    HEDGEDB_RETURN_IF_ERROR(store_->CreateCollection(&entry->meta));
+    std::remove(IndexPath(entry->meta.id).c_str());  // never trust a leftover file
+    entry->tried = true;
+    entry->collection = NewCollection(entry->meta);
+    ScopedOmpThreads threads(options_.threads);
+    entry->open_error = entry->collection->Open();
+    if (!entry->open_error.ok()) entry->collection.reset();
+    catalog_[spec.name] = entry;
+    return entry->open_error;
   }
 
   Status DropCollection(const std::string& name) override {
     std::unique_lock<std::shared_mutex> lock(catalog_mutex_);
-    auto it = collections_.find(name);
-    if (it == collections_.end()) {
-      if (broken_.count(name)) return Status::NotSupported("cannot drop a damaged collection");
-      return UnknownCollection(name);
+    auto it = catalog_.find(name);
+    if (it == catalog_.end()) return UnknownCollection(name);
+    std::shared_ptr<CatalogEntry> entry = it->second;
+    // Works for damaged collections too: nothing of them needs to open.
+    if (!entry->descriptor_error.ok()) {
+      HEDGEDB_RETURN_IF_ERROR(store_->DropDamagedDescriptor(name));
+    } else {
+      HEDGEDB_RETURN_IF_ERROR(store_->DropCollection(entry->meta));
+      std::remove(IndexPath(entry->meta.id).c_str());
     }
-    const storage::CollectionMeta meta = it->second->meta();
-    HEDGEDB_RETURN_IF_ERROR(store_->DropCollection(meta));
-    collections_.erase(it);  // in-flight operations hold their own reference
-    std::remove(IndexPath(meta.id).c_str());
+    catalog_.erase(it);  // in-flight operations hold their own reference
     return Status::OK();
   }
 
   Status ListCollections(std::vector<std::string>* names) override {
     std::shared_lock<std::shared_mutex> lock(catalog_mutex_);
     names->clear();
-    for (const auto& kv : collections_) names->push_back(kv.first);
-    for (const auto& kv : broken_) names->push_back(kv.first);
-    std::sort(names->begin(), names->end());
+    for (const auto& kv : catalog_) names->push_back(kv.first);
     return Status::OK();
   }
 
@@ -129,12 +147,12 @@ class DBImpl : public DB {
     return Status::OK();
   }
 
-  Status Ingest(const std::string& name, const IngestBatch& batch,
-                std::vector<int64_t>* ids) override {
+  Status Ingest(const std::string& name, const IngestBatch& batch, std::vector<int64_t>* ids,
+                IngestResult* result) override {
     std::shared_ptr<query::Collection> c;
     HEDGEDB_RETURN_IF_ERROR(Find(name, &c));
     ScopedOmpThreads threads(options_.threads);
-    return c->Ingest(batch, ids);
+    return c->Ingest(batch, ids, result);
   }
 
   Status Get(const std::string& name, const int64_t* ids, size_t n,
@@ -165,13 +183,17 @@ class DBImpl : public DB {
   }
 
   Status Flush() override {
-    std::vector<std::shared_ptr<query::Collection>> all;
+    std::vector<std::shared_ptr<query::Collection>> opened;
     {
       std::shared_lock<std::shared_mutex> lock(catalog_mutex_);
-      for (const auto& kv : collections_) all.push_back(kv.second);
+      for (const auto& kv : catalog_) {
+        std::lock_guard<std::mutex> open_lock(kv.second->open_mutex);
+        if (kv.second->collection) opened.push_back(kv.second->collection);
+      }
     }
+    ScopedOmpThreads threads(options_.threads);
     Status first;
-    for (auto& c : all) {
+    for (auto& c : opened) {
       Status s = c->SaveIndex();
       if (first.ok() && !s.ok()) first = s;
     }
@@ -182,31 +204,60 @@ class DBImpl : public DB {
   std::string IndexPath(uint32_t id) const {
     return path_ + "/index/" + std::to_string(id) + ".hidx";
   }
+  // Ties an index file to one collection of one store: a file copied from
+  // another collection or database is not trusted.
+  uint64_t IndexBinding(const storage::CollectionMeta& meta) const {
+    const std::string identity =
+        store_->identity() + "/" + std::to_string(meta.id) + "/" + storage::SpecToJson(meta.spec);
+    const uint32_t lo = Crc32c(identity.data(), identity.size());
+    const uint32_t hi = Crc32c(identity.data(), identity.size(), 0x9E3779B9u);
+    return (uint64_t(hi) << 32) | lo;
+  }
   std::shared_ptr<query::Collection> NewCollection(const storage::CollectionMeta& meta) {
     return std::make_shared<query::Collection>(store_.get(), meta, IndexPath(meta.id),
-                                               options_.index_save_interval);
+                                               IndexBinding(meta), options_.index_save_interval);
   }
   static Status UnknownCollection(const std::string& name) {
     return Status::NotFound("no collection named '" + name + "'");
   }
+  // The open collection, opening it on first use. A collection that cannot
+  // be opened reports why on every use; 'drop' still removes it.
   Status Find(const std::string& name, std::shared_ptr<query::Collection>* c) {
-    std::shared_lock<std::shared_mutex> lock(catalog_mutex_);
-    auto it = collections_.find(name);
-    if (it != collections_.end()) {
-      *c = it->second;
-      return Status::OK();
+    std::shared_ptr<CatalogEntry> entry;
+    {
+      std::shared_lock<std::shared_mutex> lock(catalog_mutex_);
+      auto it = catalog_.find(name);
+      if (it == catalog_.end()) return UnknownCollection(name);
+      entry = it->second;
     }
-    auto b = broken_.find(name);
-    if (b != broken_.end()) return b->second;
-    return UnknownCollection(name);
+    if (!entry->descriptor_error.ok()) {
+      return Status::Corruption("collection '" + name + "' cannot be opened (drop it, or repair " +
+                                "the database): " + entry->descriptor_error.ToString());
+    }
+    std::lock_guard<std::mutex> open_lock(entry->open_mutex);
+    if (!entry->tried) {
+      entry->tried = true;
+      auto opened = NewCollection(entry->meta);
+      ScopedOmpThreads threads(options_.threads);
+      Status s = opened->Open();
+      if (s.ok()) {
+        entry->collection = std::move(opened);
+      } else {
+        entry->open_error = Status::Corruption("collection '" + name +
+                                               "' cannot be opened (drop it, or repair the " +
+                                               "database): " + s.ToString());
+      }
+    }
+    if (!entry->collection) return entry->open_error;
+    *c = entry->collection;
+    return Status::OK();
   }
 
   const Options options_;
   const std::string path_;
   std::unique_ptr<storage::RecordStore> store_;
   std::shared_mutex catalog_mutex_;
-  std::map<std::string, std::shared_ptr<query::Collection>> collections_;
-  std::map<std::string, Status> broken_;
+  std::map<std::string, std::shared_ptr<CatalogEntry>> catalog_;
 };
 
 }  // namespace
@@ -216,6 +267,20 @@ Status DB::Open(const Options& options, const std::string& path, std::unique_ptr
   auto impl = std::make_unique<DBImpl>(options, path);
   HEDGEDB_RETURN_IF_ERROR(impl->Init());
   *db = std::move(impl);
+  return Status::OK();
+}
+
+Status RepairDB(const std::string& path) {
+  if (!IsDir(path + "/store")) return Status::NotFound("no database at " + path);
+  HEDGEDB_RETURN_IF_ERROR(storage::RecordStore::Repair(path + "/store"));
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(path + "/index", ec)) {
+    std::filesystem::remove(entry.path(), ec);
+    if (ec) {
+      return Status::IOError("cannot delete index file " + entry.path().string() + ": " +
+                             ec.message());
+    }
+  }
   return Status::OK();
 }
 

@@ -1,11 +1,14 @@
 #include "storage/record_store.h"
 
 #include <rocksdb/db.h>
+#include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/slice.h>
 #include <rocksdb/write_batch.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "common/crc32c.h"
@@ -47,6 +50,10 @@ std::string CollectionPrefix(uint32_t collection_id) {
 }
 
 std::string MetaKey(const std::string& name) { return "c/" + name; }
+
+std::string TokenKey(uint32_t collection_id, const std::string& token) {
+  return "t/" + CollectionPrefix(collection_id) + token;
+}
 
 std::string EncodePayload(const std::string& payload) {
   std::string v;
@@ -161,32 +168,158 @@ Status RecordStore::DecodeRecord(std::string_view key, std::string_view value, s
   return Status::OK();
 }
 
-Status RecordStore::Open(const StoreOptions& options, const std::string& path,
-                         std::unique_ptr<RecordStore>* out) {
-  rocksdb::Options db_options;
-  db_options.create_if_missing = options.create_if_missing;
-  db_options.error_if_exists = options.error_if_exists;
-  db_options.create_missing_column_families = true;
+namespace {
+
+// The column families of a store, in handle order.
+std::vector<rocksdb::ColumnFamilyDescriptor> StoreFamilies() {
   rocksdb::ColumnFamilyOptions cf_options;
   rocksdb::ColumnFamilyOptions records_options;
   // Float rows barely compress; skip the CPU cost.
   records_options.compression = rocksdb::kNoCompression;
-  std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-      {rocksdb::kDefaultColumnFamilyName, cf_options},
-      {"meta", cf_options},
-      {"records", records_options},
-      {"payload", cf_options}};
+  return {{rocksdb::kDefaultColumnFamilyName, cf_options},
+          {"meta", cf_options},
+          {"records", records_options},
+          {"payload", cf_options}};
+}
+
+// A directory that holds files but no CURRENT is a damaged store, not an
+// empty one: RocksDB's create_if_missing would start a new store over it and
+// every old table would be lost.
+Status CheckNotDamagedStore(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) return Status::OK();
+  if (std::filesystem::exists(path + "/CURRENT", ec)) return Status::OK();
+  for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
+    (void)entry;
+    return Status::Corruption("record store " + path +
+                              " holds files but no CURRENT file: it is damaged, not empty; "
+                              "refusing to create a new store over it (run 'hedgedb repair')");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+// RocksDB 7.8 resumes by itself after a retryable write error (disk full)
+// once space is back, but if every memtable was empty it keeps writing to the
+// WAL file whose write failed, and the next write aborts the process on an
+// assertion (fixed upstream in RocksDB 9.1, "Don't write to WAL after
+// previous WAL write error"). No automatic resume, then: the store refuses
+// writes after a failure until it is reopened (RecordStore::Write).
+class NoAutomaticResume : public rocksdb::EventListener {
+ public:
+  void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason, rocksdb::Status error,
+                            bool* auto_recovery) override {
+    error.PermitUncheckedError();
+    *auto_recovery = false;
+  }
+};
+
+Status RecordStore::Write(const rocksdb::WriteOptions& options, rocksdb::WriteBatch* batch,
+                          const std::string& what) {
+  {
+    std::lock_guard<std::mutex> lock(write_error_mutex_);
+    if (!write_error_.empty()) {
+      return Status::IOError(what + ": the record store failed a write earlier (" + write_error_ +
+                             "); nothing was written since. Close and reopen the database once "
+                             "the cause (for example a full disk) is fixed");
+    }
+  }
+  Status s = FromRocks(db_->Write(options, batch), what);
+  if (!s.ok()) {
+    std::lock_guard<std::mutex> lock(write_error_mutex_);
+    if (write_error_.empty()) write_error_ = s.ToString();
+  }
+  return s;
+}
+
+// The newest MANIFEST-<n> file of a store directory, or "".
+std::string NewestManifest(const std::string& path) {
+  std::string newest;
+  uint64_t newest_number = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("MANIFEST-", 0) != 0) continue;
+    const uint64_t number = std::strtoull(name.c_str() + 9, nullptr, 10);
+    if (newest.empty() || number > newest_number) {
+      newest = name;
+      newest_number = number;
+    }
+  }
+  return newest;
+}
+
+Status RecordStore::Repair(const std::string& path) {
+  // A lost CURRENT file only names the newest MANIFEST: restoring it loses
+  // nothing, where RocksDB's repair rewrites the store from its tables and
+  // logs.
+  std::error_code ec;
+  const std::string manifest = NewestManifest(path);
+  if (!std::filesystem::exists(path + "/CURRENT", ec) && !manifest.empty()) {
+    {
+      std::ofstream current(path + "/CURRENT.repair", std::ios::trunc);
+      current << manifest << "\n";
+      if (!current.flush()) return Status::IOError("cannot write " + path + "/CURRENT.repair");
+    }
+    std::filesystem::rename(path + "/CURRENT.repair", path + "/CURRENT", ec);
+    if (ec) return Status::IOError("cannot write " + path + "/CURRENT: " + ec.message());
+    StoreOptions check;
+    check.create_if_missing = false;
+    std::unique_ptr<RecordStore> store;
+    if (Open(check, path, &store).ok()) return Status::OK();
+    std::filesystem::remove(path + "/CURRENT", ec);  // that manifest is no good either
+  }
+  rocksdb::DBOptions db_options;
+  db_options.create_if_missing = false;
+  rocksdb::Status s = rocksdb::RepairDB(path, db_options, StoreFamilies());
+  return FromRocks(s, "repairing record store " + path);
+}
+
+Status RecordStore::Open(const StoreOptions& options, const std::string& path,
+                         std::unique_ptr<RecordStore>* out) {
+  if (options.create_if_missing) HEDGEDB_RETURN_IF_ERROR(CheckNotDamagedStore(path));
+  rocksdb::Options db_options;
+  db_options.listeners.push_back(std::make_shared<NoAutomaticResume>());
+  if (options.env) db_options.env = options.env;
+  db_options.create_if_missing = options.create_if_missing;
+  db_options.error_if_exists = options.error_if_exists;
+  db_options.create_missing_column_families = true;
+  const std::vector<rocksdb::ColumnFamilyDescriptor> families = StoreFamilies();
   std::unique_ptr<RecordStore> store(new RecordStore());
   store->sync_ = options.sync;
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(db_options, path, families, &store->handles_, &raw);
   if (!s.ok()) return FromRocks(s, "cannot open record store " + path);
   store->db_.reset(raw);
+  HEDGEDB_RETURN_IF_ERROR(
+      FromRocks(store->db_->GetDbIdentity(store->identity_), "reading the store identity"));
   store->meta_cf_ = store->handles_[1];
   store->records_cf_ = store->handles_[2];
   store->payload_cf_ = store->handles_[3];
+  HEDGEDB_RETURN_IF_ERROR(store->EnsureFamilyTables());
   *out = std::move(store);
   return Status::OK();
+}
+
+// RocksDB's repair learns a column family's id from the tables that hold it;
+// the log entries of a family that has no table yet are dropped. One marker
+// key per family, flushed once when the store is new, gives every family a
+// table. The marker uses collection id 0, which no collection has.
+Status RecordStore::EnsureFamilyTables() {
+  const std::string marker = RecordKey(0, 0);
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), records_cf_, marker, &value);
+  if (s.ok()) return Status::OK();
+  if (!s.IsNotFound()) return FromRocks(s, "reading the store marker");
+  rocksdb::WriteBatch batch;
+  for (rocksdb::ColumnFamilyHandle* family : handles_) {
+    HEDGEDB_RETURN_IF_ERROR(FromRocks(batch.Put(family, marker, "hedgedb"), "batching"));
+  }
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  HEDGEDB_RETURN_IF_ERROR(Write(wo, &batch, "writing the store marker"));
+  return FromRocks(db_->Flush(rocksdb::FlushOptions(), handles_), "flushing the store marker");
 }
 
 RecordStore::~RecordStore() {
@@ -196,29 +329,50 @@ RecordStore::~RecordStore() {
   }
 }
 
-Status RecordStore::LoadCatalog(std::vector<CollectionMeta>* collections) {
+Status RecordStore::LoadCatalog(std::vector<CollectionMeta>* collections,
+                                std::vector<DamagedDescriptor>* damaged) {
   collections->clear();
+  if (damaged) damaged->clear();
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), meta_cf_));
   for (it->Seek("c/"); it->Valid() && it->key().starts_with("c/"); it->Next()) {
     CollectionMeta meta;
+    const std::string name = it->key().ToString().substr(2);
+    Status s;
     try {
       auto j = nlohmann::json::parse(it->value().ToString());
-      HEDGEDB_RETURN_IF_ERROR(SpecFromJson(j.at("spec").dump(), &meta.spec));
-      meta.id = j.at("id").get<uint32_t>();
-      meta.sequence = j.at("sequence").get<uint64_t>();
-      meta.max_id = j.at("max_id").get<int64_t>();
-      if (j.at("crc").get<uint32_t>() !=
-          Crc32c(j.at("spec").dump().data(), j.at("spec").dump().size())) {
-        return Status::Corruption("descriptor of collection '" + meta.spec.name +
-                                  "' fails its checksum");
+      s = SpecFromJson(j.at("spec").dump(), &meta.spec);
+      if (s.ok()) {
+        meta.id = j.at("id").get<uint32_t>();
+        meta.sequence = j.at("sequence").get<uint64_t>();
+        meta.max_id = j.at("max_id").get<int64_t>();
+        if (j.at("crc").get<uint32_t>() !=
+            Crc32c(j.at("spec").dump().data(), j.at("spec").dump().size())) {
+          s = Status::Corruption("descriptor of collection '" + name + "' fails its checksum");
+        } else if (meta.spec.name != name) {
+          s = Status::Corruption("descriptor of collection '" + name + "' names '" +
+                                 meta.spec.name + "'");
+        }
       }
     } catch (const std::exception& e) {
-      return Status::Corruption("bad collection descriptor '" + it->key().ToString() +
-                                "': " + e.what());
+      s = Status::Corruption("bad descriptor of collection '" + name + "': " + e.what());
     }
-    collections->push_back(meta);
+    if (s.ok()) {
+      collections->push_back(meta);
+    } else if (damaged) {
+      damaged->push_back({name, s});
+    } else {
+      return s;
+    }
   }
   return FromRocks(it->status(), "reading the catalog");
+}
+
+Status RecordStore::DropDamagedDescriptor(const std::string& name) {
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  rocksdb::WriteBatch batch;
+  HEDGEDB_RETURN_IF_ERROR(FromRocks(batch.Delete(meta_cf_, MetaKey(name)), "batching"));
+  return Write(wo, &batch, "dropping collection " + name);
 }
 
 Status RecordStore::PutMeta(const CollectionMeta& meta, void* batch_ptr) {
@@ -245,7 +399,7 @@ Status RecordStore::CreateCollection(CollectionMeta* meta) {
   HEDGEDB_RETURN_IF_ERROR(PutMeta(*meta, &batch));
   rocksdb::WriteOptions wo;
   wo.sync = true;  // catalog changes are rare: always make them durable
-  return FromRocks(db_->Write(wo, &batch), "creating collection " + meta->spec.name);
+  return Write(wo, &batch, "creating collection " + meta->spec.name);
 }
 
 Status RecordStore::DropCollection(const CollectionMeta& meta) {
@@ -255,14 +409,25 @@ Status RecordStore::DropCollection(const CollectionMeta& meta) {
   HEDGEDB_RETURN_IF_ERROR(FromRocks(batch.DeleteRange(records_cf_, begin, end), "dropping"));
   HEDGEDB_RETURN_IF_ERROR(FromRocks(batch.DeleteRange(payload_cf_, begin, end), "dropping"));
   HEDGEDB_RETURN_IF_ERROR(FromRocks(batch.Delete(meta_cf_, MetaKey(meta.spec.name)), "dropping"));
+  HEDGEDB_RETURN_IF_ERROR(FromRocks(
+      batch.DeleteRange(meta_cf_, TokenKey(meta.id, ""), TokenKey(meta.id + 1, "")), "dropping"));
   rocksdb::WriteOptions wo;
   wo.sync = true;
-  return FromRocks(db_->Write(wo, &batch), "dropping collection " + meta.spec.name);
+  return Write(wo, &batch, "dropping collection " + meta.spec.name);
 }
 
 Status RecordStore::Commit(const CollectionMeta& meta, const std::vector<RecordWrite>& puts,
-                           const std::vector<int64_t>& deletes) {
+                           const std::vector<int64_t>& deletes, const BatchToken* token) {
   rocksdb::WriteBatch batch;
+  if (token) {
+    nlohmann::json j = {{"sequence", token->sequence},
+                        {"count", token->count},
+                        {"first_id", token->first_id},
+                        {"explicit_ids", token->explicit_ids},
+                        {"content_crc", token->content_crc}};
+    HEDGEDB_RETURN_IF_ERROR(
+        FromRocks(batch.Put(meta_cf_, TokenKey(meta.id, token->token), j.dump()), "batching"));
+  }
   const size_t row_bytes = ItemRowBytes(meta.spec);
   for (const RecordWrite& w : puts) {
     std::string key = RecordKey(meta.id, w.id);
@@ -281,7 +446,30 @@ Status RecordStore::Commit(const CollectionMeta& meta, const std::vector<RecordW
   HEDGEDB_RETURN_IF_ERROR(PutMeta(meta, &batch));
   rocksdb::WriteOptions wo;
   wo.sync = sync_;
-  return FromRocks(db_->Write(wo, &batch), "writing to collection " + meta.spec.name);
+  return Write(wo, &batch, "writing to collection " + meta.spec.name);
+}
+
+Status RecordStore::GetBatchToken(const CollectionMeta& meta, const std::string& token,
+                                  BatchToken* out, bool* found) {
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), meta_cf_, TokenKey(meta.id, token), &value);
+  *found = false;
+  if (s.IsNotFound()) return Status::OK();
+  HEDGEDB_RETURN_IF_ERROR(FromRocks(s, "reading batch token"));
+  try {
+    auto j = nlohmann::json::parse(value);
+    out->token = token;
+    out->sequence = j.at("sequence").get<uint64_t>();
+    out->count = j.at("count").get<int64_t>();
+    out->first_id = j.at("first_id").get<int64_t>();
+    out->explicit_ids = j.at("explicit_ids").get<bool>();
+    out->content_crc = j.at("content_crc").get<uint32_t>();
+  } catch (const std::exception& e) {
+    return Status::Corruption("batch token record of collection '" + meta.spec.name +
+                              "' is damaged: " + e.what());
+  }
+  *found = true;
+  return Status::OK();
 }
 
 Status RecordStore::Scan(const CollectionMeta& meta,

@@ -2,7 +2,8 @@
 //
 // Column families:
 //   meta     "c/<name>" -> collection descriptor (JSON: spec, id, sequence,
-//            max id), "next_collection_id" -> decimal
+//            max id), "next_collection_id" -> decimal,
+//            "t/<collection id u32 BE><token>" -> batch token (JSON)
 //   records  <collection id u32 BE><item id, sign-flipped u64 BE> -> record
 //   payload  same key -> payload bytes
 // Record values carry a format version and a CRC32C; a value that fails its
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +26,9 @@
 namespace rocksdb {
 class DB;
 class ColumnFamilyHandle;
+class Env;
+class WriteBatch;
+struct WriteOptions;
 }  // namespace rocksdb
 
 namespace hedgedb {
@@ -55,28 +60,67 @@ struct StoredRecord {
   std::string row;  // ItemRowBytes(spec) bytes
 };
 
+// An ingest batch's token (IngestBatch::token), stored with the batch so that
+// a retry of the same batch can be recognised.
+struct BatchToken {
+  std::string token;
+  uint64_t sequence = 0;      // the batch's collection sequence number
+  int64_t count = 0;          // items in the batch
+  int64_t first_id = 0;       // automatic ids: first_id .. first_id + count - 1
+  bool explicit_ids = false;  // the caller gave the ids
+  uint32_t content_crc = 0;   // CRC32C of the ids (if explicit) and item rows
+};
+
 struct StoreOptions {
   bool create_if_missing = true;
   bool error_if_exists = false;
   bool sync = false;  // fsync the WAL before acknowledging a write
+  // Tests: an environment that injects faults (nullptr: the default).
+  rocksdb::Env* env = nullptr;
 };
 
 class RecordStore {
  public:
+  // Opens the store at `path`. With create_if_missing, a missing or empty
+  // directory gets a new store, but a directory with files and no CURRENT
+  // file (a damaged store) is Corruption: nothing is created over it.
   static Status Open(const StoreOptions& options, const std::string& path,
                      std::unique_ptr<RecordStore>* store);
+  // RocksDB's repair of a damaged store (for example one that lost its
+  // CURRENT or MANIFEST): salvages every readable table and log. The store
+  // must not be open.
+  static Status Repair(const std::string& path);
   ~RecordStore();
 
-  Status LoadCatalog(std::vector<CollectionMeta>* collections);
+  // A collection descriptor that cannot be decoded.
+  struct DamagedDescriptor {
+    std::string name;
+    Status status;
+  };
+  // The collections of the catalog. A damaged descriptor fails the call, or,
+  // with `damaged`, is listed there and the others are still returned.
+  Status LoadCatalog(std::vector<CollectionMeta>* collections,
+                     std::vector<DamagedDescriptor>* damaged = nullptr);
+  // Deletes the descriptor of a collection whose descriptor is damaged (its
+  // records, under an unknown id, stay until a repair).
+  Status DropDamagedDescriptor(const std::string& name);
   // Registers a new collection; fills meta->id.
   Status CreateCollection(CollectionMeta* meta);
   // Deletes the descriptor, records and payloads of a collection.
   Status DropCollection(const CollectionMeta& meta);
 
   // Writes `puts` and deletes `deletes` and stores `meta` (whose sequence the
-  // caller has advanced) in one atomic, durable batch.
+  // caller has advanced) and `token` (if not null) in one atomic, durable
+  // batch.
   Status Commit(const CollectionMeta& meta, const std::vector<RecordWrite>& puts,
-                const std::vector<int64_t>& deletes);
+                const std::vector<int64_t>& deletes, const BatchToken* token = nullptr);
+  // found = false if the collection never committed a batch with this token.
+  Status GetBatchToken(const CollectionMeta& meta, const std::string& token, BatchToken* out,
+                       bool* found);
+
+  // RocksDB's unique identity of this store (stable across reopen; a copy of
+  // the directory keeps it, a new store gets another).
+  const std::string& identity() const { return identity_; }
 
   // Visits every record of a collection in id order; stops at the first error.
   Status Scan(const CollectionMeta& meta, const std::function<Status(const StoredRecord&)>& visit);
@@ -96,6 +140,12 @@ class RecordStore {
  private:
   RecordStore() = default;
   Status PutMeta(const CollectionMeta& meta, void* batch);
+  Status EnsureFamilyTables();
+  // Every write goes through here: after one failed write, RocksDB's WAL may
+  // be unusable, so later writes are refused (with the first error) until
+  // the store is reopened.
+  Status Write(const rocksdb::WriteOptions& options, rocksdb::WriteBatch* batch,
+               const std::string& what);
 
   std::unique_ptr<rocksdb::DB> db_;
   rocksdb::ColumnFamilyHandle* meta_cf_ = nullptr;
@@ -103,6 +153,9 @@ class RecordStore {
   rocksdb::ColumnFamilyHandle* payload_cf_ = nullptr;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   bool sync_ = false;
+  std::string identity_;
+  std::mutex write_error_mutex_;
+  std::string write_error_;  // the first failed write; empty while healthy
 };
 
 // Spec <-> JSON (the catalog format; also used by the CLI's stats).

@@ -262,6 +262,8 @@ nlohmann::json StatsToJson(const CollectionStats& stats) {
   j["index_sequence"] = stats.index_sequence;
   j["index_vectors"] = stats.index_vectors;
   j["index_trained"] = stats.index_trained;
+  j["index_stale"] = stats.index_stale;
+  if (!stats.index_note.empty()) j["index_note"] = stats.index_note;
   j["index_description"] = stats.index_description;
   return j;
 }

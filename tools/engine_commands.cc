@@ -2,6 +2,7 @@
 // Each one parses its flags, calls hedgedb::DB and prints JSON to stdout.
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -109,7 +110,7 @@ void RegisterCreate(CLI::App& app) {
 // ---------------------------------------------------------------- ingest
 
 struct IngestArgs {
-  std::string db, collection, ids, labels, payloads;
+  std::string db, collection, ids, labels, payloads, token;
   EmbeddingFiles files;
 };
 
@@ -136,19 +137,32 @@ void RunIngest(const IngestArgs& args) {
     payloads = ReadPayloadLines(args.payloads, n);
     batch.payloads = payloads.data();
   }
+  batch.token = args.token;
   nlohmann::json out;
   out["ingested"] = n;
+  IngestResult result;
   if (n > 0) {
     std::vector<int64_t> written;
-    Check(db->Ingest(args.collection, batch, &written));
+    Check(db->Ingest(args.collection, batch, &written, &result));
     if (written.size() != static_cast<size_t>(n)) {
       Fail("the database acknowledged " + std::to_string(written.size()) + " ids for " +
            std::to_string(n) + " items");
     }
     out["first_id"] = written.front();
     out["last_id"] = written.back();
+    out["sequence"] = result.sequence;
+    if (result.replayed) {
+      out["ingested"] = 0;
+      out["replayed"] = true;
+    }
   }
+  // The batch is durable now: acknowledge it before the index work that
+  // closing the database does (training, saving the index file).
   PrintJsonLine(out);
+  std::fflush(stdout);
+  if (!result.index_warning.empty()) {
+    std::fprintf(stderr, "hedgedb: warning: %s\n", result.index_warning.c_str());
+  }
 }
 
 void RegisterIngest(CLI::App& app) {
@@ -157,7 +171,8 @@ void RegisterIngest(CLI::App& app) {
   cmd->footer(
       "Give the files of the collection's kind: --vec (point), --mean --var (gaussian), "
       "--mean --var [--weights] (mog), --codes (codes). Prints {\"ingested\": N, \"first_id\": "
-      "a, \"last_id\": b}.");
+      "a, \"last_id\": b, \"sequence\": s} as soon as the batch is durable. Without --ids or "
+      "--token, a retry after a crash may write the batch twice.");
   AddDbOption(cmd, &args->db);
   AddCollectionOption(cmd, &args->collection);
   cmd->add_option("--ids", args->ids,
@@ -166,6 +181,10 @@ void RegisterIngest(CLI::App& app) {
   cmd->add_option("--labels", args->labels, "Item labels, N integers (.npy)");
   cmd->add_option("--payloads", args->payloads,
                   "Text file with one payload per line (N lines), e.g. image paths or JSON");
+  cmd->add_option("--token", args->token,
+                  "Batch token (at most 256 bytes) that makes a retry safe: a batch whose token "
+                  "the collection already committed is not written again, and its ids are "
+                  "printed with \"replayed\": true");
   AddEmbeddingOptions(cmd, &args->files, /*for_query=*/false);
   cmd->callback([args] { RunIngest(*args); });
 }
@@ -272,10 +291,18 @@ void RunStats(const CollectionArgs& args) {
     names.push_back(args.collection);
   }
   nlohmann::json all = nlohmann::json::array();
+  std::string first_error;
   for (const std::string& name : names) {
     CollectionStats stats;
-    Check(db->GetStats(name, &stats));
-    all.push_back(StatsToJson(stats));
+    const Status s = db->GetStats(name, &stats);
+    if (!args.collection.empty()) Check(s);
+    if (s.ok()) {
+      all.push_back(StatsToJson(stats));
+    } else {
+      // A damaged collection is listed with its error; the others still are.
+      all.push_back({{"name", name}, {"error", s.ToString()}});
+      if (first_error.empty()) first_error = s.ToString();
+    }
   }
   if (args.collection.empty()) {
     nlohmann::json out;
@@ -284,6 +311,7 @@ void RunStats(const CollectionArgs& args) {
   } else {
     PrintJsonLine(all[0]);
   }
+  if (!first_error.empty()) Fail("a collection cannot be opened: " + first_error);
 }
 
 void RunList(const CollectionArgs& args) {
@@ -303,6 +331,29 @@ void RunDrop(const CollectionArgs& args) {
   PrintJsonLine(out);
 }
 
+void RunRepair(const CollectionArgs& args) {
+  Check(RepairDB(args.db));
+  // Open every collection once: their index files are rebuilt from what the
+  // repair salvaged.
+  std::unique_ptr<DB> db = OpenDatabase(args.db, false);
+  std::vector<std::string> names;
+  Check(db->ListCollections(&names));
+  nlohmann::json collections = nlohmann::json::array();
+  for (const std::string& name : names) {
+    CollectionStats stats;
+    const Status s = db->GetStats(name, &stats);
+    if (s.ok()) {
+      collections.push_back({{"name", name}, {"items", stats.items}, {"max_id", stats.max_id}});
+    } else {
+      collections.push_back({{"name", name}, {"error", s.ToString()}});
+    }
+  }
+  nlohmann::json out;
+  out["repaired"] = args.db;
+  out["collections"] = std::move(collections);
+  PrintJsonLine(out);
+}
+
 void RegisterCollectionCommands(CLI::App& app) {
   auto stats = std::make_shared<CollectionArgs>();
   CLI::App* cmd = app.add_subcommand(
@@ -317,10 +368,22 @@ void RegisterCollectionCommands(CLI::App& app) {
   cmd->callback([list] { RunList(*list); });
 
   auto drop = std::make_shared<CollectionArgs>();
-  cmd = app.add_subcommand("drop", "Delete a collection, its records and its index");
+  cmd = app.add_subcommand("drop",
+                           "Delete a collection, its records and its index (damaged ones too)");
   AddDbOption(cmd, &drop->db);
   AddCollectionOption(cmd, &drop->collection);
   cmd->callback([drop] { RunDrop(*drop); });
+
+  auto repair = std::make_shared<CollectionArgs>();
+  cmd = app.add_subcommand(
+      "repair",
+      "Repair a damaged record store (RocksDB repair: salvages every readable file), then "
+      "rebuild every index; prints what each collection holds afterwards");
+  cmd->footer(
+      "Run it when a command reports that the store is damaged, with no other process using the "
+      "database. Take a copy of the directory first: records in unreadable files are lost.");
+  AddDbOption(cmd, &repair->db);
+  cmd->callback([repair] { RunRepair(*repair); });
 }
 
 }  // namespace

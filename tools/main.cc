@@ -3,12 +3,57 @@
 // (0 success, 1 command failed, 2 usage error).
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 
 #include "tools/cli_util.h"
 #include "tools/commands.h"
+
+namespace {
+
+// CLI11 converts integers with strtoll/strtoull in base 0: an out-of-range
+// value is clamped (remove --id 99999999999999999999 removed item INT64_MAX),
+// "-1" wraps for unsigned flags and "010" is octal 8. Every integer flag of
+// every command is checked here as plain base-10 text that fits its type.
+CLI::Validator Base10Integer(bool is_unsigned) {
+  return CLI::Validator(
+      [is_unsigned](std::string& text) -> std::string {
+        size_t digits = (!is_unsigned && !text.empty() && text[0] == '-') ? 1 : 0;
+        if (digits == text.size()) return "'" + text + "' is not a whole number";
+        for (size_t i = digits; i < text.size(); ++i) {
+          if (text[i] < '0' || text[i] > '9') {
+            return "'" + text + "' is not a base-10 whole number" +
+                   (is_unsigned && text[0] == '-' ? std::string(" >= 0") : std::string());
+          }
+        }
+        errno = 0;
+        char* end = nullptr;
+        if (is_unsigned) {
+          const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+          if (errno == ERANGE) return "'" + text + "' is out of range";
+          text = std::to_string(v);  // no leading zeros left to read as octal
+        } else {
+          const long long v = std::strtoll(text.c_str(), &end, 10);
+          if (errno == ERANGE) return "'" + text + "' is out of range";
+          text = std::to_string(v);
+        }
+        return std::string();  // CLI11 then checks that it fits the flag's type
+      },
+      "", is_unsigned ? "UINT" : "INT");
+}
+
+void CheckIntegerFlags(CLI::App* app) {
+  for (CLI::Option* option : app->get_options()) {
+    const std::string type = option->get_type_name();
+    if (type == "INT" || type == "UINT") option->transform(Base10Integer(type == "UINT"));
+  }
+  for (CLI::App* sub : app->get_subcommands({})) CheckIntegerFlags(sub);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app(
@@ -25,6 +70,7 @@ int main(int argc, char** argv) {
   hedgedb::cli::RegisterEncoderCommands(app);
   hedgedb::cli::RegisterImageCommands(app);
 #endif
+  CheckIntegerFlags(&app);
 
   // CLI11 reports a mistyped command as a missing one; name it instead.
   if (argc > 1 && argv[1][0] != '-') {

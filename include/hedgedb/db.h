@@ -30,7 +30,7 @@ class DB {
   DB() = default;
   DB(const DB&) = delete;
   DB& operator=(const DB&) = delete;
-  // Saves every coarse index that is behind its records, then closes.
+  // Flushes (see Flush), then closes.
   virtual ~DB() = default;
 
   virtual Status CreateCollection(const CollectionSpec& spec) = 0;
@@ -39,11 +39,17 @@ class DB {
   virtual Status ListCollections(std::vector<std::string>* names) = 0;
   virtual Status DescribeCollection(const std::string& name, CollectionSpec* spec) = 0;
 
-  // Validates and writes one batch atomically and durably (see Options::sync).
-  // On success `ids` (if not null) receives the n ids written, in order.
-  // On error nothing is written.
+  // Validates and writes one batch atomically and durably (see Options::sync),
+  // then returns: the coarse index takes the batch in memory (or is trained,
+  // later, at the first search or Flush that has enough items). On success
+  // `ids` (if not null) receives the n ids written, in order, and `result` (if
+  // not null) what else happened. On error nothing is written.
   virtual Status Ingest(const std::string& collection, const IngestBatch& batch,
-                        std::vector<int64_t>* ids) = 0;
+                        std::vector<int64_t>* ids, IngestResult* result) = 0;
+  Status Ingest(const std::string& collection, const IngestBatch& batch,
+                std::vector<int64_t>* ids) {
+    return Ingest(collection, batch, ids, nullptr);
+  }
 
   // One Record per id (found = false for unknown ids).
   virtual Status Get(const std::string& collection, const int64_t* ids, size_t n,
@@ -61,8 +67,16 @@ class DB {
 
   virtual Status GetStats(const std::string& collection, CollectionStats* stats) = 0;
 
-  // Saves every coarse index file that is behind its records.
+  // Brings every coarse index up to date with its records (training it once
+  // it has enough items) and saves the index files that are behind.
   virtual Status Flush() = 0;
 };
+
+// Repairs a database whose record store is damaged (for example a lost
+// CURRENT or MANIFEST file): RocksDB's repair salvages every readable table
+// and log, then every index file is deleted so that each collection is
+// rebuilt from its records when next opened. The database must not be open.
+// Records that were in unreadable files are lost; GetStats shows what is left.
+Status RepairDB(const std::string& path);
 
 }  // namespace hedgedb

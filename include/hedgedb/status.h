@@ -57,10 +57,10 @@ class Status {
 };
 
 // Evaluates `expr` (a Status) and returns it from the enclosing function if not OK.
-#define HEDGEDB_RETURN_IF_ERROR(expr)          \
-  do {                                         \
-    ::hedgedb::Status _hedgedb_s = (expr);     \
-    if (!_hedgedb_s.ok()) return _hedgedb_s;   \
+#define HEDGEDB_RETURN_IF_ERROR(expr)        \
+  do {                                       \
+    ::hedgedb::Status _hedgedb_s = (expr);   \
+    if (!_hedgedb_s.ok()) return _hedgedb_s; \
   } while (0)
 
 }  // namespace hedgedb

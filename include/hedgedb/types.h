@@ -48,7 +48,8 @@ struct CollectionSpec {
   // k, the code alphabet size (codes only), 2..256.
   int code_k = 0;
   // FAISS factory string of the coarse index; empty picks the kind's default
-  // ("Flat" for vectors, "PQ" with identity codebooks for codes).
+  // ("IVF1024,Flat" for vectors, "PQ" with identity codebooks for codes).
+  // Only a bounded grammar is accepted (docs/concepts.md, "Coarse indexes").
   std::string index_factory;
   // Soft-contrastive match parameters: p = sigmoid(-a * ||z1 - z2|| + b), a > 0.
   float match_a = 1.0f;
@@ -85,6 +86,24 @@ struct IngestBatch {
   const int64_t* labels = nullptr;
   // n payloads (opaque bytes, e.g. an image path or JSON), or nullptr for none.
   const std::string* payloads = nullptr;
+  // Makes a retry idempotent: a batch whose token the collection has already
+  // committed is not written again; Ingest returns the ids of the first write
+  // (IngestResult::replayed). A token reused for a different batch is an
+  // error. Empty: no token. At most 256 bytes.
+  std::string token;
+};
+
+// What an Ingest did, beyond the ids.
+struct IngestResult {
+  // The token was seen before: nothing was written, the ids are the first
+  // write's.
+  bool replayed = false;
+  // Collection sequence number of the batch (of the first write if replayed).
+  uint64_t sequence = 0;
+  // Non-empty when the batch is durable but the coarse index could not take
+  // it: searches of the collection then score every item exactly until the
+  // index is rebuilt (on the next open). The reason, for the user.
+  std::string index_warning;
 };
 
 // One stored item as returned by Get. Only the vectors of the collection's
@@ -148,7 +167,17 @@ struct CollectionStats {
   uint64_t sequence = 0;        // sequence number of the last write
   uint64_t index_sequence = 0;  // sequence number the coarse index covers
   int64_t index_vectors = 0;    // vectors in the coarse index (incl. tombstones)
+  // The index is trained once enough items arrived, at the first search or
+  // flush after that (ingest never waits for it); until then searches are
+  // exhaustive.
   bool index_trained = false;
+  // The index failed to take a write (index_note says why): searches score
+  // every item exactly, the index is never saved as covering the write, and
+  // the next open rebuilds it.
+  bool index_stale = false;
+  // What happened to the index on open or since: "" (loaded and current), or
+  // e.g. "rebuilt from the records: index file ... fails its checksum".
+  std::string index_note;
   std::string index_description;  // factory string in use
 };
 

@@ -678,6 +678,70 @@ TEST_F(CliErrorTest, RemovingAnUnknownIdRemovesNothing) {
   EXPECT_EQ(records[1]["found"], true);
 }
 
+TEST_F(CliErrorTest, IntegerFlagsAreBase10AndNeverClamped) {
+  // strtoll would clamp this to INT64_MAX and remove that item instead.
+  Fails(Cmd("remove", "g", {"--id", "99999999999999999999"}), 2, {"99999999999999999999", "range"});
+  Fails(Cmd("remove", "g", {"--id", "-99999999999999999999"}), 2, {"range"});
+  Fails(Cmd("remove", "g", {"--id", "0x3"}), 2, {"0x3"});
+  ExpectUnchanged();
+  // "010" is ten, not octal eight.
+  const std::vector<json> records = Ok(Cmd("get", "g", {"--id", "010"})).JsonLines();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0]["id"], 10);
+  EXPECT_EQ(records[0]["found"], false);
+  // Unsigned flags do not wrap negative numbers.
+  Fails(
+      {"create", "--db", db_, "--collection", "s", "--kind", "point", "--dim", "2", "--seed", "-1"},
+      2, {"-1"});
+  Fails(Cmd("search", "g", {"--k", "4294967297", "--mean", "m.npy", "--var", "v.npy"}), 2,
+        {"4294967297"});
+}
+
+TEST_F(CliErrorTest, IndexStringsThatWouldCrashAreRefusedAtCreate) {
+  for (const char* factory : {"IVF0,Flat", "HNSW0", "NSG4", "IVF2,PQ0", "IVF100000000,Flat"}) {
+    Fails({"create", "--db", db_, "--collection", "bad", "--kind", "gaussian", "--dim", "4",
+           "--index", factory},
+          1, {factory});
+  }
+  const json list = Ok({"list", "--db", db_}).Json();
+  EXPECT_EQ(list["collections"], json::array({"g"}));
+  ExpectUnchanged();
+}
+
+TEST_F(CliErrorTest, IngestTokenMakesARetrySafe) {
+  const Items it = MakeItems(K::kGaussian, 100, 3);
+  const std::vector<std::string> ingest =
+      Concat(Cmd("ingest", "g", {"--token", "batch-7"}), ItemFlags(K::kGaussian, it, "tok"));
+  const json first = Ok(ingest).Json();
+  EXPECT_EQ(first["ingested"], 3);
+  EXPECT_FALSE(first.contains("replayed"));
+  const json again = Ok(ingest).Json();
+  EXPECT_EQ(again["ingested"], 0);
+  EXPECT_EQ(again["replayed"], true);
+  EXPECT_EQ(again["first_id"], first["first_id"]);
+  EXPECT_EQ(again["last_id"], first["last_id"]);
+  EXPECT_EQ(again["sequence"], first["sequence"]);
+  EXPECT_EQ(ItemCount("g"), kInitial + 3);
+  // The token of another batch is refused, and nothing is written.
+  const Items other = MakeItems(K::kGaussian, 200, 3);
+  Fails(Concat(Cmd("ingest", "g", {"--token", "batch-7"}), ItemFlags(K::kGaussian, other, "o")), 1,
+        {"batch-7", "different batch"});
+  EXPECT_EQ(ItemCount("g"), kInitial + 3);
+}
+
+TEST_F(CliErrorTest, LostCurrentFileIsRefusedThenRepaired) {
+  ASSERT_TRUE(fs::remove(fs::path(db_) / "store" / "CURRENT"));
+  // create would have started a new, empty store over the old tables.
+  Fails({"create", "--db", db_, "--collection", "new", "--kind", "point", "--dim", "2"}, 1,
+        {"CURRENT", "repair"});
+  Fails({"stats", "--db", db_}, 1, {"CURRENT"});
+  const json repaired = Ok({"repair", "--db", db_}).Json();
+  ASSERT_EQ(repaired["collections"].size(), 1u);
+  EXPECT_EQ(repaired["collections"][0]["name"], "g");
+  EXPECT_EQ(repaired["collections"][0]["items"], kInitial);
+  ExpectUnchanged();
+}
+
 // Reals may be float64 and ids, labels and codes any integer type.
 TEST_F(CliTest, AcceptsFloat64AndEveryIntegerType) {
   Create("g", K::kGaussian);

@@ -97,6 +97,9 @@ TEST(DBTest, TwoStageWithIvfEqualsExhaustiveWhenAllListsAreProbed) {
   ASSERT_TRUE(db->Ingest("c", RandomBatch(spec, 200, 0, 1).ingest(), nullptr).ok());
   EXPECT_FALSE(StatsOf(db.get(), "c").index_trained);  // 200 < 39 * 8 rows
   ASSERT_TRUE(db->Ingest("c", RandomBatch(spec, 200, 200, 2).ingest(), nullptr).ok());
+  // Ingest never waits for training; the next search or flush trains.
+  EXPECT_FALSE(StatsOf(db.get(), "c").index_trained);
+  ASSERT_TRUE(db->Flush().ok());
   EXPECT_TRUE(StatsOf(db.get(), "c").index_trained);
   EXPECT_EQ(StatsOf(db.get(), "c").index_vectors, 400);
   Batch q = testing::QueryBatch(spec, 4, 3);
@@ -342,6 +345,7 @@ TEST(DBTest, DeletedOrCorruptIndexFileIsRebuilt) {
     auto db = OpenDb(dir.path());
     ASSERT_TRUE(db->CreateCollection(spec).ok());
     ASSERT_TRUE(db->Ingest("c", RandomBatch(spec, 400, 0, 4).ingest(), nullptr).ok());
+    ASSERT_TRUE(db->Flush().ok());
     ASSERT_TRUE(StatsOf(db.get(), "c").index_trained);
     ASSERT_TRUE(db->Search("c", q.view(), opt, &before).ok());
   }
@@ -458,6 +462,7 @@ TEST(DBTest, CodesWithIvfPqMatchExhaustiveAndPersist) {
     ASSERT_TRUE(DB::Open(Options(), dir.path(), &db).ok());
     ASSERT_TRUE(db->CreateCollection(spec).ok());
     ASSERT_TRUE(db->Ingest("codes", testing::RandomBatch(spec, 300, 0, 1).ingest(), nullptr).ok());
+    ASSERT_TRUE(db->Flush().ok());
     CollectionStats st;
     ASSERT_TRUE(db->GetStats("codes", &st).ok());
     EXPECT_TRUE(st.index_trained);

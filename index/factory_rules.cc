@@ -1,0 +1,135 @@
+#include "index/factory_rules.h"
+
+#include <regex>
+
+namespace hedgedb {
+namespace index {
+namespace {
+
+constexpr int64_t kMaxIvfLists = 262144;  // 2^18: FAISS's largest billion-scale setting
+constexpr int64_t kMaxCodeIvfLists = 65536;
+constexpr int kMinHnswM = 4, kMaxHnswM = 256;
+constexpr int kMaxPqBits = 12;
+
+int NextPowerOfTwo(int k) {
+  int p = 2;
+  while (p < k) p *= 2;
+  return p;
+}
+
+// Parses a decimal that must lie in [lo, hi]; digits only (the regexes below
+// guarantee that), but possibly too long for any integer type.
+Status Bounded(const std::string& digits, int64_t lo, int64_t hi, const std::string& what,
+               const std::string& factory, int64_t* out) {
+  if (digits.size() > 12 || std::stoll(digits) < lo || std::stoll(digits) > hi) {
+    return Status::InvalidArgument("index factory '" + factory + "': " + what + " must be in [" +
+                                   std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                                   digits);
+  }
+  *out = std::stoll(digits);
+  return Status::OK();
+}
+
+// <encoding> of an IVF, or a whole string without coarse quantizer.
+Status CheckEncoding(const std::string& enc, int coarse_dim, const std::string& factory,
+                     FactoryShape* shape) {
+  static const std::regex kPq("PQ([0-9]+)(x([0-9]+))?");
+  static const std::regex kSq("SQ(4|6|8|fp16)");
+  std::smatch m;
+  if (enc == "Flat" || std::regex_match(enc, kSq)) return Status::OK();
+  if (std::regex_match(enc, m, kPq)) {
+    int64_t pq_m = 0, bits = 8;
+    HEDGEDB_RETURN_IF_ERROR(
+        Bounded(m[1].str(), 1, coarse_dim, "PQ sub-quantizers", factory, &pq_m));
+    if (m[3].matched) {
+      HEDGEDB_RETURN_IF_ERROR(Bounded(m[3].str(), 1, kMaxPqBits, "PQ bits", factory, &bits));
+    }
+    if (coarse_dim % pq_m != 0) {
+      return Status::InvalidArgument("index factory '" + factory + "': PQ" + m[1].str() +
+                                     " needs the coarse dimension (" + std::to_string(coarse_dim) +
+                                     "; dim + 1 for gaussian and mog) to be a multiple of " +
+                                     m[1].str());
+    }
+    shape->pq_m = int(pq_m);
+    shape->pq_bits = int(bits);
+    return Status::OK();
+  }
+  return Status::InvalidArgument("index factory '" + factory + "': unsupported encoding '" + enc +
+                                 "' (use Flat, SQ4, SQ6, SQ8, SQfp16 or PQ<m>[x<bits>])");
+}
+
+}  // namespace
+
+int CoarseDimension(const CollectionSpec& spec) {
+  switch (spec.kind) {
+    case Kind::kPoint:
+      return spec.dim;
+    case Kind::kGaussian:
+    case Kind::kMog:
+      return spec.dim + 1;
+    case Kind::kCodes:
+      return spec.dim * NextPowerOfTwo(spec.code_k);
+  }
+  return spec.dim;
+}
+
+Status CheckFactoryString(const CollectionSpec& spec, const std::string& factory,
+                          FactoryShape* shape_out) {
+  FactoryShape shape;
+  std::smatch m;
+  if (spec.kind == Kind::kCodes) {
+    static const std::regex kIvfPq("IVF([0-9]+),PQ");
+    if (factory == "PQ") {
+      shape.pq_m = spec.dim;
+    } else if (std::regex_match(factory, m, kIvfPq)) {
+      HEDGEDB_RETURN_IF_ERROR(
+          Bounded(m[1].str(), 1, kMaxCodeIvfLists, "IVF lists", factory, &shape.ivf_lists));
+      shape.pq_m = spec.dim;
+    } else {
+      return Status::InvalidArgument(
+          "codes collections take the index 'PQ' or 'IVF<n>,PQ' (identity codebooks), not '" +
+          factory + "'");
+    }
+    if (shape_out) *shape_out = shape;
+    return Status::OK();
+  }
+  const int coarse_dim = CoarseDimension(spec);
+  static const std::regex kHnsw("HNSW([0-9]+)(,(.+))?");
+  static const std::regex kIvf("IVF([0-9]+)(_HNSW([0-9]+))?,(.+)");
+  int64_t value = 0;
+  if (factory == "Flat") {
+    // exact
+  } else if (std::regex_match(factory, m, kHnsw)) {
+    HEDGEDB_RETURN_IF_ERROR(
+        Bounded(m[1].str(), kMinHnswM, kMaxHnswM, "HNSW neighbours (M)", factory, &value));
+    shape.hnsw_m = int(value);
+    if (m[3].matched) {
+      static const std::regex kStorage("Flat|SQ(4|6|8|fp16)");
+      if (!std::regex_match(m[3].str(), kStorage)) {
+        return Status::InvalidArgument("index factory '" + factory +
+                                       "': HNSW stores vectors as Flat, SQ4, SQ6, SQ8 or SQfp16");
+      }
+    }
+  } else if (std::regex_match(factory, m, kIvf)) {
+    HEDGEDB_RETURN_IF_ERROR(
+        Bounded(m[1].str(), 1, kMaxIvfLists, "IVF lists", factory, &shape.ivf_lists));
+    if (m[2].matched) {
+      HEDGEDB_RETURN_IF_ERROR(Bounded(m[3].str(), kMinHnswM, kMaxHnswM,
+                                      "HNSW neighbours (M) of the IVF quantizer", factory, &value));
+      shape.hnsw_m = int(value);
+    }
+    HEDGEDB_RETURN_IF_ERROR(CheckEncoding(m[4].str(), coarse_dim, factory, &shape));
+  } else if (factory.rfind("PQ", 0) == 0 || factory.rfind("SQ", 0) == 0) {
+    HEDGEDB_RETURN_IF_ERROR(CheckEncoding(factory, coarse_dim, factory, &shape));
+  } else {
+    return Status::InvalidArgument(
+        "index factory '" + factory +
+        "' is not supported; use Flat, HNSW<M>, IVF<n>,Flat, IVF<n>,SQ8, IVF<n>,PQ<m>, "
+        "IVF<n>_HNSW<M>,Flat, PQ<m> or SQ8 (docs/concepts.md lists the grammar)");
+  }
+  if (shape_out) *shape_out = shape;
+  return Status::OK();
+}
+
+}  // namespace index
+}  // namespace hedgedb

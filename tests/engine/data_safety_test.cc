@@ -1,0 +1,375 @@
+// Ordinary use must never lose data or answer wrongly: index factory strings
+// are checked before FAISS sees them, a damaged collection does not take the
+// others down, an index that missed a write is never saved as covering it, a
+// damaged store is never overwritten, lengths are checked before allocating,
+// and a retried batch is not written twice.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "engine_test_util.h"
+#include "index/coarse_index.h"
+#include "storage/record_store.h"
+
+namespace hedgedb {
+namespace {
+
+using testing::Batch;
+using testing::MakeSpec;
+using testing::RandomBatch;
+using testing::TempDir;
+
+std::unique_ptr<DB> OpenDb(const std::string& path) {
+  std::unique_ptr<DB> db;
+  Status s = DB::Open(Options(), path, &db);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return db;
+}
+
+CollectionStats StatsOf(DB* db, const std::string& name) {
+  CollectionStats st;
+  Status s = db->GetStats(name, &st);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return st;
+}
+
+std::string OnlyIndexFile(const std::string& db_path) {
+  std::string file;
+  for (const auto& e : std::filesystem::directory_iterator(db_path + "/index")) {
+    file = e.path().string();
+  }
+  return file;
+}
+
+TEST(FactoryStringTest, DangerousStringsAreRefusedAtCreate) {
+  TempDir dir;
+  auto db = OpenDb(dir.path());
+  // Each of these made FAISS abort, crash or allocate gigabytes later on.
+  for (const char* factory :
+       {"IVF0,Flat", "HNSW0", "HNSW1", "NSG4", "IVF2,PQ0", "IVF100000000,Flat", "PQ0", "IVF4,PQ4x0",
+        "IVF4,PQ4x40", "IDMap,Flat", "IVF4,Flat,Refine(Flat)", "LSH", "",
+        "IVF99999999999999999999,Flat", "HNSW32,PQ4", "PCA4,Flat", "IVF4,PQ4" /* 9 % 4 */}) {
+    if (std::string(factory).empty()) continue;  // the default, valid
+    CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 8, factory);
+    Status s = db->CreateCollection(spec);
+    EXPECT_TRUE(s.IsInvalidArgument()) << factory << ": " << s.ToString();
+    EXPECT_NE(s.message().find(factory), std::string::npos) << s.message();
+  }
+  std::vector<std::string> names;
+  ASSERT_TRUE(db->ListCollections(&names).ok());
+  EXPECT_TRUE(names.empty());
+  CollectionSpec codes = MakeSpec("k", Kind::kCodes, 8, "IVF0,PQ");
+  EXPECT_TRUE(db->CreateCollection(codes).IsInvalidArgument());
+  codes.index_factory = "HNSW32";
+  EXPECT_TRUE(db->CreateCollection(codes).IsInvalidArgument());
+}
+
+TEST(FactoryStringTest, EveryAcceptedFormIngestsSearchesRemovesAndReopens) {
+  TempDir dir;
+  const std::vector<std::string> accepted = {
+      "Flat",       "HNSW8",           "HNSW8,SQ8", "IVF4,Flat", "IVF4,SQ8", "IVF4,SQfp16",
+      "IVF4,PQ3x4", "IVF4_HNSW8,Flat", "PQ3x4",     "SQ8",       "SQ4"};
+  Batch items;
+  {
+    auto db = OpenDb(dir.path());
+    for (size_t i = 0; i < accepted.size(); ++i) {
+      CollectionSpec spec = MakeSpec("c" + std::to_string(i), Kind::kGaussian, 8, accepted[i]);
+      Status s = db->CreateCollection(spec);
+      ASSERT_TRUE(s.ok()) << accepted[i] << ": " << s.ToString();
+      items = RandomBatch(spec, 1200, 0, 3);
+      ASSERT_TRUE(db->Ingest(spec.name, items.ingest(), nullptr).ok()) << accepted[i];
+      ASSERT_TRUE(db->Flush().ok());
+      EXPECT_TRUE(StatsOf(db.get(), spec.name).index_trained) << accepted[i];
+      std::vector<int64_t> gone = {0, 1, 2};
+      ASSERT_TRUE(db->Remove(spec.name, gone.data(), gone.size(), nullptr).ok());
+    }
+  }
+  auto db = OpenDb(dir.path());
+  SearchOptions opt;
+  opt.k = 3;
+  opt.nprobe = 4;
+  opt.score = ScoreType::kL2;  // an item is its own best match
+  opt.candidates = 50;
+  Batch queries = items;
+  queries.n = 10;
+  for (size_t i = 0; i < accepted.size(); ++i) {
+    const std::string name = "c" + std::to_string(i);
+    CollectionStats st = StatsOf(db.get(), name);
+    EXPECT_EQ(st.items, 1197) << accepted[i];
+    EXPECT_FALSE(st.index_stale) << accepted[i] << ": " << st.index_note;
+    std::vector<SearchResult> res;
+    ASSERT_TRUE(db->Search(name, queries.view(), opt, &res).ok()) << accepted[i];
+    for (int64_t q = 3; q < queries.n; ++q) {
+      ASSERT_FALSE(res[q].hits.empty()) << accepted[i];
+      EXPECT_EQ(res[q].hits[0].id, q) << accepted[i] << ": an item finds itself";
+    }
+    for (int64_t q = 0; q < 3; ++q) {
+      for (const SearchHit& h : res[q].hits) EXPECT_GE(h.id, 3) << accepted[i];
+    }
+  }
+}
+
+// A collection whose descriptor names a factory string this version refuses
+// (written by an older version) fails alone and can be dropped.
+TEST(FactoryStringTest, BadCollectionFromAnOlderVersionDoesNotStopTheOthers) {
+  TempDir dir;
+  CollectionSpec good = MakeSpec("good", Kind::kGaussian, 8, "Flat");
+  {
+    auto db = OpenDb(dir.path());
+    ASSERT_TRUE(db->CreateCollection(good).ok());
+    ASSERT_TRUE(db->Ingest("good", RandomBatch(good, 20, 0, 1).ingest(), nullptr).ok());
+  }
+  {
+    std::unique_ptr<storage::RecordStore> store;
+    ASSERT_TRUE(
+        storage::RecordStore::Open(storage::StoreOptions(), dir.path() + "/store", &store).ok());
+    storage::CollectionMeta bad;
+    bad.spec = MakeSpec("bad", Kind::kGaussian, 8, "HNSW0");
+    ASSERT_TRUE(store->CreateCollection(&bad).ok());
+  }
+  auto db = OpenDb(dir.path());
+  std::vector<std::string> names;
+  ASSERT_TRUE(db->ListCollections(&names).ok());
+  EXPECT_EQ(names, (std::vector<std::string>{"bad", "good"}));
+  EXPECT_EQ(StatsOf(db.get(), "good").items, 20);
+  CollectionStats st;
+  Status s = db->GetStats("bad", &st);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("HNSW0"), std::string::npos) << s.message();
+  ASSERT_TRUE(db->DropCollection("bad").ok());
+  ASSERT_TRUE(db->ListCollections(&names).ok());
+  EXPECT_EQ(names, (std::vector<std::string>{"good"}));
+}
+
+TEST(StaleIndexTest, IndexThatMissedABatchIsNeverSavedAsCoveringIt) {
+  TempDir dir;
+  CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 8, "IVF8,Flat");
+  Batch first = RandomBatch(spec, 400, 0, 1);
+  Batch second = RandomBatch(spec, 100, 400, 2);
+  Batch queries = second;  // the new items must find themselves
+  queries.n = 20;
+  SearchOptions opt;
+  opt.k = 1;
+  opt.nprobe = 8;
+  opt.score = ScoreType::kL2;  // an item is its own best match
+  opt.candidates = 50;
+  auto expect_found = [&](DB* db, const char* when) {
+    std::vector<SearchResult> res;
+    ASSERT_TRUE(db->Search("c", queries.view(), opt, &res).ok());
+    for (int64_t q = 0; q < queries.n; ++q) {
+      ASSERT_EQ(res[q].hits.size(), 1u) << when;
+      EXPECT_EQ(res[q].hits[0].id, 400 + q) << when;
+    }
+  };
+  {
+    auto db = OpenDb(dir.path());
+    ASSERT_TRUE(db->CreateCollection(spec).ok());
+    ASSERT_TRUE(db->Ingest("c", first.ingest(), nullptr).ok());
+    ASSERT_TRUE(db->Flush().ok());
+    ASSERT_TRUE(StatsOf(db.get(), "c").index_trained);
+    index::CoarseIndex::FailNextAddsForTest(1);
+    IngestResult result;
+    std::vector<int64_t> ids;
+    // The batch is durable: the call succeeds and says what happened.
+    ASSERT_TRUE(db->Ingest("c", second.ingest(), &ids, &result).ok());
+    EXPECT_EQ(ids.size(), 100u);
+    EXPECT_NE(result.index_warning.find("injected failure"), std::string::npos)
+        << result.index_warning;
+    CollectionStats st = StatsOf(db.get(), "c");
+    EXPECT_TRUE(st.index_stale);
+    EXPECT_EQ(st.items, 500);
+    expect_found(db.get(), "stale index: exhaustive");
+    // Removes and flushes keep working and never stamp the stale index.
+    std::vector<int64_t> gone = {0};
+    ASSERT_TRUE(db->Remove("c", gone.data(), 1, nullptr).ok());
+    ASSERT_TRUE(db->Flush().ok());
+    st = StatsOf(db.get(), "c");
+    EXPECT_LT(st.index_sequence, st.sequence);
+  }
+  auto db = OpenDb(dir.path());
+  CollectionStats st = StatsOf(db.get(), "c");
+  EXPECT_FALSE(st.index_stale) << st.index_note;
+  EXPECT_EQ(st.index_sequence, st.sequence);
+  EXPECT_EQ(st.items, 499);
+  expect_found(db.get(), "after reopen");
+}
+
+TEST(StaleIndexTest, IndexThatCannotBeRebuiltLeavesTheCollectionSearchable) {
+  TempDir dir;
+  CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 8, "IVF8,Flat");
+  Batch items = RandomBatch(spec, 400, 0, 1);
+  {
+    auto db = OpenDb(dir.path());
+    ASSERT_TRUE(db->CreateCollection(spec).ok());
+    ASSERT_TRUE(db->Ingest("c", items.ingest(), nullptr).ok());
+  }
+  std::filesystem::remove(OnlyIndexFile(dir.path()));
+  index::CoarseIndex::FailNextAddsForTest(1);  // the rebuild on open fails
+  auto db = OpenDb(dir.path());
+  CollectionStats st = StatsOf(db.get(), "c");
+  EXPECT_TRUE(st.index_stale);
+  EXPECT_NE(st.index_note.find("cannot be rebuilt"), std::string::npos) << st.index_note;
+  Batch queries = items;
+  queries.n = 5;
+  SearchOptions opt;
+  opt.k = 1;
+  opt.score = ScoreType::kL2;  // an item is its own best match
+  opt.candidates = 50;
+  std::vector<SearchResult> res;
+  ASSERT_TRUE(db->Search("c", queries.view(), opt, &res).ok());
+  for (int64_t q = 0; q < queries.n; ++q) EXPECT_EQ(res[q].hits[0].id, q);
+}
+
+TEST(IngestTest, IngestReturnsBeforeTrainingAndTheNextSearchTrains) {
+  TempDir dir;
+  auto db = OpenDb(dir.path());
+  CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 8, "IVF8,Flat");
+  ASSERT_TRUE(db->CreateCollection(spec).ok());
+  Batch items = RandomBatch(spec, 400, 0, 1);
+  ASSERT_TRUE(db->Ingest("c", items.ingest(), nullptr).ok());
+  EXPECT_FALSE(StatsOf(db.get(), "c").index_trained);
+  Batch queries = items;
+  queries.n = 3;
+  SearchOptions opt;
+  opt.k = 1;
+  std::vector<SearchResult> res;
+  ASSERT_TRUE(db->Search("c", queries.view(), opt, &res).ok());
+  CollectionStats st = StatsOf(db.get(), "c");
+  EXPECT_TRUE(st.index_trained);
+  EXPECT_EQ(st.index_vectors, 400);
+}
+
+TEST(IngestTest, BatchTokenMakesARetryIdempotent) {
+  TempDir dir;
+  CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 8, "Flat");
+  Batch items = RandomBatch(spec, 50, 0, 1);
+  IngestBatch batch = items.ingest();
+  batch.ids = nullptr;  // automatic ids: a blind retry would duplicate them
+  batch.token = "upload-2026-11-23-0001";
+  std::vector<int64_t> first_ids;
+  {
+    auto db = OpenDb(dir.path());
+    ASSERT_TRUE(db->CreateCollection(spec).ok());
+    IngestResult result;
+    ASSERT_TRUE(db->Ingest("c", batch, &first_ids, &result).ok());
+    EXPECT_FALSE(result.replayed);
+    EXPECT_EQ(first_ids.size(), 50u);
+  }
+  auto db = OpenDb(dir.path());  // the retry comes from a new process
+  IngestResult result;
+  std::vector<int64_t> ids;
+  ASSERT_TRUE(db->Ingest("c", batch, &ids, &result).ok());
+  EXPECT_TRUE(result.replayed);
+  EXPECT_EQ(ids, first_ids);
+  EXPECT_EQ(StatsOf(db.get(), "c").items, 50);
+  // The same token for other data is refused and writes nothing.
+  Batch other = RandomBatch(spec, 50, 0, 2);
+  IngestBatch different = other.ingest();
+  different.ids = nullptr;
+  different.token = batch.token;
+  Status s = db->Ingest("c", different, &ids, &result);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("different batch"), std::string::npos);
+  EXPECT_EQ(StatsOf(db.get(), "c").items, 50);
+  // Without a token the same data is a new batch.
+  batch.token.clear();
+  ASSERT_TRUE(db->Ingest("c", batch, &ids, &result).ok());
+  EXPECT_FALSE(result.replayed);
+  EXPECT_EQ(StatsOf(db.get(), "c").items, 100);
+  // A dropped collection forgets its tokens.
+  batch.token = "upload-2026-11-23-0001";
+  ASSERT_TRUE(db->DropCollection("c").ok());
+  ASSERT_TRUE(db->CreateCollection(spec).ok());
+  ASSERT_TRUE(db->Ingest("c", batch, &ids, &result).ok());
+  EXPECT_FALSE(result.replayed);
+}
+
+TEST(StoreSafetyTest, MissingCurrentIsNeverOverwrittenByCreate) {
+  TempDir dir;
+  CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 8, "Flat");
+  {
+    auto db = OpenDb(dir.path());
+    ASSERT_TRUE(db->CreateCollection(spec).ok());
+    ASSERT_TRUE(db->Ingest("c", RandomBatch(spec, 30, 0, 1).ingest(), nullptr).ok());
+  }
+  ASSERT_TRUE(std::filesystem::remove(dir.path() + "/store/CURRENT"));
+  std::unique_ptr<DB> db;
+  Status s = DB::Open(Options(), dir.path(), &db);  // create_if_missing is the default
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("CURRENT"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("repair"), std::string::npos) << s.message();
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/store/CURRENT"));
+  // Repair brings every record back.
+  ASSERT_TRUE(RepairDB(dir.path()).ok());
+  db = OpenDb(dir.path());
+  ASSERT_TRUE(db);
+  EXPECT_EQ(StatsOf(db.get(), "c").items, 30);
+  ASSERT_TRUE(db->Ingest("c", RandomBatch(spec, 20, 30, 2).ingest(), nullptr).ok());
+  db.reset();
+  // Without CURRENT and MANIFEST, RocksDB's repair rebuilds the store from
+  // its tables and logs (the last batch is only in a log).
+  for (const auto& e : std::filesystem::directory_iterator(dir.path() + "/store")) {
+    const std::string name = e.path().filename().string();
+    if (name == "CURRENT" || name.rfind("MANIFEST-", 0) == 0) std::filesystem::remove(e.path());
+  }
+  ASSERT_TRUE(RepairDB(dir.path()).ok());
+  db = OpenDb(dir.path());
+  ASSERT_TRUE(db);
+  CollectionStats st = StatsOf(db.get(), "c");
+  EXPECT_EQ(st.items, 50);
+  EXPECT_EQ(st.max_id, 49);
+}
+
+TEST(StoreSafetyTest, CorruptIndexLengthIsCheckedBeforeAllocating) {
+  TempDir dir;
+  CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 8, "Flat");
+  {
+    auto db = OpenDb(dir.path());
+    ASSERT_TRUE(db->CreateCollection(spec).ok());
+    ASSERT_TRUE(db->Ingest("c", RandomBatch(spec, 30, 0, 1).ingest(), nullptr).ok());
+  }
+  const std::string file = OnlyIndexFile(dir.path());
+  {  // the blob length (bytes 32..39) claims 2^62 bytes
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(32);
+    const uint64_t huge = uint64_t(1) << 62;
+    f.write(reinterpret_cast<const char*>(&huge), 8);
+  }
+  auto db = OpenDb(dir.path());
+  CollectionStats st = StatsOf(db.get(), "c");  // no bad_alloc: rebuilt
+  EXPECT_EQ(st.items, 30);
+  EXPECT_NE(st.index_note.find("truncated"), std::string::npos) << st.index_note;
+}
+
+TEST(StoreSafetyTest, IndexFileOfAnotherCollectionIsNotUsed) {
+  TempDir dir;
+  CollectionSpec g = MakeSpec("g", Kind::kGaussian, 8, "Flat");
+  CollectionSpec h = MakeSpec("h", Kind::kGaussian, 8, "Flat");
+  Batch gi = RandomBatch(g, 30, 0, 1), hi = RandomBatch(h, 30, 0, 2);
+  {
+    auto db = OpenDb(dir.path());
+    ASSERT_TRUE(db->CreateCollection(g).ok());
+    ASSERT_TRUE(db->CreateCollection(h).ok());
+    ASSERT_TRUE(db->Ingest("g", gi.ingest(), nullptr).ok());
+    ASSERT_TRUE(db->Ingest("h", hi.ingest(), nullptr).ok());
+  }
+  std::filesystem::copy_file(dir.path() + "/index/2.hidx", dir.path() + "/index/1.hidx",
+                             std::filesystem::copy_options::overwrite_existing);
+  auto db = OpenDb(dir.path());
+  CollectionStats st = StatsOf(db.get(), "g");
+  EXPECT_NE(st.index_note.find("another collection"), std::string::npos) << st.index_note;
+  Batch queries = gi;
+  queries.n = 5;
+  SearchOptions opt;
+  opt.k = 1;
+  opt.score = ScoreType::kL2;  // an item is its own best match
+  opt.candidates = 50;
+  std::vector<SearchResult> res;
+  ASSERT_TRUE(db->Search("g", queries.view(), opt, &res).ok());
+  for (int64_t q = 0; q < queries.n; ++q) EXPECT_EQ(res[q].hits[0].id, q);
+}
+
+}  // namespace
+}  // namespace hedgedb
