@@ -225,8 +225,8 @@ int RunRemove(const Args& a) {
                queries = MakeData(a.queries, a.dim, 2, a.classes);
   std::printf("# remove: n=%lld D=%d classes=%d queries=%d k=%d score=mc, default knobs\n",
               (long long)a.n, a.dim, a.classes, a.queries, a.k);
-  std::printf("%-14s %10s %10s %10s %10s %10s\n", "index", "before", "-3 items", "-half",
-              "reopened", "+removed");
+  std::printf("%-14s %10s %10s %10s %10s %10s   %s\n", "index", "before", "-3 items", "-half",
+              "reopened", "+removed", "tuned stage 1 (stage-1 recall@100 estimate)");
   for (const std::string& factory : a.factories) {
     std::string path = a.dir + "/remove";
     SearchOptions two;
@@ -241,12 +241,17 @@ int RunRemove(const Args& a) {
       return Recall(got, truth, a.k);
     };
     double r[4];
+    char tuned[96] = "";
     int64_t removed_returned = 0;
     {
       auto db = FreshCollection(path, a.dim, factory);
       Ingest(db.get(), "g", items, 10000);
       Check(db->Flush(), "flush");
       r[0] = recall(db.get());
+      CollectionStats st;
+      Check(db->GetStats("g", &st), "stats");
+      std::snprintf(tuned, sizeof(tuned), "nprobe=%d ef=%d est=%.3f", st.index_nprobe,
+                    st.index_ef_search, st.index_recall_estimate);
       std::vector<int64_t> three = {0, a.n / 2, a.n - 1};
       Check(db->Remove("g", three.data(), three.size(), nullptr), "remove");
       r[1] = recall(db.get());
@@ -264,8 +269,8 @@ int RunRemove(const Args& a) {
         for (const auto& h : res.hits) removed_returned += (h.id % 2 == 0 || h.id == a.n - 1);
       }
     }
-    std::printf("%-14s %10.3f %10.3f %10.3f %10.3f %10lld\n", factory.c_str(), r[0], r[1], r[2],
-                r[3], (long long)removed_returned);
+    std::printf("%-14s %10.3f %10.3f %10.3f %10.3f %10lld   %s\n", factory.c_str(), r[0], r[1],
+                r[2], r[3], (long long)removed_returned, tuned);
     std::filesystem::remove_all(path);
   }
   return 0;

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -479,10 +480,26 @@ Status ReadNpy(const std::string& path, NpyArray* array) {
   if (sized && file_size != expected) return size_mismatch(static_cast<int64_t>(file_size));
   array->type = type;
   array->shape = std::move(shape);
-  array->bytes.resize(static_cast<size_t>(data_bytes));
-  got = ReadUpTo(fd, array->bytes.data(), array->bytes.size(), &read_error);
+  if (sized) {
+    array->bytes.resize(static_cast<size_t>(data_bytes));
+    got = ReadUpTo(fd, array->bytes.data(), array->bytes.size(), &read_error);
+  } else {
+    // A stream's header is unchecked until the data arrives: grow the buffer
+    // with what is actually read, never to what the header declares.
+    constexpr size_t kChunk = size_t(16) << 20;
+    array->bytes.clear();
+    got = 0;
+    while (got < static_cast<size_t>(data_bytes)) {
+      const size_t want = std::min(kChunk, static_cast<size_t>(data_bytes) - got);
+      array->bytes.resize(got + want);
+      const size_t n = ReadUpTo(fd, array->bytes.data() + got, want, &read_error);
+      got += n;
+      if (read_error || n < want) break;
+    }
+    array->bytes.resize(got);
+  }
   if (read_error) return read_error_status("data");
-  if (got < array->bytes.size()) {
+  if (got < static_cast<size_t>(data_bytes)) {
     return size_mismatch(static_cast<int64_t>(prefix_len + header_len + got));
   }
   uint8_t extra;

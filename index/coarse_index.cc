@@ -25,6 +25,7 @@
 #include <limits>
 #include <random>
 #include <typeinfo>
+#include <unordered_set>
 
 #include "common/crc32c.h"
 #include "common/row_layout.h"
@@ -39,10 +40,12 @@ constexpr char kMagic[8] = {'H', 'E', 'D', 'G', 'E', 'I', 'D', 'X'};
 // them in an IndexIDMap whose removal corrupts them) and the header binds the
 // file to its collection. Files of version 1 are rebuilt from the records.
 constexpr uint32_t kFileFormatVersion = 2;
-// magic, version u32, reserved u32, sequence u64, binding u64, blob bytes u64,
+// magic, version u32, tuned recall u32 (basis points; kUnknownRecall: not
+// measured), sequence u64, binding u64, blob bytes u64,
 // crc u32 (over version .. blob bytes, then the blob)
 constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8 + 8 + 8 + 4;
 constexpr size_t kCrcOffset = kHeaderBytes - 4;
+constexpr uint32_t kUnknownRecall = 0xFFFFFFFFu;
 // A query table entry standing for log(0) or a padding symbol: finite so that
 // FAISS's inner products with the 0/1 identity codebooks stay finite.
 constexpr float kLogZero = -1e30f;
@@ -535,6 +538,99 @@ Status CoarseIndex::Search(const float* queries, int64_t nq, int64_t k,
 
 int64_t CoarseIndex::ntotal() const { return index_->ntotal; }
 
+bool CoarseIndex::tunable() const {
+  faiss::Index* inner = Innermost(index_.get());
+  return spec_.kind != Kind::kCodes && (dynamic_cast<faiss::IndexIVF*>(inner) != nullptr ||
+                                        dynamic_cast<faiss::IndexHNSW*>(inner) != nullptr);
+}
+
+Status CoarseIndex::TuneKnobs(const void* rows, const int64_t* ids, int64_t n, int64_t candidates,
+                              double target) {
+  faiss::Index* inner = Innermost(index_.get());
+  auto* ivf = dynamic_cast<faiss::IndexIVF*>(inner);
+  auto* hnsw = dynamic_cast<faiss::IndexHNSW*>(inner);
+  if (spec_.kind == Kind::kCodes || (!ivf && !hnsw) || n == 0 || !index_->is_trained) {
+    return Status::OK();
+  }
+  const size_t stride = ItemRowBytes(spec_);
+  const auto* bytes = static_cast<const uint8_t*>(rows);
+  const int64_t k = std::min<int64_t>(candidates, n);
+  // Up to 100 evenly spread items as queries.
+  const int64_t nq = std::min<int64_t>(100, n);
+  std::vector<uint8_t> sample(size_t(nq) * stride);
+  for (int64_t q = 0; q < nq; ++q) {
+    std::memcpy(sample.data() + q * stride, bytes + (q * n / nq) * stride, stride);
+  }
+  std::vector<float> queries;
+  CoarseQueries(reinterpret_cast<const float*>(sample.data()), nq, &queries);
+  // The exact coarse top-k over all rows, a chunk at a time.
+  std::vector<std::vector<std::pair<float, int64_t>>> exact(static_cast<size_t>(nq));
+  std::vector<float> distances(size_t(nq * k));
+  std::vector<faiss::Index::idx_t> labels(size_t(nq * k));
+  constexpr int64_t kChunk = 65536;
+  try {
+    for (int64_t first = 0; first < n; first += kChunk) {
+      const int64_t m = std::min(kChunk, n - first);
+      std::vector<float> x;
+      CoarseVectors(bytes + first * stride, m, &x);
+      faiss::IndexFlatL2 flat(coarse_dim_);
+      flat.add(m, x.data());
+      const int64_t kk = std::min(k, m);
+      flat.search(nq, queries.data(), kk, distances.data(), labels.data());
+      for (int64_t q = 0; q < nq; ++q) {
+        auto& best = exact[q];
+        for (int64_t j = 0; j < kk; ++j) {
+          const faiss::Index::idx_t l = labels[q * kk + j];
+          if (l >= 0) best.emplace_back(distances[q * kk + j], ids[first + l]);
+        }
+        std::sort(best.begin(), best.end());
+        if (int64_t(best.size()) > k) best.resize(size_t(k));
+      }
+    }
+    std::vector<std::unordered_set<int64_t>> truth(static_cast<size_t>(nq));
+    int64_t total = 0;
+    for (int64_t q = 0; q < nq; ++q) {
+      for (const auto& p : exact[q]) truth[q].insert(p.second);
+      total += int64_t(exact[q].size());
+    }
+    auto recall_at = [&]() {
+      index_->search(nq, queries.data(), k, distances.data(), labels.data());
+      int64_t hits = 0;
+      for (int64_t q = 0; q < nq; ++q) {
+        for (int64_t j = 0; j < k; ++j) hits += truth[q].count(labels[q * k + j]);
+      }
+      return total > 0 ? double(hits) / double(total) : 1.0;
+    };
+    // The smallest knob on a doubling ladder from the static default.
+    // Stop early where doubling gains almost nothing: then the encoding (PQ,
+    // SQ), not the search breadth, limits stage 1, and rescoring makes up.
+    auto set_knob = [&](int value) {
+      if (ivf) ivf->nprobe = size_t(value);
+      if (hnsw) hnsw->hnsw.efSearch = value;
+    };
+    int knob = ivf ? int(ivf->nprobe) : std::max<int>(hnsw->hnsw.efSearch, int(k));
+    const int last = ivf ? int(ivf->nlist) : 4096;
+    set_knob(knob);
+    double recall = recall_at();
+    while (recall < target && knob < last) {
+      const int next = std::min(2 * knob, last);
+      set_knob(next);
+      const double next_recall = recall_at();
+      if (next_recall - recall < 0.005) {
+        set_knob(knob);
+        break;
+      }
+      knob = next;
+      recall = next_recall;
+    }
+    recall_estimate_ = recall;
+  } catch (const std::exception& e) {
+    return FromFaiss(e, "tuning index '" + factory_ + "'");
+  }
+  ReadDefaultKnobs();
+  return Status::OK();
+}
+
 Status CoarseIndex::Save(const std::string& path, uint64_t sequence, uint64_t binding) const {
   faiss::VectorIOWriter writer;
   try {
@@ -543,10 +639,13 @@ Status CoarseIndex::Save(const std::string& path, uint64_t sequence, uint64_t bi
     return Status::IOError(std::string("serializing index: ") + e.what());
   }
   std::string header(kMagic, 8);
-  uint32_t version = kFileFormatVersion, reserved = 0;
+  uint32_t version = kFileFormatVersion;
+  const uint32_t recall_bp = std::isnan(recall_estimate_)
+                                 ? kUnknownRecall
+                                 : uint32_t(std::lround(recall_estimate_ * 10000));
   uint64_t blob_bytes = writer.data.size();
   header.append(reinterpret_cast<const char*>(&version), 4);
-  header.append(reinterpret_cast<const char*>(&reserved), 4);
+  header.append(reinterpret_cast<const char*>(&recall_bp), 4);
   header.append(reinterpret_cast<const char*>(&sequence), 8);
   header.append(reinterpret_cast<const char*>(&binding), 8);
   header.append(reinterpret_cast<const char*>(&blob_bytes), 8);
@@ -567,9 +666,10 @@ Status CoarseIndex::Load(const CollectionSpec& spec, const std::string& path, ui
       std::memcmp(header.data(), kMagic, 8) != 0) {
     return Status::Corruption("index file " + path + " has a bad header");
   }
-  uint32_t version, crc;
+  uint32_t version, recall_bp, crc;
   uint64_t seq, file_binding, blob_bytes;
   std::memcpy(&version, header.data() + 8, 4);
+  std::memcpy(&recall_bp, header.data() + 12, 4);
   std::memcpy(&seq, header.data() + 16, 8);
   std::memcpy(&file_binding, header.data() + 24, 8);
   std::memcpy(&blob_bytes, header.data() + 32, 8);
@@ -612,6 +712,7 @@ Status CoarseIndex::Load(const CollectionSpec& spec, const std::string& path, ui
     return Status::Corruption("index file " + path + " cannot be read: " + e.what());
   }
   ci->ReadDefaultKnobs();
+  if (recall_bp != kUnknownRecall) ci->recall_estimate_ = recall_bp / 10000.0;
   *sequence = seq;
   *out = std::move(ci);
   return Status::OK();

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <shared_mutex>
 #include <string>
@@ -77,6 +78,22 @@ class CoarseIndex {
 
   int64_t ntotal() const;
 
+  // Picks the default stage-1 knob (IVF nprobe, HNSW efSearch) for the data:
+  // the smallest on a doubling ladder from the static default at which the
+  // index's top-`candidates` holds at least `target` of the exact coarse
+  // top-`candidates`, with up to 100 of the n rows as queries; or where one
+  // more doubling gains less than 0.005 (the encoding limits stage 1). The knob is
+  // saved with the index; the measured fraction is recall_estimate(). A no-op
+  // for other indexes and for codes. n rows of ids `ids`, as added.
+  Status TuneKnobs(const void* rows, const int64_t* ids, int64_t n, int64_t candidates,
+                   double target);
+  // Whether TuneKnobs applies (IVF and HNSW over vectors).
+  bool tunable() const;
+  // The stage-1 recall TuneKnobs measured; NaN if never measured.
+  double recall_estimate() const { return recall_estimate_; }
+  // The knobs a search with 0 (the default) uses.
+  const CoarseSearchKnobs& default_knobs() const { return default_knobs_; }
+
   // Tests only: the next `n` calls to Add (in any index) fail, standing in
   // for FAISS errors such as memory exhaustion that a test cannot provoke.
   static void FailNextAddsForTest(int n);
@@ -111,6 +128,7 @@ class CoarseIndex {
   mutable RwMutex knob_mutex_;
   mutable CoarseSearchKnobs current_knobs_;
   CoarseSearchKnobs default_knobs_;
+  double recall_estimate_ = std::numeric_limits<double>::quiet_NaN();
 };
 
 }  // namespace index

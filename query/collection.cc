@@ -16,6 +16,11 @@ namespace {
 
 constexpr uint8_t kLive = 1;
 constexpr uint8_t kHasLabel = 2;
+// The fraction of the exact coarse top candidates that the default stage-1
+// settings must find, measured when the index is trained.
+constexpr double kTargetStageOneRecall = 0.95;
+// Below this many items an untrained-at-birth index (HNSW) is not fitted yet.
+constexpr int64_t kMinRowsToTune = 1000;
 
 // Finite, and > 0 where positive is set.
 Status CheckFloats(const float* p, size_t n, size_t per_row, const char* what, bool positive,
@@ -140,6 +145,15 @@ Status Collection::RebuildIndexLocked() {
   return SyncIndexLocked(0, /*train=*/true);
 }
 
+Status Collection::TuneIndexLocked(const std::vector<uint8_t>& rows,
+                                   const std::vector<int64_t>& ids) {
+  // Fit the default nprobe / efSearch to this data: random, unclustered
+  // embeddings need far more lists probed than clustered ones.
+  const SearchOptions defaults;
+  return index_->TuneKnobs(rows.data(), ids.data(), int64_t(ids.size()),
+                           int64_t(defaults.k) * defaults.oversampling, kTargetStageOneRecall);
+}
+
 void Collection::MarkIndexStaleLocked(const std::string& reason) {
   index_stale_ = true;
   index_note_ = "stale: " + reason +
@@ -151,14 +165,17 @@ Status Collection::SyncIndexLocked(int64_t first_row, bool train) {
   std::vector<uint8_t> rows;
   std::vector<int64_t> ids;
   Status s;
+  bool trained_now = false;
   if (!index_->is_trained()) {
     if (!train || int64_t(live_rows_.size()) < index_->train_rows_wanted()) return Status::OK();
     GatherLiveRows(&rows, &ids, 0);
     s = index_->Train(rows.data(), int64_t(ids.size()));
+    trained_now = true;
   } else {
     GatherLiveRows(&rows, &ids, first_row);
   }
   if (s.ok()) s = index_->Add(rows.data(), int64_t(ids.size()), ids.data());
+  if (s.ok() && trained_now) s = TuneIndexLocked(rows, ids);
   if (!s.ok()) {
     MarkIndexStaleLocked(s.ToString());
     return s;
@@ -235,6 +252,18 @@ Status Collection::SaveIndexLocked() {
   if (tombstones_ > 0 && tombstones_ * 2 > index_->ntotal()) {
     Status s = RebuildIndexLocked();
     if (!s.ok()) return Status::OK();  // stale now; the next open rebuilds
+  }
+  if (index_->tunable() && index_->is_trained() && std::isnan(index_->recall_estimate()) &&
+      int64_t(live_rows_.size()) >= kMinRowsToTune) {
+    // Indexes that need no training (HNSW) are fitted at their first save.
+    std::vector<uint8_t> rows;
+    std::vector<int64_t> ids;
+    GatherLiveRows(&rows, &ids, 0);
+    Status s = TuneIndexLocked(rows, ids);
+    if (!s.ok()) {
+      MarkIndexStaleLocked(s.ToString());
+      return Status::OK();
+    }
   }
   HEDGEDB_RETURN_IF_ERROR(index_->Save(index_path_, meta_.sequence, index_binding_));
   index_sequence_ = meta_.sequence;
@@ -703,6 +732,9 @@ Status Collection::Stats(CollectionStats* st) {
   st->index_vectors = index_->ntotal();
   st->index_trained = index_->is_trained();
   st->index_stale = index_stale_;
+  st->index_recall_estimate = index_->recall_estimate();
+  st->index_nprobe = index_->default_knobs().nprobe;
+  st->index_ef_search = index_->default_knobs().ef_search;
   st->index_note = index_note_;
   st->index_description = index_->factory();
   return Status::OK();

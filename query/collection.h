@@ -78,6 +78,8 @@ class Collection {
   // From now on searches are exhaustive and the index is never saved; the
   // next open rebuilds it.
   void MarkIndexStaleLocked(const std::string& reason);
+  // Fits the index's default search knobs to these rows (all live rows).
+  Status TuneIndexLocked(const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids);
   // Trains the index if a search would otherwise scan too many items.
   Status TrainIfDue();
   // A replay of a committed batch token, or NotFound.

@@ -263,6 +263,11 @@ nlohmann::json StatsToJson(const CollectionStats& stats) {
   j["index_vectors"] = stats.index_vectors;
   j["index_trained"] = stats.index_trained;
   j["index_stale"] = stats.index_stale;
+  if (stats.index_nprobe > 0) j["index_nprobe"] = stats.index_nprobe;
+  if (stats.index_ef_search > 0) j["index_ef_search"] = stats.index_ef_search;
+  if (!std::isnan(stats.index_recall_estimate)) {
+    j["index_recall_estimate"] = stats.index_recall_estimate;
+  }
   if (!stats.index_note.empty()) j["index_note"] = stats.index_note;
   j["index_description"] = stats.index_description;
   return j;

@@ -179,6 +179,15 @@ struct CollectionStats {
   // e.g. "rebuilt from the records: index file ... fails its checksum".
   std::string index_note;
   std::string index_description;  // factory string in use
+  // The default stage-1 settings (0: not an IVF / HNSW index), fitted to the
+  // data when the index is trained: the smallest nprobe or efSearch, doubling
+  // from 8 (or nlist / 64) and 64, at which stage 1 finds at least 95% of the
+  // exact coarse top-100 for 100 of the collection's own items as queries.
+  int index_nprobe = 0;
+  int index_ef_search = 0;
+  // The fraction measured at those settings; NaN if never measured (codes,
+  // Flat, or an untrained index).
+  double index_recall_estimate = std::numeric_limits<double>::quiet_NaN();
 };
 
 }  // namespace hedgedb

@@ -1,6 +1,8 @@
 #include "hedgedb/npy.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -388,6 +390,35 @@ TEST_F(NpyTest, ReadsPipesWithTheSameChecks) {
   s = ReadThroughPipe("", &a);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("not a .npy file"), std::string::npos) << s.message();
+}
+
+// A stream whose header declares 6.4 GB but holds 100 bytes fails as
+// truncated without allocating what the header says: the child process has an
+// address-space limit of 4 GiB, under which that allocation would abort it.
+TEST_F(NpyTest, PipeHeaderCannotMakeTheReaderAllocate) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (100000000, 16), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string bytes = "\x93NUMPY";
+  bytes += '\x01';
+  bytes += '\x00';
+  bytes += static_cast<char>(header.size() & 0xFF);
+  bytes += static_cast<char>(header.size() >> 8);
+  bytes += header + std::string(100, '\0');
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    struct rlimit limit;
+    limit.rlim_cur = limit.rlim_max = rlim_t(4) << 30;
+    ::setrlimit(RLIMIT_AS, &limit);
+    NpyArray a;
+    const Status s = ReadThroughPipe(bytes, &a);
+    ::_exit(!s.ok() && s.message().find("truncated data") != std::string::npos ? 0 : 3);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the reader died (signal " << WTERMSIG(status) << ")";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST_F(NpyTest, ToFloat32ConvertsFloatsOnly) {

@@ -373,3 +373,56 @@ TEST(StoreSafetyTest, IndexFileOfAnotherCollectionIsNotUsed) {
 
 }  // namespace
 }  // namespace hedgedb
+
+namespace hedgedb {
+namespace {
+
+// Unclustered data needs many more IVF lists probed than clustered data; the
+// default nprobe is fitted when the index is trained, and kept across reopen.
+TEST(StageOneTuningTest, DefaultNprobeFitsUnclusteredData) {
+  TempDir dir;
+  CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 16, "IVF64,Flat");
+  Batch items = RandomBatch(spec, 6000, 0, 5);  // i.i.d. means: no clusters
+  Batch queries = RandomBatch(spec, 50, 0, 6);
+  SearchOptions two;
+  two.k = 10;
+  two.score = ScoreType::kCsd;  // what stage 1 ranks by: isolates stage 1
+  two.with_uncertainty = false;
+  SearchOptions exh = two;
+  exh.exhaustive = true;
+  auto recall = [&](DB* db) {
+    std::vector<SearchResult> a, e;
+    EXPECT_TRUE(db->Search("c", queries.view(), two, &a).ok());
+    EXPECT_TRUE(db->Search("c", queries.view(), exh, &e).ok());
+    double hits = 0;
+    for (size_t q = 0; q < e.size(); ++q) {
+      std::set<int64_t> truth;
+      for (const SearchHit& h : e[q].hits) truth.insert(h.id);
+      for (const SearchHit& h : a[q].hits) hits += truth.count(h.id);
+    }
+    return hits / (10.0 * double(e.size()));
+  };
+  int tuned = 0;
+  {
+    auto db = OpenDb(dir.path());
+    ASSERT_TRUE(db->CreateCollection(spec).ok());
+    ASSERT_TRUE(db->Ingest("c", items.ingest(), nullptr).ok());
+    ASSERT_TRUE(db->Flush().ok());
+    CollectionStats st = StatsOf(db.get(), "c");
+    tuned = st.index_nprobe;
+    EXPECT_GT(tuned, 8);  // the static default, far too few lists here
+    EXPECT_GE(st.index_recall_estimate, 0.95);
+    EXPECT_GE(recall(db.get()), 0.9);
+    two.nprobe = 8;  // what the static default would have given
+    EXPECT_LT(recall(db.get()), 0.9);
+    two.nprobe = 0;
+  }
+  auto db = OpenDb(dir.path());
+  CollectionStats st = StatsOf(db.get(), "c");
+  EXPECT_EQ(st.index_nprobe, tuned);
+  EXPECT_GE(st.index_recall_estimate, 0.95);
+  EXPECT_GE(recall(db.get()), 0.9);
+}
+
+}  // namespace
+}  // namespace hedgedb
