@@ -21,6 +21,8 @@
 #include <cstring>
 #include <limits>
 
+#include "common/file_util.h"
+
 namespace hedgedb {
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -239,18 +241,6 @@ size_t ReadUpTo(int fd, void* buf, size_t n, bool* error) {
     total += static_cast<size_t>(r);
   }
   return total;
-}
-
-bool WriteFully(int fd, const void* buf, size_t n) {
-  const auto* p = static_cast<const uint8_t*>(buf);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
 }
 
 class FdCloser {
@@ -521,25 +511,10 @@ Status WriteNpy(const std::string& path, const NpyArray& array) {
                                    std::to_string(array.bytes.size()));
   }
   const std::string header = BuildHeader(array.type, array.shape);
-  // Write a sibling temporary and rename it over `path`: readers see the old
-  // file or the complete new one, never a partial write.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::IOError(tmp + ": cannot create: " + ErrnoText());
-  bool ok = WriteFully(fd, header.data(), header.size()) &&
-            WriteFully(fd, array.bytes.data(), array.bytes.size()) && ::fsync(fd) == 0;
-  const std::string write_error = ok ? std::string() : ErrnoText();
-  if (::close(fd) != 0 && ok) return Status::IOError(tmp + ": close failed: " + ErrnoText());
-  if (!ok) {
-    ::unlink(tmp.c_str());
-    return Status::IOError(path + ": write failed: " + write_error);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string err = ErrnoText();
-    ::unlink(tmp.c_str());
-    return Status::IOError(path + ": cannot rename the temporary file into place: " + err);
-  }
-  return Status::OK();
+  // Readers see the old file or the complete new one, never a partial write.
+  return WriteFileAtomically(
+      path, {header, std::string_view(reinterpret_cast<const char*>(array.bytes.data()),
+                                      array.bytes.size())});
 }
 
 Status NpyToFloat32(const NpyArray& array, const std::string& what, std::vector<float>* out) {

@@ -27,7 +27,9 @@
 #include <typeinfo>
 #include <unordered_set>
 
+#include "common/coding.h"
 #include "common/crc32c.h"
+#include "common/file_util.h"
 #include "common/row_layout.h"
 #include "index/factory_rules.h"
 
@@ -89,46 +91,6 @@ faiss::Index* Innermost(faiss::Index* index) {
   if (auto* idmap = dynamic_cast<faiss::IndexIDMap*>(index)) index = idmap->index;
   if (auto* pre = dynamic_cast<faiss::IndexPreTransform*>(index)) index = pre->index;
   return index;
-}
-
-Status WriteFileAtomically(const std::string& path, const std::string& header,
-                           const std::vector<uint8_t>& blob) {
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return Status::IOError("cannot create " + tmp + ": " + std::strerror(errno));
-  auto write_all = [fd](const void* p, size_t n) {
-    const char* c = static_cast<const char*>(p);
-    while (n > 0) {
-      ssize_t w = ::write(fd, c, n);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        return false;
-      }
-      c += w;
-      n -= size_t(w);
-    }
-    return true;
-  };
-  bool ok = write_all(header.data(), header.size()) && write_all(blob.data(), blob.size()) &&
-            ::fsync(fd) == 0;
-  int saved_errno = errno;
-  ::close(fd);
-  if (!ok) {
-    ::unlink(tmp.c_str());
-    return Status::IOError("cannot write " + tmp + ": " + std::strerror(saved_errno));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    return Status::IOError("cannot rename " + tmp + ": " + std::strerror(errno));
-  }
-  // Make the rename itself durable.
-  std::string dir =
-      path.substr(0, path.find_last_of('/') == std::string::npos ? 1 : path.find_last_of('/'));
-  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return Status::OK();
 }
 
 }  // namespace
@@ -638,21 +600,21 @@ Status CoarseIndex::Save(const std::string& path, uint64_t sequence, uint64_t bi
   } catch (const std::exception& e) {
     return Status::IOError(std::string("serializing index: ") + e.what());
   }
-  std::string header(kMagic, 8);
-  uint32_t version = kFileFormatVersion;
   const uint32_t recall_bp = std::isnan(recall_estimate_)
                                  ? kUnknownRecall
                                  : uint32_t(std::lround(recall_estimate_ * 10000));
-  uint64_t blob_bytes = writer.data.size();
-  header.append(reinterpret_cast<const char*>(&version), 4);
-  header.append(reinterpret_cast<const char*>(&recall_bp), 4);
-  header.append(reinterpret_cast<const char*>(&sequence), 8);
-  header.append(reinterpret_cast<const char*>(&binding), 8);
-  header.append(reinterpret_cast<const char*>(&blob_bytes), 8);
+  std::string header(kMagic, 8);
+  PutFixed<uint32_t>(&header, kFileFormatVersion);
+  PutFixed<uint32_t>(&header, recall_bp);
+  PutFixed<uint64_t>(&header, sequence);
+  PutFixed<uint64_t>(&header, binding);
+  PutFixed<uint64_t>(&header, writer.data.size());
   uint32_t crc = Crc32c(header.data() + 8, kCrcOffset - 8);
   crc = Crc32c(writer.data.data(), writer.data.size(), crc);
-  header.append(reinterpret_cast<const char*>(&crc), 4);
-  return WriteFileAtomically(path, header, writer.data);
+  PutFixed<uint32_t>(&header, crc);
+  return WriteFileAtomically(
+      path, {header, std::string_view(reinterpret_cast<const char*>(writer.data.data()),
+                                      writer.data.size())});
 }
 
 Status CoarseIndex::Load(const CollectionSpec& spec, const std::string& path, uint64_t binding,
@@ -666,14 +628,12 @@ Status CoarseIndex::Load(const CollectionSpec& spec, const std::string& path, ui
       std::memcmp(header.data(), kMagic, 8) != 0) {
     return Status::Corruption("index file " + path + " has a bad header");
   }
-  uint32_t version, recall_bp, crc;
-  uint64_t seq, file_binding, blob_bytes;
-  std::memcpy(&version, header.data() + 8, 4);
-  std::memcpy(&recall_bp, header.data() + 12, 4);
-  std::memcpy(&seq, header.data() + 16, 8);
-  std::memcpy(&file_binding, header.data() + 24, 8);
-  std::memcpy(&blob_bytes, header.data() + 32, 8);
-  std::memcpy(&crc, header.data() + kCrcOffset, 4);
+  const uint32_t version = GetFixed<uint32_t>(header.data() + 8);
+  const uint32_t recall_bp = GetFixed<uint32_t>(header.data() + 12);
+  const uint64_t seq = GetFixed<uint64_t>(header.data() + 16);
+  const uint64_t file_binding = GetFixed<uint64_t>(header.data() + 24);
+  const uint64_t blob_bytes = GetFixed<uint64_t>(header.data() + 32);
+  const uint32_t crc = GetFixed<uint32_t>(header.data() + kCrcOffset);
   if (version != kFileFormatVersion) {
     return Status::Corruption("index file " + path + " has format version " +
                               std::to_string(version) + ", this build writes " +

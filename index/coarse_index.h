@@ -1,4 +1,5 @@
-// CoarseIndex: the FAISS stage-1 index of one collection (DESIGN section 4).
+// CoarseIndex: the FAISS stage-1 index of one collection (docs/concepts.md,
+// "Two-stage search" and "Coarse indexes").
 //
 // Item rows come in the arena layout of common/row_layout.h; the index turns
 // them into coarse vectors that make FAISS rank by a meaningful quantity:

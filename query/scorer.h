@@ -1,4 +1,4 @@
-// Exact stage-2 scorers (DESIGN section 3). Internal to the core library.
+// Exact stage-2 scorers (docs/concepts.md, "Scores"). Internal to the core library.
 //
 // Items live in the collection's arena as fixed-stride rows:
 //   point:    float [z (D)]

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/coding.h"
 #include "common/crc32c.h"
 #include "common/row_layout.h"
 
@@ -33,16 +34,6 @@ Status FromRocks(const rocksdb::Status& s, const std::string& what) {
   return Status::IOError(what + ": " + s.ToString());
 }
 
-void PutFixed(std::string* out, const void* p, size_t n) {
-  out->append(static_cast<const char*>(p), n);
-}
-template <typename T>
-T GetFixed(const char* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
-
 std::string CollectionPrefix(uint32_t collection_id) {
   std::string k(4, '\0');
   for (int i = 0; i < 4; ++i) k[i] = char((collection_id >> (24 - 8 * i)) & 0xFF);
@@ -60,7 +51,7 @@ std::string EncodePayload(const std::string& payload) {
   v.push_back(char(kPayloadFormatVersion));
   v += payload;
   uint32_t crc = Crc32c(v.data(), v.size());
-  PutFixed(&v, &crc, 4);
+  PutFixed<uint32_t>(&v, crc);
   return v;
 }
 
@@ -128,14 +119,16 @@ std::string RecordStore::EncodeRecord(uint64_t sequence, const RecordWrite& w, s
   v.push_back(char(kRecordFormatVersion));
   v.push_back(char(w.has_label ? 1 : 0));
   v.append(2, '\0');
-  PutFixed(&v, &sequence, 8);
+  PutFixed<uint64_t>(&v, sequence);
   int64_t label = w.has_label ? w.label : 0;
-  PutFixed(&v, &label, 8);
+  PutFixed<int64_t>(&v, label);
   uint32_t n = uint32_t(row_bytes);
-  PutFixed(&v, &n, 4);
-  PutFixed(&v, w.row, row_bytes);
+  PutFixed<uint32_t>(&v, n);
+  // The row's floats are stored in the host's order (little-endian on every
+  // supported platform: x86-64, AArch64).
+  v.append(static_cast<const char*>(w.row), row_bytes);
   uint32_t crc = Crc32c(v.data(), v.size());
-  PutFixed(&v, &crc, 4);
+  PutFixed<uint32_t>(&v, crc);
   return v;
 }
 

@@ -16,13 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "hedgedb/export.h"
 #include "hedgedb/options.h"
 #include "hedgedb/status.h"
 #include "hedgedb/types.h"
 
 namespace hedgedb {
 
-class DB {
+class HEDGEDB_EXPORT DB {
  public:
   // Opens (or creates, per options) the database in directory `path`.
   static Status Open(const Options& options, const std::string& path, std::unique_ptr<DB>* db);
@@ -77,6 +78,6 @@ class DB {
 // and log, then every index file is deleted so that each collection is
 // rebuilt from its records when next opened. The database must not be open.
 // Records that were in unreadable files are lost; GetStats shows what is left.
-Status RepairDB(const std::string& path);
+HEDGEDB_EXPORT Status RepairDB(const std::string& path);
 
 }  // namespace hedgedb

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "hedgedb/db.h"
+#include "hedgedb/export.h"
 #include "hedgedb/npy.h"
 #include "hedgedb/options.h"
 #include "hedgedb/status.h"

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "hedgedb/export.h"
 #include "hedgedb/status.h"
 
 namespace hedgedb {
@@ -33,32 +34,34 @@ struct NpyArray {
 };
 
 // Bytes per element of `type` (1, 2, 4 or 8).
-int NpyElementSize(NpyType type);
+HEDGEDB_EXPORT int NpyElementSize(NpyType type);
 // The dtype string written to headers: "<f4", "|u1", "<i8", ...
-const char* NpyDescr(NpyType type);
+HEDGEDB_EXPORT const char* NpyDescr(NpyType type);
 // A shape as Python prints it: "()", "(3,)", "(3, 4)". For error messages.
-std::string NpyShapeString(const std::vector<int64_t>& shape);
+HEDGEDB_EXPORT std::string NpyShapeString(const std::vector<int64_t>& shape);
 
 // Reads `path`. Errors name the file: missing, not .npy, unsupported dtype
 // (e.g. big-endian, object, Fortran order) or truncated.
-Status ReadNpy(const std::string& path, NpyArray* array);
+HEDGEDB_EXPORT Status ReadNpy(const std::string& path, NpyArray* array);
 // Writes atomically (tmp file + rename). The header is format 1.0 (2.0 only if
 // it would not fit in 1.0), padded with spaces to a multiple of 64 bytes and laid
 // out exactly as numpy.save writes it.
-Status WriteNpy(const std::string& path, const NpyArray& array);
+HEDGEDB_EXPORT Status WriteNpy(const std::string& path, const NpyArray& array);
 
 // Element conversions; `what` names the array in error messages. ToFloat32
 // accepts float arrays only; ToInt64 accepts integer arrays only (and
 // float arrays whose values are all integral).
-Status NpyToFloat32(const NpyArray& array, const std::string& what, std::vector<float>* out);
-Status NpyToInt64(const NpyArray& array, const std::string& what, std::vector<int64_t>* out);
+HEDGEDB_EXPORT Status NpyToFloat32(const NpyArray& array, const std::string& what,
+                                   std::vector<float>* out);
+HEDGEDB_EXPORT Status NpyToInt64(const NpyArray& array, const std::string& what,
+                                 std::vector<int64_t>* out);
 
 // These copy all of `data`; WriteNpy reports a size that does not match `shape`.
-NpyArray MakeNpy(const std::vector<float>& data, std::vector<int64_t> shape);
-NpyArray MakeNpy(const std::vector<int64_t>& data, std::vector<int64_t> shape);
-NpyArray MakeNpy(const std::vector<int32_t>& data, std::vector<int64_t> shape);
+HEDGEDB_EXPORT NpyArray MakeNpy(const std::vector<float>& data, std::vector<int64_t> shape);
+HEDGEDB_EXPORT NpyArray MakeNpy(const std::vector<int64_t>& data, std::vector<int64_t> shape);
+HEDGEDB_EXPORT NpyArray MakeNpy(const std::vector<int32_t>& data, std::vector<int64_t> shape);
 // Any element type: `data` holds element_count(shape) elements of `type`,
 // little-endian.
-NpyArray MakeNpy(NpyType type, const void* data, std::vector<int64_t> shape);
+HEDGEDB_EXPORT NpyArray MakeNpy(NpyType type, const void* data, std::vector<int64_t> shape);
 
 }  // namespace hedgedb

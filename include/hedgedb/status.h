@@ -6,9 +6,11 @@
 #include <string>
 #include <utility>
 
+#include "hedgedb/export.h"
+
 namespace hedgedb {
 
-class Status {
+class HEDGEDB_EXPORT Status {
  public:
   enum class Code {
     kOk = 0,

@@ -7,9 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "hedgedb/export.h"
+
 namespace hedgedb {
 
-// What one stored item is (DESIGN section 2).
+// What one stored item is (docs/concepts.md, "Embedding kinds").
 enum class Kind {
   kPoint,     // z in R^D
   kGaussian,  // mean and diagonal variance in R^D
@@ -17,7 +19,7 @@ enum class Kind {
   kCodes,     // DIMCO code: d symbols in {0..k-1}
 };
 
-// Exact stage-2 scores; higher is always better (DESIGN section 3).
+// Exact stage-2 scores; higher is always better (docs/concepts.md, "Scores").
 enum class ScoreType {
   kDefault,  // mc for gaussian/mog, match for point, logprob for codes
   kMc,       // Monte Carlo match probability (HIB eq. 5)
@@ -28,14 +30,14 @@ enum class ScoreType {
   kLogprob,  // DIMCO log-probability of the item's code under the query table
 };
 
-const char* KindName(Kind kind);
-bool ParseKind(const std::string& name, Kind* kind);
-const char* ScoreName(ScoreType score);
-bool ParseScore(const std::string& name, ScoreType* score);
+HEDGEDB_EXPORT const char* KindName(Kind kind);
+HEDGEDB_EXPORT bool ParseKind(const std::string& name, Kind* kind);
+HEDGEDB_EXPORT const char* ScoreName(ScoreType score);
+HEDGEDB_EXPORT bool ParseScore(const std::string& name, ScoreType* score);
 // The score a search asking for `score` uses on a collection of `kind`:
 // kDefault -> match (point), mc (gaussian, mog), logprob (codes); mc on points
 // is match. Other scores are returned unchanged (validity is not checked).
-ScoreType ResolveScore(Kind kind, ScoreType score);
+HEDGEDB_EXPORT ScoreType ResolveScore(Kind kind, ScoreType score);
 
 // Everything that defines a collection. Fixed at creation.
 struct CollectionSpec {

@@ -10,6 +10,22 @@ trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
 test -f "$work/prefix/include/hedgedb/db.h"
 test -f "$work/prefix/lib/cmake/hedgedb/hedgedbConfig.cmake"
+# The shared library exports the public API only: no FAISS, RocksDB or
+# internal hedgedb symbols.
+lib=$(ls "$work"/prefix/lib/libhedgedb.so.*.*.* | head -1)
+exported=$(nm -D --defined-only "$lib" | awk '{print $3}' | c++filt)
+leaked=$(echo "$exported" | grep -v -E '^(hedgedb::|typeinfo (name )?for hedgedb::|vtable for hedgedb::|_init$|_fini$)' || true)
+if [[ -n "$leaked" ]]; then
+  echo "libhedgedb.so exports symbols outside the public API:" >&2
+  echo "$leaked" | head -20 >&2
+  exit 1
+fi
+internal=$(echo "$exported" | grep -E 'hedgedb::(storage|index|query)::' || true)
+if [[ -n "$internal" ]]; then
+  echo "libhedgedb.so exports internal hedgedb symbols:" >&2
+  echo "$internal" | head -20 >&2
+  exit 1
+fi
 cmake -S "$src/examples" -B "$work/example" -DCMAKE_PREFIX_PATH="$work/prefix" \
   -DCMAKE_BUILD_TYPE=Release > "$work/configure.log"
 cmake --build "$work/example" > "$work/build.log"

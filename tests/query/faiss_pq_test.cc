@@ -1,6 +1,6 @@
-// DESIGN section 4: a FAISS IndexPQ with M = d sub-quantizers of dimension k,
-// identity codebooks and METRIC_INNER_PRODUCT scores the flattened DIMCO
-// table exactly as the scan does: sum_i L[i, c_i]. The index layer relies on it.
+// The codes index (docs/concepts.md, "Two-stage search"): a FAISS IndexPQ with M = d sub-quantizers
+// of dimension k, identity codebooks and METRIC_INNER_PRODUCT scores the flattened DIMCO table
+// exactly as the scan does: sum_i L[i, c_i]. The index layer relies on it.
 #include <faiss/IndexPQ.h>
 #include <gtest/gtest.h>
 
@@ -110,7 +110,7 @@ TEST(IdentityIndexPqTest, SameScoresOnLogSoftmaxTables) {
   }
 }
 
-// A -inf in the table (log 0, or DESIGN's "-inf padding" of k) turns the
+// A -inf in the table (log 0, or a "-inf padding" row of k) turns the
 // identity-codebook inner products into 0 * -inf = NaN for the whole
 // sub-quantizer, so FAISS needs a finite floor; the exact scan stays exact.
 TEST(IdentityIndexPqTest, MinusInfinityNeedsAFiniteFloorForFaiss) {
