@@ -1,5 +1,5 @@
 // CUB-200-2011 and Cars-196 in their official layouts, read as labelled image
-// sources for the class-disjoint metric-learning protocol (DESIGN section 7):
+// sources for the class-disjoint metric-learning protocol (docs/images.md):
 //
 //   CUB-200-2011  ROOT/images.txt            "<image id> <relative path>"
 //                 ROOT/image_class_labels.txt "<image id> <class id>"

@@ -69,7 +69,7 @@ class EncoderModel {
 };
 
 // Sets LibTorch's intra-op threads; threads <= 0 uses the hardware cores
-// (torch's own default may report 1 on small machines, DESIGN section 8).
+// (torch's own default may report 1 on small machines).
 // Returns the count in use.
 int SetEncoderThreads(int threads);
 

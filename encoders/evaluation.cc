@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "encoders/engine_bridge.h"
 #include "query/scorer.h"
 
 namespace hedgedb {
@@ -44,24 +45,9 @@ query::ScoreParams ParamsOf(const Similarity& s) {
   query::ScoreParams params;
   params.samples = s.samples;
   params.seed = s.seed;
-  const ModelSpec& spec = s.spec;
-  switch (spec.kind) {
-    case Kind::kPoint:
-      // -L2 ranks exactly like the match probability of any a > 0 but does
-      // not saturate to ties in float.
-      params.score = ScoreType::kL2;
-      break;
-    case Kind::kGaussian:
-    case Kind::kMog:
-      params.score = IsSpe(spec) ? ScoreType::kMls : ScoreType::kMc;
-      break;
-    case Kind::kCodes:
-      params.score = ScoreType::kLogprob;
-      break;
-  }
-  const bool learned_match = spec.method == Method::kSoftContrastive || spec.method == Method::kHib;
-  params.match_a = learned_match ? static_cast<float>(spec.match_a) : 1.0f;
-  params.match_b = learned_match ? static_cast<float>(spec.match_b) : 0.0f;
+  params.score = ModelScore(s.spec);
+  params.match_a = MatchA(s.spec);
+  params.match_b = MatchB(s.spec);
   return params;
 }
 

@@ -1,5 +1,5 @@
-// Evaluation of trained encoders with the papers' protocols (DESIGN section 7,
-// HIB sections 4.3-4.4 and appendix G). Torch-free: embeddings come from
+// Evaluation of trained encoders with the papers' protocols (HIB
+// sections 4.3-4.4 and appendix G). Torch-free: embeddings come from
 // EncoderModel and are scored with the core library's exact stage-2 scorers
 // (query/scorer.h), i.e. with the same numbers a hedgedb search returns.
 //

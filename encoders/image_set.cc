@@ -391,6 +391,35 @@ std::string ImageEntry::Payload() const {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+bool ImageEntry::IsPayloadOf(const std::string& payload) const {
+  ImagePayload fields;
+  return ParseImagePayload(payload, &fields) && fields.path == path && fields.index == idx_index;
+}
+
+bool ParseImagePayload(const std::string& payload, ImagePayload* fields) {
+  const nlohmann::json j = nlohmann::json::parse(payload, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("path") || !j["path"].is_string()) return false;
+  *fields = ImagePayload();
+  fields->path = j["path"].get<std::string>();
+  if (j.contains("index") && j["index"].is_number_integer()) {
+    fields->index = j["index"].get<int64_t>();
+  }
+  if (j.contains("label_name") && j["label_name"].is_string()) {
+    fields->label_name = j["label_name"].get<std::string>();
+  }
+  return true;
+}
+
+double HiddenFraction(const float* clean, const float* occluded, int64_t floats) {
+  int64_t foreground = 0, hidden = 0;
+  for (int64_t p = 0; p < floats; ++p) {
+    if (clean[p] == 0.0f) continue;
+    ++foreground;
+    hidden += occluded[p] != clean[p];
+  }
+  return foreground > 0 ? static_cast<double>(hidden) / static_cast<double>(foreground) : 0.0;
+}
+
 int64_t LabelOfName(const std::string& name) {
   const bool decimal =
       !name.empty() && name.size() <= 18 &&

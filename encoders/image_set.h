@@ -77,8 +77,22 @@ struct ImageEntry {
   // The payload stored with the item: compact JSON
   //   {"path": "/abs/a/3/x.png", "label_name": "3"}     files (label_name if any)
   //   {"path": "/abs/t10k-images.idx3-ubyte", "index": 17}   IDX images
+  // (the one writer of this format; ParseImagePayload is its reader).
   std::string Payload() const;
+  // True if `payload` is this image's Payload() (same path and IDX index):
+  // how a query recognises its own image among the hits.
+  bool IsPayloadOf(const std::string& payload) const;
 };
+
+// The fields of an image item's payload (ImageEntry::Payload).
+struct ImagePayload {
+  std::string path;
+  int64_t index = -1;      // IDX images only
+  std::string label_name;  // "" if none
+};
+// Reads a payload ImageEntry::Payload() wrote; false for any other payload
+// (not JSON, or no "path").
+bool ParseImagePayload(const std::string& payload, ImagePayload* fields);
 
 // Images to read, in a fixed order. IDX sources keep the decoded IDX file here
 // (its images are served from memory).
@@ -151,6 +165,11 @@ Status DecodeImages(const ImageSource& source, int64_t first, int64_t count,
 // An ItemSet over decoded images (labels: the entries' labels, -1 where there
 // is none), for EncoderModel::Embed. `images` is shared, not copied.
 ItemSet DecodedImageItemSet(std::shared_ptr<const DecodedImages> images, const ImageSource& source);
+
+// The share of a clean image's foreground (its non-zero values) that an
+// occluded twin changed, i.e. how much of the objects occlusion hid; 0 for
+// an all-zero image. Both images hold `floats` values.
+double HiddenFraction(const float* clean, const float* occluded, int64_t floats);
 
 // Writes a {C, H, W} float image (C = 1 or 3, RGB, values clamped to [0, 1]
 // and rounded to 8 bits) to `path`; the extension picks the format (.png,

@@ -1,4 +1,4 @@
-// Training losses, each as its paper defines it (DESIGN section 6). All are
+// Training losses, each as its paper defines it. All are
 // differentiable tensor functions of encoder outputs; they work in the dtype
 // of their inputs (tests use double). Shape or label problems are programming
 // errors inside a training step and are reported like any torch op, by
@@ -84,7 +84,8 @@ struct EmbeddingSamples {
 // Gaussian: z_k = mean + sqrt(var) * eps_k, weights 1/K. Mixture (HIB
 // section 2.2): stratified, K/C samples from every component (component c
 // gets samples c*K/C .. (c+1)*K/C - 1), each weighted pi_c / (K/C), so with
-// unequal weights a component pair counts pi_c * pi'_c' (DESIGN section 3).
+// unequal weights a component pair counts pi_c * pi'_c' (the
+// stratified mixture sampling of docs/concepts.md, "Scores").
 // `noise` is [B, K, D] standard normal; undefined: drawn with torch::randn.
 EmbeddingSamples SampleEmbeddings(const EncoderOutput& out, int64_t samples,
                                   const torch::Tensor& noise = {});
@@ -110,7 +111,7 @@ LossOutput HibLoss(const EncoderOutput& x1, const EncoderOutput& x2, const torch
 // Stochastic prototype embeddings (SPE) and prototypical networks.
 // ---------------------------------------------------------------------------
 
-// Class prototypes from support embeddings (SPE eq. 5 and DESIGN section 3):
+// Class prototypes from support embeddings (SPE eq. 5):
 // per class y, v_i = s2_i + sigma_eps^2, v_y = 1 / sum_i 1/v_i,
 // rho_y = v_y * sum_i mu_i / v_i; a new instance of class y has density
 // N(z; rho_y, w_y) with w_y = v_y + sigma_eps^2.

@@ -52,6 +52,18 @@ bool KnnCorrect(const std::vector<int64_t>& neighbour_labels, int64_t query_labe
 
 }  // namespace
 
+std::vector<double> RecallAtK(const std::vector<int64_t>& first_hit, const std::vector<int>& ks) {
+  std::vector<double> recall(ks.size(), 0.0);
+  if (first_hit.empty()) return recall;
+  for (const int64_t first : first_hit) {
+    for (size_t i = 0; i < ks.size(); ++i) {
+      if (first < ks[i]) recall[i] += 1.0;
+    }
+  }
+  for (double& r : recall) r /= static_cast<double>(first_hit.size());
+  return recall;
+}
+
 Status EvaluateRetrieval(const SimilarityRowFn& rows, int64_t num_queries,
                          const std::vector<int64_t>& query_labels,
                          const std::vector<int64_t>& gallery_labels,
@@ -156,15 +168,12 @@ Status EvaluateRetrieval(const SimilarityRowFn& rows, int64_t num_queries,
 
   RetrievalMetrics out;
   out.recall_ks = options.recall_ks;
-  out.recall_at_k.assign(options.recall_ks.size(), 0.0);
+  out.recall_at_k = RecallAtK(first_hit, options.recall_ks);
   out.num_queries = num_queries;
   double map_sum = 0.0;
   double r_precision_sum = 0.0;
   int64_t knn_hits = 0;
   for (int64_t q = 0; q < num_queries; ++q) {
-    for (size_t i = 0; i < options.recall_ks.size(); ++i) {
-      if (first_hit[q] < options.recall_ks[i]) out.recall_at_k[i] += 1.0;
-    }
     if (relevant[q] > 0) {
       ++out.num_queries_with_relevant;
       map_sum += average_precision_at_r[q];
@@ -172,7 +181,6 @@ Status EvaluateRetrieval(const SimilarityRowFn& rows, int64_t num_queries,
     }
     knn_hits += knn_correct[q];
   }
-  for (double& recall : out.recall_at_k) recall /= static_cast<double>(num_queries);
   if (out.num_queries_with_relevant > 0) {
     out.map_at_r = map_sum / static_cast<double>(out.num_queries_with_relevant);
     out.r_precision = r_precision_sum / static_cast<double>(out.num_queries_with_relevant);

@@ -1,4 +1,5 @@
-// Evaluation metrics (DESIGN section 7), torch-free.
+// Evaluation metrics of the papers' protocols (recall@k, MAP@R, KNN accuracy,
+// verification AP, uncertainty calibration), torch-free.
 //
 // Everything works on similarities where higher = more similar, so point
 // embeddings (negated distance), Gaussian Monte Carlo match probabilities, MLS
@@ -86,6 +87,12 @@ Status EvaluateRetrieval(const std::vector<float>& similarity,
 Status EvaluateRetrievalPairwise(const PairScoreFn& score, const std::vector<int64_t>& query_labels,
                                  const std::vector<int64_t>& gallery_labels,
                                  const RetrievalOptions& options, RetrievalMetrics* metrics);
+
+// Recall@k from each query's rank of its nearest same-label result (0-based;
+// any value >= k, e.g. the number of results, when none was found):
+// recall_at_k[i] = fraction of queries with first_hit < ks[i]. The one
+// recall computation: EvaluateRetrieval and the image queries use it.
+std::vector<double> RecallAtK(const std::vector<int64_t>& first_hit, const std::vector<int>& ks);
 
 // Dense similarity matrix (num_queries x num_gallery) from a pair function.
 void ComputeSimilarityMatrix(const PairScoreFn& score, int64_t num_queries, int64_t num_gallery,

@@ -22,17 +22,21 @@ constexpr char kMagic[8] = {'H', 'D', 'B', 'M', 'O', 'D', 'E', 'L'};
 // magic + version + header length + payload length + crc.
 constexpr size_t kFixedBytes = 8 + 4 + 8 + 8 + 4;
 
+// The one table of method names. `name` is what model files store (and
+// MethodName prints); `alias` is the older training-flag spelling, accepted
+// wherever a method is parsed.
 struct MethodEntry {
   Method method;
   const char* name;
+  const char* alias;  // nullptr: none
 };
 constexpr MethodEntry kMethods[] = {
-    {Method::kSoftContrastive, "softcon"},
-    {Method::kHib, "hib"},
-    {Method::kSpe, "spe"},
-    {Method::kProtoNet, "protonet"},
-    {Method::kDimco, "dimco"},
-    {Method::kFStatistic, "fstat"},
+    {Method::kSoftContrastive, "softcon", "point"},
+    {Method::kHib, "hib", nullptr},
+    {Method::kSpe, "spe", nullptr},
+    {Method::kProtoNet, "protonet", "pn"},
+    {Method::kDimco, "dimco", nullptr},
+    {Method::kFStatistic, "fstat", nullptr},
 };
 
 struct BackboneEntry {
@@ -183,6 +187,17 @@ bool MethodAllowsKind(Method method, Kind kind) {
 
 }  // namespace
 
+std::string MethodNamesText() {
+  std::string text;
+  const size_t n = sizeof(kMethods) / sizeof(kMethods[0]);
+  for (size_t i = 0; i < n; ++i) {
+    text += i == 0 ? "" : (i + 1 == n ? " or " : ", ");
+    text += kMethods[i].name;
+    if (kMethods[i].alias != nullptr) text += std::string(" (") + kMethods[i].alias + ")";
+  }
+  return text;
+}
+
 const char* MethodName(Method method) {
   for (const auto& e : kMethods)
     if (e.method == method) return e.name;
@@ -191,7 +206,7 @@ const char* MethodName(Method method) {
 
 bool ParseMethod(const std::string& name, Method* method) {
   for (const auto& e : kMethods) {
-    if (name == e.name) {
+    if (name == e.name || (e.alias != nullptr && name == e.alias)) {
       *method = e.method;
       return true;
     }

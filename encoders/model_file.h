@@ -1,5 +1,5 @@
 // The trained-model file: one file with the weights and everything needed to
-// use them (DESIGN section 6). This header is torch-free so that tools can
+// use them (the layout is below). This header is torch-free so that tools can
 // read a model's description (kind, dimensions, a/b, ...) without LibTorch
 // types; SaveModel/LoadModel take the Encoder from encoders/models.h.
 //
@@ -40,8 +40,15 @@ enum class Method {
   kDimco,            // codes, DIMCO eq. 10
   kFStatistic,       // point, F-statistic loss
 };
+// The name model files store ("softcon", "hib", "spe", "protonet", "dimco",
+// "fstat").
 const char* MethodName(Method method);
+// Accepts the stored names and the older training-flag aliases ("point" for
+// softcon, "pn" for protonet), so old model files and old flags keep working.
 bool ParseMethod(const std::string& name, Method* method);
+// "softcon (point), hib, ..., dimco or fstat": the accepted names, for help
+// texts and error messages.
+std::string MethodNamesText();
 
 enum class BackboneType {
   kCnn,          // HIB/SPE shallow CNN on images

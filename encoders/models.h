@@ -1,6 +1,6 @@
 // Encoder networks: a backbone that maps an input to a feature vector, and a
 // head that maps the feature vector to an embedding of one of the hedgedb
-// kinds (point, gaussian, mog, codes). DESIGN section 6.
+// kinds (point, gaussian, mog, codes; docs/concepts.md).
 //
 // Modules follow the pytorch/examples C++ style: XxxImpl + TORCH_MODULE(Xxx).
 // Everything needed to rebuild an encoder lives in ModelSpec (model_file.h),

@@ -45,24 +45,24 @@ std::string Duration(double seconds) {
 
 enum class BatchFamily { kPairs, kEpisodes, kClassBalanced };
 
+// The batches each method trains on (names: model_file.h's table).
 struct MethodDefaults {
-  const char* cli_name;
   Method method;
   BatchFamily family;
 };
 
 constexpr MethodDefaults kMethodTable[] = {
-    {"point", Method::kSoftContrastive, BatchFamily::kPairs},
-    {"hib", Method::kHib, BatchFamily::kPairs},
-    {"spe", Method::kSpe, BatchFamily::kEpisodes},
-    {"pn", Method::kProtoNet, BatchFamily::kEpisodes},
-    {"dimco", Method::kDimco, BatchFamily::kClassBalanced},
-    {"fstat", Method::kFStatistic, BatchFamily::kClassBalanced},
+    {Method::kSoftContrastive, BatchFamily::kPairs},
+    {Method::kHib, BatchFamily::kPairs},
+    {Method::kSpe, BatchFamily::kEpisodes},
+    {Method::kProtoNet, BatchFamily::kEpisodes},
+    {Method::kDimco, BatchFamily::kClassBalanced},
+    {Method::kFStatistic, BatchFamily::kClassBalanced},
 };
 
-const MethodDefaults* FindMethod(const std::string& name) {
+const MethodDefaults* FindMethod(Method method) {
   for (const auto& m : kMethodTable) {
-    if (name == m.cli_name) return &m;
+    if (method == m.method) return &m;
   }
   return nullptr;
 }
@@ -111,8 +111,8 @@ class BatchSource {
         break;
       }
       case BatchFamily::kClassBalanced: {
-        ClassBalancedOptions o =
-            options.method == "dimco" ? DimcoBatchOptions(seed) : FStatisticBatchOptions(seed);
+        ClassBalancedOptions o = options.method == Method::kDimco ? DimcoBatchOptions(seed)
+                                                                  : FStatisticBatchOptions(seed);
         if (options.batch_size > 0) {
           o.classes_per_batch = std::max(2, options.batch_size / o.items_per_class);
         }
@@ -441,7 +441,7 @@ Status TrainImpl(const TrainOptions& options, const EncoderData& data, TrainResu
       options.checkpoint_path.empty() ? options.out + ".ckpt" : options.checkpoint_path;
   const int64_t window = std::max<int64_t>(1, std::min<int64_t>(50, total / 10));
 
-  log("[train " + options.method + "] " + data.description + ": " +
+  log("[train " + std::string(MethodName(options.method)) + "] " + data.description + ": " +
       std::to_string(data.train.size()) + " training items, " +
       std::to_string(data.num_train_classes) + " classes, " +
       std::to_string(source->items_per_batch()) + " items/batch, " + std::to_string(total) +
@@ -470,7 +470,7 @@ Status TrainImpl(const TrainOptions& options, const EncoderData& data, TrainResu
     char line[160];
     const bool improved = map_at_r > state.best_validation;
     std::snprintf(line, sizeof(line), "[train %s] iter %lld validation MAP@R %.4f%s",
-                  options.method.c_str(), static_cast<long long>(iteration), map_at_r,
+                  MethodName(options.method), static_cast<long long>(iteration), map_at_r,
                   improved ? " (best, saved)" : "");
     log(line);
     if (improved) {
@@ -503,7 +503,7 @@ Status TrainImpl(const TrainOptions& options, const EncoderData& data, TrainResu
     const LossOutput loss = ComputeLoss(options, method->method, encoder, out, batch);
     const double loss_value = loss.loss.item<double>();
     if (!std::isfinite(loss_value)) {
-      return Status::Internal("the " + options.method + " loss became " +
+      return Status::Internal("the " + std::string(MethodName(options.method)) + " loss became " +
                               std::to_string(loss_value) + " at iteration " + std::to_string(t) +
                               " (try a lower --lr)");
     }
@@ -532,7 +532,7 @@ Status TrainImpl(const TrainOptions& options, const EncoderData& data, TrainResu
       if (options.max_seconds > 0) eta = std::min(eta, options.max_seconds - elapsed);
       char line[512];
       std::snprintf(line, sizeof(line), "[train %s] iter %lld/%lld loss %.5f",
-                    options.method.c_str(), static_cast<long long>(t),
+                    MethodName(options.method), static_cast<long long>(t),
                     static_cast<long long>(total), progress_loss / progress_count);
       std::string text = line;
       std::string terms;
@@ -554,9 +554,9 @@ Status TrainImpl(const TrainOptions& options, const EncoderData& data, TrainResu
       HEDGEDB_RETURN_IF_ERROR(validate(t, &stop));
       if (stop) {
         r.early_stopped = true;
-        log("[train " + options.method + "] early stop: no validation improvement in " +
-            std::to_string(options.patience) + " validations; best at iteration " +
-            std::to_string(state.best_iteration));
+        log("[train " + std::string(MethodName(options.method)) +
+            "] early stop: no validation improvement in " + std::to_string(options.patience) +
+            " validations; best at iteration " + std::to_string(state.best_iteration));
       }
     }
     if (options.checkpoint_every > 0 && t % options.checkpoint_every == 0) {
@@ -569,8 +569,8 @@ Status TrainImpl(const TrainOptions& options, const EncoderData& data, TrainResu
       }
     }
     if (out_of_time) {
-      log("[train " + options.method + "] time budget of " + Duration(options.max_seconds) +
-          " reached at iteration " + std::to_string(t));
+      log("[train " + std::string(MethodName(options.method)) + "] time budget of " +
+          Duration(options.max_seconds) + " reached at iteration " + std::to_string(t));
       break;
     }
   }
@@ -596,8 +596,7 @@ Status TrainImpl(const TrainOptions& options, const EncoderData& data, TrainResu
 Status ResolveTrainOptions(TrainOptions* o) {
   const MethodDefaults* m = FindMethod(o->method);
   if (m == nullptr) {
-    return Status::InvalidArgument("unknown method '" + o->method +
-                                   "' (expected point, hib, spe, pn, dimco or fstat)");
+    return Status::InvalidArgument("unknown method (expected " + MethodNamesText() + ")");
   }
   if (o->out.empty()) return Status::InvalidArgument("an output model path (--out) is required");
   if (o->components < 1) return Status::InvalidArgument("--components must be >= 1");

@@ -1,9 +1,11 @@
 // The encoder trainer: builds the model for a method, draws batches with the
 // method's sampler, minimises the method's loss with Adam, validates for early
 // stopping, checkpoints and resumes, and writes the model file. Torch-free
-// interface (DESIGN section 1: LibTorch stays out of headers tools include).
+// interface: LibTorch stays out of the headers tools include, so the CLI
+// and embedding programs compile without it.
 //
-// Methods (CLI names) and their paper defaults:
+// Methods (flag names; point and pn are aliases of softcon and protonet,
+// model_file.h) and their paper defaults:
 //   point  soft contrastive loss (HIB eq. 3), point embeddings, D = 2,
 //          HIB two-stream batches of 128 with balanced pairs
 //   hib    VIB loss (HIB eq. 8), gaussian (C = 1) or mog (C > 1), D = 2,
@@ -39,7 +41,7 @@ namespace hedgedb {
 namespace encoders {
 
 struct TrainOptions {
-  std::string method = "hib";  // point, hib, spe, pn, dimco, fstat
+  Method method = Method::kHib;  // ParseMethod reads the names
   // 0 (or empty) = the method's default.
   int64_t dim = 0;
   int64_t components = 1;

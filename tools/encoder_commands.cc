@@ -16,11 +16,13 @@
 
 #include "encoders/embedder.h"
 #include "encoders/encoder_data.h"
+#include "encoders/engine_bridge.h"
 #include "encoders/evaluation.h"
 #include "encoders/model_file.h"
 #include "encoders/trainer.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
+#include "tools/data_flags.h"
 
 namespace hedgedb {
 namespace cli {
@@ -31,12 +33,14 @@ using encoders::EncoderData;
 using encoders::ModelSpec;
 using nlohmann::json;
 
-void AddDataOptions(CLI::App* cmd, DataOptions* data) {
-  cmd->add_option("--data", data->source,
+// `flags` holds --data/--cub/--cars until the command runs (DataSource).
+void AddDataOptions(CLI::App* cmd, DataOptions* data, DataSetFlags* flags) {
+  flags->data = data->source;  // the default
+  AddDataSetFlags(cmd, flags,
                   "Data set: fashion-mnist, mnist ($HEDGEDB_MNIST_DIR or "
                   "/usr/share/datasets/mnist), idx:DIR (MNIST layout), cub:ROOT "
-                  "(CUB-200-2011), cars:ROOT (Cars-196) or features:FEATS.npy,LABELS.npy")
-      ->capture_default_str();
+                  "(CUB-200-2011, or --cub ROOT), cars:ROOT (Cars-196, or --cars ROOT) or "
+                  "features:FEATS.npy,LABELS.npy");
   cmd->add_option("--items", data->items, "Images per composite (N-item composites, HIB appx. A)")
       ->capture_default_str()
       ->check(CLI::Range(1, 4));
@@ -58,6 +62,12 @@ void AddDataOptions(CLI::App* cmd, DataOptions* data) {
       ->capture_default_str();
 }
 
+// `options` with the data set the flags name.
+DataOptions DataSource(DataOptions options, const DataSetFlags& flags) {
+  options.source = ResolveDataSet(flags);
+  return options;
+}
+
 EncoderData LoadDataOrFail(const DataOptions& options) {
   EncoderData data;
   Check(encoders::LoadEncoderData(options, &data));
@@ -72,27 +82,20 @@ std::unique_ptr<encoders::EncoderModel> LoadModelOrFail(const std::string& path)
 }
 
 // The `hedgedb create` flags of a collection that stores this model's
-// embeddings.
-json CreateFlags(const ModelSpec& spec) {
+// embeddings (encoders/engine_bridge.h decides them).
+json CreateFlags(const ModelSpec& model) {
+  const CollectionSpec spec = encoders::CollectionSpecForModel(model, "");
   json flags;
   flags["kind"] = KindName(spec.kind);
-  if (spec.kind == Kind::kCodes) {
-    flags["dim"] = spec.code_dims;
-    flags["code-k"] = spec.code_k;
-  } else {
-    flags["dim"] = spec.dim;
-  }
+  flags["dim"] = spec.dim;
+  if (spec.kind == Kind::kCodes) flags["code-k"] = spec.code_k;
   if (spec.kind == Kind::kMog) {
     flags["components"] = spec.components;
-    // The default 8 samples must be a multiple of C.
-    if (8 % spec.components != 0)
-      flags["samples"] = spec.components * ((8 + spec.components - 1) / spec.components);
+    if (spec.samples != CollectionSpec().samples) flags["samples"] = spec.samples;
   }
   if (spec.kind != Kind::kCodes) {
-    const bool learned =
-        spec.method == encoders::Method::kSoftContrastive || spec.method == encoders::Method::kHib;
-    flags["match-a"] = JsonFloat(learned ? static_cast<float>(spec.match_a) : 1.0f);
-    flags["match-b"] = JsonFloat(learned ? static_cast<float>(spec.match_b) : 0.0f);
+    flags["match-a"] = JsonFloat(spec.match_a);
+    flags["match-b"] = JsonFloat(spec.match_b);
   }
   return flags;
 }
@@ -113,18 +116,7 @@ json ModelJson(const ModelSpec& spec) {
   j["create_flags"] = CreateFlags(spec);
   j["create_command"] = CreateCommand(j["create_flags"]);
   // Which `hedgedb search --score` matches what the model was trained for.
-  switch (spec.kind) {
-    case Kind::kPoint:
-      j["search_score"] = "l2";
-      break;
-    case Kind::kGaussian:
-    case Kind::kMog:
-      j["search_score"] = spec.method == encoders::Method::kSpe ? "mls" : "mc";
-      break;
-    case Kind::kCodes:
-      j["search_score"] = "logprob";
-      break;
-  }
+  j["search_score"] = ScoreName(encoders::ModelScore(spec));
   if (spec.method == encoders::Method::kSpe) j["sigma_eps2"] = spec.sigma_eps2;
   return j;
 }
@@ -133,13 +125,20 @@ json ModelJson(const ModelSpec& spec) {
 
 struct TrainArgs {
   DataOptions data;
+  DataSetFlags data_flags;
+  std::string method;
   encoders::TrainOptions train;
   double val_fraction = 0.1;
 };
 
 void RunTrain(TrainArgs& args) {
+  args.data = DataSource(args.data, args.data_flags);
   args.data.val_fraction = args.val_fraction;
   // Flag problems are usage errors, before any data is read.
+  if (!encoders::ParseMethod(args.method, &args.train.method)) {
+    UsageError("unknown method '" + args.method + "' (expected " + encoders::MethodNamesText() +
+               ")");
+  }
   {
     encoders::TrainOptions probe = args.train;
     const Status s = encoders::ResolveTrainOptions(&probe);
@@ -174,11 +173,12 @@ void RegisterTrain(CLI::App& app) {
   encoders::TrainOptions& t = args->train;
   CLI::App* cmd = app.add_subcommand("train", "Train an encoder and write a model file");
   cmd->footer(
-      "Methods: point (soft contrastive), hib (Gaussian; mixture with --components > 1), spe, "
-      "pn (prototypical network), dimco (codes: --code-dim, --code-k), fstat (F-statistic). "
+      "Methods: point or softcon (soft contrastive), hib (Gaussian; mixture with --components > "
+      "1), spe, pn or protonet (prototypical network), dimco (codes: --code-dim, --code-k), "
+      "fstat (F-statistic); model files record softcon and protonet. "
       "Progress goes to stderr; the result is one JSON line on stdout.");
-  AddDataOptions(cmd, &args->data);
-  cmd->add_option("--method", t.method, "point, hib, spe, pn, dimco or fstat")->required();
+  AddDataOptions(cmd, &args->data, &args->data_flags);
+  cmd->add_option("--method", args->method, encoders::MethodNamesText())->required();
   cmd->add_option("--train-occlusion", args->data.train_occlusion,
                   "Probability that a training item is occluded, drawn afresh per batch")
       ->capture_default_str()
@@ -240,6 +240,7 @@ void RegisterTrain(CLI::App& app) {
 
 struct EmbedArgs {
   DataOptions data;
+  DataSetFlags data_flags;
   std::string model, out, split = "test";
   bool corrupt = false;
   int64_t max_items = 0;
@@ -249,14 +250,15 @@ struct EmbedArgs {
 
 void RunEmbed(const EmbedArgs& args) {
   encoders::SetEncoderThreads(args.threads);
+  const DataOptions data_options = DataSource(args.data, args.data_flags);
   std::unique_ptr<encoders::EncoderModel> model = LoadModelOrFail(args.model);
-  const EncoderData data = LoadDataOrFail(args.data);
+  const EncoderData data = LoadDataOrFail(data_options);
   const encoders::ItemSet* set = nullptr;
   Check(encoders::SelectSplit(data, args.split, &set));
   if (args.corrupt && !data.has_corrupt) {
     UsageError("--corrupt: the data set " + data.description + " has no corrupt twin");
   }
-  const std::vector<int64_t> items = encoders::SubsetItems(*set, args.max_items, args.data.seed);
+  const std::vector<int64_t> items = encoders::SubsetItems(*set, args.max_items, data_options.seed);
   encoders::Embeddings embeddings;
   Check(model->Embed(*set, items, args.corrupt, &embeddings));
   std::vector<int64_t> ids, labels;
@@ -284,7 +286,7 @@ void RegisterEmbed(CLI::App& app) {
       "PREFIX.labels.npy. Prints the `hedgedb create` flags of a matching collection.");
   cmd->add_option("--model", args->model, "Model file")->required();
   cmd->add_option("--out", args->out, "Output prefix")->required();
-  AddDataOptions(cmd, &args->data);
+  AddDataOptions(cmd, &args->data, &args->data_flags);
   cmd->add_option("--split", args->split, "train, validation, test, test-seen or test-unseen")
       ->capture_default_str();
   cmd->add_flag("--corrupt", args->corrupt, "Embed the corrupt (occluded) twin of the split");
@@ -299,6 +301,7 @@ void RegisterEmbed(CLI::App& app) {
 
 struct EvaluateArgs {
   DataOptions data;
+  DataSetFlags data_flags;
   std::string model;
   encoders::EvaluationOptions options;
   int threads = 0;
@@ -306,8 +309,9 @@ struct EvaluateArgs {
 
 void RunEvaluate(const EvaluateArgs& args) {
   encoders::SetEncoderThreads(args.threads);
+  const DataOptions data_options = DataSource(args.data, args.data_flags);
   std::unique_ptr<encoders::EncoderModel> model = LoadModelOrFail(args.model);
-  const EncoderData data = LoadDataOrFail(args.data);
+  const EncoderData data = LoadDataOrFail(data_options);
   json report;
   Check(encoders::EvaluateModel(*model, data, args.options, &report));
   report["model"] = args.model;
@@ -324,7 +328,7 @@ void RegisterEvaluate(CLI::App& app) {
       "clean probes against the clean gallery, against the corrupt gallery (HIB Table 1) and "
       "corrupt probes against the clean gallery (HIB appendix G).");
   cmd->add_option("--model", args->model, "Model file")->required();
-  AddDataOptions(cmd, &args->data);
+  AddDataOptions(cmd, &args->data, &args->data_flags);
   cmd->add_option("--split", o.split, "train, validation, test, test-seen or test-unseen")
       ->capture_default_str();
   cmd->add_option("--max-items", o.max_items, "Items evaluated (seeded subset; 0: all)")

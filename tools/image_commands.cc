@@ -34,12 +34,14 @@
 #include "encoders/benchmark_sets.h"
 #include "encoders/embedder.h"
 #include "encoders/encoder_data.h"
+#include "encoders/image_pipeline.h"
 #include "encoders/image_set.h"
 #include "encoders/model_file.h"
 #include "hedgedb/db.h"
 #include "hedgedb/types.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
+#include "tools/data_flags.h"
 #include "tools/search_flags.h"
 
 namespace hedgedb {
@@ -107,9 +109,10 @@ class ProgressBar {
 // ---------------------------------------------------------------- shared flags
 
 struct SourceArgs {
-  std::string dir, list, idx, cub, cars;
-  std::string split = "test";  // --cub / --cars: class-disjoint split
-  bool bbox = false;           // --cub / --cars: crop to the annotated box
+  std::string dir, list, idx;
+  DataSetFlags data;           // --data cub:ROOT / --cub ROOT, cars likewise
+  std::string split = "test";  // CUB / Cars: class-disjoint split
+  bool bbox = false;           // CUB / Cars: crop to the annotated box
   CLI::Option* split_option = nullptr;
   std::vector<std::string> files;  // query-image: positional IMAGE...
 };
@@ -123,24 +126,35 @@ void AddSourceOptions(CLI::App* cmd, SourceArgs* args) {
                   "the list file)");
   cmd->add_option("--idx", args->idx,
                   "IDX images file (MNIST layout, gzip allowed), optionally ',LABELS.idx'");
-  cmd->add_option("--cub", args->cub,
-                  "CUB-200-2011 root (images.txt, image_class_labels.txt, classes.txt, "
-                  "bounding_boxes.txt, images/): the images of --split");
-  cmd->add_option("--cars", args->cars,
-                  "Cars-196 root (cars_annos.mat, car_ims/): the images of --split");
+  AddDataSetFlags(cmd, &args->data,
+                  "cub:ROOT or cars:ROOT: the images of --split of a benchmark set");
   cmd->add_flag("--bbox", args->bbox,
-                "--cub/--cars: crop every image to its annotated bounding box before --fit");
+                "CUB/Cars: crop every image to its annotated bounding box before --fit");
   args->split_option =
       cmd->add_option("--split", args->split,
-                      "--cub/--cars: train (CUB classes 1-100, Cars 1-98), test (CUB 101-200, "
+                      "CUB/Cars: train (CUB classes 1-100, Cars 1-98), test (CUB 101-200, "
                       "Cars 99-196) or all")
           ->capture_default_str()
           ->check(CLI::IsMember({"train", "test", "all"}));
 }
 
 ImageSource LoadSourceOrFail(const SourceArgs& args) {
-  const int given = !args.dir.empty() + !args.list.empty() + !args.idx.empty() + !args.cub.empty() +
-                    !args.cars.empty() + !args.files.empty();
+  // --data cub:ROOT and --cub ROOT are one flag (tools/data_flags.h).
+  const std::string data = ResolveDataSet(args.data);
+  std::string cub, cars;
+  if (data.rfind("cub:", 0) == 0) {
+    cub = data.substr(4);
+  } else if (data.rfind("cars:", 0) == 0) {
+    cars = data.substr(5);
+  }
+  if (!data.empty() && cub.empty() && cars.empty()) {
+    UsageError(
+        "--data takes cub:ROOT or cars:ROOT here (other images: --dir, --list or --idx), "
+        "got '" +
+        data + "'");
+  }
+  const int given = !args.dir.empty() + !args.list.empty() + !args.idx.empty() + !cub.empty() +
+                    !cars.empty() + !args.files.empty();
   if (given != 1) {
     UsageError(args.files.empty() && given == 0
                    ? "give the images: --dir DIR, --list FILE, --idx IMAGES[,LABELS], --cub ROOT "
@@ -148,7 +162,7 @@ ImageSource LoadSourceOrFail(const SourceArgs& args) {
                    : "give the images one way only (IMAGE arguments, --dir, --list, --idx, "
                      "--cub or --cars)");
   }
-  if (args.cub.empty() && args.cars.empty()) {
+  if (cub.empty() && cars.empty()) {
     if (args.split_option != nullptr && args.split_option->count() > 0) {
       UsageError("--split picks the classes of --cub or --cars; the other sources have none");
     }
@@ -158,10 +172,10 @@ ImageSource LoadSourceOrFail(const SourceArgs& args) {
   encoders::BenchmarkSplit split = encoders::BenchmarkSplit::kTest;
   if (!encoders::ParseBenchmarkSplit(args.split, &split))
     UsageError("unknown --split " + args.split);
-  if (!args.cub.empty()) {
-    Check(encoders::ReadCub200(args.cub, split, &source));
-  } else if (!args.cars.empty()) {
-    Check(encoders::ReadCars196(args.cars, split, &source));
+  if (!cub.empty()) {
+    Check(encoders::ReadCub200(cub, split, &source));
+  } else if (!cars.empty()) {
+    Check(encoders::ReadCars196(cars, split, &source));
   } else if (!args.dir.empty()) {
     Check(encoders::ListImageDirectory(args.dir, &source));
   } else if (!args.list.empty()) {
@@ -207,94 +221,35 @@ void AddModelOptions(CLI::App* cmd, ModelArgs* args) {
   cmd->add_flag("--no-progress", args->no_progress, "No progress bar on stderr");
 }
 
-struct LoadedModel {
-  std::unique_ptr<EncoderModel> model;
-  ModelSpec spec;
-  ImageInputOptions input;
-};
-
-LoadedModel LoadModelOrFail(const ModelArgs& args) {
-  LoadedModel m;
+encoders::ImageEncoder LoadModelOrFail(const ModelArgs& args) {
   encoders::SetEncoderThreads(args.threads);
-  const Status s = EncoderModel::Load(args.model, &m.model);
-  if (!s.ok()) Fail("cannot load model '" + args.model + "': " + s.ToString());
-  m.spec = m.model->spec();
-  const Status shape = encoders::CheckImageInputShape(m.spec.input_shape);
-  if (!shape.ok()) Fail(args.model + ": " + shape.message());
-  m.input.input_shape = m.spec.input_shape;
-  if (!encoders::ParseImageFit(args.fit, &m.input.fit)) UsageError("unknown --fit " + args.fit);
-  return m;
+  encoders::ImageEncoder encoder;
+  const Status s = encoders::LoadImageEncoder(args.model, &encoder);
+  if (!s.ok()) Fail(s.message());
+  return encoder;
 }
 
-// The collection that stores this model's embeddings: the same kind, sizes
-// and match parameters `hedgedb embed` prints as create flags (a and b are
-// learned by soft-contrastive and HIB training; other methods score with the
-// engine's defaults).
-CollectionSpec CollectionForModel(const ModelSpec& model, const std::string& name) {
-  CollectionSpec spec;
-  spec.name = name;
-  spec.kind = model.kind;
-  if (model.kind == Kind::kCodes) {
-    spec.dim = static_cast<int>(model.code_dims);
-    spec.code_k = static_cast<int>(model.code_k);
-  } else {
-    spec.dim = static_cast<int>(model.dim);
-  }
-  if (model.kind == Kind::kMog) {
-    spec.components = static_cast<int>(model.components);
-    // Stratified mixture sampling needs a multiple of C samples.
-    spec.samples = spec.components * ((8 + spec.components - 1) / spec.components);
-  }
-  const bool learned =
-      model.method == encoders::Method::kSoftContrastive || model.method == encoders::Method::kHib;
-  if (model.kind != Kind::kCodes && learned) {
-    spec.match_a = static_cast<float>(model.match_a);
-    spec.match_b = static_cast<float>(model.match_b);
-  }
-  return spec;
+// The pipeline options the model, source and --on-error flags set.
+void SetBatchOptions(const ModelArgs& model, const SourceArgs& source, const std::string& on_error,
+                     encoders::ImageBatchOptions* options) {
+  if (!encoders::ParseImageFit(model.fit, &options->fit)) UsageError("unknown --fit " + model.fit);
+  options->crop_to_box = source.bbox;
+  options->batch_size = model.batch_size;
+  options->skip_bad_images = on_error == "skip";
 }
 
-bool NearlyEqual(float a, float b) {
-  return std::fabs(a - b) <= 1e-5f * std::max(1.0f, std::max(std::fabs(a), std::fabs(b)));
-}
-
-std::string Describe(const CollectionSpec& s) {
-  std::string text = std::string(KindName(s.kind)) + " dim " + std::to_string(s.dim);
-  if (s.kind == Kind::kMog) text += " components " + std::to_string(s.components);
-  if (s.kind == Kind::kCodes) {
-    text += " code-k " + std::to_string(s.code_k);
-  } else {
-    text += " match-a " + JsonFloat(s.match_a).dump() + " match-b " + JsonFloat(s.match_b).dump();
-  }
-  return text;
-}
-
-// Fails unless the existing collection stores what the model produces.
-void CheckCollectionFitsModel(const CollectionSpec& have, const CollectionSpec& want,
-                              const std::string& model_path) {
-  bool same = have.kind == want.kind && have.dim == want.dim;
-  if (same && have.kind == Kind::kMog) same = have.components == want.components;
-  if (same && have.kind == Kind::kCodes) same = have.code_k == want.code_k;
-  if (same && have.kind != Kind::kCodes) {
-    same = NearlyEqual(have.match_a, want.match_a) && NearlyEqual(have.match_b, want.match_b);
-  }
-  if (!same) {
-    Fail("collection '" + have.name + "' (" + Describe(have) + ") does not match model '" +
-         model_path + "' (" + Describe(want) +
-         "): use the model the collection was made with, or another --collection");
-  }
-}
-
-// Embeds one decoded batch.
-encoders::Embeddings EmbedOrFail(const LoadedModel& m, const ImageSource& source,
-                                 const std::shared_ptr<const DecodedImages>& images,
-                                 int64_t batch_size) {
-  const encoders::ItemSet set = encoders::DecodedImageItemSet(images, source);
-  std::vector<int64_t> items(set.size());
-  for (int64_t i = 0; i < set.size(); ++i) items[i] = i;
-  encoders::Embeddings embeddings;
-  Check(m.model->Embed(set, items, /*corrupt=*/false, &embeddings, batch_size));
-  return embeddings;
+// Progress bars for the pipeline's stages, one at a time.
+encoders::ImageProgressFn ProgressBars(bool enabled, const std::string& label) {
+  if (!enabled) return nullptr;
+  auto bar = std::make_shared<std::unique_ptr<ProgressBar>>();
+  auto stage = std::make_shared<std::string>();
+  return [bar, stage, label](const char* name, int64_t done, int64_t total) {
+    if (*bar == nullptr || *stage != name) {
+      *stage = name;
+      *bar = std::make_unique<ProgressBar>(*stage == "checking" ? "checking" : label, total, true);
+    }
+    (*bar)->Update(done);
+  };
 }
 
 // ---------------------------------------------------------------- ingest-images
@@ -307,127 +262,37 @@ struct IngestImagesArgs {
 
 void RunIngestImages(const IngestImagesArgs& args) {
   const Clock::time_point start = Clock::now();
-  const bool skip_bad = args.on_error == "skip";
   const ImageSource source = LoadSourceOrFail(args.source);
-  LoadedModel m = LoadModelOrFail(args.model);
-  m.input.crop_to_box = args.source.bbox;
-  const CollectionSpec wanted = CollectionForModel(m.spec, args.collection);
-  const int64_t total = source.size();
-  const int64_t batch = args.model.batch_size;
-
-  // An existing database is opened (and its collection checked) before the
-  // long work; a new one is only created once there is something to write.
-  std::unique_ptr<DB> db;
-  bool collection_exists = false;
-  auto check_existing = [&] {
-    std::vector<std::string> names;
-    Check(db->ListCollections(&names));
-    collection_exists = std::find(names.begin(), names.end(), args.collection) != names.end();
-    if (collection_exists) {
-      CheckCollectionFitsModel(DescribeOrFail(*db, args.collection), wanted, args.model.model);
-    }
+  const encoders::ImageEncoder encoder = LoadModelOrFail(args.model);
+  encoders::IngestImagesOptions options;
+  SetBatchOptions(args.model, args.source, args.on_error, &options);
+  options.index_factory = args.index;
+  options.db_options.create_if_missing = true;
+  options.progress = ProgressBars(!args.model.no_progress, "ingest-images");
+  const bool skip = options.skip_bad_images;
+  options.on_bad_image = [skip](const encoders::ImageError& e) {
+    std::fprintf(stderr, "%shedgedb: %s: %s\n", skip && ::isatty(2) ? "\n" : "",
+                 skip ? "skipped" : "bad image", e.message.c_str());
   };
-  std::error_code ec;
-  if (fs::is_directory(args.db, ec)) {
-    db = OpenDatabase(args.db, /*create_if_missing=*/false);
-    check_existing();
-  }
-
-  // --on-error abort: decode and check every image before writing anything.
-  if (!skip_bad) {
-    ProgressBar progress("checking", total, !args.model.no_progress);
-    std::vector<encoders::ImageError> errors;
-    for (int64_t first = 0; first < total; first += batch) {
-      DecodedImages decoded;
-      Check(
-          encoders::DecodeImages(source, first, std::min(batch, total - first), m.input, &decoded));
-      errors.insert(errors.end(), decoded.errors.begin(), decoded.errors.end());
-      progress.Update(std::min(total, first + batch));
-    }
-    if (!errors.empty()) {
-      for (const auto& e : errors)
-        std::fprintf(stderr, "hedgedb: bad image: %s\n", e.message.c_str());
-      Fail(errors.front().message + " (" + std::to_string(errors.size()) + " of " +
-           std::to_string(total) +
-           " images cannot be used, listed above; nothing was ingested; --on-error skip "
-           "ingests the others)");
-    }
-  }
-
+  encoders::IngestImagesResult result;
+  const Status s =
+      encoders::IngestImages(args.db, args.collection, encoder, source, options, &result);
+  if (!s.ok()) Fail(s.message());
   json skipped = json::array();
-  int64_t ingested = 0, batches = 0, first_id = -1, last_id = -1;
-  bool created = false;
-  ProgressBar progress("ingest-images", total, !args.model.no_progress);
-  for (int64_t first = 0; first < total; first += batch) {
-    auto decoded = std::make_shared<DecodedImages>();
-    Check(encoders::DecodeImages(source, first, std::min(batch, total - first), m.input,
-                                 decoded.get()));
-    for (const auto& e : decoded->errors) {
-      if (!skip_bad) {
-        // Checked above, so the file changed since: earlier batches stay.
-        Fail(e.message + " (the image changed during the run; " + std::to_string(ingested) +
-             " images were ingested before this batch" +
-             (ingested > 0 ? ", ids " + std::to_string(first_id) + ".." + std::to_string(last_id)
-                           : std::string()) +
-             "; nothing of this batch was written)");
-      }
-      std::fprintf(stderr, "%shedgedb: skipped: %s\n", ::isatty(2) ? "\n" : "", e.message.c_str());
-      json s;
-      s["image"] = source.entries[e.entry].Name();
-      s["error"] = e.message;
-      skipped.push_back(std::move(s));
-    }
-    if (decoded->size() > 0) {
-      const encoders::Embeddings embeddings = EmbedOrFail(m, source, decoded, batch);
-      if (db == nullptr) {
-        db = OpenDatabase(args.db, /*create_if_missing=*/true);
-        check_existing();
-      }
-      if (!collection_exists) {
-        CollectionSpec spec = wanted;
-        spec.index_factory = args.index;
-        Check(db->CreateCollection(spec));
-        collection_exists = created = true;
-      }
-      std::vector<int64_t> labels;
-      std::vector<std::string> payloads;
-      bool all_labelled = true;
-      for (int64_t entry : decoded->entries) {
-        const encoders::ImageEntry& e = source.entries[entry];
-        all_labelled = all_labelled && e.has_label;
-        labels.push_back(e.label);
-        payloads.push_back(e.Payload());
-      }
-      IngestBatch ingest;
-      ingest.data = embeddings.View();
-      ingest.labels = all_labelled ? labels.data() : nullptr;
-      ingest.payloads = payloads.data();
-      std::vector<int64_t> ids;
-      const Status s = db->Ingest(args.collection, ingest, &ids);
-      if (!s.ok()) {
-        Fail(s.ToString() + " (batch of images " + source.entries[decoded->entries.front()].Name() +
-             " .. " + source.entries[decoded->entries.back()].Name() + " not written; " +
-             std::to_string(ingested) + " images were ingested before it)");
-      }
-      if (first_id < 0 && !ids.empty()) first_id = ids.front();
-      if (!ids.empty()) last_id = ids.back();
-      ingested += static_cast<int64_t>(ids.size());
-      ++batches;
-    }
-    progress.Update(std::min(total, first + batch));
-  }
-  if (ingested == 0) {
-    Fail("none of the " + std::to_string(total) +
-         " images could be used (listed above); nothing was ingested");
+  for (const encoders::ImageError& e : result.skipped) {
+    json j;
+    j["image"] = source.entries[e.entry].Name();
+    j["error"] = e.message;
+    skipped.push_back(std::move(j));
   }
   json out;
   out["collection"] = args.collection;
-  out["created"] = created;
-  out["images"] = total;
-  out["ingested"] = ingested;
-  out["first_id"] = first_id;
-  out["last_id"] = last_id;
-  out["batches"] = batches;
+  out["created"] = result.created;
+  out["images"] = result.images;
+  out["ingested"] = result.ingested;
+  out["first_id"] = result.first_id;
+  out["last_id"] = result.last_id;
+  out["batches"] = result.batches;
   out["skipped"] = std::move(skipped);
   out["seconds"] = std::round(SecondsSince(start) * 1000.0) / 1000.0;
   PrintJsonLine(out);
@@ -443,7 +308,8 @@ void RegisterIngestImages(CLI::App& app) {
       "ingested in batches of --batch-size; each batch is one atomic write. Every item's "
       "payload is JSON: {\"path\": ABSOLUTE_PATH, \"label_name\": FOLDER_OR_LABEL} "
       "({\"path\": IDX_FILE, \"index\": I} for IDX images); labels come from subfolder names or "
-      "the list file (a decimal name is the label itself).\n"
+      "the list file (a decimal name is the label itself). --cub ROOT and --data cub:ROOT are "
+      "the same (likewise cars).\n"
       "Bad images (missing, unreadable, corrupt or truncated, wrong size or channels under "
       "--fit exact) are named on stderr. --on-error abort (default): every image is checked "
       "before anything is written, so one bad image fails the command and leaves the database "
@@ -476,13 +342,15 @@ struct QueryImageArgs {
   std::string on_error = "abort";
 };
 
-// Payload fields of a hit: the image path etc. from ingest-images' JSON, or
-// the plain payload.
+// Payload fields of a hit: the image path etc. of an image item's payload
+// (encoders/image_set.h), or the plain payload.
 void AddPayloadFields(const std::string& payload, json* hit) {
   if (payload.empty()) return;
-  const json parsed = json::parse(payload, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_object() && parsed.contains("path")) {
-    for (const auto& [key, value] : parsed.items()) (*hit)[key] = value;
+  encoders::ImagePayload fields;
+  if (encoders::ParseImagePayload(payload, &fields)) {
+    (*hit)["path"] = fields.path;
+    if (fields.index >= 0) (*hit)["index"] = fields.index;
+    if (!fields.label_name.empty()) (*hit)["label_name"] = fields.label_name;
   } else {
     (*hit)["payload"] = payload;
   }
@@ -504,53 +372,17 @@ std::string FormatNumber(double value, const char* format = "%.4f") {
   return buffer;
 }
 
-// Recall@m of labelled queries for m = 1, 2, 4, ... and k (the metric-
-// learning benchmarks report 1, 2, 4, 8): a query is a hit at m if one of its
-// first m results has its label.
-struct QuerySummary {
-  int64_t queries = 0, labelled = 0, skipped = 0;
-  std::vector<int64_t> first_hit_counts;  // [r]: labelled queries first hit at rank r
-  int64_t with_uncertainty = 0;
-  double uncertainty_sum = 0;
-
-  void AddLabelled(const SearchResult& result, int64_t label, int k) {
-    ++labelled;
-    first_hit_counts.resize(k, 0);
-    for (size_t r = 0; r < result.hits.size() && r < static_cast<size_t>(k); ++r) {
-      if (result.hits[r].has_label && result.hits[r].label == label) {
-        ++first_hit_counts[r];
-        return;
-      }
-    }
+json SummaryJson(const encoders::QueryImagesResult& r) {
+  json j;
+  j["queries"] = r.queries;
+  if (r.with_uncertainty > 0) j["mean_query_uncertainty"] = r.mean_query_uncertainty;
+  j["labelled_queries"] = r.labelled;
+  if (r.skipped > 0) j["skipped"] = r.skipped;
+  for (size_t i = 0; i < r.recall_at_k.size(); ++i) {
+    j["recall_at_" + std::to_string(r.recall_ks[i])] = r.recall_at_k[i];
   }
-  static std::vector<int> Cutoffs(int k) {
-    std::vector<int> cutoffs;
-    for (int64_t m = 1; m < k; m *= 2) cutoffs.push_back(static_cast<int>(m));
-    cutoffs.push_back(k);
-    return cutoffs;
-  }
-  double RecallAt(int m) const {
-    int64_t hits = 0;
-    for (int r = 0; r < m && r < static_cast<int>(first_hit_counts.size()); ++r) {
-      hits += first_hit_counts[r];
-    }
-    return static_cast<double>(hits) / static_cast<double>(labelled);
-  }
-
-  json Json(int k) const {
-    json j;
-    j["queries"] = queries;
-    if (with_uncertainty > 0) {
-      j["mean_query_uncertainty"] = uncertainty_sum / static_cast<double>(with_uncertainty);
-    }
-    j["labelled_queries"] = labelled;
-    if (skipped > 0) j["skipped"] = skipped;
-    if (labelled > 0) {
-      for (int m : Cutoffs(k)) j["recall_at_" + std::to_string(m)] = RecallAt(m);
-    }
-    return j;
-  }
-};
+  return j;
+}
 
 void PrintTable(int64_t q, const encoders::ImageEntry& query, const SearchResult& result,
                 const json& hits, const std::string& score_name) {
@@ -572,120 +404,74 @@ void PrintTable(int64_t q, const encoders::ImageEntry& query, const SearchResult
   std::printf("\n");
 }
 
+void PrintAnswer(const encoders::ImageAnswer& a, const std::string& format,
+                 const std::string& score_name) {
+  const encoders::ImageEntry& query = *a.image;
+  if (a.error != nullptr) {
+    if (format == "json") {
+      json j;
+      j["query"] = a.query;
+      j["image"] = query.Name();
+      j["error"] = a.error->message;
+      PrintJsonLine(j);
+    } else if (format == "table") {
+      std::printf("query %lld  %s  skipped: %s\n\n", static_cast<long long>(a.query),
+                  DisplayPath(query.Name()).c_str(), a.error->message.c_str());
+    }
+    return;
+  }
+  if (format == "summary") return;
+  json hits = json::array();
+  for (const SearchHit& hit : a.result.hits) {
+    json h;
+    h["id"] = hit.id;
+    h["score"] = JsonFloat(hit.score);
+    if (!std::isnan(hit.uncertainty)) h["uncertainty"] = JsonFloat(hit.uncertainty);
+    if (hit.has_label) h["label"] = hit.label;
+    AddPayloadFields(hit.payload, &h);
+    hits.push_back(std::move(h));
+  }
+  if (format == "json") {
+    json j;
+    j["query"] = a.query;
+    j["image"] = query.Name();
+    if (query.has_label) j["label"] = query.label;
+    if (!std::isnan(a.result.query_uncertainty)) {
+      j["query_uncertainty"] = JsonFloat(a.result.query_uncertainty);
+    }
+    j["results"] = std::move(hits);
+    PrintJsonLine(j);
+  } else {
+    PrintTable(a.query, query, a.result, hits, score_name);
+  }
+}
+
 void RunQueryImage(QueryImageArgs& args) {
-  SearchOptions options = ResolveSearchFlags(args.search);
-  options.with_payload = true;
-  const int k = options.k;
+  encoders::QueryImagesOptions options;
+  options.search = ResolveSearchFlags(args.search);
   const ImageSource source = LoadSourceOrFail(args.source);
-  LoadedModel m = LoadModelOrFail(args.model);
-  m.input.crop_to_box = args.source.bbox;
+  const encoders::ImageEncoder encoder = LoadModelOrFail(args.model);
+  SetBatchOptions(args.model, args.source, args.on_error, &options);
+  options.exclude_self = args.exclude_self;
+  options.progress =
+      ProgressBars(!args.model.no_progress && args.format == "summary", "query-image");
+  options.on_bad_image = [&options](const encoders::ImageError& e) {
+    if (options.skip_bad_images) {
+      std::fprintf(stderr, "%shedgedb: skipped: %s\n", ::isatty(2) ? "\n" : "", e.message.c_str());
+    }
+  };
   std::unique_ptr<DB> db = OpenDatabase(args.db, /*create_if_missing=*/false);
   const CollectionSpec spec = DescribeOrFail(*db, args.collection);
-  CheckCollectionFitsModel(spec, CollectionForModel(m.spec, args.collection), args.model.model);
-  const ScoreType score = ResolveScore(spec.kind, options.score);
+  const ScoreType score = ResolveScore(spec.kind, options.search.score);
   const std::string score_name =
       score == ScoreType::kMc || score == ScoreType::kMatch ? "match_prob" : ScoreName(score);
-  // One more result, so that k remain after the query's own image is dropped.
-  if (args.exclude_self) options.k = k + 1;
-
-  QuerySummary summary;
-  const int64_t total = source.size();
-  const int64_t batch = args.model.batch_size;
-  ProgressBar progress("query-image", total, !args.model.no_progress && args.format == "summary");
-  for (int64_t first = 0; first < total; first += batch) {
-    auto decoded = std::make_shared<DecodedImages>();
-    Check(encoders::DecodeImages(source, first, std::min(batch, total - first), m.input,
-                                 decoded.get()));
-    if (!decoded->errors.empty() && args.on_error != "skip") {
-      Fail(decoded->errors.front().message + " (--on-error skip answers the other queries)");
-    }
-    // Skipped images are reported in their place among the answers (entries
-    // and errors are both ascending).
-    size_t next_error = 0;
-    auto report_errors_before = [&](int64_t entry) {
-      for (; next_error < decoded->errors.size() && decoded->errors[next_error].entry < entry;
-           ++next_error) {
-        const encoders::ImageError& e = decoded->errors[next_error];
-        ++summary.skipped;
-        std::fprintf(stderr, "%shedgedb: skipped: %s\n", ::isatty(2) ? "\n" : "",
-                     e.message.c_str());
-        if (args.format == "json") {
-          json j;
-          j["query"] = e.entry;
-          j["image"] = source.entries[e.entry].Name();
-          j["error"] = e.message;
-          PrintJsonLine(j);
-        } else if (args.format == "table") {
-          std::printf("query %lld  %s  skipped: %s\n\n", static_cast<long long>(e.entry),
-                      DisplayPath(source.entries[e.entry].Name()).c_str(), e.message.c_str());
-        }
-      }
-    };
-    if (decoded->size() == 0) {
-      report_errors_before(total);
-      progress.Update(std::min(total, first + batch));
-      continue;
-    }
-    const encoders::Embeddings queries = EmbedOrFail(m, source, decoded, batch);
-    EmbeddingView view = queries.View();
-    if (spec.kind == Kind::kCodes) view.codes = nullptr;  // queries are logp tables
-    std::vector<SearchResult> results;
-    Check(db->Search(args.collection, view, options, &results));
-    for (size_t i = 0; i < results.size(); ++i) {
-      SearchResult& result = results[i];
-      const int64_t q = decoded->entries[i];
-      report_errors_before(q);
-      const encoders::ImageEntry& query = source.entries[q];
-      if (args.exclude_self) {
-        std::vector<SearchHit> kept;
-        for (SearchHit& hit : result.hits) {
-          const json theirs = json::parse(hit.payload, nullptr, /*allow_exceptions=*/false);
-          const bool same = theirs.is_object() && theirs.value("path", "") == query.path &&
-                            theirs.value("index", int64_t{-1}) == query.idx_index;
-          if (!same) kept.push_back(std::move(hit));
-        }
-        kept.resize(std::min<size_t>(kept.size(), k));
-        result.hits = std::move(kept);
-      }
-      json hits = json::array();
-      for (const SearchHit& hit : result.hits) {
-        json h;
-        h["id"] = hit.id;
-        h["score"] = JsonFloat(hit.score);
-        if (!std::isnan(hit.uncertainty)) h["uncertainty"] = JsonFloat(hit.uncertainty);
-        if (hit.has_label) h["label"] = hit.label;
-        AddPayloadFields(hit.payload, &h);
-        hits.push_back(std::move(h));
-      }
-      ++summary.queries;
-      if (!std::isnan(result.query_uncertainty)) {
-        ++summary.with_uncertainty;
-        summary.uncertainty_sum += result.query_uncertainty;
-      }
-      if (query.has_label) summary.AddLabelled(result, query.label, k);
-      if (args.format == "json") {
-        json j;
-        j["query"] = q;
-        j["image"] = query.Name();
-        if (query.has_label) j["label"] = query.label;
-        if (!std::isnan(result.query_uncertainty)) {
-          j["query_uncertainty"] = JsonFloat(result.query_uncertainty);
-        }
-        j["results"] = std::move(hits);
-        PrintJsonLine(j);
-      } else if (args.format == "table") {
-        PrintTable(q, query, result, hits, score_name);
-      }
-    }
-    report_errors_before(total);  // those after the batch's last answer
-    progress.Update(std::min(total, first + batch));
-  }
-  if (summary.queries == 0 && summary.skipped > 0) {
-    Fail("none of the " + std::to_string(summary.skipped) +
-         " query images could be used (listed above)");
-  }
+  encoders::QueryImagesResult summary;
+  const Status s = encoders::QueryImages(
+      *db, args.collection, encoder, source, options,
+      [&](const encoders::ImageAnswer& a) { PrintAnswer(a, args.format, score_name); }, &summary);
+  if (!s.ok()) Fail(s.message());
   if (args.format == "summary") {
-    PrintJsonLine(summary.Json(k));
+    PrintJsonLine(SummaryJson(summary));
   } else if (args.format == "table") {
     std::printf("%lld %s", static_cast<long long>(summary.queries),
                 summary.queries == 1 ? "query" : "queries");
@@ -693,11 +479,12 @@ void RunQueryImage(QueryImageArgs& args) {
       std::printf(" (%lld skipped)", static_cast<long long>(summary.skipped));
     if (summary.with_uncertainty > 0) {
       std::printf(", mean query uncertainty %s",
-                  FormatNumber(summary.uncertainty_sum / summary.with_uncertainty).c_str());
+                  FormatNumber(summary.mean_query_uncertainty).c_str());
     }
     if (summary.labelled > 0) {
-      for (int m : QuerySummary::Cutoffs(k)) {
-        std::printf(", recall@%d %s", m, FormatNumber(summary.RecallAt(m), "%.3f").c_str());
+      for (size_t i = 0; i < summary.recall_ks.size(); ++i) {
+        std::printf(", recall@%d %s", summary.recall_ks[i],
+                    FormatNumber(summary.recall_at_k[i], "%.3f").c_str());
       }
       std::printf(" (%lld labelled)", static_cast<long long>(summary.labelled));
     }
@@ -813,17 +600,10 @@ void RunExportImages(const ExportImagesArgs& args) {
     const float* image = pixels.data() + i * floats;
     Check(encoders::WriteImageFile((folder / name).string(), image, channels, rows, cols));
     if (args.corrupt) {
-      int64_t foreground = 0, hidden = 0;
-      for (int64_t p = 0; p < floats; ++p) {
-        const float c = clean[i * floats + p];
-        if (c == 0.0f) continue;
-        ++foreground;
-        hidden += image[p] != c;
-      }
       char line[96];
       std::snprintf(line, sizeof(line), "%lld/%s,%lld,%.4f\n", static_cast<long long>(label), name,
                     static_cast<long long>(label),
-                    foreground > 0 ? static_cast<double>(hidden) / foreground : 0.0);
+                    encoders::HiddenFraction(clean.data() + i * floats, image, floats));
       manifest += line;
     }
   }

@@ -290,6 +290,14 @@ TEST_F(EncoderCliTest, BadInputFailsClearly) {
         {"nope.npy"});
   Fails(TrainArgs("idx:" + Path("nodir"), "point", "x.model"), {"nodir"});
   Fails(TrainArgs("somewhere", "point", "x.model"), {"unknown data source"});
+  // --cub ROOT is the same flag as --data cub:ROOT (as on ingest-images).
+  std::vector<std::string> cub = TrainArgs(data, "point", "x.model");
+  cub.push_back("--cub");
+  cub.push_back(Path("no_cub_root"));
+  Fails(cub, {"give the data set once"}, 2);
+  cub = TrainArgs(Path("no_cub_root2"), "point", "x.model");
+  cub[1] = "--cub";  // instead of --data
+  Fails(cub, {"no_cub_root2"});
   // Wrong shapes: 3-d features; labels that do not match the rows.
   ASSERT_TRUE(WriteNpy(Path("f3.npy"), MakeNpy(std::vector<float>(24, 1.0f), {2, 3, 4})).ok());
   Fails(TrainArgs("features:" + Path("f3.npy") + "," + Path("l.npy"), "point", "x.model"),

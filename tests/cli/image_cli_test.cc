@@ -389,6 +389,11 @@ TEST_F(ImageCliTest, Cub200LayoutIngestAndRecallAtK) {
 
   // Errors: a missing root names it; two sources at once is a usage error.
   Fails(Ingest("cub", {"--cub", Path("no_such_root"), "--fit", "resize"}), {"no_such_root"});
+  // --data cub:ROOT is the same flag as --cub ROOT (as on train/evaluate).
+  Fails(Ingest("cub", {"--data", "cub:" + Path("no_such_root2"), "--fit", "resize"}),
+        {"no_such_root2"});
+  const Output twice = Run(Ingest("cub", {"--cub", root, "--data", "cub:" + root}));
+  EXPECT_EQ(twice.exit_code, 2) << twice.err;
   const Output both = Run(Ingest("cub", {"--cub", root, "--dir", Shared("gallery")}));
   EXPECT_EQ(both.exit_code, 2) << both.err;
   // --split and --bbox mean nothing for sources without classes or boxes.

@@ -240,7 +240,7 @@ TEST_F(CubTest, TrainsAndEvaluatesOnTheClassDisjointSplit) {
   ASSERT_EQ(data.input_mean.size(), 3u);
 
   TrainOptions t;
-  t.method = "hib";
+  t.method = Method::kHib;
   t.out = Path("cub.model");
   t.iterations = 20;
   t.batch_size = 16;

@@ -154,7 +154,7 @@ RefMixture MixtureOf(const EncoderOutput& out, int64_t item) {
   return m;
 }
 
-// Stratified samples and their weights (DESIGN section 3).
+// Stratified samples and their weights (as losses.h describes them).
 void RefSamples(const RefMixture& m, const std::vector<double>& noise, int64_t samples,
                 std::vector<std::vector<double>>* z, std::vector<double>* w) {
   const size_t components = m.weights.size();

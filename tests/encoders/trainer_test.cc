@@ -68,7 +68,8 @@ class TrainerTest : public testing_util::TempDirTest {
 
   TrainOptions QuickOptions(const std::string& method, const std::string& out) {
     TrainOptions o;
-    o.method = method;
+    // Unknown names keep the default; BadOptionsAndData tests ParseMethod.
+    ParseMethod(method, &o.method);
     o.out = Path(out);
     o.iterations = 150;
     // One thread: the tests share the machine, and torch's per-op thread
@@ -405,11 +406,21 @@ TEST_F(TrainerTest, TorchScriptBackboneIsFineTunedAndTravels) {
 }
 
 TEST_F(TrainerTest, BadOptionsAndData) {
-  TrainOptions o = QuickOptions("nope", "x.model");
-  Status s = ResolveTrainOptions(&o);
-  EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("unknown method"), std::string::npos);
-  o = QuickOptions("point", "x.model");
+  // One table of names: the stored names and the older flag aliases.
+  Method method = Method::kHib;
+  EXPECT_FALSE(ParseMethod("nope", &method));
+  ASSERT_TRUE(ParseMethod("point", &method));
+  EXPECT_EQ(method, Method::kSoftContrastive);
+  ASSERT_TRUE(ParseMethod("softcon", &method));
+  EXPECT_EQ(method, Method::kSoftContrastive);
+  ASSERT_TRUE(ParseMethod("pn", &method));
+  EXPECT_EQ(method, Method::kProtoNet);
+  ASSERT_TRUE(ParseMethod("protonet", &method));
+  EXPECT_EQ(method, Method::kProtoNet);
+  EXPECT_STREQ(MethodName(Method::kProtoNet), "protonet");
+  EXPECT_NE(MethodNamesText().find("softcon (point)"), std::string::npos);
+  Status s;
+  TrainOptions o = QuickOptions("point", "x.model");
   o.components = 2;
   EXPECT_FALSE(ResolveTrainOptions(&o).ok());
   o = QuickOptions("dimco", "x.model");

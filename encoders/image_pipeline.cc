@@ -1,0 +1,306 @@
+#include "encoders/image_pipeline.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <utility>
+
+#include "encoders/engine_bridge.h"
+#include "encoders/metrics.h"
+
+namespace hedgedb {
+namespace encoders {
+namespace {
+
+namespace fs = std::filesystem;
+
+ImageInputOptions InputOptions(const ImageEncoder& encoder, const ImageBatchOptions& options) {
+  ImageInputOptions input;
+  input.input_shape = encoder.spec.input_shape;
+  input.fit = options.fit;
+  input.crop_to_box = options.crop_to_box;
+  return input;
+}
+
+Status CheckBatchOptions(const ImageEncoder& encoder, const ImageBatchOptions& options) {
+  if (encoder.model == nullptr) return Status::InvalidArgument("no model loaded");
+  if (options.batch_size < 1) return Status::InvalidArgument("batch size must be >= 1");
+  return Status::OK();
+}
+
+void Report(const ImageBatchOptions& options, const char* stage, int64_t done, int64_t total) {
+  if (options.progress) options.progress(stage, done, total);
+}
+
+// Embeds one decoded batch.
+Status EmbedBatch(const ImageEncoder& encoder, const ImageSource& source,
+                  const std::shared_ptr<const DecodedImages>& images, int64_t batch_size,
+                  Embeddings* embeddings) {
+  const ItemSet set = DecodedImageItemSet(images, source);
+  std::vector<int64_t> items(set.size());
+  for (int64_t i = 0; i < set.size(); ++i) items[i] = i;
+  return encoder.model->Embed(set, items, /*corrupt=*/false, embeddings, batch_size);
+}
+
+// The collection's spec if it exists (*exists), after checking it fits the
+// model.
+Status FindCollection(DB& db, const std::string& collection, const ImageEncoder& encoder,
+                      bool* exists) {
+  std::vector<std::string> names;
+  HEDGEDB_RETURN_IF_ERROR(db.ListCollections(&names));
+  *exists = std::find(names.begin(), names.end(), collection) != names.end();
+  if (!*exists) return Status::OK();
+  CollectionSpec have;
+  HEDGEDB_RETURN_IF_ERROR(db.DescribeCollection(collection, &have));
+  return CheckCollectionFitsModel(have, encoder.spec, encoder.path);
+}
+
+Status OpenDb(const std::string& path, Options options, bool create, std::unique_ptr<DB>* db) {
+  options.create_if_missing = create;
+  const Status s = DB::Open(options, path, db);
+  // RocksDB admits one process per database; say so rather than leave the
+  // user with a lock-file errno.
+  if (s.IsIOError() && s.message().find("LOCK") != std::string::npos) {
+    return Status::IOError(s.message() + " (is another hedgedb process using " + path + "?)");
+  }
+  return s;
+}
+
+// First pass of the abort policy: every image decoded and checked.
+Status CheckAllImages(const ImageSource& source, const ImageInputOptions& input,
+                      const ImageBatchOptions& options) {
+  const int64_t total = source.size(), batch = options.batch_size;
+  std::vector<ImageError> errors;
+  for (int64_t first = 0; first < total; first += batch) {
+    DecodedImages decoded;
+    HEDGEDB_RETURN_IF_ERROR(
+        DecodeImages(source, first, std::min(batch, total - first), input, &decoded));
+    errors.insert(errors.end(), decoded.errors.begin(), decoded.errors.end());
+    Report(options, "checking", std::min(total, first + batch), total);
+  }
+  if (errors.empty()) return Status::OK();
+  if (options.on_bad_image) {
+    for (const ImageError& e : errors) options.on_bad_image(e);
+  }
+  return Status::InvalidArgument(errors.front().message + " (" + std::to_string(errors.size()) +
+                                 " of " + std::to_string(total) +
+                                 " images cannot be used; nothing was ingested; skipping bad "
+                                 "images (--on-error skip) ingests the others)");
+}
+
+}  // namespace
+
+Status LoadImageEncoder(const std::string& path, ImageEncoder* encoder) {
+  ImageEncoder loaded;
+  const Status s = EncoderModel::Load(path, &loaded.model);
+  if (!s.ok()) {
+    return Status::InvalidArgument("cannot load model '" + path + "': " + s.ToString());
+  }
+  loaded.spec = loaded.model->spec();
+  loaded.path = path;
+  const Status shape = CheckImageInputShape(loaded.spec.input_shape);
+  if (!shape.ok()) return Status::InvalidArgument(path + ": " + shape.message());
+  *encoder = std::move(loaded);
+  return Status::OK();
+}
+
+std::vector<int> RecallCutoffs(int k) {
+  std::vector<int> cutoffs;
+  for (int64_t m = 1; m < k; m *= 2) cutoffs.push_back(static_cast<int>(m));
+  cutoffs.push_back(k);
+  return cutoffs;
+}
+
+Status IngestImages(const std::string& db_path, const std::string& collection,
+                    const ImageEncoder& encoder, const ImageSource& source,
+                    const IngestImagesOptions& options, IngestImagesResult* result) {
+  *result = IngestImagesResult();
+  HEDGEDB_RETURN_IF_ERROR(CheckBatchOptions(encoder, options));
+  const ImageInputOptions input = InputOptions(encoder, options);
+  const int64_t total = source.size(), batch = options.batch_size;
+  result->images = total;
+
+  // An existing database is opened (and its collection checked) before the
+  // long work; a new one is only created once there is something to write.
+  std::unique_ptr<DB> db;
+  bool collection_exists = false;
+  std::error_code ec;
+  if (fs::is_directory(db_path, ec)) {
+    HEDGEDB_RETURN_IF_ERROR(OpenDb(db_path, options.db_options, /*create=*/false, &db));
+    HEDGEDB_RETURN_IF_ERROR(FindCollection(*db, collection, encoder, &collection_exists));
+  }
+  if (!options.skip_bad_images) HEDGEDB_RETURN_IF_ERROR(CheckAllImages(source, input, options));
+
+  const auto written_so_far = [result] {
+    return std::to_string(result->ingested) + " images were ingested before " +
+           (result->ingested > 0 ? "(ids " + std::to_string(result->first_id) + ".." +
+                                       std::to_string(result->last_id) + ") "
+                                 : std::string());
+  };
+  for (int64_t first = 0; first < total; first += batch) {
+    auto decoded = std::make_shared<DecodedImages>();
+    HEDGEDB_RETURN_IF_ERROR(
+        DecodeImages(source, first, std::min(batch, total - first), input, decoded.get()));
+    for (const ImageError& e : decoded->errors) {
+      if (!options.skip_bad_images) {
+        // Checked above, so the file changed since: earlier batches stay.
+        return Status::IOError(e.message + " (the image changed during the run; " +
+                               written_so_far() + "this batch; nothing of this batch was written)");
+      }
+      if (options.on_bad_image) options.on_bad_image(e);
+      result->skipped.push_back(e);
+    }
+    if (decoded->size() > 0) {
+      Embeddings embeddings;
+      HEDGEDB_RETURN_IF_ERROR(EmbedBatch(encoder, source, decoded, batch, &embeddings));
+      if (db == nullptr) {
+        HEDGEDB_RETURN_IF_ERROR(OpenDb(db_path, options.db_options, /*create=*/true, &db));
+        HEDGEDB_RETURN_IF_ERROR(FindCollection(*db, collection, encoder, &collection_exists));
+      }
+      if (!collection_exists) {
+        CollectionSpec spec = CollectionSpecForModel(encoder.spec, collection);
+        spec.index_factory = options.index_factory;
+        HEDGEDB_RETURN_IF_ERROR(db->CreateCollection(spec));
+        collection_exists = result->created = true;
+      }
+      std::vector<int64_t> labels;
+      std::vector<std::string> payloads;
+      bool all_labelled = true;
+      for (int64_t entry : decoded->entries) {
+        const ImageEntry& e = source.entries[entry];
+        all_labelled = all_labelled && e.has_label;
+        labels.push_back(e.label);
+        payloads.push_back(e.Payload());
+      }
+      IngestBatch ingest;
+      ingest.data = embeddings.View();
+      ingest.labels = all_labelled ? labels.data() : nullptr;
+      ingest.payloads = payloads.data();
+      std::vector<int64_t> ids;
+      const Status s = db->Ingest(collection, ingest, &ids);
+      if (!s.ok()) {
+        return Status::IOError(s.ToString() + " (batch of images " +
+                               source.entries[decoded->entries.front()].Name() + " .. " +
+                               source.entries[decoded->entries.back()].Name() + " not written; " +
+                               written_so_far() + "it)");
+      }
+      if (result->first_id < 0 && !ids.empty()) result->first_id = ids.front();
+      if (!ids.empty()) result->last_id = ids.back();
+      result->ingested += static_cast<int64_t>(ids.size());
+      ++result->batches;
+    }
+    Report(options, "ingest", std::min(total, first + batch), total);
+  }
+  if (result->ingested == 0) {
+    return Status::InvalidArgument("none of the " + std::to_string(total) +
+                                   " images could be used; nothing was ingested");
+  }
+  return Status::OK();
+}
+
+Status QueryImages(DB& db, const std::string& collection, const ImageEncoder& encoder,
+                   const ImageSource& source, const QueryImagesOptions& options,
+                   const ImageAnswerFn& answer, QueryImagesResult* result) {
+  *result = QueryImagesResult();
+  HEDGEDB_RETURN_IF_ERROR(CheckBatchOptions(encoder, options));
+  const ImageInputOptions input = InputOptions(encoder, options);
+  CollectionSpec spec;
+  HEDGEDB_RETURN_IF_ERROR(db.DescribeCollection(collection, &spec));
+  HEDGEDB_RETURN_IF_ERROR(CheckCollectionFitsModel(spec, encoder.spec, encoder.path));
+  SearchOptions search = options.search;
+  const int k = search.k;
+  if (k < 1) return Status::InvalidArgument("k must be >= 1");
+  search.with_payload = true;
+  // One more result, so that k remain after the query's own image is dropped.
+  if (options.exclude_self) search.k = k + 1;
+  result->score = ResolveScore(spec.kind, search.score);
+  result->recall_ks = RecallCutoffs(k);
+
+  std::vector<int64_t> first_hits;  // of the labelled queries
+  double uncertainty_sum = 0;
+  const int64_t total = source.size(), batch = options.batch_size;
+  for (int64_t first = 0; first < total; first += batch) {
+    auto decoded = std::make_shared<DecodedImages>();
+    HEDGEDB_RETURN_IF_ERROR(
+        DecodeImages(source, first, std::min(batch, total - first), input, decoded.get()));
+    if (!decoded->errors.empty() && !options.skip_bad_images) {
+      return Status::InvalidArgument(
+          decoded->errors.front().message +
+          " (skipping bad images (--on-error skip) answers the other queries)");
+    }
+    // Skipped images are reported in their place among the answers (entries
+    // and errors are both ascending).
+    size_t next_error = 0;
+    const auto report_errors_before = [&](int64_t entry) {
+      for (; next_error < decoded->errors.size() && decoded->errors[next_error].entry < entry;
+           ++next_error) {
+        const ImageError& e = decoded->errors[next_error];
+        ++result->skipped;
+        if (options.on_bad_image) options.on_bad_image(e);
+        if (answer) {
+          ImageAnswer a;
+          a.query = e.entry;
+          a.image = &source.entries[e.entry];
+          a.error = &e;
+          answer(a);
+        }
+      }
+    };
+    if (decoded->size() > 0) {
+      Embeddings queries;
+      HEDGEDB_RETURN_IF_ERROR(EmbedBatch(encoder, source, decoded, batch, &queries));
+      EmbeddingView view = queries.View();
+      if (spec.kind == Kind::kCodes) view.codes = nullptr;  // queries are logp tables
+      std::vector<SearchResult> results;
+      HEDGEDB_RETURN_IF_ERROR(db.Search(collection, view, search, &results));
+      for (size_t i = 0; i < results.size(); ++i) {
+        ImageAnswer a;
+        a.query = decoded->entries[i];
+        a.image = &source.entries[a.query];
+        a.result = std::move(results[i]);
+        report_errors_before(a.query);
+        if (options.exclude_self) {
+          std::vector<SearchHit> kept;
+          for (SearchHit& hit : a.result.hits) {
+            if (!a.image->IsPayloadOf(hit.payload)) kept.push_back(std::move(hit));
+          }
+          kept.resize(std::min<size_t>(kept.size(), k));
+          a.result.hits = std::move(kept);
+        }
+        ++result->queries;
+        if (!std::isnan(a.result.query_uncertainty)) {
+          ++result->with_uncertainty;
+          uncertainty_sum += a.result.query_uncertainty;
+        }
+        if (a.image->has_label) {
+          int64_t first_hit = k;  // none among the k results
+          for (size_t r = 0; r < a.result.hits.size() && r < static_cast<size_t>(k); ++r) {
+            const SearchHit& hit = a.result.hits[r];
+            if (hit.has_label && hit.label == a.image->label) {
+              first_hit = static_cast<int64_t>(r);
+              break;
+            }
+          }
+          first_hits.push_back(first_hit);
+        }
+        if (answer) answer(a);
+      }
+    }
+    report_errors_before(total);  // those after the batch's last answer
+    Report(options, "query", std::min(total, first + batch), total);
+  }
+  if (result->queries == 0 && result->skipped > 0) {
+    return Status::InvalidArgument("none of the " + std::to_string(result->skipped) +
+                                   " query images could be used");
+  }
+  result->labelled = static_cast<int64_t>(first_hits.size());
+  if (result->with_uncertainty > 0) {
+    result->mean_query_uncertainty =
+        uncertainty_sum / static_cast<double>(result->with_uncertainty);
+  }
+  if (result->labelled > 0) result->recall_at_k = RecallAtK(first_hits, result->recall_ks);
+  return Status::OK();
+}
+
+}  // namespace encoders
+}  // namespace hedgedb

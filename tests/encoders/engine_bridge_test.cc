@@ -1,0 +1,133 @@
+// The model-to-collection rule (encoders/engine_bridge.h), the payload
+// writer/reader pair of image items, the one recall@k and the hidden
+// fraction of occluded images.
+#include "encoders/engine_bridge.h"
+
+#include <gtest/gtest.h>
+
+#include "encoders/image_set.h"
+#include "encoders/metrics.h"
+
+namespace hedgedb::encoders {
+namespace {
+
+ModelSpec Model(Method method, Kind kind) {
+  ModelSpec m;
+  m.method = method;
+  m.kind = kind;
+  m.dim = 4;
+  m.match_a = 3.5;
+  m.match_b = 1.25;
+  return m;
+}
+
+TEST(EngineBridgeTest, LearnedMatchParametersOnlyForSoftconAndHib) {
+  for (Method m : {Method::kSoftContrastive, Method::kHib}) EXPECT_TRUE(LearnsMatchParameters(m));
+  for (Method m : {Method::kSpe, Method::kProtoNet, Method::kDimco, Method::kFStatistic}) {
+    EXPECT_FALSE(LearnsMatchParameters(m));
+  }
+  const CollectionSpec softcon =
+      CollectionSpecForModel(Model(Method::kSoftContrastive, Kind::kPoint), "c");
+  EXPECT_EQ(softcon.name, "c");
+  EXPECT_EQ(softcon.kind, Kind::kPoint);
+  EXPECT_EQ(softcon.dim, 4);
+  EXPECT_FLOAT_EQ(softcon.match_a, 3.5f);
+  EXPECT_FLOAT_EQ(softcon.match_b, 1.25f);
+  // Methods that learn no a, b score with the defaults whatever the file holds.
+  const CollectionSpec protonet =
+      CollectionSpecForModel(Model(Method::kProtoNet, Kind::kPoint), "c");
+  EXPECT_FLOAT_EQ(protonet.match_a, 1.0f);
+  EXPECT_FLOAT_EQ(protonet.match_b, 0.0f);
+  const CollectionSpec spe = CollectionSpecForModel(Model(Method::kSpe, Kind::kGaussian), "c");
+  EXPECT_FLOAT_EQ(spe.match_a, 1.0f);
+  EXPECT_FLOAT_EQ(spe.match_b, 0.0f);
+}
+
+TEST(EngineBridgeTest, KindsAndSizes) {
+  ModelSpec mog = Model(Method::kHib, Kind::kMog);
+  mog.components = 3;
+  const CollectionSpec m = CollectionSpecForModel(mog, "m");
+  EXPECT_EQ(m.components, 3);
+  EXPECT_EQ(m.samples, 9);  // 8 rounded up to a multiple of C
+  ModelSpec codes = Model(Method::kDimco, Kind::kCodes);
+  codes.code_dims = 6;
+  codes.code_k = 16;
+  const CollectionSpec c = CollectionSpecForModel(codes, "c");
+  EXPECT_EQ(c.kind, Kind::kCodes);
+  EXPECT_EQ(c.dim, 6);
+  EXPECT_EQ(c.code_k, 16);
+  EXPECT_EQ(c.samples, 8);
+}
+
+TEST(EngineBridgeTest, ScorePerMethod) {
+  EXPECT_EQ(ModelScore(Model(Method::kSoftContrastive, Kind::kPoint)), ScoreType::kL2);
+  EXPECT_EQ(ModelScore(Model(Method::kProtoNet, Kind::kPoint)), ScoreType::kL2);
+  EXPECT_EQ(ModelScore(Model(Method::kHib, Kind::kGaussian)), ScoreType::kMc);
+  EXPECT_EQ(ModelScore(Model(Method::kHib, Kind::kMog)), ScoreType::kMc);
+  EXPECT_EQ(ModelScore(Model(Method::kSpe, Kind::kGaussian)), ScoreType::kMls);
+  EXPECT_EQ(ModelScore(Model(Method::kDimco, Kind::kCodes)), ScoreType::kLogprob);
+}
+
+TEST(EngineBridgeTest, CollectionMustFitTheModel) {
+  const ModelSpec hib = Model(Method::kHib, Kind::kGaussian);
+  CollectionSpec have = CollectionSpecForModel(hib, "faces");
+  EXPECT_TRUE(CheckCollectionFitsModel(have, hib, "m.hdbm").ok());
+  have.match_a = 1.0f;
+  Status s = CheckCollectionFitsModel(have, hib, "m.hdbm");
+  ASSERT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("collection 'faces' (gaussian dim 4 match-a 1.0 match-b 1.25)"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("model 'm.hdbm' (gaussian dim 4 match-a 3.5"), std::string::npos);
+  have = CollectionSpecForModel(hib, "faces");
+  have.dim = 7;
+  EXPECT_FALSE(CheckCollectionFitsModel(have, hib, "m.hdbm").ok());
+}
+
+TEST(EngineBridgeTest, ImagePayloadRoundTrip) {
+  ImageEntry file;
+  file.path = "/data/birds/3/x.png";
+  file.label_name = "3";
+  ImagePayload fields;
+  ASSERT_TRUE(ParseImagePayload(file.Payload(), &fields));
+  EXPECT_EQ(fields.path, file.path);
+  EXPECT_EQ(fields.index, -1);
+  EXPECT_EQ(fields.label_name, "3");
+  EXPECT_TRUE(file.IsPayloadOf(file.Payload()));
+
+  ImageEntry idx;
+  idx.path = "/data/t10k.idx";
+  idx.idx_index = 17;
+  ASSERT_TRUE(ParseImagePayload(idx.Payload(), &fields));
+  EXPECT_EQ(fields.index, 17);
+  EXPECT_EQ(fields.label_name, "");
+  EXPECT_TRUE(idx.IsPayloadOf(idx.Payload()));
+  ImageEntry other = idx;
+  other.idx_index = 18;
+  EXPECT_FALSE(other.IsPayloadOf(idx.Payload()));
+  EXPECT_FALSE(file.IsPayloadOf(idx.Payload()));
+  EXPECT_FALSE(ParseImagePayload("plain text", &fields));
+  EXPECT_FALSE(ParseImagePayload("{\"id\": 3}", &fields));
+  EXPECT_FALSE(file.IsPayloadOf(""));
+}
+
+TEST(EngineBridgeTest, RecallAtKFromFirstHits) {
+  // Ranks of the first same-label result; 3 = none among 3 results.
+  const std::vector<double> r = RecallAtK({0, 1, 3, 2}, {1, 2, 3});
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_DOUBLE_EQ(r[0], 0.25);
+  EXPECT_DOUBLE_EQ(r[1], 0.5);
+  EXPECT_DOUBLE_EQ(r[2], 0.75);
+  EXPECT_EQ(RecallAtK({}, {1}), std::vector<double>{0.0});
+}
+
+TEST(EngineBridgeTest, HiddenFraction) {
+  const float clean[] = {0, 1, 1, 1, 1};
+  const float occluded[] = {0, 0, 1, 0, 1};
+  EXPECT_DOUBLE_EQ(HiddenFraction(clean, occluded, 5), 0.5);
+  const float zeros[] = {0, 0};
+  EXPECT_DOUBLE_EQ(HiddenFraction(zeros, zeros, 2), 0.0);
+}
+
+}  // namespace
+}  // namespace hedgedb::encoders

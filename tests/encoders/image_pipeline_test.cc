@@ -1,0 +1,216 @@
+// The image pipeline (encoders/image_pipeline.h) from C++: ingesting a folder
+// of real PNG files with a real (tiny, untrained) model file under both error
+// policies, and querying it with exclude-self and recall@k.
+#include "encoders/image_pipeline.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "encoders/engine_bridge.h"
+#include "encoders/models.h"
+
+namespace hedgedb::encoders {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ImagePipelineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() /
+           ("hedgedb_image_pipeline_test_" + std::to_string(::getpid()) + "_" + info->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    torch::manual_seed(5);
+    torch::set_num_threads(1);
+    // A tiny HIB model on 1 x 12 x 12 images with learned a, b.
+    ModelSpec spec;
+    spec.method = Method::kHib;
+    spec.kind = Kind::kGaussian;
+    spec.dim = 3;
+    spec.input_shape = {1, 12, 12};
+    spec.match_a = 2.5;
+    spec.match_b = 0.5;
+    spec.cnn.conv1_channels = 2;
+    spec.cnn.conv2_channels = 3;
+    spec.cnn.hidden = 8;
+    Encoder encoder{nullptr};
+    ASSERT_TRUE(MakeEncoder(spec, &encoder).ok());
+    ASSERT_TRUE(SaveModel(Path("m.hdbm"), encoder).ok());
+    ASSERT_TRUE(LoadImageEncoder(Path("m.hdbm"), &encoder_).ok());
+    // 3 classes x 3 images: a bright square whose place depends on the class.
+    for (int label = 0; label < 3; ++label) {
+      for (int i = 0; i < 3; ++i) {
+        std::vector<float> pixels(144, 0.05f * i);
+        for (int y = 0; y < 4; ++y) {
+          for (int x = 0; x < 4; ++x) pixels[(4 * label + y) * 12 + 2 + x + i] = 1.0f;
+        }
+        const std::string path =
+            Path("images/" + std::to_string(label) + "/" + std::to_string(i) + ".png");
+        ASSERT_TRUE(WriteImageFile(path, pixels.data(), 1, 12, 12).ok());
+      }
+    }
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string Path(const std::string& name) const {
+    fs::create_directories((dir_ / name).parent_path());
+    return (dir_ / name).string();
+  }
+
+  // A truncated PNG among the images of class 1.
+  void AddBadImage() { std::ofstream(Path("images/1/bad.png"), std::ios::binary) << "\x89PNG\r\n"; }
+
+  ImageSource Images() const {
+    ImageSource source;
+    EXPECT_TRUE(ListImageDirectory((dir_ / "images").string(), &source).ok());
+    return source;
+  }
+
+  fs::path dir_;
+  ImageEncoder encoder_;
+};
+
+TEST_F(ImagePipelineTest, LoadImageEncoderNamesTheFile) {
+  ImageEncoder e;
+  const Status s = LoadImageEncoder(Path("missing.hdbm"), &e);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("missing.hdbm"), std::string::npos) << s.ToString();
+}
+
+TEST_F(ImagePipelineTest, AbortPolicyWritesNothing) {
+  AddBadImage();
+  const ImageSource source = Images();
+  ASSERT_EQ(source.size(), 10);
+  IngestImagesOptions options;
+  options.batch_size = 4;
+  std::vector<std::string> reported;
+  options.on_bad_image = [&](const ImageError& e) { reported.push_back(e.message); };
+  IngestImagesResult result;
+  const std::string db = Path("db");
+  const Status s = IngestImages(db, "c", encoder_, source, options, &result);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("bad.png"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("nothing was ingested"), std::string::npos) << s.ToString();
+  ASSERT_EQ(reported.size(), 1u);
+  EXPECT_EQ(result.ingested, 0);
+  EXPECT_FALSE(fs::exists(db));  // not even the database was created
+}
+
+TEST_F(ImagePipelineTest, IngestThenQueryWithExcludeSelf) {
+  AddBadImage();
+  const ImageSource source = Images();
+  IngestImagesOptions options;
+  options.batch_size = 4;
+  options.skip_bad_images = true;
+  std::vector<std::string> progress;
+  options.progress = [&](const char* stage, int64_t done, int64_t total) {
+    progress.push_back(std::string(stage) + " " + std::to_string(done) + "/" +
+                       std::to_string(total));
+  };
+  IngestImagesResult result;
+  const std::string db_path = Path("db");
+  Status s = IngestImages(db_path, "c", encoder_, source, options, &result);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(result.created);
+  EXPECT_EQ(result.images, 10);
+  EXPECT_EQ(result.ingested, 9);
+  EXPECT_EQ(result.first_id, 0);
+  EXPECT_EQ(result.last_id, 8);
+  EXPECT_EQ(result.batches, 3);
+  ASSERT_EQ(result.skipped.size(), 1u);
+  EXPECT_NE(result.skipped[0].message.find("bad.png"), std::string::npos);
+  EXPECT_EQ(progress.back(), "ingest 10/10");
+
+  {
+    // The collection is the model's (engine_bridge.h) and a second ingest
+    // appends to it.
+    IngestImagesResult again;
+    ASSERT_TRUE(IngestImages(db_path, "c", encoder_, source, options, &again).ok());
+    EXPECT_FALSE(again.created);
+    EXPECT_EQ(again.first_id, 9);
+    std::unique_ptr<DB> db;
+    ASSERT_TRUE(DB::Open(Options(), db_path, &db).ok());
+    CollectionSpec spec;
+    ASSERT_TRUE(db->DescribeCollection("c", &spec).ok());
+    EXPECT_EQ(spec.kind, Kind::kGaussian);
+    EXPECT_FLOAT_EQ(spec.match_a, 2.5f);
+    EXPECT_FLOAT_EQ(spec.match_b, 0.5f);
+    int64_t removed = 0;
+    std::vector<int64_t> second(9);
+    for (int i = 0; i < 9; ++i) second[i] = 9 + i;
+    ASSERT_TRUE(db->Remove("c", second.data(), second.size(), &removed).ok());
+  }
+
+  std::unique_ptr<DB> db;
+  ASSERT_TRUE(DB::Open(Options(), db_path, &db).ok());
+  QueryImagesOptions query;
+  query.batch_size = 4;
+  query.skip_bad_images = true;
+  query.exclude_self = true;
+  query.search.k = 3;
+  query.search.exhaustive = true;
+  std::vector<ImageAnswer> answers;
+  QueryImagesResult summary;
+  s = QueryImages(
+      *db, "c", encoder_, source, query, [&](const ImageAnswer& a) { answers.push_back(a); },
+      &summary);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(summary.score, ScoreType::kMc);
+  EXPECT_EQ(summary.queries, 9);
+  EXPECT_EQ(summary.skipped, 1);
+  EXPECT_EQ(summary.labelled, 9);
+  EXPECT_EQ(summary.with_uncertainty, 9);
+  ASSERT_EQ(answers.size(), 10u);
+  // Answers and the skipped image come in source order.
+  int64_t first_hit_sum[3] = {0, 0, 0};
+  for (size_t q = 0; q < answers.size(); ++q) {
+    const ImageAnswer& a = answers[q];
+    EXPECT_EQ(a.query, static_cast<int64_t>(q));
+    if (a.error != nullptr) {
+      EXPECT_NE(a.image->path.find("bad.png"), std::string::npos);
+      continue;
+    }
+    ASSERT_EQ(a.result.hits.size(), 3u);
+    int64_t first = 3;
+    for (size_t r = 0; r < a.result.hits.size(); ++r) {
+      const SearchHit& hit = a.result.hits[r];
+      EXPECT_FALSE(a.image->IsPayloadOf(hit.payload)) << "the query's own image came back";
+      ImagePayload fields;
+      EXPECT_TRUE(ParseImagePayload(hit.payload, &fields));
+      if (first == 3 && hit.label == a.image->label) first = static_cast<int64_t>(r);
+    }
+    for (int m = 0; m < 3; ++m) first_hit_sum[m] += first <= m ? 1 : 0;
+  }
+  // Recall@1, @2 and @3 (k) as counted from the answers.
+  ASSERT_EQ(summary.recall_ks, (std::vector<int>{1, 2, 3}));
+  ASSERT_EQ(summary.recall_at_k.size(), 3u);
+  for (int m = 0; m < 3; ++m) EXPECT_DOUBLE_EQ(summary.recall_at_k[m], first_hit_sum[m] / 9.0);
+
+  // A collection of another shape is refused, naming both.
+  CollectionSpec other = CollectionSpecForModel(encoder_.spec, "other");
+  other.dim = 5;
+  ASSERT_TRUE(db->CreateCollection(other).ok());
+  s = QueryImages(*db, "other", encoder_, source, query, nullptr, &summary);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("does not match model"), std::string::npos) << s.ToString();
+  // Without skipping, the bad image fails the queries.
+  query.skip_bad_images = false;
+  s = QueryImages(*db, "c", encoder_, source, query, nullptr, &summary);
+  EXPECT_NE(s.message().find("bad.png"), std::string::npos) << s.ToString();
+}
+
+TEST(ImagePipelineCutoffsTest, PowersOfTwoThenK) {
+  EXPECT_EQ(RecallCutoffs(1), (std::vector<int>{1}));
+  EXPECT_EQ(RecallCutoffs(5), (std::vector<int>{1, 2, 4, 5}));
+  EXPECT_EQ(RecallCutoffs(8), (std::vector<int>{1, 2, 4, 8}));
+}
+
+}  // namespace
+}  // namespace hedgedb::encoders
