@@ -8,6 +8,8 @@
 #include <cstring>
 #include <limits>
 
+#include "common/file_util.h"
+
 namespace hedgedb {
 namespace encoders {
 
@@ -19,20 +21,10 @@ constexpr size_t kMaxDecompressedBytes = size_t{4} << 30;
 
 std::string ErrnoMessage() { return std::strerror(errno); }
 
-Status ReadWholeFile(const std::string& path, std::string* bytes) {
-  FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) {
-    if (errno == ENOENT) return Status::NotFound(path + ": no such file");
-    return Status::IOError(path + ": cannot open: " + ErrnoMessage());
-  }
-  bytes->clear();
-  char buffer[1 << 16];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) bytes->append(buffer, n);
-  const bool failed = std::ferror(file) != 0;
-  std::fclose(file);
-  if (failed) return Status::IOError(path + ": read error: " + ErrnoMessage());
-  return Status::OK();
+Status ReadIdxFile(const std::string& path, std::string* bytes) {
+  const Status s = ReadWholeFile(path, bytes);
+  if (s.IsNotFound()) return Status::NotFound(path + ": no such file");
+  return s;
 }
 
 bool IsGzip(const std::string& bytes) {
@@ -90,7 +82,7 @@ Status Gunzip(const std::string& path, const std::string& compressed, std::strin
 
 Status ReadMaybeGzip(const std::string& path, std::string* bytes) {
   std::string raw;
-  HEDGEDB_RETURN_IF_ERROR(ReadWholeFile(path, &raw));
+  HEDGEDB_RETURN_IF_ERROR(ReadIdxFile(path, &raw));
   if (!IsGzip(raw)) {
     *bytes = std::move(raw);
     return Status::OK();
@@ -165,10 +157,10 @@ Status ParseIdxHeader(const std::string& path, const std::string& bytes, uint32_
   return Status::OK();
 }
 
-Status WriteFileAtomically(const std::string& path, const std::string& bytes, bool gzip) {
-  const std::string tmp = path + ".tmp";
+Status WriteIdxFile(const std::string& path, const std::string& bytes, bool gzip) {
+  if (!gzip) return WriteFileAtomically(path, {bytes});
   std::string data;
-  if (gzip) {
+  {
     z_stream stream;
     std::memset(&stream, 0, sizeof(stream));
     if (deflateInit2(&stream, Z_BEST_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8,
@@ -184,23 +176,8 @@ Status WriteFileAtomically(const std::string& path, const std::string& bytes, bo
     data.resize(stream.total_out);
     deflateEnd(&stream);
     if (rc != Z_STREAM_END) return Status::Internal(path + ": gzip compression failed");
-  } else {
-    data = bytes;
   }
-  FILE* file = std::fopen(tmp.c_str(), "wb");
-  if (file == nullptr) return Status::IOError(tmp + ": cannot create: " + ErrnoMessage());
-  const bool written = std::fwrite(data.data(), 1, data.size(), file) == data.size();
-  const bool flushed = std::fflush(file) == 0;
-  const bool closed = std::fclose(file) == 0;
-  if (!written || !flushed || !closed) {
-    std::remove(tmp.c_str());
-    return Status::IOError(tmp + ": write failed: " + ErrnoMessage());
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return Status::IOError(path + ": cannot rename from " + tmp + ": " + ErrnoMessage());
-  }
-  return Status::OK();
+  return WriteFileAtomically(path, {data});
 }
 
 bool FileExists(const std::string& path) {
@@ -284,7 +261,7 @@ Status WriteIdxImages(const std::string& path, const IdxImages& images, bool gzi
   AppendBigEndian32(static_cast<uint32_t>(images.rows), &bytes);
   AppendBigEndian32(static_cast<uint32_t>(images.cols), &bytes);
   bytes.append(reinterpret_cast<const char*>(images.pixels.data()), images.pixels.size());
-  return WriteFileAtomically(path, bytes, gzip);
+  return WriteIdxFile(path, bytes, gzip);
 }
 
 Status WriteIdxLabels(const std::string& path, const std::vector<int64_t>& labels, bool gzip) {
@@ -299,7 +276,7 @@ Status WriteIdxLabels(const std::string& path, const std::vector<int64_t>& label
     }
     bytes.push_back(static_cast<char>(labels[i]));
   }
-  return WriteFileAtomically(path, bytes, gzip);
+  return WriteIdxFile(path, bytes, gzip);
 }
 
 Status LoadMnistLayoutDir(const std::string& dir, ImageSplits* splits) {

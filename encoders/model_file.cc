@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/file_util.h"
 #include "encoders/models.h"
 
 namespace hedgedb::encoders {
@@ -82,20 +83,10 @@ T GetLittleEndian(const std::string& in, size_t offset) {
   return static_cast<T>(v);
 }
 
-Status ReadWholeFile(const std::string& path, std::string* contents) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {
-    return Status::NotFound("model file '" + path + "' does not exist");
-  }
-  if (std::filesystem::is_directory(path, ec)) {
-    return Status::IOError("model file '" + path + "' is a directory");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::IOError("cannot open model file '" + path + "': " + strerror(errno));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return Status::IOError("cannot read model file '" + path + "'");
-  *contents = std::move(buffer).str();
+Status ReadModelFile(const std::string& path, std::string* contents) {
+  const Status s = ReadWholeFile(path, contents);
+  if (s.IsNotFound()) return Status::NotFound("model file '" + path + "' does not exist");
+  if (!s.ok()) return Status::IOError("cannot read model file '" + path + "': " + s.message());
   return Status::OK();
 }
 
@@ -131,35 +122,6 @@ Status ParseContainer(const std::string& path, const std::string& file, std::str
   }
   *header = file.substr(20, header_len);
   *payload = file.substr(28 + header_len, payload_len);
-  return Status::OK();
-}
-
-Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::IOError("cannot create '" + tmp + "': " + strerror(errno));
-  size_t written = 0;
-  while (written < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const std::string err = strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Status::IOError("cannot write '" + tmp + "': " + err);
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const std::string err = strerror(errno);
-    ::unlink(tmp.c_str());
-    return Status::IOError("cannot flush '" + tmp + "': " + err);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string err = strerror(errno);
-    ::unlink(tmp.c_str());
-    return Status::IOError("cannot rename '" + tmp + "' to '" + path + "': " + err);
-  }
   return Status::OK();
 }
 
@@ -369,7 +331,7 @@ Status SpecFromJson(const std::string& text, ModelSpec* spec) {
 
 Status ReadModelSpec(const std::string& path, ModelSpec* spec) {
   std::string file, header, payload;
-  HEDGEDB_RETURN_IF_ERROR(ReadWholeFile(path, &file));
+  HEDGEDB_RETURN_IF_ERROR(ReadModelFile(path, &file));
   HEDGEDB_RETURN_IF_ERROR(ParseContainer(path, file, &header, &payload));
   ModelSpec parsed;
   HEDGEDB_RETURN_IF_ERROR(SpecFromJson(header, &parsed));
@@ -418,12 +380,12 @@ Status SaveModel(const std::string& path, const Encoder& encoder) {
   PutLittleEndian<uint64_t>(&file, payload.size());
   file += payload;
   PutLittleEndian<uint32_t>(&file, Crc32(file.data(), file.size()));
-  return WriteFileAtomically(path, file);
+  return WriteFileAtomically(path, {file});
 }
 
 Status LoadModel(const std::string& path, ModelSpec* spec, Encoder* encoder) {
   std::string file, header, payload;
-  HEDGEDB_RETURN_IF_ERROR(ReadWholeFile(path, &file));
+  HEDGEDB_RETURN_IF_ERROR(ReadModelFile(path, &file));
   HEDGEDB_RETURN_IF_ERROR(ParseContainer(path, file, &header, &payload));
   ModelSpec parsed;
   HEDGEDB_RETURN_IF_ERROR(SpecFromJson(header, &parsed));
