@@ -2,15 +2,16 @@
 // "Two-stage search" and "Coarse indexes").
 //
 // Item rows come in the arena layout of common/row_layout.h; the index turns
-// them into coarse vectors that make FAISS rank by a meaningful quantity:
-//   point:        z                      (L2)
-//   gaussian/mog: [mu, sqrt(tr S)]       (L2; queries [mu_q, 0]) so the FAISS
-//                 distance is the expected squared distance up to the query's
-//                 constant; mog uses the mixture's first two moments
-//   codes:        IndexPQ, M = d sub-quantizers of dimension k (padded to a
-//                 power of two), inner product, identity codebooks: a query
-//                 "vector" equal to the flattened log-prob table scores
-//                 sum_i L[i, c_i], the exact DIMCO score.
+// them into coarse vectors that make FAISS rank by a meaningful quantity. Two
+// implementations:
+//   VectorIndex (index/vector_index.h): point, gaussian, mog; any factory
+//     string of index/factory_rules.h; L2 on z or on [mu, sqrt(tr S)] (queries
+//     [mu_q, 0]), so FAISS's distance is the expected squared distance up to
+//     the query's constant; mog uses the mixture's first two moments.
+//   CodesIndex (index/codes_index.h): DIMCO codes; IndexPQ with M = d
+//     sub-quantizers of dimension k (padded to a power of two), inner product,
+//     identity codebooks: a query "vector" equal to the flattened log-prob
+//     table scores sum_i L[i, c_i], the exact DIMCO score.
 // FAISS labels are the user's item ids: an IVF stores them in its lists, other
 // indexes sit under an IndexIDMap. Removal is physical where FAISS removes
 // correctly (IVF, flat code arrays) and a tombstone otherwise (HNSW): the
@@ -56,16 +57,16 @@ class CoarseIndex {
   // fails its checks or belongs elsewhere is Corruption.
   static Status Load(const CollectionSpec& spec, const std::string& path, uint64_t binding,
                      std::unique_ptr<CoarseIndex>* out, uint64_t* sequence);
-  ~CoarseIndex();
-
   // The canonical factory string for a spec (fills in the default).
   static std::string FactoryFor(const CollectionSpec& spec);
 
+  virtual ~CoarseIndex();
+
   bool is_trained() const;
   // Number of rows Train wants before the index can be used (0: none needed).
-  int64_t train_rows_wanted() const;
+  virtual int64_t train_rows_wanted() const = 0;
   // Trains on n contiguous item rows.
-  Status Train(const void* rows, int64_t n);
+  virtual Status Train(const void* rows, int64_t n) = 0;
   // Adds n contiguous item rows with their ids. Requires is_trained().
   Status Add(const void* rows, int64_t n, const int64_t* ids);
   // Removes ids physically where FAISS does it correctly (IVF, flat codes);
@@ -78,18 +79,23 @@ class CoarseIndex {
                 std::vector<int64_t>* labels) const;
 
   int64_t ntotal() const;
+  const std::string& factory() const { return factory_; }
 
+  // Writes the index, `sequence` and `binding` to path atomically (tmp,
+  // fsync, rename, directory fsync).
+  Status Save(const std::string& path, uint64_t sequence, uint64_t binding) const;
+
+  // Whether TuneKnobs applies (IVF and HNSW over vectors).
+  virtual bool tunable() const { return false; }
   // Picks the default stage-1 knob (IVF nprobe, HNSW efSearch) for the data:
   // the smallest on a doubling ladder from the static default at which the
   // index's top-`candidates` holds at least `target` of the exact coarse
   // top-`candidates`, with up to 100 of the n rows as queries; or where one
-  // more doubling gains less than 0.005 (the encoding limits stage 1). The knob is
-  // saved with the index; the measured fraction is recall_estimate(). A no-op
-  // for other indexes and for codes. n rows of ids `ids`, as added.
-  Status TuneKnobs(const void* rows, const int64_t* ids, int64_t n, int64_t candidates,
-                   double target);
-  // Whether TuneKnobs applies (IVF and HNSW over vectors).
-  bool tunable() const;
+  // more doubling gains less than 0.005 (the encoding limits stage 1). The
+  // knob is saved with the index; the measured fraction is recall_estimate().
+  // A no-op where tunable() is false. n rows of ids `ids`, as added.
+  virtual Status TuneKnobs(const void* rows, const int64_t* ids, int64_t n, int64_t candidates,
+                           double target);
   // The stage-1 recall TuneKnobs measured; NaN if never measured.
   double recall_estimate() const { return recall_estimate_; }
   // The knobs a search with 0 (the default) uses.
@@ -98,38 +104,36 @@ class CoarseIndex {
   // Tests only: the next `n` calls to Add (in any index) fail, standing in
   // for FAISS errors such as memory exhaustion that a test cannot provoke.
   static void FailNextAddsForTest(int n);
-  const std::string& factory() const { return factory_; }
 
-  // Writes the index, `sequence` and `binding` to path atomically (tmp,
-  // fsync, rename, directory fsync).
-  Status Save(const std::string& path, uint64_t sequence, uint64_t binding) const;
-
- private:
-  CoarseIndex() = default;
-  void CoarseVectors(const void* rows, int64_t n, std::vector<float>* out) const;
-  void CoarseQueries(const float* queries, int64_t nq, std::vector<float>* out) const;
-  Status AddCodes(const uint8_t* codes, int64_t n, const int64_t* ids);
-  Status TrainCodeLists(const uint8_t* codes, int64_t n);
-  // Best list (largest inner product with its centroid) of each code.
-  void AssignCodeLists(const float* centroids, const uint8_t* codes, int64_t n,
-                       int64_t* lists) const;
+ protected:
+  CoarseIndex(const CollectionSpec& spec, const std::string& factory, const FactoryShape& shape);
+  // Builds the empty FAISS index into index_.
+  virtual Status Build() = 0;
+  // Adds rows to the trained FAISS index.
+  virtual Status AddRows(const void* rows, int64_t n, const int64_t* ids) = 0;
+  // Query rows -> the vectors FAISS searches with (coarse_dim_ floats each).
+  virtual void CoarseQueries(const float* queries, int64_t nq, std::vector<float>* out) const = 0;
+  // Validate's run on a random sample; OK where there is nothing to try.
+  virtual Status Exercise() { return Status::OK(); }
+  // Static defaults (FAISS starts IVF at nprobe 1), then the knobs' cache.
   void SetDefaultKnobs();
   void ReadDefaultKnobs();
 
-  CollectionSpec spec_;
-  std::string factory_;
-  int coarse_dim_ = 0;
-  int padded_k_ = 0;  // codes: k rounded up to a power of two
-  FactoryShape shape_;
+  const CollectionSpec spec_;
+  const std::string factory_;
+  const FactoryShape shape_;
+  const int coarse_dim_;
   bool physical_removal_ = false;
   // An IndexIVF (holding the user ids itself) or an IndexIDMap around the rest.
   std::unique_ptr<faiss::Index> index_;
+  double recall_estimate_ = std::numeric_limits<double>::quiet_NaN();
+
+ private:
   // Knob changes mutate the FAISS index: searches that need other knob
   // values than the current ones take this exclusively.
   mutable RwMutex knob_mutex_;
   mutable CoarseSearchKnobs current_knobs_;
   CoarseSearchKnobs default_knobs_;
-  double recall_estimate_ = std::numeric_limits<double>::quiet_NaN();
 };
 
 }  // namespace index

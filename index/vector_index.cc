@@ -1,0 +1,253 @@
+#include "index/vector_index.h"
+
+#include <faiss/IndexFlat.h>
+#include <faiss/IndexHNSW.h>
+#include <faiss/IndexIDMap.h>
+#include <faiss/IndexIVF.h>
+#include <faiss/IndexIVFPQ.h>
+#include <faiss/IndexPQ.h>
+#include <faiss/impl/IDSelector.h>
+#include <faiss/index_factory.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <unordered_set>
+#include <utility>
+
+#include "common/row_layout.h"
+#include "index/faiss_helpers.h"
+
+namespace hedgedb {
+namespace index {
+
+Status VectorIndex::Build() {
+  std::unique_ptr<faiss::Index> inner(
+      faiss::index_factory(coarse_dim_, factory_.c_str(), faiss::METRIC_L2));
+  if (dynamic_cast<faiss::IndexIVF*>(inner.get())) {
+    // An IVF stores the user ids in its lists and removes them correctly;
+    // FAISS's IndexIDMap around it would not (its remove_ids assumes a flat
+    // index and scrambles the mapping of an IVF).
+    index_ = std::move(inner);
+  } else {
+    auto* idmap = new faiss::IndexIDMap(inner.release());
+    idmap->own_fields = true;
+    index_.reset(idmap);
+  }
+  return Status::OK();
+}
+
+Status VectorIndex::Exercise() {
+  // Exercise this throwaway index on a tiny random sample of the collection's
+  // shape: train (where that takes a few thousand rows at most), add, search,
+  // remove. Anything FAISS throws here would otherwise surface at the first
+  // ingest, after the collection exists.
+  const int64_t lists = shape_.ivf_lists;
+  const int64_t pq_centroids = shape_.pq_m > 0 ? (int64_t(1) << shape_.pq_bits) : 0;
+  const int64_t n = std::max<int64_t>({64, lists, pq_centroids});
+  if (n > 4096) return Status::OK();
+  faiss::Index* inner = Innermost(index_.get());
+  if (auto* ivf = dynamic_cast<faiss::IndexIVF*>(inner)) ivf->cp.min_points_per_centroid = 1;
+  if (auto* ivfpq = dynamic_cast<faiss::IndexIVFPQ*>(inner)) {
+    ivfpq->pq.cp.min_points_per_centroid = 1;
+  }
+  if (auto* pq = dynamic_cast<faiss::IndexPQ*>(inner)) pq->pq.cp.min_points_per_centroid = 1;
+  std::mt19937_64 rng(1);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(size_t(n) * coarse_dim_);
+  for (float& v : x) v = normal(rng);
+  std::vector<faiss::Index::idx_t> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[i] = 1000 + i;
+  std::vector<float> distances(8);
+  std::vector<faiss::Index::idx_t> labels(8);
+  if (!index_->is_trained) index_->train(n, x.data());
+  index_->add_with_ids(n, x.data(), ids.data());
+  index_->search(2, x.data(), 4, distances.data(), labels.data());
+  if (physical_removal_) {
+    faiss::IDSelectorBatch selector(2, ids.data());
+    index_->remove_ids(selector);
+  }
+  return Status::OK();
+}
+
+int64_t VectorIndex::train_rows_wanted() const {
+  if (index_->is_trained) return 0;
+  // FAISS's k-means wants ~39 points per centroid before it stops warning:
+  // the IVF's lists and the PQ's 2^bits centroids per sub-quantizer.
+  int64_t wanted = 39 * shape_.ivf_lists;
+  if (shape_.pq_m > 0) wanted = std::max<int64_t>(wanted, 39 * (int64_t(1) << shape_.pq_bits));
+  return wanted > 0 ? wanted : 1000;  // scalar quantizers: ranges per dimension
+}
+
+void VectorIndex::CoarseVectors(const void* rows, int64_t n, std::vector<float>* out) const {
+  const int D = spec_.dim;
+  const size_t stride = ItemRowSize(spec_);
+  const float* r = static_cast<const float*>(rows);
+  out->resize(size_t(n) * coarse_dim_);
+  for (int64_t i = 0; i < n; ++i, r += stride) {
+    float* v = out->data() + size_t(i) * coarse_dim_;
+    if (spec_.kind == Kind::kPoint) {
+      std::memcpy(v, r, sizeof(float) * D);
+    } else if (spec_.kind == Kind::kGaussian) {
+      double trace = 0;
+      for (int d = 0; d < D; ++d) {
+        v[d] = r[d];
+        trace += r[D + d];
+      }
+      v[D] = float(std::sqrt(trace));
+    } else {  // mog: mixture moments
+      const int C = spec_.components;
+      const float* w = r;
+      const float* mu = r + C;
+      const float* var = mu + size_t(C) * D;
+      double trace = 0;
+      for (int d = 0; d < D; ++d) {
+        double m = 0;
+        for (int c = 0; c < C; ++c) m += double(w[c]) * mu[c * D + d];
+        double t = 0;
+        for (int c = 0; c < C; ++c) {
+          double dev = mu[c * D + d] - m;
+          t += double(w[c]) * (var[c * D + d] + dev * dev);
+        }
+        v[d] = float(m);
+        trace += t;
+      }
+      v[D] = float(std::sqrt(trace));
+    }
+  }
+}
+
+void VectorIndex::CoarseQueries(const float* queries, int64_t nq, std::vector<float>* out) const {
+  CoarseVectors(queries, nq, out);
+  if (spec_.kind != Kind::kPoint) {
+    for (int64_t q = 0; q < nq; ++q) (*out)[size_t(q) * coarse_dim_ + spec_.dim] = 0.0f;
+  }
+}
+
+Status VectorIndex::Train(const void* rows, int64_t n) {
+  std::vector<float> x;
+  CoarseVectors(rows, n, &x);
+  try {
+    index_->train(n, x.data());
+  } catch (const std::exception& e) {
+    return FromFaiss(e, "training index '" + factory_ + "'");
+  }
+  return Status::OK();
+}
+
+Status VectorIndex::AddRows(const void* rows, int64_t n, const int64_t* ids) {
+  std::vector<float> x;
+  CoarseVectors(rows, n, &x);
+  // An IVF add is a BLAS product (OpenBLAS runs it on its own threads) plus
+  // light per-vector work; letting OpenMP's team spin beside OpenBLAS's
+  // threads halves throughput on small machines (bench/RESULTS.md, Ingest).
+  // Other indexes (HNSW) do their real work in OpenMP loops: keep them.
+  const int saved_threads = omp_get_max_threads();
+  if (dynamic_cast<faiss::IndexIVF*>(Innermost(index_.get()))) omp_set_num_threads(1);
+  try {
+    index_->add_with_ids(n, x.data(), ids);
+    omp_set_num_threads(saved_threads);
+  } catch (const std::exception& e) {
+    omp_set_num_threads(saved_threads);
+    return FromFaiss(e, "adding to index '" + factory_ + "'");
+  }
+  return Status::OK();
+}
+
+bool VectorIndex::tunable() const {
+  faiss::Index* inner = Innermost(index_.get());
+  return dynamic_cast<faiss::IndexIVF*>(inner) != nullptr ||
+         dynamic_cast<faiss::IndexHNSW*>(inner) != nullptr;
+}
+
+Status VectorIndex::TuneKnobs(const void* rows, const int64_t* ids, int64_t n, int64_t candidates,
+                              double target) {
+  faiss::Index* inner = Innermost(index_.get());
+  auto* ivf = dynamic_cast<faiss::IndexIVF*>(inner);
+  auto* hnsw = dynamic_cast<faiss::IndexHNSW*>(inner);
+  if ((!ivf && !hnsw) || n == 0 || !index_->is_trained) {
+    return Status::OK();
+  }
+  const size_t stride = ItemRowBytes(spec_);
+  const auto* bytes = static_cast<const uint8_t*>(rows);
+  const int64_t k = std::min<int64_t>(candidates, n);
+  // Up to 100 evenly spread items as queries.
+  const int64_t nq = std::min<int64_t>(100, n);
+  std::vector<uint8_t> sample(size_t(nq) * stride);
+  for (int64_t q = 0; q < nq; ++q) {
+    std::memcpy(sample.data() + q * stride, bytes + (q * n / nq) * stride, stride);
+  }
+  std::vector<float> queries;
+  CoarseQueries(reinterpret_cast<const float*>(sample.data()), nq, &queries);
+  // The exact coarse top-k over all rows, a chunk at a time.
+  std::vector<std::vector<std::pair<float, int64_t>>> exact(static_cast<size_t>(nq));
+  std::vector<float> distances(size_t(nq * k));
+  std::vector<faiss::Index::idx_t> labels(size_t(nq * k));
+  constexpr int64_t kChunk = 65536;
+  try {
+    for (int64_t first = 0; first < n; first += kChunk) {
+      const int64_t m = std::min(kChunk, n - first);
+      std::vector<float> x;
+      CoarseVectors(bytes + first * stride, m, &x);
+      faiss::IndexFlatL2 flat(coarse_dim_);
+      flat.add(m, x.data());
+      const int64_t kk = std::min(k, m);
+      flat.search(nq, queries.data(), kk, distances.data(), labels.data());
+      for (int64_t q = 0; q < nq; ++q) {
+        auto& best = exact[q];
+        for (int64_t j = 0; j < kk; ++j) {
+          const faiss::Index::idx_t l = labels[q * kk + j];
+          if (l >= 0) best.emplace_back(distances[q * kk + j], ids[first + l]);
+        }
+        std::sort(best.begin(), best.end());
+        if (int64_t(best.size()) > k) best.resize(size_t(k));
+      }
+    }
+    std::vector<std::unordered_set<int64_t>> truth(static_cast<size_t>(nq));
+    int64_t total = 0;
+    for (int64_t q = 0; q < nq; ++q) {
+      for (const auto& p : exact[q]) truth[q].insert(p.second);
+      total += int64_t(exact[q].size());
+    }
+    auto recall_at = [&]() {
+      index_->search(nq, queries.data(), k, distances.data(), labels.data());
+      int64_t hits = 0;
+      for (int64_t q = 0; q < nq; ++q) {
+        for (int64_t j = 0; j < k; ++j) hits += truth[q].count(labels[q * k + j]);
+      }
+      return total > 0 ? double(hits) / double(total) : 1.0;
+    };
+    // The smallest knob on a doubling ladder from the static default.
+    // Stop early where doubling gains almost nothing: then the encoding (PQ,
+    // SQ), not the search breadth, limits stage 1, and rescoring makes up.
+    auto set_knob = [&](int value) {
+      if (ivf) ivf->nprobe = size_t(value);
+      if (hnsw) hnsw->hnsw.efSearch = value;
+    };
+    int knob = ivf ? int(ivf->nprobe) : std::max<int>(hnsw->hnsw.efSearch, int(k));
+    const int last = ivf ? int(ivf->nlist) : 4096;
+    set_knob(knob);
+    double recall = recall_at();
+    while (recall < target && knob < last) {
+      const int next = std::min(2 * knob, last);
+      set_knob(next);
+      const double next_recall = recall_at();
+      if (next_recall - recall < 0.005) {
+        set_knob(knob);
+        break;
+      }
+      knob = next;
+      recall = next_recall;
+    }
+    recall_estimate_ = recall;
+  } catch (const std::exception& e) {
+    return FromFaiss(e, "tuning index '" + factory_ + "'");
+  }
+  ReadDefaultKnobs();
+  return Status::OK();
+}
+
+}  // namespace index
+}  // namespace hedgedb
