@@ -341,36 +341,38 @@ Status ValidatePairs(const std::vector<ScoredPair>& pairs, const FitOptions& opt
   return Status::OK();
 }
 
-Status FitPlatt(const std::vector<ScoredPair>& pairs, const FitOptions& options,
-                CalibrationMap* map) {
-  HEDGEDB_RETURN_IF_ERROR(ValidatePairs(pairs, options));
-  CalibrationMap m = PlattUnchecked(pairs, options);
-  HEDGEDB_RETURN_IF_ERROR(Finish(options, &m));
-  *map = std::move(m);
-  return Status::OK();
-}
+namespace {
 
-Status FitBeta(const std::vector<ScoredPair>& pairs, const FitOptions& options,
-               CalibrationMap* map) {
+// Checks, fits one method on all pairs, re-targets; *map only on success.
+Status FitOne(Method method, const std::vector<ScoredPair>& pairs, const FitOptions& options,
+              CalibrationMap* map) {
   HEDGEDB_RETURN_IF_ERROR(ValidatePairs(pairs, options));
-  if (!IsProbabilityScore(options.score_type)) {
+  if (method == Method::kBeta && !IsProbabilityScore(options.score_type)) {
     return Status::InvalidArgument(std::string("beta calibration needs a probability score (mc, "
                                                "match), not ") +
                                    ScoreName(options.score_type));
   }
-  CalibrationMap m = BetaUnchecked(pairs, options);
+  CalibrationMap m = FitUnchecked(method, pairs, options);
   HEDGEDB_RETURN_IF_ERROR(Finish(options, &m));
   *map = std::move(m);
   return Status::OK();
 }
 
+}  // namespace
+
+Status FitPlatt(const std::vector<ScoredPair>& pairs, const FitOptions& options,
+                CalibrationMap* map) {
+  return FitOne(Method::kPlatt, pairs, options, map);
+}
+
+Status FitBeta(const std::vector<ScoredPair>& pairs, const FitOptions& options,
+               CalibrationMap* map) {
+  return FitOne(Method::kBeta, pairs, options, map);
+}
+
 Status FitIsotonic(const std::vector<ScoredPair>& pairs, const FitOptions& options,
                    CalibrationMap* map) {
-  HEDGEDB_RETURN_IF_ERROR(ValidatePairs(pairs, options));
-  CalibrationMap m = IsotonicUnchecked(pairs, options);
-  HEDGEDB_RETURN_IF_ERROR(Finish(options, &m));
-  *map = std::move(m);
-  return Status::OK();
+  return FitOne(Method::kIsotonic, pairs, options, map);
 }
 
 Status FitCalibration(const std::vector<ScoredPair>& pairs, const FitOptions& options,
