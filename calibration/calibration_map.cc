@@ -1,0 +1,311 @@
+#include "calibration/calibration_map.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "calibration/logistic.h"
+#include "common/coding.h"
+#include "common/crc32c.h"
+
+namespace hedgedb {
+namespace calibration {
+
+const char* MethodName(Method method) {
+  switch (method) {
+    case Method::kPlatt:
+      return "platt";
+    case Method::kBeta:
+      return "beta";
+    case Method::kIsotonic:
+      return "isotonic";
+  }
+  return "unknown";
+}
+
+bool IsProbabilityScore(ScoreType score) {
+  return score == ScoreType::kMc || score == ScoreType::kMatch;
+}
+
+namespace {
+
+constexpr double kMaxUnboundedScore = 1e300;
+
+double ClipProbability(double s) {
+  return std::min(std::max(s, kProbabilityClip), 1 - kProbabilityClip);
+}
+
+bool IsMethod(uint8_t m) { return m >= 1 && m <= 3; }
+
+// Score types a map can read: resolved ones only.
+bool IsResolvedScore(uint8_t s) {
+  return s >= uint8_t(ScoreType::kMc) && s <= uint8_t(ScoreType::kLogprob);
+}
+
+}  // namespace
+
+double TransformScore(ScoreType score_type, double score) {
+  if (std::isnan(score)) return score;
+  if (IsProbabilityScore(score_type)) return Logit(ClipProbability(score));
+  return std::min(std::max(score, -kMaxUnboundedScore), kMaxUnboundedScore);
+}
+
+double CalibrationMap::Apply(double score) const {
+  if (std::isnan(score)) return base_rate;
+  const double shift = Logit(base_rate) - Logit(fit_base_rate);
+  double z = 0;
+  switch (method) {
+    case Method::kPlatt:
+      z = params[0] * TransformScore(score_type, score) + params[1];
+      break;
+    case Method::kBeta: {
+      const double s = ClipProbability(score);
+      z = params[0] * std::log(s) - params[1] * std::log1p(-s) + params[2];
+      break;
+    }
+    case Method::kIsotonic: {
+      const double t = TransformScore(score_type, score);
+      double p;
+      if (t <= knot_score.front()) {
+        p = knot_prob.front();
+      } else if (t >= knot_score.back()) {
+        p = knot_prob.back();
+      } else {
+        // First knot above t; t lies in [knot i-1, knot i).
+        const size_t i =
+            size_t(std::upper_bound(knot_score.begin(), knot_score.end(), t) - knot_score.begin());
+        const double x0 = knot_score[i - 1], x1 = knot_score[i];
+        const double y0 = knot_prob[i - 1], y1 = knot_prob[i];
+        // Clamped so rounding cannot step outside [y0, y1] (monotonicity).
+        p = std::min(std::max(y0 + (y1 - y0) * ((t - x0) / (x1 - x0)), y0), y1);
+      }
+      if (p <= 0 || p >= 1) return p;  // certain either way: no shift moves it
+      z = Logit(p);
+      break;
+    }
+  }
+  return Sigmoid(z + shift);
+}
+
+Status CalibrationMap::SetBaseRate(double pi) {
+  if (!(pi > 0 && pi < 1)) {
+    return Status::InvalidArgument("base rate must be in (0, 1), got " + std::to_string(pi));
+  }
+  base_rate = pi;
+  return Status::OK();
+}
+
+Status CalibrationMap::Validate() const {
+  if (!IsMethod(uint8_t(method))) {
+    return Status::InvalidArgument("unknown calibration method " + std::to_string(int(method)));
+  }
+  if (!IsResolvedScore(uint8_t(score_type))) {
+    return Status::InvalidArgument("calibration map has no resolved score type");
+  }
+  if (method == Method::kBeta && !IsProbabilityScore(score_type)) {
+    return Status::InvalidArgument(std::string("beta calibration needs a probability score, not ") +
+                                   ScoreName(score_type));
+  }
+  if (!(fit_base_rate > 0 && fit_base_rate < 1) || !(base_rate > 0 && base_rate < 1)) {
+    return Status::InvalidArgument("base rates must be in (0, 1)");
+  }
+  if (num_pairs < 0) return Status::InvalidArgument("negative number of pairs");
+  const size_t want_params = method == Method::kPlatt ? 2 : method == Method::kBeta ? 3 : 0;
+  if (params.size() != want_params) {
+    return Status::InvalidArgument(std::string(MethodName(method)) + " map has " +
+                                   std::to_string(params.size()) + " parameters, expected " +
+                                   std::to_string(want_params));
+  }
+  for (double v : params) {
+    if (!std::isfinite(v)) return Status::InvalidArgument("calibration parameter is not finite");
+  }
+  if (method == Method::kPlatt && params[0] < 0) {
+    return Status::InvalidArgument("Platt slope is negative (the map would not be monotone)");
+  }
+  if (method == Method::kBeta && (params[0] < 0 || params[1] < 0)) {
+    return Status::InvalidArgument(
+        "beta coefficients are negative (the map would not be monotone)");
+  }
+  if (knot_score.size() != knot_prob.size()) {
+    return Status::InvalidArgument("isotonic knots: score and probability counts differ");
+  }
+  if (method == Method::kIsotonic) {
+    if (knot_score.empty()) return Status::InvalidArgument("isotonic map has no knots");
+    for (size_t i = 0; i < knot_score.size(); ++i) {
+      if (!std::isfinite(knot_score[i]) || !(knot_prob[i] >= 0 && knot_prob[i] <= 1)) {
+        return Status::InvalidArgument("isotonic knot " + std::to_string(i) + " is out of range");
+      }
+      if (i > 0 && !(knot_score[i] > knot_score[i - 1] && knot_prob[i] >= knot_prob[i - 1])) {
+        return Status::InvalidArgument("isotonic knots are not monotone at knot " +
+                                       std::to_string(i));
+      }
+    }
+  } else if (!knot_score.empty()) {
+    return Status::InvalidArgument(std::string(MethodName(method)) + " map has isotonic knots");
+  }
+  if (!IsMethod(uint8_t(report.chosen))) {
+    return Status::InvalidArgument("fit report names an unknown method");
+  }
+  for (const CandidateReport& c : report.candidates) {
+    if (!IsMethod(uint8_t(c.method)) || !(c.ece >= 0 && c.ece <= 1) ||
+        !(c.brier >= 0 && c.brier <= 1) || !(c.log_loss >= 0 && std::isfinite(c.log_loss))) {
+      return Status::InvalidArgument("fit report has an invalid candidate");
+    }
+  }
+  if (report.has_raw &&
+      !(report.raw_ece >= 0 && report.raw_ece <= 1 && report.raw_brier >= 0 &&
+        report.raw_brier <= 1 && report.raw_log_loss >= 0 && std::isfinite(report.raw_log_loss))) {
+    return Status::InvalidArgument("fit report has invalid raw-score metrics");
+  }
+  return Status::OK();
+}
+
+// Layout, all little-endian:
+//   u32 magic "HDCM", u16 version, u32 total size in bytes,
+//   u8 method, u8 score type, f64 fit base rate, f64 base rate, i64 pairs,
+//   u32 n, f64 params[n], u32 m, f64 knot_score[m], f64 knot_prob[m],
+//   report: u8 chosen, u64 split seed, u8 has_raw, f64 raw ece/brier/log loss,
+//           u32 c, c x (u8 method, f64 ece, f64 brier, f64 log loss),
+//           u32 length, reason bytes,
+//   u32 CRC32C of every byte before it.
+namespace {
+constexpr uint32_t kMagic = 0x4D434448;  // "HDCM"
+constexpr size_t kHeaderSize = 4 + 2 + 4;
+}  // namespace
+
+std::string CalibrationMap::Encode() const {
+  std::string out;
+  PutFixed<uint32_t>(&out, kMagic);
+  PutFixed<uint16_t>(&out, kCalibrationMapVersion);
+  PutFixed<uint32_t>(&out, 0);  // total size, patched below
+  PutFixed<uint8_t>(&out, uint8_t(method));
+  PutFixed<uint8_t>(&out, uint8_t(score_type));
+  PutFixed<double>(&out, fit_base_rate);
+  PutFixed<double>(&out, base_rate);
+  PutFixed<int64_t>(&out, num_pairs);
+  PutFixed<uint32_t>(&out, uint32_t(params.size()));
+  for (double v : params) PutFixed<double>(&out, v);
+  PutFixed<uint32_t>(&out, uint32_t(knot_score.size()));
+  for (double v : knot_score) PutFixed<double>(&out, v);
+  for (double v : knot_prob) PutFixed<double>(&out, v);
+  PutFixed<uint8_t>(&out, uint8_t(report.chosen));
+  PutFixed<uint64_t>(&out, report.split_seed);
+  PutFixed<uint8_t>(&out, report.has_raw ? 1 : 0);
+  PutFixed<double>(&out, report.raw_ece);
+  PutFixed<double>(&out, report.raw_brier);
+  PutFixed<double>(&out, report.raw_log_loss);
+  PutFixed<uint32_t>(&out, uint32_t(report.candidates.size()));
+  for (const CandidateReport& c : report.candidates) {
+    PutFixed<uint8_t>(&out, uint8_t(c.method));
+    PutFixed<double>(&out, c.ece);
+    PutFixed<double>(&out, c.brier);
+    PutFixed<double>(&out, c.log_loss);
+  }
+  PutFixed<uint32_t>(&out, uint32_t(report.reason.size()));
+  out += report.reason;
+  std::string size;
+  PutFixed<uint32_t>(&size, uint32_t(out.size() + 4));
+  out.replace(6, 4, size);
+  PutFixed<uint32_t>(&out, Crc32c(out.data(), out.size()));
+  return out;
+}
+
+namespace {
+
+// Bounds-checked reader over the checksummed body.
+class Reader {
+ public:
+  Reader(const char* p, size_t n) : p_(p), left_(n) {}
+  size_t left() const { return left_; }
+
+  template <typename T>
+  bool Get(T* v) {
+    if (left_ < sizeof(T)) return false;
+    *v = GetFixed<T>(p_);
+    p_ += sizeof(T);
+    left_ -= sizeof(T);
+    return true;
+  }
+  // n doubles; n is checked against the bytes left before allocating.
+  bool GetDoubles(uint32_t n, std::vector<double>* v) {
+    if (uint64_t(n) * 8 > left_) return false;
+    v->resize(n);
+    for (uint32_t i = 0; i < n; ++i) Get(&(*v)[i]);
+    return true;
+  }
+  bool GetBytes(uint32_t n, std::string* s) {
+    if (n > left_) return false;
+    s->assign(p_, n);
+    p_ += n;
+    left_ -= n;
+    return true;
+  }
+
+ private:
+  const char* p_;
+  size_t left_;
+};
+
+}  // namespace
+
+Status CalibrationMap::Decode(const std::string& bytes, CalibrationMap* map) {
+  if (bytes.size() < kHeaderSize + 4) {
+    return Status::Corruption("calibration map is truncated (" + std::to_string(bytes.size()) +
+                              " bytes)");
+  }
+  if (GetFixed<uint32_t>(bytes.data()) != kMagic) {
+    return Status::Corruption("not a calibration map (bad magic)");
+  }
+  const uint16_t version = GetFixed<uint16_t>(bytes.data() + 4);
+  if (version != kCalibrationMapVersion) {
+    return Status::Corruption("calibration map has unknown version " + std::to_string(version));
+  }
+  const uint32_t size = GetFixed<uint32_t>(bytes.data() + 6);
+  if (size != bytes.size()) {
+    return Status::Corruption("calibration map is " + std::to_string(bytes.size()) +
+                              " bytes, its header says " + std::to_string(size));
+  }
+  const size_t body = bytes.size() - 4;
+  if (Crc32c(bytes.data(), body) != GetFixed<uint32_t>(bytes.data() + body)) {
+    return Status::Corruption("calibration map fails its checksum");
+  }
+
+  Reader r(bytes.data() + kHeaderSize, body - kHeaderSize);
+  CalibrationMap m;
+  uint8_t method = 0, score = 0, has_raw = 0, chosen = 0;
+  uint32_t n = 0;
+  bool ok = r.Get(&method) && r.Get(&score) && r.Get(&m.fit_base_rate) && r.Get(&m.base_rate) &&
+            r.Get(&m.num_pairs) && r.Get(&n) && r.GetDoubles(n, &m.params) && r.Get(&n) &&
+            r.GetDoubles(n, &m.knot_score) && r.GetDoubles(n, &m.knot_prob) && r.Get(&chosen) &&
+            r.Get(&m.report.split_seed) && r.Get(&has_raw) && r.Get(&m.report.raw_ece) &&
+            r.Get(&m.report.raw_brier) && r.Get(&m.report.raw_log_loss) && r.Get(&n);
+  // Candidates: 25 bytes each, checked before allocating.
+  ok = ok && uint64_t(n) * 25 <= r.left();
+  if (ok) {
+    m.report.candidates.resize(n);
+    for (CandidateReport& c : m.report.candidates) {
+      uint8_t cm = 0;
+      r.Get(&cm);
+      c.method = Method(cm);
+      r.Get(&c.ece);
+      r.Get(&c.brier);
+      r.Get(&c.log_loss);
+    }
+  }
+  ok = ok && r.Get(&n) && r.GetBytes(n, &m.report.reason);
+  if (!ok) return Status::Corruption("calibration map is truncated inside its body");
+  if (r.left() != 0) return Status::Corruption("calibration map has trailing bytes");
+  if (!IsMethod(method) || !IsResolvedScore(score) || !IsMethod(chosen) || has_raw > 1) {
+    return Status::Corruption("calibration map has an unknown method or score type");
+  }
+  m.method = Method(method);
+  m.score_type = ScoreType(score);
+  m.report.chosen = Method(chosen);
+  m.report.has_raw = has_raw == 1;
+  Status s = m.Validate();
+  if (!s.ok()) return Status::Corruption("calibration map: " + s.message());
+  *map = std::move(m);
+  return Status::OK();
+}
+
+}  // namespace calibration
+}  // namespace hedgedb
