@@ -82,40 +82,25 @@ int64_t VectorIndex::train_rows_wanted() const {
 }
 
 void VectorIndex::CoarseVectors(const void* rows, int64_t n, std::vector<float>* out) const {
-  const int D = spec_.dim;
-  const size_t stride = ItemRowSize(spec_);
+  const RowShape shape = RowShapeOf(spec_);
+  const size_t D = size_t(spec_.dim), stride = shape.item_row_size();
   const float* r = static_cast<const float*>(rows);
   out->resize(size_t(n) * coarse_dim_);
+  std::vector<double> mean(D), var(D);
   for (int64_t i = 0; i < n; ++i, r += stride) {
     float* v = out->data() + size_t(i) * coarse_dim_;
     if (spec_.kind == Kind::kPoint) {
       std::memcpy(v, r, sizeof(float) * D);
-    } else if (spec_.kind == Kind::kGaussian) {
-      double trace = 0;
-      for (int d = 0; d < D; ++d) {
-        v[d] = r[d];
-        trace += r[D + d];
-      }
-      v[D] = float(std::sqrt(trace));
-    } else {  // mog: mixture moments
-      const int C = spec_.components;
-      const float* w = r;
-      const float* mu = r + C;
-      const float* var = mu + size_t(C) * D;
-      double trace = 0;
-      for (int d = 0; d < D; ++d) {
-        double m = 0;
-        for (int c = 0; c < C; ++c) m += double(w[c]) * mu[c * D + d];
-        double t = 0;
-        for (int c = 0; c < C; ++c) {
-          double dev = mu[c * D + d] - m;
-          t += double(w[c]) * (var[c * D + d] + dev * dev);
-        }
-        v[d] = float(m);
-        trace += t;
-      }
-      v[D] = float(std::sqrt(trace));
+      continue;
     }
+    // [mu, sqrt(tr S)] of the row (a mixture's first two moments).
+    RowMoments(shape, r, mean.data(), var.data());
+    double trace = 0;
+    for (size_t d = 0; d < D; ++d) {
+      v[d] = float(mean[d]);
+      trace += var[d];
+    }
+    v[D] = float(std::sqrt(trace));
   }
 }
 

@@ -349,31 +349,26 @@ Status Collection::ValidateItems(const IngestBatch& b) const {
 }
 
 void Collection::PackItemRow(const EmbeddingView& v, int64_t i, uint8_t* row) const {
-  const CollectionSpec& s = meta_.spec;
-  const size_t D = size_t(s.dim), C = size_t(s.components);
-  float* f = reinterpret_cast<float*>(row);
-  switch (s.kind) {
-    case Kind::kPoint:
-      std::memcpy(f, v.vec + i * D, D * sizeof(float));
-      break;
-    case Kind::kGaussian:
-      std::memcpy(f, v.mean + i * D, D * sizeof(float));
-      std::memcpy(f + D, v.var + i * D, D * sizeof(float));
-      break;
-    case Kind::kMog: {
-      double sum = 0;
-      for (size_t c = 0; c < C; ++c) sum += v.weights ? v.weights[i * C + c] : 1.0;
-      for (size_t c = 0; c < C; ++c) {
-        f[c] = float((v.weights ? v.weights[i * C + c] : 1.0) / sum);  // exactly normalised
-      }
-      std::memcpy(f + C, v.mean + i * C * D, C * D * sizeof(float));
-      std::memcpy(f + C + C * D, v.var + i * C * D, C * D * sizeof(float));
-      break;
-    }
-    case Kind::kCodes:
-      for (size_t j = 0; j < D; ++j) row[j] = uint8_t(v.codes[i * D + j]);
-      break;
+  const RowShape shape = RowShapeOf(meta_.spec);
+  const size_t D = size_t(shape.dim), C = shape.mixture_components();
+  if (shape.kind == Kind::kCodes) {
+    for (size_t j = 0; j < D; ++j) row[j] = uint8_t(v.codes[i * D + j]);
+    return;
   }
+  float* f = reinterpret_cast<float*>(row);
+  if (shape.kind == Kind::kPoint) {
+    std::memcpy(f, v.vec + i * D, D * sizeof(float));
+    return;
+  }
+  if (shape.kind == Kind::kMog) {
+    double sum = 0;
+    for (size_t c = 0; c < C; ++c) sum += v.weights ? v.weights[i * C + c] : 1.0;
+    for (size_t c = 0; c < C; ++c) {  // exactly normalised
+      f[shape.weights_offset() + c] = float((v.weights ? v.weights[i * C + c] : 1.0) / sum);
+    }
+  }
+  std::memcpy(f + shape.mean_offset(), v.mean + i * C * D, C * D * sizeof(float));
+  std::memcpy(f + shape.var_offset(), v.var + i * C * D, C * D * sizeof(float));
 }
 
 Status Collection::FindReplay(const IngestBatch& batch, uint32_t content_crc,
@@ -480,40 +475,43 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
 }
 
 Status Collection::Get(const int64_t* ids, size_t n, std::vector<Record>* records) {
-  const CollectionSpec& s = meta_.spec;
-  const size_t D = size_t(s.dim), C = size_t(s.components);
+  const RowShape shape = RowShapeOf(meta_.spec);
+  const size_t D = size_t(shape.dim), C = shape.mixture_components();
   records->assign(n, Record());
-  std::shared_lock<RwMutex> lock(state_mutex_);
-  for (size_t i = 0; i < n; ++i) {
-    Record& rec = (*records)[i];
-    rec.id = ids[i];
-    auto it = row_of_id_.find(ids[i]);
-    if (it == row_of_id_.end()) continue;
-    const int64_t r = it->second;
-    rec.found = true;
-    rec.has_label = (row_flags_[r] & kHasLabel) != 0;
-    rec.label = row_labels_[r];
-    const uint8_t* row = arena_.data() + r * row_bytes_;
-    const float* f = reinterpret_cast<const float*>(row);
-    switch (s.kind) {
-      case Kind::kPoint:
-        rec.vec.assign(f, f + D);
-        break;
-      case Kind::kGaussian:
-        rec.mean.assign(f, f + D);
-        rec.var.assign(f + D, f + 2 * D);
-        break;
-      case Kind::kMog:
-        rec.weights.assign(f, f + C);
-        rec.mean.assign(f + C, f + C + C * D);
-        rec.var.assign(f + C + C * D, f + C + 2 * C * D);
-        break;
-      case Kind::kCodes:
+  storage::CollectionMeta meta;
+  {
+    std::shared_lock<RwMutex> lock(state_mutex_);
+    meta = meta_;
+    for (size_t i = 0; i < n; ++i) {
+      Record& rec = (*records)[i];
+      rec.id = ids[i];
+      auto it = row_of_id_.find(ids[i]);
+      if (it == row_of_id_.end()) continue;
+      const int64_t r = it->second;
+      rec.found = true;
+      rec.has_label = (row_flags_[r] & kHasLabel) != 0;
+      rec.label = row_labels_[r];
+      const uint8_t* row = arena_.data() + r * row_bytes_;
+      const float* f = reinterpret_cast<const float*>(row);
+      if (shape.kind == Kind::kCodes) {
         rec.codes.assign(row, row + D);
-        break;
+      } else if (shape.kind == Kind::kPoint) {
+        rec.vec.assign(f, f + D);
+      } else {
+        if (shape.kind == Kind::kMog) {
+          rec.weights.assign(f + shape.weights_offset(), f + shape.weights_offset() + C);
+        }
+        rec.mean.assign(f + shape.mean_offset(), f + shape.mean_offset() + C * D);
+        rec.var.assign(f + shape.var_offset(), f + shape.var_offset() + C * D);
+      }
     }
+  }
+  // Payloads come from the record store: read them without holding the lock
+  // that writers need.
+  for (Record& rec : *records) {
+    if (!rec.found) continue;
     bool found_payload = false;
-    HEDGEDB_RETURN_IF_ERROR(store_->GetPayload(meta_, ids[i], &rec.payload, &found_payload));
+    HEDGEDB_RETURN_IF_ERROR(store_->GetPayload(meta, rec.id, &rec.payload, &found_payload));
   }
   return Status::OK();
 }
@@ -710,14 +708,20 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
       hit.has_label = (row_flags_[r] & kHasLabel) != 0;
       hit.label = row_labels_[r];
       if (has_eta) hit.uncertainty = hit_eta[j];
-      if (options.with_payload) {
-        bool found = false;
-        Status gs = store_->GetPayload(meta_, hit.id, &hit.payload, &found);
-        if (!gs.ok()) errors[q] = gs;
-      }
     }
   }
   for (const Status& e : errors) HEDGEDB_RETURN_IF_ERROR(e);
+  if (!options.with_payload) return Status::OK();
+  // Payloads come from the record store: read them without holding the lock
+  // that writers need.
+  const storage::CollectionMeta meta = meta_;
+  lock.unlock();
+  for (SearchResult& result : *results) {
+    for (SearchHit& hit : result.hits) {
+      bool found = false;
+      HEDGEDB_RETURN_IF_ERROR(store_->GetPayload(meta, hit.id, &hit.payload, &found));
+    }
+  }
   return Status::OK();
 }
 

@@ -33,24 +33,15 @@
 #include <memory>
 #include <vector>
 
+#include "common/row_layout.h"
 #include "hedgedb/status.h"
 #include "hedgedb/types.h"
 
 namespace hedgedb {
 namespace query {
 
-// Shape of a collection's rows.
-struct RowShape {
-  Kind kind = Kind::kGaussian;
-  int dim = 0;         // D, or d for codes
-  int components = 1;  // C (mog)
-  int code_k = 0;      // k (codes)
-
-  // Floats per item row (point/gaussian/mog) or bytes per item row (codes).
-  size_t item_row_size() const;
-  // Floats per query row (codes: d * k).
-  size_t query_row_size() const;
-};
+// Shape of a collection's rows (common/row_layout.h).
+using RowShape = ::hedgedb::RowShape;
 
 // Sample streams of the Monte Carlo scores and eta (see above).
 constexpr uint64_t kQuerySampleStream = 1;
@@ -84,15 +75,16 @@ class PreparedQuery {
 };
 
 // Prepares `query_row` (query_row_size() floats) for scoring. Validates the
-// params and the query row (finite means, variances > 0, mog weights >= 0
-// summing to 1; codes tables: no NaN or +inf, -inf = log 0 is allowed). Item rows are trusted
-// (checked at ingest): variances > 0, code symbols < k.
+// params; the rows are trusted: the collection checks queries and items
+// (query/collection.cc, ValidateQueries / ValidateItems, the one place of
+// those rules), encoders produce valid ones.
 Status PrepareQuery(const RowShape& shape, const ScoreParams& params, const float* query_row,
                     std::unique_ptr<PreparedQuery>* out);
 
 // eta = 1 - p(m | x, x) (HIB eq. 9) of one item row (gaussian/mog), from two
 // independent sample sets (streams kEtaFirstStream, kEtaSecondStream, K per
-// side, stratified for mog); NaN for kinds without one or invalid params.
+// side, stratified for mog); NaN for kinds without one. The params must have
+// passed ValidateScoreParams.
 // Depends on samples, match_a, match_b and seed, not on the score type.
 float Uncertainty(const RowShape& shape, const ScoreParams& params, const float* row);
 

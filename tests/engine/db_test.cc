@@ -333,6 +333,56 @@ TEST(DBTest, BadInputIsRejectedAndWritesNothing) {
   EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
 }
 
+// The collection is the one place that checks query values (the scorers
+// trust their rows): each bad row fails the search, naming the problem.
+TEST(DBTest, BadQueryRowsAreRejectedWhereverTheyCome) {
+  TempDir dir;
+  auto db = OpenDb(dir.path());
+  CollectionSpec g = MakeSpec("g", Kind::kGaussian, 2, "Flat");
+  CollectionSpec m = MakeSpec("m", Kind::kMog, 1, "Flat");
+  CollectionSpec c = MakeSpec("c", Kind::kCodes, 2, "PQ");
+  c.code_k = 2;
+  for (const CollectionSpec& spec : {g, m, c}) {
+    ASSERT_TRUE(db->CreateCollection(spec).ok());
+    ASSERT_TRUE(db->Ingest(spec.name, RandomBatch(spec, 5, 0, 1).ingest(), nullptr).ok());
+  }
+  std::vector<SearchResult> res;
+  auto search = [&](const std::string& name, EmbeddingView v) {
+    v.n = 1;
+    return db->Search(name, v, SearchOptions(), &res);
+  };
+  const float mean[2] = {0, 0}, zero_var[2] = {0, 1}, nan_mean[2] = {NAN, 0}, var[2] = {1, 1};
+  EmbeddingView v;
+  v.mean = mean;
+  v.var = zero_var;
+  EXPECT_NE(search("g", v).message().find("variance"), std::string::npos);
+  v.mean = nan_mean;
+  v.var = var;
+  EXPECT_NE(search("g", v).message().find("not finite"), std::string::npos);
+  // Mixtures (C = 2, D = 1): weights must be >= 0 and sum to 1.
+  const float mog_mean[2] = {0, 1}, mog_var[2] = {1, 1};
+  const float bad_sum[2] = {0.7f, 0.7f}, negative[2] = {1.5f, -0.5f}, good[2] = {0.25f, 0.75f};
+  v.mean = mog_mean;
+  v.var = mog_var;
+  v.weights = bad_sum;
+  EXPECT_NE(search("m", v).message().find("sum to"), std::string::npos);
+  v.weights = negative;
+  EXPECT_NE(search("m", v).message().find(">= 0"), std::string::npos);
+  v.weights = good;
+  EXPECT_TRUE(search("m", v).ok());
+  // Codes tables: log-probabilities, so NaN, +inf and positive entries are
+  // refused and -inf (log 0) is fine.
+  EmbeddingView t;
+  const float nan_table[4] = {NAN, 0, -1, -1}, inf_table[4] = {INFINITY, 0, -1, -1};
+  const float positive[4] = {0.5f, -1, -1, -1}, log_zero[4] = {-INFINITY, 0, -1, -1};
+  for (const float* table : {nan_table, inf_table, positive}) {
+    t.logp = table;
+    EXPECT_TRUE(search("c", t).IsInvalidArgument());
+  }
+  t.logp = log_zero;
+  EXPECT_TRUE(search("c", t).ok());
+}
+
 TEST(DBTest, DeletedOrCorruptIndexFileIsRebuilt) {
   TempDir dir;
   CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 8, "IVF4,Flat");
