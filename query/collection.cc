@@ -615,11 +615,7 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
     return Status::InvalidArgument("nprobe and ef-search must be >= 0");
   }
   HEDGEDB_RETURN_IF_ERROR(ValidateQueries(queries));
-  RowShape shape;
-  shape.kind = s.kind;
-  shape.dim = s.dim;
-  shape.components = s.components;
-  shape.code_k = s.code_k;
+  const RowShape shape = RowShapeOf(s);
   ScoreParams params;
   params.score = ResolveScore(s.kind, options.score);
   params.match_a = s.match_a;

@@ -21,18 +21,25 @@ using testing::MakeSpec;
 using testing::RandomBatch;
 using testing::TempDir;
 
-std::unique_ptr<DB> OpenDb(const std::string& path) {
-  std::unique_ptr<DB> db;
-  Status s = DB::Open(Options(), path, &db);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return db;
-}
+using testing::OpenDb;
+using testing::StatsOf;
 
-CollectionStats StatsOf(DB* db, const std::string& name) {
-  CollectionStats st;
-  Status s = db->GetStats(name, &st);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return st;
+// The first n items of `items` each find themselves first (by the distance
+// between means, where an item is its own best match).
+void ExpectItemsFindThemselves(DB* db, const std::string& name, const Batch& items, int64_t n,
+                               int64_t first_id = 0) {
+  Batch queries = items;
+  queries.n = n;
+  SearchOptions opt;
+  opt.k = 1;
+  opt.score = ScoreType::kL2;
+  opt.candidates = 50;
+  std::vector<SearchResult> res;
+  ASSERT_TRUE(db->Search(name, queries.view(), opt, &res).ok());
+  for (int64_t q = 0; q < n; ++q) {
+    ASSERT_EQ(res[q].hits.size(), 1u);
+    EXPECT_EQ(res[q].hits[0].id, first_id + q);
+  }
 }
 
 std::string OnlyIndexFile(const std::string& db_path) {
@@ -148,20 +155,10 @@ TEST(StaleIndexTest, IndexThatMissedABatchIsNeverSavedAsCoveringIt) {
   CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 8, "IVF8,Flat");
   Batch first = RandomBatch(spec, 400, 0, 1);
   Batch second = RandomBatch(spec, 100, 400, 2);
-  Batch queries = second;  // the new items must find themselves
-  queries.n = 20;
-  SearchOptions opt;
-  opt.k = 1;
-  opt.nprobe = 8;
-  opt.score = ScoreType::kL2;  // an item is its own best match
-  opt.candidates = 50;
+  // The new items must find themselves, whatever state the index is in.
   auto expect_found = [&](DB* db, const char* when) {
-    std::vector<SearchResult> res;
-    ASSERT_TRUE(db->Search("c", queries.view(), opt, &res).ok());
-    for (int64_t q = 0; q < queries.n; ++q) {
-      ASSERT_EQ(res[q].hits.size(), 1u) << when;
-      EXPECT_EQ(res[q].hits[0].id, 400 + q) << when;
-    }
+    SCOPED_TRACE(when);
+    ExpectItemsFindThemselves(db, "c", second, 20, 400);
   };
   {
     auto db = OpenDb(dir.path());
@@ -211,15 +208,7 @@ TEST(StaleIndexTest, IndexThatCannotBeRebuiltLeavesTheCollectionSearchable) {
   CollectionStats st = StatsOf(db.get(), "c");
   EXPECT_TRUE(st.index_stale);
   EXPECT_NE(st.index_note.find("cannot be rebuilt"), std::string::npos) << st.index_note;
-  Batch queries = items;
-  queries.n = 5;
-  SearchOptions opt;
-  opt.k = 1;
-  opt.score = ScoreType::kL2;  // an item is its own best match
-  opt.candidates = 50;
-  std::vector<SearchResult> res;
-  ASSERT_TRUE(db->Search("c", queries.view(), opt, &res).ok());
-  for (int64_t q = 0; q < queries.n; ++q) EXPECT_EQ(res[q].hits[0].id, q);
+  ExpectItemsFindThemselves(db.get(), "c", items, 5);
 }
 
 TEST(IngestTest, IngestReturnsBeforeTrainingAndTheNextSearchTrains) {
@@ -360,15 +349,7 @@ TEST(StoreSafetyTest, IndexFileOfAnotherCollectionIsNotUsed) {
   auto db = OpenDb(dir.path());
   CollectionStats st = StatsOf(db.get(), "g");
   EXPECT_NE(st.index_note.find("another collection"), std::string::npos) << st.index_note;
-  Batch queries = gi;
-  queries.n = 5;
-  SearchOptions opt;
-  opt.k = 1;
-  opt.score = ScoreType::kL2;  // an item is its own best match
-  opt.candidates = 50;
-  std::vector<SearchResult> res;
-  ASSERT_TRUE(db->Search("g", queries.view(), opt, &res).ok());
-  for (int64_t q = 0; q < queries.n; ++q) EXPECT_EQ(res[q].hits[0].id, q);
+  ExpectItemsFindThemselves(db.get(), "g", gi, 5);
 }
 
 }  // namespace

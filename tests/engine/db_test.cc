@@ -16,19 +16,8 @@ using testing::MakeSpec;
 using testing::RandomBatch;
 using testing::TempDir;
 
-std::unique_ptr<DB> OpenDb(const std::string& path, Options options = Options()) {
-  std::unique_ptr<DB> db;
-  Status s = DB::Open(options, path, &db);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return db;
-}
-
-CollectionStats StatsOf(DB* db, const std::string& name) {
-  CollectionStats st;
-  Status s = db->GetStats(name, &st);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return st;
-}
+using testing::OpenDb;
+using testing::StatsOf;
 
 TEST(DBTest, CatalogCreateListDescribeDrop) {
   TempDir dir;

@@ -1,6 +1,7 @@
 // Helpers shared by the engine tests: temp directories and generated batches.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +30,22 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// Opens (creating) the database at `path`; a failure fails the test.
+inline std::unique_ptr<DB> OpenDb(const std::string& path, Options options = Options()) {
+  std::unique_ptr<DB> db;
+  Status s = DB::Open(options, path, &db);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return db;
+}
+
+// The collection's stats; a failure fails the test.
+inline CollectionStats StatsOf(DB* db, const std::string& name) {
+  CollectionStats st;
+  Status s = db->GetStats(name, &st);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return st;
+}
 
 // Owning buffers for an EmbeddingView of any kind.
 struct Batch {
