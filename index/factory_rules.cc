@@ -1,5 +1,6 @@
 #include "index/factory_rules.h"
 
+#include <algorithm>
 #include <regex>
 
 namespace hedgedb {
@@ -31,8 +32,8 @@ Status Bounded(const std::string& digits, int64_t lo, int64_t hi, const std::str
 }
 
 // <encoding> of an IVF, or a whole string without coarse quantizer.
-Status CheckEncoding(const std::string& enc, int coarse_dim, const std::string& factory,
-                     FactoryShape* shape) {
+Status CheckEncoding(const std::string& enc, int coarse_dim, bool under_ivf,
+                     const std::string& factory, FactoryShape* shape) {
   static const std::regex kPq("PQ([0-9]+)(x([0-9]+))?");
   static const std::regex kSq("SQ(4|6|8|fp16)");
   std::smatch m;
@@ -43,6 +44,12 @@ Status CheckEncoding(const std::string& enc, int coarse_dim, const std::string& 
         Bounded(m[1].str(), 1, coarse_dim, "PQ sub-quantizers", factory, &pq_m));
     if (m[3].matched) {
       HEDGEDB_RETURN_IF_ERROR(Bounded(m[3].str(), 1, kMaxPqBits, "PQ bits", factory, &bits));
+    }
+    if (under_ivf && bits != 8) {
+      // FAISS 1.7.3's IVFPQ scan misreads codes of other widths (the codes
+      // index hit it: tests/index/coarse_index_test.cc).
+      return Status::InvalidArgument("index factory '" + factory +
+                                     "': a PQ under IVF takes 8 bits per code (PQ<m> or PQ<m>x8)");
     }
     if (coarse_dim % pq_m != 0) {
       return Status::InvalidArgument("index factory '" + factory + "': PQ" + m[1].str() +
@@ -90,6 +97,21 @@ Status CheckFactoryString(const CollectionSpec& spec, const std::string& factory
           "codes collections take the index 'PQ' or 'IVF<n>,PQ' (identity codebooks), not '" +
           factory + "'");
     }
+    // The identity codebooks hold d * k' * max(k', 256) floats (k' = k padded
+    // to a power of two; IVF codes are 8-bit) and the IVF centroids
+    // lists * d * k': keep each below 2^28 floats (1 GiB).
+    const int64_t kp = NextPowerOfTwo(spec.code_k);
+    const int64_t codebook =
+        int64_t(spec.dim) * kp * (shape.ivf_lists > 0 ? std::max<int64_t>(kp, 256) : kp);
+    const int64_t centroids = shape.ivf_lists * int64_t(spec.dim) * kp;
+    constexpr int64_t kMaxFloats = int64_t(1) << 28;
+    if (codebook > kMaxFloats || centroids > kMaxFloats) {
+      return Status::InvalidArgument(
+          "index factory '" + factory + "' for d = " + std::to_string(spec.dim) +
+          ", k = " + std::to_string(spec.code_k) + " needs " +
+          std::to_string(std::max(codebook, centroids) * 4 >> 20) +
+          " MiB of codebooks or centroids; use fewer lists or a shorter code");
+    }
     if (shape_out) *shape_out = shape;
     return Status::OK();
   }
@@ -118,9 +140,9 @@ Status CheckFactoryString(const CollectionSpec& spec, const std::string& factory
                                       "HNSW neighbours (M) of the IVF quantizer", factory, &value));
       shape.hnsw_m = int(value);
     }
-    HEDGEDB_RETURN_IF_ERROR(CheckEncoding(m[4].str(), coarse_dim, factory, &shape));
+    HEDGEDB_RETURN_IF_ERROR(CheckEncoding(m[4].str(), coarse_dim, true, factory, &shape));
   } else if (factory.rfind("PQ", 0) == 0 || factory.rfind("SQ", 0) == 0) {
-    HEDGEDB_RETURN_IF_ERROR(CheckEncoding(factory, coarse_dim, factory, &shape));
+    HEDGEDB_RETURN_IF_ERROR(CheckEncoding(factory, coarse_dim, false, factory, &shape));
   } else {
     return Status::InvalidArgument(
         "index factory '" + factory +

@@ -12,8 +12,9 @@
 //     IVF<n>[_HNSW<M>],<encoding>                      n in [1, 262144]
 //     PQ<m>[x<b>] | SQ4 | SQ6 | SQ8 | SQfp16            (no coarse quantizer)
 //     <encoding> = Flat | SQ4 | SQ6 | SQ8 | SQfp16 | PQ<m>[x<b>]
-//                  m divides cd, b in [1, 12] (default 8)
-//   codes: PQ | IVF<n>,PQ                               n in [1, 65536]
+//                  m divides cd, b in [1, 12] (default 8); under IVF b = 8
+//   codes: PQ | IVF<n>,PQ                               n in [1, 65536],
+//          codebooks and IVF centroids below 2^28 floats each
 #pragma once
 
 #include <cstdint>

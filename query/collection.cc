@@ -227,7 +227,8 @@ Status Collection::Open() {
       tombstones_ = std::max<int64_t>(0, index_->ntotal() - int64_t(live_rows_.size()));
       open_mode_ = (file_sequence == meta_.sequence) ? "loaded" : "caught-up";
       if (file_sequence == meta_.sequence) return Status::OK();
-      return SaveIndexLocked();
+      SaveIndexOnOpenLocked();
+      return Status::OK();
     }
   }
   // Missing, unreadable, untrained, from another collection or from the
@@ -244,7 +245,15 @@ Status Collection::Open() {
     MarkIndexStaleLocked("the index cannot be rebuilt: " + rebuilt.ToString());
     return Status::OK();
   }
-  return SaveIndexLocked();
+  SaveIndexOnOpenLocked();
+  return Status::OK();
+}
+
+void Collection::SaveIndexOnOpenLocked() {
+  // The records are intact and the index is in memory: a file that cannot be
+  // written (a full or read-only disk) costs only the next open's rebuild.
+  const Status s = SaveIndexLocked();
+  if (!s.ok()) index_note_ = "index file not saved: " + s.ToString();
 }
 
 Status Collection::SaveIndexLocked() {
@@ -271,8 +280,14 @@ Status Collection::SaveIndexLocked() {
   return Status::OK();
 }
 
+void Collection::MarkDropped() {
+  std::lock_guard<std::mutex> write_lock(write_mutex_);
+  dropped_ = true;
+}
+
 Status Collection::SaveIndex() {
   std::unique_lock<std::mutex> write_lock(write_mutex_);
+  if (dropped_) return Status::OK();
   std::unique_lock<RwMutex> lock(state_mutex_);
   if (!index_->is_trained()) {
     Status s = SyncIndexLocked(indexed_rows_, /*train=*/true);
@@ -291,6 +306,7 @@ Status Collection::TrainIfDue() {
     }
   }
   std::unique_lock<std::mutex> write_lock(write_mutex_);
+  if (dropped_) return Status::OK();
   std::unique_lock<RwMutex> lock(state_mutex_);
   Status s = SyncIndexLocked(indexed_rows_, /*train=*/true);
   (void)s;  // a failure marks the index stale: searches stay exhaustive and correct
@@ -406,13 +422,23 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
   std::vector<uint8_t> rows(size_t(n) * row_bytes_);
   for (int64_t i = 0; i < n; ++i) PackItemRow(batch.data, i, rows.data() + i * row_bytes_);
   uint32_t content_crc = 0;
-  if (!batch.token.empty()) {
+  if (!batch.token.empty()) {  // everything the batch writes
     if (batch.ids) content_crc = Crc32c(batch.ids, size_t(n) * sizeof(int64_t));
     content_crc = Crc32c(rows.data(), rows.size(), content_crc);
+    const uint8_t has_labels = batch.labels ? 1 : 0, has_payloads = batch.payloads ? 1 : 0;
+    content_crc = Crc32c(&has_labels, 1, content_crc);
+    if (batch.labels) content_crc = Crc32c(batch.labels, size_t(n) * sizeof(int64_t), content_crc);
+    content_crc = Crc32c(&has_payloads, 1, content_crc);
+    for (int64_t i = 0; batch.payloads && i < n; ++i) {
+      const uint64_t length = batch.payloads[i].size();
+      content_crc = Crc32c(&length, sizeof(length), content_crc);
+      content_crc = Crc32c(batch.payloads[i].data(), batch.payloads[i].size(), content_crc);
+    }
   }
   if (result) *result = IngestResult();
 
   std::unique_lock<std::mutex> write_lock(write_mutex_);
+  if (dropped_) return Status::NotFound("collection '" + meta_.spec.name + "' was dropped");
   std::vector<int64_t> ids(static_cast<size_t>(n));
   if (!batch.token.empty()) {
     Status replay = FindReplay(batch, content_crc, &ids, result);
@@ -458,7 +484,9 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
 
   // Durable from here on: the call succeeds whatever the index does.
   std::unique_lock<RwMutex> lock(state_mutex_);
-  meta_ = next;
+  // Only these change; the spec (read without the lock) stays as it is.
+  meta_.sequence = next.sequence;
+  meta_.max_id = next.max_id;
   if (result) result->sequence = next.sequence;
   const int64_t first_row = int64_t(row_ids_.size());
   for (int64_t i = 0; i < n; ++i) {
@@ -479,9 +507,13 @@ Status Collection::Get(const int64_t* ids, size_t n, std::vector<Record>* record
   const size_t D = size_t(shape.dim), C = shape.mixture_components();
   records->assign(n, Record());
   storage::CollectionMeta meta;
+  std::shared_ptr<const rocksdb::Snapshot> snapshot;
   {
     std::shared_lock<RwMutex> lock(state_mutex_);
     meta = meta_;
+    // Taken under the lock: the store holds at most one committed batch that
+    // memory does not show yet, and that one cannot replace a payload.
+    snapshot = store_->Snapshot();
     for (size_t i = 0; i < n; ++i) {
       Record& rec = (*records)[i];
       rec.id = ids[i];
@@ -506,12 +538,13 @@ Status Collection::Get(const int64_t* ids, size_t n, std::vector<Record>* record
       }
     }
   }
-  // Payloads come from the record store: read them without holding the lock
-  // that writers need.
+  // Payloads come from the record store: read them (as of the snapshot)
+  // without holding the lock that writers need.
   for (Record& rec : *records) {
     if (!rec.found) continue;
     bool found_payload = false;
-    HEDGEDB_RETURN_IF_ERROR(store_->GetPayload(meta, rec.id, &rec.payload, &found_payload));
+    HEDGEDB_RETURN_IF_ERROR(
+        store_->GetPayload(meta, rec.id, &rec.payload, &found_payload, snapshot.get()));
   }
   return Status::OK();
 }
@@ -519,6 +552,7 @@ Status Collection::Get(const int64_t* ids, size_t n, std::vector<Record>* record
 Status Collection::Remove(const int64_t* ids, size_t n, int64_t* removed) {
   if (n == 0) return Status::InvalidArgument("no ids to remove");
   std::unique_lock<std::mutex> write_lock(write_mutex_);
+  if (dropped_) return Status::NotFound("collection '" + meta_.spec.name + "' was dropped");
   std::vector<int64_t> unique(ids, ids + n);
   std::sort(unique.begin(), unique.end());
   unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
@@ -534,7 +568,9 @@ Status Collection::Remove(const int64_t* ids, size_t n, int64_t* removed) {
 
   // Durable from here on: the call succeeds whatever the index does.
   std::unique_lock<RwMutex> lock(state_mutex_);
-  meta_ = next;
+  // Only these change; the spec (read without the lock) stays as it is.
+  meta_.sequence = next.sequence;
+  meta_.max_id = next.max_id;
   for (int64_t id : unique) {
     auto it = row_of_id_.find(id);
     row_flags_[it->second] &= uint8_t(~kLive);
@@ -633,10 +669,12 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
   std::shared_lock<RwMutex> lock(state_mutex_);
   const int64_t live = int64_t(live_rows_.size());
   const bool exhaustive = options.exhaustive || !index_->is_trained() || index_stale_;
-  int64_t kprime =
-      options.candidates > 0 ? options.candidates : int64_t(options.k) * options.oversampling;
+  const int64_t slots = std::max<int64_t>(index_->ntotal(), 1);
+  int64_t kprime = options.candidates > 0
+                       ? std::min(options.candidates, slots)
+                       : std::min(int64_t(options.k) * options.oversampling, slots);
   // Tombstones can take candidate slots: ask for that many more.
-  kprime = std::min<int64_t>(kprime + tombstones_, std::max<int64_t>(index_->ntotal(), 1));
+  kprime = std::min<int64_t>(kprime + tombstones_, slots);
   if (live == 0) {  // nothing to find; every query gets an empty result
     results->assign(size_t(nq), SearchResult());
     return Status::OK();
@@ -710,12 +748,15 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
   if (!options.with_payload) return Status::OK();
   // Payloads come from the record store: read them without holding the lock
   // that writers need.
+  // Read as of a snapshot taken under the lock (see Get).
   const storage::CollectionMeta meta = meta_;
+  const std::shared_ptr<const rocksdb::Snapshot> snapshot = store_->Snapshot();
   lock.unlock();
   for (SearchResult& result : *results) {
     for (SearchHit& hit : result.hits) {
       bool found = false;
-      HEDGEDB_RETURN_IF_ERROR(store_->GetPayload(meta, hit.id, &hit.payload, &found));
+      HEDGEDB_RETURN_IF_ERROR(
+          store_->GetPayload(meta, hit.id, &hit.payload, &found, snapshot.get()));
     }
   }
   return Status::OK();

@@ -56,6 +56,9 @@ class Collection {
   // Trains the index if it has enough items, then saves the index file if it
   // is behind the records (never a stale index).
   Status SaveIndex();
+  // The collection is being dropped: from now on writes fail with NotFound
+  // (a write in flight would otherwise store the dropped descriptor again).
+  void MarkDropped();
 
   const CollectionSpec& spec() const { return meta_.spec; }
   const storage::CollectionMeta& meta() const { return meta_; }
@@ -75,6 +78,8 @@ class Collection {
   Status SyncIndexLocked(int64_t first_row, bool train);
   Status RebuildIndexLocked();
   Status SaveIndexLocked();
+  // SaveIndexLocked where a failure must not fail the open (index_note_ says).
+  void SaveIndexOnOpenLocked();
   // From now on searches are exhaustive and the index is never saved; the
   // next open rebuilds it.
   void MarkIndexStaleLocked(const std::string& reason);
@@ -110,6 +115,7 @@ class Collection {
   int64_t unsaved_vectors_ = 0;
   int64_t tombstones_ = 0;  // dead vectors still in the index
   bool index_stale_ = false;
+  bool dropped_ = false;    // guarded by write_mutex_
   std::string index_note_;  // CollectionStats::index_note
 };
 

@@ -122,6 +122,14 @@ class DBImpl : public DB {
     auto it = catalog_.find(name);
     if (it == catalog_.end()) return UnknownCollection(name);
     std::shared_ptr<CatalogEntry> entry = it->second;
+    {
+      // A write in flight finishes first; later ones fail (MarkDropped).
+      std::lock_guard<std::mutex> open_lock(entry->open_mutex);
+      entry->tried = true;
+      entry->open_error = UnknownCollection(name);
+      if (entry->collection) entry->collection->MarkDropped();
+      entry->collection.reset();
+    }
     // Works for damaged collections too: nothing of them needs to open.
     if (!entry->descriptor_error.ok()) {
       HEDGEDB_RETURN_IF_ERROR(store_->DropDamagedDescriptor(name));
@@ -239,7 +247,12 @@ class DBImpl : public DB {
       entry->tried = true;
       auto opened = NewCollection(entry->meta);
       ScopedOmpThreads threads(options_.threads);
-      Status s = opened->Open();
+      Status s;
+      try {
+        s = opened->Open();
+      } catch (const std::exception& e) {  // e.g. bad_alloc growing the arena
+        s = Status::IOError(std::string("opening failed: ") + e.what());
+      }
       if (s.ok()) {
         entry->collection = std::move(opened);
       } else {
@@ -274,12 +287,17 @@ Status RepairDB(const std::string& path) {
   if (!IsDir(path + "/store")) return Status::NotFound("no database at " + path);
   HEDGEDB_RETURN_IF_ERROR(storage::RecordStore::Repair(path + "/store"));
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(path + "/index", ec)) {
-    std::filesystem::remove(entry.path(), ec);
-    if (ec) {
-      return Status::IOError("cannot delete index file " + entry.path().string() + ": " +
-                             ec.message());
+  std::filesystem::directory_iterator it(path + "/index", ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    std::error_code removed;
+    std::filesystem::remove(it->path(), removed);
+    if (removed) {
+      return Status::IOError("cannot delete index file " + it->path().string() + ": " +
+                             removed.message());
     }
+  }
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    return Status::IOError("cannot list " + path + "/index: " + ec.message());
   }
   return Status::OK();
 }

@@ -13,6 +13,7 @@
 
 #include "common/coding.h"
 #include "common/crc32c.h"
+#include "common/file_util.h"
 #include "common/row_layout.h"
 
 namespace hedgedb {
@@ -250,13 +251,7 @@ Status RecordStore::Repair(const std::string& path) {
   std::error_code ec;
   const std::string manifest = NewestManifest(path);
   if (!std::filesystem::exists(path + "/CURRENT", ec) && !manifest.empty()) {
-    {
-      std::ofstream current(path + "/CURRENT.repair", std::ios::trunc);
-      current << manifest << "\n";
-      if (!current.flush()) return Status::IOError("cannot write " + path + "/CURRENT.repair");
-    }
-    std::filesystem::rename(path + "/CURRENT.repair", path + "/CURRENT", ec);
-    if (ec) return Status::IOError("cannot write " + path + "/CURRENT: " + ec.message());
+    HEDGEDB_RETURN_IF_ERROR(WriteFileAtomically(path + "/CURRENT", {manifest + "\n"}));
     StoreOptions check;
     check.create_if_missing = false;
     std::unique_ptr<RecordStore> store;
@@ -500,10 +495,18 @@ Status RecordStore::GetRecord(const CollectionMeta& meta, int64_t id, StoredReco
   return Status::OK();
 }
 
+std::shared_ptr<const rocksdb::Snapshot> RecordStore::Snapshot() {
+  rocksdb::DB* db = db_.get();
+  return std::shared_ptr<const rocksdb::Snapshot>(
+      db->GetSnapshot(), [db](const rocksdb::Snapshot* s) { db->ReleaseSnapshot(s); });
+}
+
 Status RecordStore::GetPayload(const CollectionMeta& meta, int64_t id, std::string* payload,
-                               bool* found) {
+                               bool* found, const rocksdb::Snapshot* snapshot) {
   std::string value;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), payload_cf_, RecordKey(meta.id, id), &value);
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snapshot;
+  rocksdb::Status s = db_->Get(ro, payload_cf_, RecordKey(meta.id, id), &value);
   *found = false;
   payload->clear();
   if (s.IsNotFound()) return Status::OK();

@@ -27,6 +27,7 @@ namespace rocksdb {
 class DB;
 class ColumnFamilyHandle;
 class Env;
+class Snapshot;
 class WriteBatch;
 struct WriteOptions;
 }  // namespace rocksdb
@@ -127,7 +128,11 @@ class RecordStore {
 
   // found = false if absent.
   Status GetRecord(const CollectionMeta& meta, int64_t id, StoredRecord* record, bool* found);
-  Status GetPayload(const CollectionMeta& meta, int64_t id, std::string* payload, bool* found);
+  // With `snapshot`, the payload as of that snapshot.
+  Status GetPayload(const CollectionMeta& meta, int64_t id, std::string* payload, bool* found,
+                    const rocksdb::Snapshot* snapshot = nullptr);
+  // A consistent point in time to read from (released with the pointer).
+  std::shared_ptr<const rocksdb::Snapshot> Snapshot();
 
   // Encoding, exposed for tests that corrupt records on purpose.
   static std::string RecordKey(uint32_t collection_id, int64_t id);

@@ -47,7 +47,9 @@ CLI::Validator Base10Integer(bool is_unsigned) {
 
 void CheckIntegerFlags(CLI::App* app) {
   for (CLI::Option* option : app->get_options()) {
-    const std::string type = option->get_type_name();
+    // Flags with validators report e.g. "INT:POSITIVE": the type comes first.
+    const std::string full = option->get_type_name();
+    const std::string type = full.substr(0, full.find(':'));
     if (type == "INT" || type == "UINT") option->transform(Base10Integer(type == "UINT"));
   }
   for (CLI::App* sub : app->get_subcommands({})) CheckIntegerFlags(sub);

@@ -695,6 +695,11 @@ TEST_F(CliErrorTest, IntegerFlagsAreBase10AndNeverClamped) {
       2, {"-1"});
   Fails(Cmd("search", "g", {"--k", "4294967297", "--mean", "m.npy", "--var", "v.npy"}), 2,
         {"4294967297"});
+  // Flags with their own checks (here: positive) get the same parsing.
+  Fails(Cmd("search", "g", {"--k", "0x10", "--mean", "m.npy", "--var", "v.npy"}), 2, {"0x10"});
+  const json created =
+      Ok({"create", "--db", db_, "--collection", "ten", "--kind", "point", "--dim", "010"}).Json();
+  EXPECT_EQ(created["created"]["dim"], 10);
 }
 
 TEST_F(CliErrorTest, IndexStringsThatWouldCrashAreRefusedAtCreate) {
