@@ -4,16 +4,14 @@
 #include <limits>
 #include <string>
 
+#include "common/random.h"
+
 namespace hedgedb {
 namespace encoders {
 
 uint64_t SeededRng::DeriveSeed(uint64_t seed, uint64_t stream) {
-  // SplitMix64 finaliser over (seed, stream): nearby seeds and streams map to
-  // unrelated mt19937_64 seeds.
-  uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (stream + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
+  // Nearby seeds and streams map to unrelated mt19937_64 seeds.
+  return StreamSeed(seed, stream);
 }
 
 uint64_t SeededRng::UniformInt(uint64_t n) {

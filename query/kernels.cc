@@ -7,6 +7,8 @@
 #include <memory>
 #include <vector>
 
+#include "common/random.h"
+
 // The x86 paths use GCC's per-function target pragmas; other compilers and
 // architectures get the portable path only.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -393,13 +395,6 @@ void FastExp(const float* x, size_t n, float* out) {
 // Normal banks.
 namespace {
 
-uint64_t SplitMix64(uint64_t* state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 // xoshiro256** (Blackman and Vigna).
@@ -442,12 +437,13 @@ struct CachedBank {
 std::vector<float> GenerateNormalBank(uint64_t seed, uint64_t stream, size_t count) {
   std::vector<float> out(count);
   Xoshiro256 rng(seed, stream);
-  const double two_pi = 6.283185307179586476925;
   for (size_t i = 0; i < count; i += 2) {
-    const double radius = std::sqrt(-2.0 * std::log(rng.NextOpenUnit()));
-    const double angle = two_pi * rng.NextOpenUnit();
-    out[i] = static_cast<float>(radius * std::cos(angle));
-    if (i + 1 < count) out[i + 1] = static_cast<float>(radius * std::sin(angle));
+    const double u1 = rng.NextOpenUnit();
+    const double u2 = rng.NextOpenUnit();
+    double z0, z1;
+    BoxMuller(u1, u2, &z0, &z1);
+    out[i] = static_cast<float>(z0);
+    if (i + 1 < count) out[i + 1] = static_cast<float>(z1);
   }
   return out;
 }

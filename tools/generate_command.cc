@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "common/random.h"
 #include "hedgedb/npy.h"
 #include "hedgedb/types.h"
 #include "tools/cli_util.h"
@@ -41,7 +42,6 @@ constexpr double kWithinClassStd = 0.6;
 constexpr double kDriftStd = 0.5;
 constexpr double kBaseVariance = 0.02;
 constexpr double kVarianceGrowth = 3.0;  // s2 grows by exp(3) from t = 0 to 1
-constexpr double kTwoPi = 6.283185307179586;
 
 class Random {
  public:
@@ -55,10 +55,10 @@ class Random {
     }
     const double u1 = 1.0 - Uniform();  // (0, 1]: log is finite
     const double u2 = Uniform();
-    const double radius = std::sqrt(-2.0 * std::log(u1));
-    spare_ = radius * std::sin(kTwoPi * u2);
+    double z0;
+    BoxMuller(u1, u2, &z0, &spare_);
     has_spare_ = true;
-    return radius * std::cos(kTwoPi * u2);
+    return z0;
   }
   int64_t Below(int64_t n) { return std::min<int64_t>(static_cast<int64_t>(Uniform() * n), n - 1); }
 
@@ -67,15 +67,6 @@ class Random {
   bool has_spare_ = false;
   double spare_ = 0;
 };
-
-// Independent streams for centres, items and queries, so that changing --n
-// does not change the class centres or the queries.
-uint64_t StreamSeed(uint64_t seed, uint64_t stream) {
-  uint64_t z = seed + 0x9e3779b97f4a7c15ull * (stream + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 struct GenerateArgs {
   std::string kind = "gaussian";
@@ -232,6 +223,8 @@ void RunGenerate(const GenerateArgs& a) {
   }
   const size_t d = static_cast<size_t>(a.dim);
   ClassModel model;
+  // Independent streams for centres, items and queries, so that changing --n
+  // does not change the class centres or the queries.
   Random centre_rng(StreamSeed(a.seed, 0));
   if (kind == Kind::kCodes) {
     model.prototypes.resize(a.classes * d);
