@@ -9,7 +9,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev zlib1g-dev
   libtorch-dev
-  libopencv-imgcodecs-dev libopencv-imgproc-dev libmatio-dev
+  libopencv-imgcodecs-dev libopencv-imgproc-dev libmatio-dev libcairo2-dev
   dataset-fashion-mnist
 )
 
