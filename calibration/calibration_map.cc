@@ -109,6 +109,7 @@ Status CalibrationMap::Validate() const {
     return Status::InvalidArgument("base rates must be in (0, 1)");
   }
   if (num_pairs < 0) return Status::InvalidArgument("negative number of pairs");
+  if (samples < 0) return Status::InvalidArgument("negative number of samples");
   const size_t want_params = method == Method::kPlatt ? 2 : method == Method::kBeta ? 3 : 0;
   if (params.size() != want_params) {
     return Status::InvalidArgument(std::string(MethodName(method)) + " map has " +
@@ -172,6 +173,19 @@ constexpr uint32_t kMagic = 0x4D434448;  // "HDCM"
 constexpr size_t kHeaderSize = 4 + 2 + 4;
 }  // namespace
 
+CalibrationInfo CalibrationMap::Info() const {
+  CalibrationInfo info;
+  info.score = score_type;
+  info.method = MethodName(method);
+  info.pairs = num_pairs;
+  info.fit_base_rate = fit_base_rate;
+  info.base_rate = base_rate;
+  info.samples = samples;
+  info.sequence = sequence;
+  info.reason = report.reason;
+  return info;
+}
+
 std::string CalibrationMap::Encode() const {
   std::string out;
   PutFixed<uint32_t>(&out, kMagic);
@@ -182,6 +196,8 @@ std::string CalibrationMap::Encode() const {
   PutFixed<double>(&out, fit_base_rate);
   PutFixed<double>(&out, base_rate);
   PutFixed<int64_t>(&out, num_pairs);
+  PutFixed<int32_t>(&out, samples);
+  PutFixed<uint64_t>(&out, sequence);
   PutFixed<uint32_t>(&out, uint32_t(params.size()));
   for (double v : params) PutFixed<double>(&out, v);
   PutFixed<uint32_t>(&out, uint32_t(knot_score.size()));
@@ -274,7 +290,7 @@ Status CalibrationMap::Decode(const std::string& bytes, CalibrationMap* map) {
   uint8_t method = 0, score = 0, has_raw = 0, chosen = 0;
   uint32_t n = 0;
   bool ok = r.Get(&method) && r.Get(&score) && r.Get(&m.fit_base_rate) && r.Get(&m.base_rate) &&
-            r.Get(&m.num_pairs) && r.Get(&n) && r.GetDoubles(n, &m.params) && r.Get(&n) &&
+            r.Get(&m.num_pairs) && r.Get(&m.samples) && r.Get(&m.sequence) && r.Get(&n) && r.GetDoubles(n, &m.params) && r.Get(&n) &&
             r.GetDoubles(n, &m.knot_score) && r.GetDoubles(n, &m.knot_prob) && r.Get(&chosen) &&
             r.Get(&m.report.split_seed) && r.Get(&has_raw) && r.Get(&m.report.raw_ece) &&
             r.Get(&m.report.raw_brier) && r.Get(&m.report.raw_log_loss) && r.Get(&n);

@@ -82,6 +82,10 @@ struct CalibrationMap {
   double base_rate = 0.5;
   // Labelled pairs the map was fitted on.
   int64_t num_pairs = 0;
+  // Monte Carlo samples per side of the fitted scores (0: not Monte Carlo),
+  // and the collection sequence number when fitted (0: fitted elsewhere).
+  int32_t samples = 0;
+  uint64_t sequence = 0;
   FitReport report;
 
   // P(same label | score) in the population of base_rate: monotone
@@ -93,6 +97,8 @@ struct CalibrationMap {
 
   // InvalidArgument naming the first problem, or OK.
   Status Validate() const;
+  // What CollectionStats shows of it.
+  CalibrationInfo Info() const;
   // Versioned, checksummed, little-endian (docs/calibration.md, "Format").
   std::string Encode() const;
   // Rejects anything Encode() of a valid map could not have produced with

@@ -80,6 +80,8 @@ class CoarseIndex {
 
   int64_t ntotal() const;
   const std::string& factory() const { return factory_; }
+  // What the factory string builds (IVF lists, HNSW M, PQ).
+  const FactoryShape& shape() const { return shape_; }
 
   // Writes the index, `sequence` and `binding` to path atomically (tmp,
   // fsync, rename, directory fsync).

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstring>
 #include <regex>
+#include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "common/crc32c.h"
 #include "common/row_layout.h"
@@ -14,13 +16,13 @@ namespace hedgedb {
 namespace query {
 namespace {
 
-constexpr uint8_t kLive = 1;
-constexpr uint8_t kHasLabel = 2;
 // The fraction of the exact coarse top candidates that the default stage-1
 // settings must find, measured when the index is trained.
 constexpr double kTargetStageOneRecall = 0.95;
 // Below this many items an untrained-at-birth index (HNSW) is not fitted yet.
 constexpr int64_t kMinRowsToTune = 1000;
+// Threshold search: stage-1 candidates of the first round (doubling after).
+constexpr int64_t kThresholdFirstCandidates = 256;
 
 // Finite, and > 0 where positive is set.
 Status CheckFloats(const float* p, size_t n, size_t per_row, const char* what, bool positive,
@@ -198,6 +200,7 @@ Status Collection::Open() {
     row_sequence.push_back(r.sequence);
     return Status::OK();
   }));
+  HEDGEDB_RETURN_IF_ERROR(LoadCalibrationsLocked());
 
   uint64_t file_sequence = 0;
   Status s =
@@ -641,114 +644,245 @@ void Collection::PackQueryRow(const EmbeddingView& v, int64_t i, float* row) con
   }
 }
 
-Status Collection::Search(const EmbeddingView& queries, const SearchOptions& options,
-                          std::vector<SearchResult>* results) {
+Status Collection::PlanSearch(const EmbeddingView& queries, const SearchOptions& options,
+                              SearchPlan* plan) const {
   const CollectionSpec& s = meta_.spec;
-  if (options.k < 1) return Status::InvalidArgument("k must be >= 1");
+  const bool threshold = options.min_prob != 0;
+  if (!threshold && options.k < 1) return Status::InvalidArgument("k must be >= 1");
+  if (threshold && !(options.min_prob > 0 && options.min_prob <= 1)) {
+    return Status::InvalidArgument("min-prob must be in (0, 1], got " +
+                                   std::to_string(options.min_prob));
+  }
+  if (threshold && options.max_results < 1) {
+    return Status::InvalidArgument("max-results must be >= 1");
+  }
   if (options.candidates < 0) return Status::InvalidArgument("candidates must be >= 0");
   if (options.oversampling < 1) return Status::InvalidArgument("oversampling must be >= 1");
   if (options.nprobe < 0 || options.ef_search < 0) {
     return Status::InvalidArgument("nprobe and ef-search must be >= 0");
   }
   HEDGEDB_RETURN_IF_ERROR(ValidateQueries(queries));
-  const RowShape shape = RowShapeOf(s);
-  ScoreParams params;
-  params.score = ResolveScore(s.kind, options.score);
-  params.match_a = s.match_a;
-  params.match_b = s.match_b;
-  params.samples = options.samples > 0 ? options.samples : s.samples;
-  params.seed = options.has_seed ? options.seed : s.seed;
-  HEDGEDB_RETURN_IF_ERROR(ValidateScoreParams(shape, params));
+  plan->shape = RowShapeOf(s);
+  plan->params.score = ResolveScore(s.kind, options.score);
+  plan->params.match_a = s.match_a;
+  plan->params.match_b = s.match_b;
+  plan->params.samples = options.samples > 0 ? options.samples : s.samples;
+  plan->params.seed = options.has_seed ? options.seed : s.seed;
+  HEDGEDB_RETURN_IF_ERROR(ValidateScoreParams(plan->shape, plan->params));
+  plan->query_floats = QueryRowSize(s);
+  plan->rows.resize(size_t(queries.n) * plan->query_floats);
+  for (int64_t q = 0; q < queries.n; ++q) {
+    PackQueryRow(queries, q, plan->rows.data() + q * plan->query_floats);
+  }
+  plan->with_eta = options.with_uncertainty && s.kind != Kind::kCodes && s.kind != Kind::kPoint;
+  return Status::OK();
+}
 
+void Collection::CandidateRows(const int64_t* ids, int64_t n, std::vector<int64_t>* rows) const {
+  rows->clear();
+  rows->reserve(size_t(n));
+  std::unordered_set<int64_t> seen;  // re-ingested ids can appear twice
+  for (int64_t j = 0; j < n; ++j) {
+    if (ids[j] < 0) continue;
+    auto it = row_of_id_.find(ids[j]);
+    if (it != row_of_id_.end() && seen.insert(it->second).second) rows->push_back(it->second);
+  }
+}
+
+void Collection::FillHits(const SearchPlan& plan, int64_t q, const std::vector<int64_t>& rows,
+                          const std::vector<float>& scores, SearchResult* res) const {
+  const size_t k = rows.size();
+  if (plan.with_eta) {
+    res->query_uncertainty =
+        Uncertainty(plan.shape, plan.params, plan.rows.data() + q * plan.query_floats);
+  }
+  std::vector<float> eta(k);
+  if (plan.with_eta) {  // one batched call: hits share SIMD lanes
+    UncertaintyRows(plan.shape, plan.params, arena_.data(), row_bytes_, rows.data(), k,
+                    eta.data());
+  }
+  res->hits.resize(k);
+  for (size_t j = 0; j < k; ++j) {
+    const int64_t r = rows[j];
+    SearchHit& hit = res->hits[j];
+    hit.id = row_ids_[r];
+    hit.score = scores[j];
+    hit.has_label = (row_flags_[r] & kHasLabel) != 0;
+    hit.label = row_labels_[r];
+    if (plan.with_eta) hit.uncertainty = eta[j];
+    if (plan.map) hit.prob = float(plan.map->Apply(scores[j]));
+  }
+}
+
+namespace {
+
+// Orders (row, score) best first; ties by id so results are deterministic.
+void SortBestFirst(const std::vector<int64_t>& row_ids, std::vector<std::pair<int64_t, float>>* v,
+                   size_t keep) {
+  auto better = [&](const std::pair<int64_t, float>& a, const std::pair<int64_t, float>& b) {
+    if (a.second != b.second) return a.second > b.second;
+    return row_ids[a.first] < row_ids[b.first];
+  };
+  keep = std::min(keep, v->size());
+  std::partial_sort(v->begin(), v->begin() + keep, v->end(), better);
+  v->resize(keep);
+}
+
+}  // namespace
+
+Status Collection::ThresholdSearchLocked(const SearchPlan& plan, const SearchOptions& options,
+                                         int64_t q, bool exhaustive, SearchResult* res) const {
+  std::unique_ptr<PreparedQuery> prepared;
+  HEDGEDB_RETURN_IF_ERROR(
+      PrepareQuery(plan.shape, plan.params, plan.rows.data() + q * plan.query_floats, &prepared));
+  const calibration::CalibrationMap& map = *plan.map;
+  std::unordered_map<int64_t, float> score_of_row;  // rows scored so far
+  auto score_rows = [&](const std::vector<int64_t>& rows) {
+    std::vector<int64_t> fresh;
+    for (int64_t r : rows) {
+      if (!score_of_row.count(r)) fresh.push_back(r);
+    }
+    std::vector<float> scores(fresh.size());
+    prepared->ScoreRows(arena_.data(), row_bytes_, fresh.data(), fresh.size(), scores.data());
+    for (size_t j = 0; j < fresh.size(); ++j) score_of_row[fresh[j]] = scores[j];
+  };
+  auto qualifies = [&](int64_t r) { return map.Apply(score_of_row.at(r)) >= options.min_prob; };
+
+  const int64_t slots = std::max<int64_t>(index_->ntotal(), 1);
+  const int64_t lists = index_->shape().ivf_lists;
+  int64_t kprime = std::max<int64_t>(
+      options.candidates > 0 ? options.candidates : kThresholdFirstCandidates, 1);
+  kprime = std::min(kprime + tombstones_, slots);
+  index::CoarseSearchKnobs knobs;
+  knobs.nprobe = options.nprobe > 0 ? options.nprobe : index_->default_knobs().nprobe;
+  knobs.ef_search = options.ef_search > 0 ? options.ef_search : index_->default_knobs().ef_search;
+  size_t found_before = 0;
+  int round = 0;
+  std::vector<int64_t> coarse, rows;
+  while (!exhaustive) {
+    HEDGEDB_RETURN_IF_ERROR(
+        index_->Search(plan.rows.data() + q * plan.query_floats, 1, kprime, knobs, &coarse));
+    int64_t returned = 0;
+    while (returned < kprime && coarse[size_t(returned)] >= 0) ++returned;
+    CandidateRows(coarse.data(), returned, &rows);
+    score_rows(rows);
+    // Qualifying items among the worse half of the candidates say that more
+    // may lie beyond them.
+    size_t found = 0, in_tail = 0;
+    for (size_t j = 0; j < rows.size(); ++j) {
+      if (!qualifies(rows[j])) continue;
+      ++found;
+      if (j >= rows.size() / 2) ++in_tail;
+    }
+    // Fewer candidates than asked: the probed lists are exhausted, and only
+    // more lists can show more items.
+    // One more doubling of the lists must then find nothing new.
+    const bool starved = returned < kprime;
+    if (in_tail == 0 && (!starved || (round > 0 && found == found_before))) break;
+    found_before = found;
+    ++round;
+    const bool all_lists = lists == 0 || knobs.nprobe >= lists;
+    if (kprime >= slots && all_lists) {
+      exhaustive = true;  // the index has nothing more to give: score the rest
+      break;
+    }
+    kprime = std::min(kprime * 2, slots);
+    if (lists > 0) knobs.nprobe = int(std::min<int64_t>(std::max(knobs.nprobe, 1) * 2, lists));
+    if (knobs.ef_search > 0) knobs.ef_search = int(std::min<int64_t>(knobs.ef_search * 2LL, 1 << 20));
+  }
+  if (exhaustive) score_rows(live_rows_);
+
+  std::vector<std::pair<int64_t, float>> hits;
+  for (const auto& rs : score_of_row) {
+    if (map.Apply(rs.second) >= options.min_prob) hits.push_back(rs);
+  }
+  res->truncated = int64_t(hits.size()) > options.max_results;
+  SortBestFirst(row_ids_, &hits, size_t(options.max_results));
+  std::vector<int64_t> hit_rows(hits.size());
+  std::vector<float> hit_scores(hits.size());
+  for (size_t j = 0; j < hits.size(); ++j) {
+    hit_rows[j] = hits[j].first;
+    hit_scores[j] = hits[j].second;
+  }
+  res->scored = int64_t(score_of_row.size());
+  FillHits(plan, q, hit_rows, hit_scores, res);
+  return Status::OK();
+}
+
+Status Collection::Search(const EmbeddingView& queries, const SearchOptions& options,
+                          std::vector<SearchResult>* results) {
+  SearchPlan plan;
+  HEDGEDB_RETURN_IF_ERROR(PlanSearch(queries, options, &plan));
   const int64_t nq = queries.n;
-  const size_t qsize = QueryRowSize(s);
-  std::vector<float> qrows(size_t(nq) * qsize);
-  for (int64_t q = 0; q < nq; ++q) PackQueryRow(queries, q, qrows.data() + q * qsize);
+  const bool threshold = options.min_prob > 0;
 
   if (!options.exhaustive) HEDGEDB_RETURN_IF_ERROR(TrainIfDue());
   std::shared_lock<RwMutex> lock(state_mutex_);
+  auto map = calibrations_.find(plan.params.score);
+  if (map != calibrations_.end()) plan.map = &map->second;
+  if (threshold && !plan.map) {
+    return Status::InvalidArgument(std::string("min-prob needs a calibration of score ") +
+                                   ScoreName(plan.params.score) + " (run calibrate first)");
+  }
   const int64_t live = int64_t(live_rows_.size());
   const bool exhaustive = options.exhaustive || !index_->is_trained() || index_stale_;
-  const int64_t slots = std::max<int64_t>(index_->ntotal(), 1);
-  int64_t kprime = options.candidates > 0
-                       ? std::min(options.candidates, slots)
-                       : std::min(int64_t(options.k) * options.oversampling, slots);
-  // Tombstones can take candidate slots: ask for that many more.
-  kprime = std::min<int64_t>(kprime + tombstones_, slots);
-  if (live == 0) {  // nothing to find; every query gets an empty result
-    results->assign(size_t(nq), SearchResult());
-    return Status::OK();
-  }
-  std::vector<int64_t> coarse;
-  if (!exhaustive) {
-    index::CoarseSearchKnobs knobs;
-    knobs.nprobe = options.nprobe;
-    knobs.ef_search = options.ef_search;
-    HEDGEDB_RETURN_IF_ERROR(index_->Search(qrows.data(), nq, kprime, knobs, &coarse));
-  }
-
   results->assign(size_t(nq), SearchResult());
+  if (live == 0) return Status::OK();  // nothing to find: empty results
+
   std::vector<Status> errors(static_cast<size_t>(nq));
+  if (threshold) {
+    // Per query: stage 1 widens as far as that query needs.
+    for (int64_t q = 0; q < nq; ++q) {
+      errors[q] = ThresholdSearchLocked(plan, options, q, exhaustive, &(*results)[q]);
+    }
+  } else {
+    const int64_t slots = std::max<int64_t>(index_->ntotal(), 1);
+    int64_t kprime = options.candidates > 0
+                         ? std::min(options.candidates, slots)
+                         : std::min(int64_t(options.k) * options.oversampling, slots);
+    // Tombstones can take candidate slots: ask for that many more.
+    kprime = std::min<int64_t>(kprime + tombstones_, slots);
+    std::vector<int64_t> coarse;
+    if (!exhaustive) {
+      index::CoarseSearchKnobs knobs;
+      knobs.nprobe = options.nprobe;
+      knobs.ef_search = options.ef_search;
+      HEDGEDB_RETURN_IF_ERROR(index_->Search(plan.rows.data(), nq, kprime, knobs, &coarse));
+    }
 #pragma omp parallel for schedule(dynamic) if (nq > 1)
-  for (int64_t q = 0; q < nq; ++q) {
-    std::vector<int64_t> rows;
-    if (exhaustive) {
-      rows = live_rows_;
-    } else {
-      rows.reserve(size_t(kprime));
-      for (int64_t j = 0; j < kprime; ++j) {
-        int64_t id = coarse[size_t(q * kprime + j)];
-        if (id < 0) continue;
-        auto it = row_of_id_.find(id);
-        if (it != row_of_id_.end()) rows.push_back(it->second);
+    for (int64_t q = 0; q < nq; ++q) {
+      std::vector<int64_t> rows;
+      if (exhaustive) {
+        rows = live_rows_;
+      } else {
+        CandidateRows(coarse.data() + q * kprime, kprime, &rows);
       }
-      std::sort(rows.begin(), rows.end());  // dedupe re-ingested ids
-      rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-    }
-    std::unique_ptr<PreparedQuery> prepared;
-    Status ps = PrepareQuery(shape, params, qrows.data() + q * qsize, &prepared);
-    if (!ps.ok()) {
-      errors[q] = ps;
-      continue;
-    }
-    std::vector<float> scores(rows.size());
-    prepared->ScoreRows(arena_.data(), row_bytes_, rows.data(), rows.size(), scores.data());
-    std::vector<size_t> order(rows.size());
-    for (size_t j = 0; j < order.size(); ++j) order[j] = j;
-    const size_t k = std::min(order.size(), size_t(options.k));
-    // Best first; ties by id so results are deterministic.
-    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](size_t a, size_t b) {
-      if (scores[a] != scores[b]) return scores[a] > scores[b];
-      return row_ids_[rows[a]] < row_ids_[rows[b]];
-    });
-    SearchResult& res = (*results)[q];
-    if (options.with_uncertainty && s.kind != Kind::kCodes && s.kind != Kind::kPoint) {
-      res.query_uncertainty = Uncertainty(shape, params, qrows.data() + q * qsize);
-    }
-    res.hits.resize(k);
-    const bool has_eta =
-        options.with_uncertainty && s.kind != Kind::kCodes && s.kind != Kind::kPoint;
-    std::vector<int64_t> hit_rows(k);
-    std::vector<float> hit_eta(k);
-    for (size_t j = 0; j < k; ++j) hit_rows[j] = rows[order[j]];
-    if (has_eta) {  // one batched call: hits share SIMD lanes
-      UncertaintyRows(shape, params, arena_.data(), row_bytes_, hit_rows.data(), k, hit_eta.data());
-    }
-    for (size_t j = 0; j < k; ++j) {
-      const int64_t r = hit_rows[j];
-      SearchHit& hit = res.hits[j];
-      hit.id = row_ids_[r];
-      hit.score = scores[order[j]];
-      hit.has_label = (row_flags_[r] & kHasLabel) != 0;
-      hit.label = row_labels_[r];
-      if (has_eta) hit.uncertainty = hit_eta[j];
+      std::unique_ptr<PreparedQuery> prepared;
+      Status ps = PrepareQuery(plan.shape, plan.params, plan.rows.data() + q * plan.query_floats,
+                               &prepared);
+      if (!ps.ok()) {
+        errors[q] = ps;
+        continue;
+      }
+      std::vector<float> scores(rows.size());
+      prepared->ScoreRows(arena_.data(), row_bytes_, rows.data(), rows.size(), scores.data());
+      std::vector<std::pair<int64_t, float>> scored(rows.size());
+      for (size_t j = 0; j < rows.size(); ++j) scored[j] = {rows[j], scores[j]};
+      SortBestFirst(row_ids_, &scored, size_t(options.k));
+      std::vector<int64_t> hit_rows(scored.size());
+      std::vector<float> hit_scores(scored.size());
+      for (size_t j = 0; j < scored.size(); ++j) {
+        hit_rows[j] = scored[j].first;
+        hit_scores[j] = scored[j].second;
+      }
+      (*results)[q].scored = int64_t(rows.size());
+      FillHits(plan, q, hit_rows, hit_scores, &(*results)[q]);
     }
   }
   for (const Status& e : errors) HEDGEDB_RETURN_IF_ERROR(e);
   if (!options.with_payload) return Status::OK();
   // Payloads come from the record store: read them without holding the lock
-  // that writers need.
-  // Read as of a snapshot taken under the lock (see Get).
+  // that writers need, as of a snapshot taken under the lock (see Get).
   const storage::CollectionMeta meta = meta_;
   const std::shared_ptr<const rocksdb::Snapshot> snapshot = store_->Snapshot();
   lock.unlock();
@@ -778,6 +912,9 @@ Status Collection::Stats(CollectionStats* st) {
   st->index_ef_search = index_->default_knobs().ef_search;
   st->index_note = index_note_;
   st->index_description = index_->factory();
+  st->calibrations.clear();
+  for (const auto& kv : calibrations_) st->calibrations.push_back(kv.second.Info());
+  st->calibration_note = calibration_note_;
   return Status::OK();
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -16,10 +17,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "calibration/calibration_map.h"
+#include "common/row_layout.h"
 #include "common/rw_mutex.h"
+#include "hedgedb/calibration.h"
 #include "hedgedb/status.h"
 #include "hedgedb/types.h"
 #include "index/coarse_index.h"
+#include "query/scorer.h"
 #include "storage/record_store.h"
 
 namespace hedgedb {
@@ -53,6 +58,11 @@ class Collection {
   Status Search(const EmbeddingView& queries, const SearchOptions& options,
                 std::vector<SearchResult>* results);
   Status Stats(CollectionStats* stats);
+  // DB::Calibrate, DB::ImportCalibration, DB::RemoveCalibration
+  // (query/calibrate.cc).
+  Status Calibrate(const CalibrateOptions& options, CalibrationReport* report);
+  Status ImportCalibration(const std::string& map_bytes, double base_rate);
+  Status RemoveCalibration(ScoreType score);
   // Trains the index if it has enough items, then saves the index file if it
   // is behind the records (never a stale index).
   Status SaveIndex();
@@ -66,6 +76,32 @@ class Collection {
   const std::string& open_mode() const { return open_mode_; }
 
  private:
+  // row_flags_ bits.
+  static constexpr uint8_t kLive = 1;
+  static constexpr uint8_t kHasLabel = 2;
+  // A validated search: resolved score parameters and packed query rows.
+  struct SearchPlan {
+    RowShape shape;
+    ScoreParams params;
+    size_t query_floats = 0;   // floats per query row
+    std::vector<float> rows;   // queries.n x query_floats
+    bool with_eta = false;     // the kind has an uncertainty and it was asked for
+    const calibration::CalibrationMap* map = nullptr;  // of params.score, if stored
+  };
+  Status PlanSearch(const EmbeddingView& queries, const SearchOptions& options,
+                    SearchPlan* plan) const;
+  // Live rows of stage-1 candidate ids (unknown and removed ids dropped),
+  // in candidate order, without duplicates.
+  void CandidateRows(const int64_t* ids, int64_t n, std::vector<int64_t>* rows) const;
+  // Fills result->hits from `rows` (already best first) and their scores.
+  void FillHits(const SearchPlan& plan, int64_t q, const std::vector<int64_t>& rows,
+                const std::vector<float>& scores, SearchResult* result) const;
+  // SearchOptions::min_prob for query q (state lock held shared).
+  Status ThresholdSearchLocked(const SearchPlan& plan, const SearchOptions& options, int64_t q,
+                               bool exhaustive, SearchResult* result) const;
+  // Loads the stored calibration maps (Open); a damaged one is skipped and
+  // noted.
+  Status LoadCalibrationsLocked();
   Status ValidateItems(const IngestBatch& batch) const;
   Status ValidateQueries(const EmbeddingView& queries) const;
   // Packs row i of a view into the arena layout (floats or code bytes).
@@ -117,6 +153,9 @@ class Collection {
   bool index_stale_ = false;
   bool dropped_ = false;    // guarded by write_mutex_
   std::string index_note_;  // CollectionStats::index_note
+  // Calibration maps by resolved score type (guarded by state_mutex_).
+  std::map<ScoreType, calibration::CalibrationMap> calibrations_;
+  std::string calibration_note_;
 };
 
 }  // namespace query

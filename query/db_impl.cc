@@ -190,6 +190,27 @@ class DBImpl : public DB {
     return c->Stats(stats);
   }
 
+  Status Calibrate(const std::string& name, const CalibrateOptions& options,
+                   CalibrationReport* report) override {
+    std::shared_ptr<query::Collection> c;
+    HEDGEDB_RETURN_IF_ERROR(Find(name, &c));
+    ScopedOmpThreads threads(options_.threads);
+    return c->Calibrate(options, report);
+  }
+
+  Status ImportCalibration(const std::string& name, const std::string& map_bytes,
+                           double base_rate) override {
+    std::shared_ptr<query::Collection> c;
+    HEDGEDB_RETURN_IF_ERROR(Find(name, &c));
+    return c->ImportCalibration(map_bytes, base_rate);
+  }
+
+  Status RemoveCalibration(const std::string& name, ScoreType score) override {
+    std::shared_ptr<query::Collection> c;
+    HEDGEDB_RETURN_IF_ERROR(Find(name, &c));
+    return c->RemoveCalibration(score);
+  }
+
   Status Flush() override {
     std::vector<std::shared_ptr<query::Collection>> opened;
     {

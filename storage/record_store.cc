@@ -47,6 +47,10 @@ std::string TokenKey(uint32_t collection_id, const std::string& token) {
   return "t/" + CollectionPrefix(collection_id) + token;
 }
 
+std::string CalibrationKey(uint32_t collection_id, uint8_t score_type) {
+  return "k/" + CollectionPrefix(collection_id) + std::string(1, char(score_type));
+}
+
 std::string EncodePayload(const std::string& payload) {
   std::string v;
   v.push_back(char(kPayloadFormatVersion));
@@ -399,6 +403,9 @@ Status RecordStore::DropCollection(const CollectionMeta& meta) {
   HEDGEDB_RETURN_IF_ERROR(FromRocks(batch.Delete(meta_cf_, MetaKey(meta.spec.name)), "dropping"));
   HEDGEDB_RETURN_IF_ERROR(FromRocks(
       batch.DeleteRange(meta_cf_, TokenKey(meta.id, ""), TokenKey(meta.id + 1, "")), "dropping"));
+  HEDGEDB_RETURN_IF_ERROR(FromRocks(batch.DeleteRange(meta_cf_, CalibrationKey(meta.id, 0),
+                                                      CalibrationKey(meta.id + 1, 0)),
+                                    "dropping"));
   rocksdb::WriteOptions wo;
   wo.sync = true;
   return Write(wo, &batch, "dropping collection " + meta.spec.name);
@@ -458,6 +465,45 @@ Status RecordStore::GetBatchToken(const CollectionMeta& meta, const std::string&
   }
   *found = true;
   return Status::OK();
+}
+
+Status RecordStore::PutCalibration(const CollectionMeta& meta, uint8_t score_type,
+                                   const std::string& bytes) {
+  rocksdb::WriteBatch batch;
+  HEDGEDB_RETURN_IF_ERROR(FromRocks(batch.Put(meta_cf_, CalibrationKey(meta.id, score_type), bytes),
+                                    "batching calibration"));
+  rocksdb::WriteOptions wo;
+  wo.sync = true;  // rare, and a user acts on it: always durable
+  return Write(wo, &batch, "storing the calibration of collection " + meta.spec.name);
+}
+
+Status RecordStore::DeleteCalibration(const CollectionMeta& meta, uint8_t score_type) {
+  rocksdb::WriteBatch batch;
+  HEDGEDB_RETURN_IF_ERROR(FromRocks(batch.Delete(meta_cf_, CalibrationKey(meta.id, score_type)),
+                                    "batching calibration"));
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  return Write(wo, &batch, "removing the calibration of collection " + meta.spec.name);
+}
+
+Status RecordStore::LoadCalibrations(const CollectionMeta& meta,
+                                     std::vector<std::pair<uint8_t, std::string>>* maps) {
+  maps->clear();
+  const std::string begin = CalibrationKey(meta.id, 0);
+  const std::string end = CalibrationKey(meta.id + 1, 0);
+  rocksdb::ReadOptions ro;
+  rocksdb::Slice upper(end);
+  ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, meta_cf_));
+  for (it->Seek(begin); it->Valid(); it->Next()) {
+    const rocksdb::Slice key = it->key();
+    if (key.size() != begin.size()) {
+      return Status::Corruption("calibration key of collection '" + meta.spec.name +
+                                "' has a bad length");
+    }
+    maps->emplace_back(uint8_t(key[key.size() - 1]), it->value().ToString());
+  }
+  return FromRocks(it->status(), "reading the calibrations of collection " + meta.spec.name);
 }
 
 Status RecordStore::Scan(const CollectionMeta& meta,

@@ -4,6 +4,8 @@
 //   meta     "c/<name>" -> collection descriptor (JSON: spec, id, sequence,
 //            max id), "next_collection_id" -> decimal,
 //            "t/<collection id u32 BE><token>" -> batch token (JSON)
+//            "k/<collection id u32 BE><score type u8>" -> calibration map
+//            (calibration/calibration_map.h: versioned, checksummed)
 //   records  <collection id u32 BE><item id, sign-flipped u64 BE> -> record
 //   payload  same key -> payload bytes
 // Record values carry a format version and a CRC32C; a value that fails its
@@ -18,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "hedgedb/status.h"
@@ -118,6 +121,15 @@ class RecordStore {
   // found = false if the collection never committed a batch with this token.
   Status GetBatchToken(const CollectionMeta& meta, const std::string& token, BatchToken* out,
                        bool* found);
+
+  // Calibration maps of a collection, one per score type: opaque bytes to the
+  // store (the caller encodes and checks them). Each put or delete is one
+  // synced write, so a map is either the old one or the new one.
+  Status PutCalibration(const CollectionMeta& meta, uint8_t score_type, const std::string& bytes);
+  Status DeleteCalibration(const CollectionMeta& meta, uint8_t score_type);
+  // Every stored map of the collection: (score type, bytes).
+  Status LoadCalibrations(const CollectionMeta& meta,
+                          std::vector<std::pair<uint8_t, std::string>>* maps);
 
   // RocksDB's unique identity of this store (stable across reopen; a copy of
   // the directory keeps it, a new store gets another).

@@ -270,6 +270,39 @@ nlohmann::json StatsToJson(const CollectionStats& stats) {
   }
   if (!stats.index_note.empty()) j["index_note"] = stats.index_note;
   j["index_description"] = stats.index_description;
+  nlohmann::json calibrations = nlohmann::json::array();
+  for (const CalibrationInfo& info : stats.calibrations) {
+    calibrations.push_back(CalibrationInfoToJson(info));
+  }
+  j["calibrations"] = std::move(calibrations);
+  if (!stats.calibration_note.empty()) j["calibration_note"] = stats.calibration_note;
+  return j;
+}
+
+nlohmann::json CalibrationInfoToJson(const CalibrationInfo& info) {
+  nlohmann::json j;
+  j["score"] = ScoreName(info.score);
+  j["method"] = info.method;
+  j["pairs"] = info.pairs;
+  j["fit_base_rate"] = info.fit_base_rate;
+  j["base_rate"] = info.base_rate;
+  if (info.samples > 0) j["samples"] = info.samples;
+  j["sequence"] = info.sequence;
+  j["reason"] = info.reason;
+  return j;
+}
+
+nlohmann::json CalibrationQualityToJson(const CalibrationQuality& q) {
+  auto number = [](double v) -> nlohmann::json {
+    if (!std::isfinite(v)) return nullptr;
+    return v;
+  };
+  nlohmann::json j;
+  j["ece"] = number(q.ece);
+  j["brier"] = number(q.brier);
+  j["log_loss"] = number(q.log_loss);
+  j["precision_at_1"] = number(q.precision_at_1);
+  j["mean_top1_prob"] = number(q.mean_top1_prob);
   return j;
 }
 
@@ -313,11 +346,13 @@ nlohmann::json SearchResultToJson(int64_t query, const SearchResult& result) {
     h["id"] = hit.id;
     h["score"] = JsonFloat(hit.score);
     if (!std::isnan(hit.uncertainty)) h["uncertainty"] = JsonFloat(hit.uncertainty);
+    if (!std::isnan(hit.prob)) h["prob"] = JsonFloat(hit.prob);
     if (hit.has_label) h["label"] = hit.label;
     if (!hit.payload.empty()) h["payload"] = hit.payload;
     hits.push_back(std::move(h));
   }
   j["results"] = std::move(hits);
+  if (result.truncated) j["truncated"] = true;
   return j;
 }
 

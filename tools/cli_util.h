@@ -109,6 +109,9 @@ nlohmann::json JsonFloatMatrix(const float* values, size_t rows, size_t cols);
 
 nlohmann::json SpecToJson(const CollectionSpec& spec);
 nlohmann::json StatsToJson(const CollectionStats& stats);
+nlohmann::json CalibrationInfoToJson(const CalibrationInfo& info);
+// ece, brier, log_loss, precision_at_1, mean_top1_prob (null where NaN).
+nlohmann::json CalibrationQualityToJson(const CalibrationQuality& quality);
 nlohmann::json RecordToJson(const Record& record, const CollectionSpec& spec);
 nlohmann::json SearchResultToJson(int64_t query, const SearchResult& result);
 

@@ -1,4 +1,5 @@
-// Database subcommands: create, ingest, search, get, remove, stats, list, drop.
+// Database subcommands: create, ingest, search, calibrate, get, remove, stats,
+// list, drop, repair.
 // Each one parses its flags, calls hedgedb::DB and prints JSON to stdout.
 
 #include <CLI/CLI.hpp>
@@ -195,10 +196,14 @@ struct SearchArgs {
   std::string db, collection;
   EmbeddingFiles files;
   SearchFlags search;
+  CLI::Option* k_option = nullptr;
 };
 
 void RunSearch(SearchArgs& args) {
   const SearchOptions options = ResolveSearchFlags(args.search);
+  if (args.k_option->count() == 0 && options.min_prob == 0) {
+    UsageError("give --k (top-k search) or --min-prob (threshold search)");
+  }
   std::unique_ptr<DB> db = OpenDatabase(args.db, false);
   const CollectionSpec spec = DescribeOrFail(*db, args.collection);
   LoadedEmbeddings queries;
@@ -217,19 +222,121 @@ void RegisterSearch(CLI::App& app) {
   cmd->footer(
       "Queries: --vec (point), --mean --var [--weights] (gaussian/mog), --logp (codes). Prints "
       "one JSON line per query, best result first: {\"query\": q, \"query_uncertainty\": eta, "
-      "\"results\": [{\"id\", \"score\", \"uncertainty\", \"label\"}, ...]} (uncertainty "
-      "and label only where they exist). A score of -inf (a codes query giving an item's symbol "
-      "probability 0) prints as null.");
+      "\"results\": [{\"id\", \"score\", \"prob\", \"uncertainty\", \"label\"}, ...]} "
+      "(prob, uncertainty and label only where they exist: prob is the calibrated probability "
+      "that the item shares the query's label, once the collection is calibrated for the "
+      "score). A score of -inf (a codes query giving an item's symbol probability 0) prints "
+      "as null.");
   AddDbOption(cmd, &args->db);
   AddCollectionOption(cmd, &args->collection);
   AddEmbeddingOptions(cmd, &args->files, /*for_query=*/true);
-  cmd->add_option("--k", args->search.options.k, "Results per query")
-      ->required()
-      ->check(CLI::PositiveNumber);
+  args->k_option =
+      cmd->add_option("--k", args->search.options.k, "Results per query (or give --min-prob)")
+          ->check(CLI::PositiveNumber);
   AddSearchFlags(cmd, &args->search);
+  args->k_option->excludes(args->search.min_prob_option);
   cmd->add_flag("--with-payload", args->search.options.with_payload,
                 "Print each result's payload (one record read per result)");
   cmd->callback([args] { RunSearch(*args); });
+}
+
+// ---------------------------------------------------------------- calibrate
+
+struct CalibrateArgs {
+  std::string db, collection, score = "default", query_labels, plots;
+  EmbeddingFiles queries;
+  CalibrateOptions options;
+  CLI::Option* seed_option = nullptr;
+  bool remove = false;
+};
+
+void RunCalibrate(CalibrateArgs& args) {
+  CalibrateOptions& o = args.options;
+  if (!ParseScore(args.score, &o.score)) UsageError("unknown score '" + args.score + "'");
+  o.has_seed = args.seed_option->count() > 0;
+  std::unique_ptr<DB> db = OpenDatabase(args.db, false);
+  const CollectionSpec spec = DescribeOrFail(*db, args.collection);
+  nlohmann::json out;
+  out["collection"] = args.collection;
+  out["score"] = ScoreName(ResolveScore(spec.kind, o.score));
+  if (args.remove) {
+    Check(db->RemoveCalibration(args.collection, o.score));
+    out["removed"] = true;
+    PrintJsonLine(out);
+    return;
+  }
+  LoadedEmbeddings queries;
+  std::vector<int64_t> labels;
+  const bool held_out = !args.queries.vec.empty() || !args.queries.mean.empty() ||
+                        !args.queries.logp.empty();
+  if (held_out != !args.query_labels.empty()) {
+    UsageError("held-out queries need --query-labels, and --query-labels needs the queries");
+  }
+  if (held_out) {
+    queries.Load(args.queries, spec, /*for_query=*/true);
+    labels = ReadIntVector(args.query_labels, "query labels", queries.rows());
+    o.queries = queries.view();
+    o.query_labels = labels.data();
+  }
+  CalibrationReport report;
+  Check(db->Calibrate(args.collection, o, &report));
+  out["method"] = report.info.method;
+  out["reason"] = report.info.reason;
+  out["pairs"] = report.info.pairs;
+  out["positives"] = report.positives;
+  out["base_rate"] = report.info.base_rate;
+  out["queries"] = report.queries;
+  out["before"] = CalibrationQualityToJson(report.before);
+  out["after"] = CalibrationQualityToJson(report.after);
+  out["stored"] = report.stored;
+  PrintJsonLine(out);
+}
+
+void RegisterCalibrate(CLI::App& app) {
+  auto args = std::make_shared<CalibrateArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "calibrate",
+      "Fit and store the map from a score to P(same label) on labelled pairs, and report its "
+      "quality before and after");
+  cmd->footer(
+      "Pairs: each sampled labelled item of the collection against every other labelled item "
+      "(the collection's own base rate), or held-out queries (--vec / --mean --var / --logp "
+      "with --query-labels) against every labelled item. The method (platt, beta, isotonic) "
+      "is chosen by held-out log loss. \"after\" is measured on queries the map was not "
+      "fitted on. Prints one JSON line; searches then return \"prob\" and accept --min-prob. "
+      "See docs/calibration.md.");
+  AddDbOption(cmd, &args->db);
+  AddCollectionOption(cmd, &args->collection);
+  cmd->add_option("--score", args->score,
+                  "Score to calibrate (default: the kind's default score); each score has its "
+                  "own map")
+      ->capture_default_str()
+      ->check(CLI::IsMember(
+          std::vector<std::string>{"default", "mc", "csd", "mls", "l2", "match", "logprob"}));
+  cmd->add_option("--samples", args->options.samples,
+                  "Monte Carlo samples per side of the pair scores (default: the collection's)")
+      ->check(CLI::PositiveNumber);
+  args->seed_option = cmd->add_option("--seed", args->options.seed,
+                                      "Monte Carlo seed (default: the collection's)");
+  cmd->add_option("--max-pairs", args->options.max_pairs,
+                  "At most this many labelled pairs (queries are sampled to fit)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--top-ranks", args->options.top_ranks,
+                  "Fit on each query's best R items only (0: on all its pairs)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--sample-seed", args->options.sample_seed,
+                  "Seed of the query sample and of the held-out split")
+      ->capture_default_str();
+  AddEmbeddingOptions(cmd, &args->queries, /*for_query=*/true);
+  cmd->add_option("--query-labels", args->query_labels,
+                  "Labels of the held-out queries, a 1-d integer .npy");
+  cmd->add_flag("--dry-run", args->options.dry_run, "Fit and report, but store nothing");
+  CLI::Option* remove = cmd->add_flag(
+      "--remove", args->remove, "Delete the stored calibration of the score instead of fitting");
+  remove->excludes(cmd->get_option("--dry-run"));
+  cmd->callback([args] { RunCalibrate(*args); });
 }
 
 // ---------------------------------------------------------------- get / remove
@@ -392,6 +499,7 @@ void RegisterEngineCommands(CLI::App& app) {
   RegisterCreate(app);
   RegisterIngest(app);
   RegisterSearch(app);
+  RegisterCalibrate(app);
   RegisterIdsCommand(app, "get",
                      "Print stored items by id, one JSON line each (\"found\": false if unknown)",
                      RunGet);

@@ -38,6 +38,18 @@ void AddSearchFlags(CLI::App* cmd, SearchFlags* flags) {
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--no-uncertainty", flags->no_uncertainty,
                 "Skip the uncertainty eta of results and queries (faster)");
+  flags->min_prob_option =
+      cmd->add_option("--min-prob", o.min_prob,
+                      "Threshold search: every item whose calibrated probability is at least P "
+                      "(in (0, 1]), best first, instead of the top k; needs a calibration of the "
+                      "score (hedgedb calibrate)")
+          ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--max-results", o.max_results,
+                  "Threshold search: at most this many results per query (the line says "
+                  "\"truncated\": true when more qualified)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->needs(flags->min_prob_option);
 }
 
 SearchOptions ResolveSearchFlags(const SearchFlags& flags) {

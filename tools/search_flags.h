@@ -20,11 +20,13 @@ struct SearchFlags {
   SearchOptions options;  // k is set by the command
   std::string score = "default";
   bool no_uncertainty = false;
-  CLI::Option* seed_option = nullptr;  // set by AddSearchFlags
+  CLI::Option* seed_option = nullptr;      // set by AddSearchFlags
+  CLI::Option* min_prob_option = nullptr;  // set by AddSearchFlags
 };
 
 // Adds --score, --candidates, --oversampling, --exhaustive, --samples,
-// --seed, --nprobe, --ef-search and --no-uncertainty to `cmd`.
+// --seed, --nprobe, --ef-search, --no-uncertainty, --min-prob and
+// --max-results to `cmd`.
 void AddSearchFlags(CLI::App* cmd, SearchFlags* flags);
 
 // The SearchOptions the flags ask for (score parsed, has_seed and

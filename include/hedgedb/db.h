@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "hedgedb/calibration.h"
 #include "hedgedb/export.h"
 #include "hedgedb/options.h"
 #include "hedgedb/status.h"
@@ -67,6 +68,23 @@ class HEDGEDB_EXPORT DB {
                         const SearchOptions& options, std::vector<SearchResult>* results) = 0;
 
   virtual Status GetStats(const std::string& collection, CollectionStats* stats) = 0;
+
+  // Fits a map from options.score's raw score to P(same label) on labelled
+  // pairs (docs/calibration.md), reports its quality before and after
+  // (held out), and stores it durably with the collection, replacing an
+  // earlier one of that score. From then on searches with that score fill
+  // SearchHit::prob and accept SearchOptions::min_prob. Writes to the
+  // collection wait while it runs. On error (no labels, one label, too few
+  // pairs, bad queries) nothing is stored. `report` may be null.
+  virtual Status Calibrate(const std::string& collection, const CalibrateOptions& options,
+                           CalibrationReport* report) = 0;
+  // Stores a map fitted elsewhere (FitCalibrationMap, or a model file's),
+  // re-targeted to `base_rate` if it is in (0, 1) (0: keep the map's).
+  virtual Status ImportCalibration(const std::string& collection, const std::string& map_bytes,
+                                   double base_rate) = 0;
+  // Deletes the calibration of a score (kDefault: the kind's default score).
+  // NotFound if there is none.
+  virtual Status RemoveCalibration(const std::string& collection, ScoreType score) = 0;
 
   // Brings every coarse index up to date with its records (training it once
   // it has enough items) and saves the index files that are behind.

@@ -144,6 +144,14 @@ struct SearchOptions {
   bool with_uncertainty = true;
   // Fill SearchHit::payload (one record-store read per result).
   bool with_payload = false;
+  // Threshold search: with min_prob > 0 (at most 1), return every item whose
+  // calibrated probability is at least min_prob, best first, at most
+  // max_results per query, instead of the top k (k is ignored). Needs a
+  // calibration of the score (DB::Calibrate). Stage 1 widens (candidates,
+  // nprobe, efSearch doubling) until the worse half of its candidates holds no
+  // qualifying item (docs/calibration.md, "Threshold search").
+  double min_prob = 0;
+  int64_t max_results = 1000;
 };
 
 struct SearchHit {
@@ -151,6 +159,10 @@ struct SearchHit {
   float score = 0;
   // eta = 1 - p(m | x, x) of the item; NaN where the kind has none.
   float uncertainty = std::numeric_limits<float>::quiet_NaN();
+  // Calibrated P(the item shares the query's label) from the collection's
+  // calibration of this score (monotone in score); NaN where the collection
+  // has no calibration for the score.
+  float prob = std::numeric_limits<float>::quiet_NaN();
   bool has_label = false;
   int64_t label = 0;
   std::string payload;  // with SearchOptions::with_payload
@@ -160,6 +172,22 @@ struct SearchResult {
   // eta of the query; NaN where the kind has none.
   float query_uncertainty = std::numeric_limits<float>::quiet_NaN();
   std::vector<SearchHit> hits;  // best first
+  // Items scored exactly for this query (stage-2 cost).
+  int64_t scored = 0;
+  // Threshold search: more items qualified than max_results.
+  bool truncated = false;
+};
+
+// A calibration stored for one score of a collection (DB::Calibrate).
+struct CalibrationInfo {
+  ScoreType score = ScoreType::kMc;  // resolved
+  std::string method;                // "platt", "beta" or "isotonic"
+  int64_t pairs = 0;                 // labelled pairs it was fitted on
+  double fit_base_rate = 0;          // their positive rate
+  double base_rate = 0;              // the rate it is calibrated for
+  int samples = 0;                   // Monte Carlo samples of the pair scores (0: not MC)
+  uint64_t sequence = 0;             // collection sequence when fitted
+  std::string reason;                // why this method won
 };
 
 struct CollectionStats {
@@ -190,6 +218,10 @@ struct CollectionStats {
   // The fraction measured at those settings; NaN if never measured (codes,
   // Flat, or an untrained index).
   double index_recall_estimate = std::numeric_limits<double>::quiet_NaN();
+  // Calibrations stored for the collection's scores (DB::Calibrate), and a
+  // note when one is damaged (it is then not used).
+  std::vector<CalibrationInfo> calibrations;
+  std::string calibration_note;
 };
 
 }  // namespace hedgedb

@@ -1,0 +1,99 @@
+// Calibrated match probabilities: what DB::Calibrate takes and reports, and
+// fitting a calibration from labelled pairs outside a database (for example
+// on an encoder's validation split). docs/calibration.md explains the maps.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "hedgedb/export.h"
+#include "hedgedb/status.h"
+#include "hedgedb/types.h"
+
+namespace hedgedb {
+
+// How DB::Calibrate gathers its labelled pairs.
+struct CalibrateOptions {
+  // The score to calibrate (kDefault: the kind's default score). Each score
+  // type of a collection has its own map.
+  ScoreType score = ScoreType::kDefault;
+  // Monte Carlo samples per side and seed of the pair scores; 0 / !has_seed:
+  // the collection's (searches with other samples get slightly different raw
+  // scores; the map is fitted at these).
+  int samples = 0;
+  bool has_seed = false;
+  uint64_t seed = 0;
+  // Without held-out queries, labelled items of the collection are the
+  // queries and each is paired with every other labelled item, so the pairs
+  // have the collection's real base rate. At most this many pairs: items are
+  // drawn as queries (seeded by `sample_seed`) until the next would exceed it.
+  int64_t max_pairs = 1000000;
+  uint64_t sample_seed = 0;
+  // A labelled held-out set (same layout as search queries), each query paired
+  // with every labelled item of the collection. `query_labels` has
+  // queries.n entries. queries.n == 0: use the collection's own items.
+  EmbeddingView queries;
+  const int64_t* query_labels = nullptr;
+  // Each query contributes its pairs with its best `top_ranks` items only (0:
+  // with every item). Search results are the best-ranked pairs, and being
+  // ranked first says more than the score alone (an item that beat every
+  // other candidate is likelier a match than another pair of the same
+  // score): fitting on the ranks a search returns calibrates what users see.
+  int64_t top_ranks = 0;
+  // Fit and report, but do not store the map.
+  bool dry_run = false;
+};
+
+// One bin of a reliability curve (15 equal-mass bins).
+struct CalibrationBin {
+  double mean_prob = 0;          // mean predicted probability
+  double fraction_positive = 0;  // fraction of pairs that share a label
+  int64_t count = 0;
+};
+
+// Calibration quality of one set of probabilities on labelled pairs.
+struct CalibrationQuality {
+  double ece = std::numeric_limits<double>::quiet_NaN();  // 15 equal-mass bins
+  double brier = std::numeric_limits<double>::quiet_NaN();
+  double log_loss = std::numeric_limits<double>::quiet_NaN();
+  // Over the queries: how often the best other item shares the query's
+  // label, and the mean probability given to that best item. Calibrated,
+  // the two agree.
+  double precision_at_1 = std::numeric_limits<double>::quiet_NaN();
+  double mean_top1_prob = std::numeric_limits<double>::quiet_NaN();
+  std::vector<CalibrationBin> bins;
+};
+
+// One query's best match, for uncertainty-vs-accuracy curves.
+struct TopMatch {
+  float query_uncertainty = std::numeric_limits<float>::quiet_NaN();  // eta of the query
+  float prob = std::numeric_limits<float>::quiet_NaN();  // held-out calibrated probability
+  bool correct = false;                                  // same label as the query
+};
+
+struct CalibrationReport {
+  CalibrationInfo info;
+  int64_t queries = 0;    // queries the pairs came from
+  int64_t positives = 0;  // pairs that share a label
+  // Held out: `after` is measured on pairs of queries the map being measured
+  // was not fitted on (two folds by query), so it predicts how the stored map
+  // does on new queries. `before` reads the raw score as a probability (mc
+  // and match only; NaN otherwise).
+  CalibrationQuality before;
+  CalibrationQuality after;
+  std::vector<TopMatch> top_matches;  // one per query
+  bool stored = false;                // false with dry_run
+};
+
+// Labelled scored pairs in, an encoded calibration map out (the bytes that
+// DB::ImportCalibration takes and a model file may carry). score_type is the
+// resolved type of the scores; scores must be finite (and in [0, 1] for mc
+// and match); at least 200 pairs and 20 of each class. base_rate: the
+// population rate the map is for, in (0, 1); 0 keeps the pairs' own rate.
+HEDGEDB_EXPORT Status FitCalibrationMap(ScoreType score_type, const double* scores,
+                                        const uint8_t* same_label, int64_t n, double base_rate,
+                                        std::string* map_bytes, CalibrationInfo* info);
+
+}  // namespace hedgedb

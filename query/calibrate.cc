@@ -1,0 +1,319 @@
+// The collection's calibration maps: fitting one on the collection's labelled
+// pairs, storing, importing and removing them (docs/calibration.md).
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <numeric>
+#include <shared_mutex>
+#include <unordered_set>
+
+#include "calibration/fit.h"
+#include "calibration/metrics.h"
+#include "common/random.h"
+#include "query/collection.h"
+
+namespace hedgedb {
+namespace query {
+namespace {
+
+// The labelled pairs of one query, and its best match.
+struct QueryPairs {
+  std::vector<calibration::ScoredPair> pairs;
+  double top_score = 0;
+  bool top_correct = false;
+  bool has_top = false;
+  float eta = std::numeric_limits<float>::quiet_NaN();
+};
+
+void CopyBins(const calibration::CalibrationMetrics& m, CalibrationQuality* q) {
+  q->ece = m.ece;
+  q->brier = m.brier;
+  q->log_loss = m.log_loss;
+  q->bins.clear();
+  for (const calibration::ReliabilityBin& b : m.bins) {
+    q->bins.push_back({b.mean_prob, b.fraction_positive, b.count});
+  }
+}
+
+// Precision@1 and the mean probability of the top matches.
+void TopOneQuality(const std::vector<TopMatch>& top, const std::vector<double>& probs,
+                   CalibrationQuality* q) {
+  if (top.empty()) return;
+  double correct = 0, prob = 0;
+  for (size_t i = 0; i < top.size(); ++i) {
+    correct += top[i].correct ? 1 : 0;
+    prob += probs[i];
+  }
+  q->precision_at_1 = correct / double(top.size());
+  q->mean_top1_prob = prob / double(top.size());
+}
+
+}  // namespace
+
+Status Collection::LoadCalibrationsLocked() {
+  std::vector<std::pair<uint8_t, std::string>> stored;
+  HEDGEDB_RETURN_IF_ERROR(store_->LoadCalibrations(meta_, &stored));
+  calibrations_.clear();
+  calibration_note_.clear();
+  for (const auto& kv : stored) {
+    calibration::CalibrationMap map;
+    Status s = calibration::CalibrationMap::Decode(kv.second, &map);
+    if (s.ok() && uint8_t(map.score_type) != kv.first) {
+      s = Status::Corruption("calibration map is stored under another score type");
+    }
+    if (!s.ok()) {
+      // The records are intact: the collection opens, this score has no map
+      // (prob is NaN) until it is refitted.
+      calibration_note_ += std::string(calibration_note_.empty() ? "" : "; ") +
+                           "a stored calibration is damaged and not used (refit it with " +
+                           "calibrate): " + s.ToString();
+      continue;
+    }
+    calibrations_[map.score_type] = std::move(map);
+  }
+  return Status::OK();
+}
+
+Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* report_out) {
+  // Writes wait: the map records the sequence it was fitted at.
+  std::lock_guard<std::mutex> write_lock(write_mutex_);
+  if (dropped_) return Status::NotFound("collection '" + meta_.spec.name + "' was dropped");
+  const CollectionSpec& s = meta_.spec;
+  const RowShape shape = RowShapeOf(s);
+  ScoreParams params;
+  params.score = ResolveScore(s.kind, o.score);
+  params.match_a = s.match_a;
+  params.match_b = s.match_b;
+  params.samples = o.samples > 0 ? o.samples : s.samples;
+  params.seed = o.has_seed ? o.seed : s.seed;
+  HEDGEDB_RETURN_IF_ERROR(ValidateScoreParams(shape, params));
+  if (o.max_pairs < 1) return Status::InvalidArgument("max-pairs must be >= 1");
+  if (o.top_ranks < 0) return Status::InvalidArgument("top-ranks must be >= 0");
+  const bool held_out = o.queries.n > 0;
+  const size_t qfloats = QueryRowSize(s);
+  std::vector<float> held_rows;
+  if (held_out) {
+    HEDGEDB_RETURN_IF_ERROR(ValidateQueries(o.queries));
+    if (!o.query_labels) return Status::InvalidArgument("held-out queries need labels");
+    held_rows.resize(size_t(o.queries.n) * qfloats);
+    for (int64_t q = 0; q < o.queries.n; ++q) {
+      PackQueryRow(o.queries, q, held_rows.data() + q * qfloats);
+    }
+  } else if (s.kind == Kind::kCodes) {
+    return Status::InvalidArgument(
+        "codes collections are queried with log-probability tables, which stored codes are "
+        "not: calibrate them with labelled held-out query tables");
+  }
+
+  CalibrationReport report;
+  std::vector<QueryPairs> per_query;
+  {
+    std::shared_lock<RwMutex> lock(state_mutex_);
+    std::vector<int64_t> labelled;
+    std::unordered_set<int64_t> labels;
+    for (int64_t r : live_rows_) {
+      if (!(row_flags_[r] & kHasLabel)) continue;
+      labelled.push_back(r);
+      labels.insert(row_labels_[r]);
+    }
+    if (labelled.size() < 2) {
+      return Status::InvalidArgument("collection '" + s.name + "' has " +
+                                     std::to_string(labelled.size()) +
+                                     " labelled items: calibration needs labelled items of at "
+                                     "least two labels (ingest with labels)");
+    }
+    if (labels.size() < 2 && !held_out) {
+      return Status::InvalidArgument("every labelled item of collection '" + s.name +
+                                     "' has the same label: calibration needs at least two");
+    }
+    // The queries: the held-out set, or a seeded sample of the labelled
+    // items, each paired with every other labelled item.
+    int64_t per_query_pairs = int64_t(labelled.size()) - (held_out ? 0 : 1);
+    if (o.top_ranks > 0) per_query_pairs = std::min(per_query_pairs, o.top_ranks);
+    const int64_t available = held_out ? o.queries.n : int64_t(labelled.size());
+    const int64_t nq =
+        std::max<int64_t>(1, std::min<int64_t>(available, o.max_pairs / per_query_pairs));
+    std::vector<int64_t> order(static_cast<size_t>(available));
+    std::iota(order.begin(), order.end(), 0);
+    uint64_t state = StreamSeed(o.sample_seed, 0xCA11B);
+    for (int64_t i = available - 1; i > 0; --i) {  // Fisher-Yates
+      std::swap(order[size_t(i)], order[size_t(SplitMix64(&state) % uint64_t(i + 1))]);
+    }
+    order.resize(size_t(nq));
+    per_query.resize(size_t(nq));
+    std::vector<Status> errors(static_cast<size_t>(nq));
+    const bool with_eta = s.kind == Kind::kGaussian || s.kind == Kind::kMog;
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t i = 0; i < nq; ++i) {
+      std::vector<float> own(qfloats);
+      const float* qrow = nullptr;
+      int64_t self = -1, qlabel = 0;
+      if (held_out) {
+        qrow = held_rows.data() + order[size_t(i)] * qfloats;
+        qlabel = o.query_labels[order[size_t(i)]];
+      } else {
+        // Items of float kinds are their own query rows (same layout).
+        self = labelled[size_t(order[size_t(i)])];
+        std::memcpy(own.data(), arena_.data() + self * row_bytes_, qfloats * sizeof(float));
+        qrow = own.data();
+        qlabel = row_labels_[self];
+      }
+      std::unique_ptr<PreparedQuery> prepared;
+      errors[i] = PrepareQuery(shape, params, qrow, &prepared);
+      if (!errors[i].ok()) continue;
+      std::vector<float> scores(labelled.size());
+      prepared->ScoreRows(arena_.data(), row_bytes_, labelled.data(), labelled.size(),
+                          scores.data());
+      QueryPairs& qp = per_query[size_t(i)];
+      qp.pairs.reserve(labelled.size());
+      for (size_t j = 0; j < labelled.size(); ++j) {
+        if (labelled[j] == self) continue;
+        const bool match = row_labels_[labelled[j]] == qlabel;
+        qp.pairs.push_back({double(scores[j]), match});
+        if (!qp.has_top || scores[j] > qp.top_score) {
+          qp.has_top = true;
+          qp.top_score = scores[j];
+          qp.top_correct = match;
+        }
+      }
+      if (o.top_ranks > 0 && int64_t(qp.pairs.size()) > o.top_ranks) {
+        std::nth_element(qp.pairs.begin(), qp.pairs.begin() + o.top_ranks, qp.pairs.end(),
+                         [](const calibration::ScoredPair& a, const calibration::ScoredPair& b) {
+                           return a.score > b.score;
+                         });
+        qp.pairs.resize(size_t(o.top_ranks));
+      }
+      if (with_eta) qp.eta = Uncertainty(shape, params, qrow);
+    }
+    for (const Status& e : errors) HEDGEDB_RETURN_IF_ERROR(e);
+  }
+
+  // Fit on every pair: the stored map.
+  std::vector<calibration::ScoredPair> pairs;
+  for (const QueryPairs& qp : per_query) pairs.insert(pairs.end(), qp.pairs.begin(), qp.pairs.end());
+  calibration::FitOptions fit;
+  fit.score_type = params.score;
+  fit.split_seed = o.sample_seed;
+  calibration::CalibrationMap map;
+  Status fitted = calibration::FitCalibration(pairs, fit, &map);
+  if (!fitted.ok()) {
+    return Status::InvalidArgument("cannot calibrate collection '" + s.name + "' on " +
+                                   std::to_string(pairs.size()) +
+                                   " labelled pairs: " + fitted.message());
+  }
+  map.samples = params.score == ScoreType::kMc ? params.samples : 0;
+  map.sequence = meta_.sequence;
+
+  // Held out, by query: the map of one half of the queries predicts the
+  // pairs and the top matches of the other half.
+  const size_t nq = per_query.size();
+  std::vector<calibration::ScoredPair> held;  // (probability, match)
+  std::vector<double> top_prob(nq, std::numeric_limits<double>::quiet_NaN());
+  bool folds_ok = nq >= 2;
+  for (int fold = 0; fold < 2 && folds_ok; ++fold) {
+    std::vector<calibration::ScoredPair> train;
+    for (size_t i = 0; i < nq; ++i) {
+      if (int(i % 2) == fold) train.insert(train.end(), per_query[i].pairs.begin(),
+                                           per_query[i].pairs.end());
+    }
+    calibration::CalibrationMap half;
+    if (!calibration::FitCalibration(train, fit, &half).ok()) {
+      folds_ok = false;
+      break;
+    }
+    for (size_t i = 0; i < nq; ++i) {
+      if (int(i % 2) == fold) continue;
+      for (const calibration::ScoredPair& p : per_query[i].pairs) {
+        held.push_back({half.Apply(p.score), p.is_match});
+      }
+      if (per_query[i].has_top) top_prob[i] = half.Apply(per_query[i].top_score);
+    }
+  }
+  std::vector<TopMatch> top;
+  std::vector<double> raw_top, held_top;
+  for (size_t i = 0; i < nq; ++i) {
+    if (!per_query[i].has_top) continue;
+    TopMatch t;
+    t.query_uncertainty = per_query[i].eta;
+    t.correct = per_query[i].top_correct;
+    t.prob = float(top_prob[i]);
+    top.push_back(t);
+    raw_top.push_back(per_query[i].top_score);
+    held_top.push_back(top_prob[i]);
+  }
+  if (folds_ok) {
+    calibration::CalibrationMetrics after;
+    HEDGEDB_RETURN_IF_ERROR(calibration::MeasureCalibration(held, &after));
+    CopyBins(after, &report.after);
+    TopOneQuality(top, held_top, &report.after);
+  }
+  if (calibration::IsProbabilityScore(params.score)) {
+    std::vector<calibration::ScoredPair> raw(pairs);
+    for (auto& p : raw) p.score = std::min(1.0, std::max(0.0, p.score));
+    calibration::CalibrationMetrics before;
+    HEDGEDB_RETURN_IF_ERROR(calibration::MeasureCalibration(raw, &before));
+    CopyBins(before, &report.before);
+    TopOneQuality(top, raw_top, &report.before);
+  } else {
+    // Not a probability: only precision@1 has a "before".
+    std::vector<double> none(top.size(), std::numeric_limits<double>::quiet_NaN());
+    TopOneQuality(top, none, &report.before);
+  }
+  report.info = map.Info();
+  report.queries = int64_t(nq);
+  for (const auto& p : pairs) report.positives += p.is_match ? 1 : 0;
+  report.top_matches = std::move(top);
+
+  if (!o.dry_run) {
+    HEDGEDB_RETURN_IF_ERROR(store_->PutCalibration(meta_, uint8_t(map.score_type), map.Encode()));
+    std::unique_lock<RwMutex> lock(state_mutex_);
+    calibrations_[map.score_type] = std::move(map);
+    report.stored = true;
+  }
+  if (report_out) *report_out = std::move(report);
+  return Status::OK();
+}
+
+Status Collection::ImportCalibration(const std::string& map_bytes, double base_rate) {
+  std::lock_guard<std::mutex> write_lock(write_mutex_);
+  if (dropped_) return Status::NotFound("collection '" + meta_.spec.name + "' was dropped");
+  calibration::CalibrationMap map;
+  HEDGEDB_RETURN_IF_ERROR(calibration::CalibrationMap::Decode(map_bytes, &map));
+  if (base_rate != 0) HEDGEDB_RETURN_IF_ERROR(map.SetBaseRate(base_rate));
+  const ScoreType native = ResolveScore(meta_.spec.kind, map.score_type);
+  RowShape shape = RowShapeOf(meta_.spec);
+  ScoreParams params;
+  params.score = map.score_type;
+  params.samples = meta_.spec.samples;
+  params.match_a = meta_.spec.match_a;
+  if (native != map.score_type || !ValidateScoreParams(shape, params).ok()) {
+    return Status::InvalidArgument(std::string("the calibration is for score ") +
+                                   ScoreName(map.score_type) + ", which " +
+                                   KindName(meta_.spec.kind) + " collections do not have");
+  }
+  HEDGEDB_RETURN_IF_ERROR(store_->PutCalibration(meta_, uint8_t(map.score_type), map.Encode()));
+  std::unique_lock<RwMutex> lock(state_mutex_);
+  calibrations_[map.score_type] = std::move(map);
+  return Status::OK();
+}
+
+Status Collection::RemoveCalibration(ScoreType score) {
+  std::lock_guard<std::mutex> write_lock(write_mutex_);
+  if (dropped_) return Status::NotFound("collection '" + meta_.spec.name + "' was dropped");
+  const ScoreType resolved = ResolveScore(meta_.spec.kind, score);
+  {
+    std::shared_lock<RwMutex> lock(state_mutex_);
+    if (!calibrations_.count(resolved) && calibration_note_.empty()) {
+      return Status::NotFound(std::string("collection '") + meta_.spec.name +
+                              "' has no calibration of score " + ScoreName(resolved));
+    }
+  }
+  // Also clears a damaged map stored under this score.
+  HEDGEDB_RETURN_IF_ERROR(store_->DeleteCalibration(meta_, uint8_t(resolved)));
+  std::unique_lock<RwMutex> lock(state_mutex_);
+  calibrations_.erase(resolved);
+  return LoadCalibrationsLocked();
+}
+
+}  // namespace query
+}  // namespace hedgedb

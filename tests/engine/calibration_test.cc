@@ -1,0 +1,426 @@
+// DB::Calibrate, stored calibrations and threshold search (SearchOptions::
+// min_prob): fitting on a collection's labelled pairs, durability across
+// reopen and SIGKILL, clear errors that leave the collection unchanged, and
+// threshold search against an exhaustive scan.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "engine_test_util.h"
+#include "hedgedb/calibration.h"
+#include "storage/record_store.h"
+
+extern char** environ;
+
+namespace hedgedb {
+namespace {
+
+using testing::MakeSpec;
+using testing::OpenDb;
+using testing::StatsOf;
+using testing::TempDir;
+
+// Gaussian items around `classes` class centres, with labels; the noise and
+// the variances vary per item, so some items are ambiguous.
+testing::Batch ClusteredBatch(const CollectionSpec& spec, int64_t n, int classes, uint64_t seed,
+                              int64_t first_id = 0) {
+  std::mt19937_64 rng(seed);
+  std::mt19937_64 centre_rng(1234);  // the same centres for every batch
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> uni(0.0f, 1.0f);
+  std::vector<float> centres(size_t(classes) * spec.dim);
+  for (float& c : centres) c = 2.0f * normal(centre_rng);
+  testing::Batch b;
+  b.n = n;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t label = int64_t(rng() % uint64_t(classes));
+    b.ids.push_back(first_id + i);
+    b.labels.push_back(label);
+    const float noise = 0.3f + 1.5f * uni(rng);
+    for (int d = 0; d < spec.dim; ++d) {
+      b.mean.push_back(centres[size_t(label) * spec.dim + d] + noise * normal(rng));
+      b.var.push_back(0.05f + noise * noise * uni(rng));
+    }
+  }
+  return b;
+}
+
+CollectionSpec GaussianSpec(const std::string& factory = "Flat") {
+  CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 8, factory);
+  spec.match_a = 1.0f;
+  spec.match_b = 2.0f;
+  return spec;
+}
+
+std::unique_ptr<DB> DbWith(const TempDir& dir, const CollectionSpec& spec,
+                           const testing::Batch& batch) {
+  std::unique_ptr<DB> db = OpenDb(dir.path());
+  EXPECT_TRUE(db->CreateCollection(spec).ok());
+  Status s = db->Ingest(spec.name, batch.ingest(), nullptr);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return db;
+}
+
+TEST(Calibrate, StoresAMapThatSearchesUseAndThatSurvivesReopen) {
+  TempDir dir;
+  const CollectionSpec spec = GaussianSpec();
+  const testing::Batch items = ClusteredBatch(spec, 1500, 20, 1);
+  const testing::Batch queries = ClusteredBatch(spec, 50, 20, 2);
+  std::vector<SearchResult> before_calibration;
+  {
+    std::unique_ptr<DB> db = DbWith(dir, spec, items);
+    ASSERT_TRUE(db->Search("c", queries.view(), SearchOptions(), &before_calibration).ok());
+    EXPECT_TRUE(std::isnan(before_calibration[0].hits[0].prob));
+
+    CalibrationReport report;
+    CalibrateOptions all_pairs;
+    all_pairs.max_pairs = 1500 * 1499;
+    Status s = db->Calibrate("c", all_pairs, &report);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(report.stored);
+    EXPECT_EQ(report.info.score, ScoreType::kMc);
+    EXPECT_EQ(report.info.samples, 8);
+    EXPECT_EQ(report.info.sequence, 1u);
+    // Every labelled item against every other: the collection's base rate.
+    EXPECT_EQ(report.queries, 1500);
+    EXPECT_EQ(report.info.pairs, 1500 * 1499);
+    EXPECT_NEAR(report.info.base_rate, 1.0 / 20, 0.01);
+    EXPECT_EQ(int64_t(report.top_matches.size()), report.queries);
+    // The raw probability is far off; the held-out calibrated one is not.
+    EXPECT_GT(report.before.ece, 0.02);
+    EXPECT_LT(report.after.ece, 0.01);
+    // Pairwise calibration is conservative for the best match of a query
+    // (being ranked first is evidence of its own), but close.
+    EXPECT_NEAR(report.after.mean_top1_prob, report.after.precision_at_1, 0.12);
+    EXPECT_EQ(report.after.bins.size(), 15u);
+    EXPECT_FALSE(report.info.reason.empty());
+  }
+  std::unique_ptr<DB> db = OpenDb(dir.path());
+  const CollectionStats st = StatsOf(db.get(), "c");
+  ASSERT_EQ(st.calibrations.size(), 1u);
+  EXPECT_EQ(st.calibrations[0].score, ScoreType::kMc);
+  EXPECT_TRUE(st.calibration_note.empty());
+  std::vector<SearchResult> results;
+  ASSERT_TRUE(db->Search("c", queries.view(), SearchOptions(), &results).ok());
+  for (size_t q = 0; q < results.size(); ++q) {
+    ASSERT_EQ(results[q].hits.size(), before_calibration[q].hits.size());
+    for (size_t j = 0; j < results[q].hits.size(); ++j) {
+      const SearchHit& hit = results[q].hits[j];
+      // Calibration never changes a ranking or a raw score.
+      EXPECT_EQ(hit.id, before_calibration[q].hits[j].id);
+      EXPECT_EQ(hit.score, before_calibration[q].hits[j].score);
+      ASSERT_TRUE(std::isfinite(hit.prob));
+      EXPECT_GE(hit.prob, 0.0f);
+      EXPECT_LE(hit.prob, 1.0f);
+      if (j > 0) {
+        EXPECT_LE(hit.prob, results[q].hits[j - 1].prob);
+      }
+    }
+  }
+  // Another score has no map: NaN, and threshold search on it is refused.
+  SearchOptions csd;
+  csd.score = ScoreType::kCsd;
+  ASSERT_TRUE(db->Search("c", queries.view(), csd, &results).ok());
+  EXPECT_TRUE(std::isnan(results[0].hits[0].prob));
+  csd.min_prob = 0.5;
+  Status s = db->Search("c", queries.view(), csd, &results);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("calibrat"), std::string::npos) << s.ToString();
+
+  // Refit another score, then remove the first map.
+  CalibrateOptions other;
+  other.score = ScoreType::kCsd;
+  ASSERT_TRUE(db->Calibrate("c", other, nullptr).ok());
+  EXPECT_EQ(StatsOf(db.get(), "c").calibrations.size(), 2u);
+  ASSERT_TRUE(db->RemoveCalibration("c", ScoreType::kDefault).ok());
+  EXPECT_TRUE(db->RemoveCalibration("c", ScoreType::kMc).IsNotFound());
+  db.reset();
+  db = OpenDb(dir.path());
+  const CollectionStats after = StatsOf(db.get(), "c");
+  ASSERT_EQ(after.calibrations.size(), 1u);
+  EXPECT_EQ(after.calibrations[0].score, ScoreType::kCsd);
+}
+
+TEST(Calibrate, HeldOutQueriesAndDryRun) {
+  TempDir dir;
+  const CollectionSpec spec = GaussianSpec();
+  std::unique_ptr<DB> db = DbWith(dir, spec, ClusteredBatch(spec, 800, 10, 3));
+  const testing::Batch held = ClusteredBatch(spec, 300, 10, 4);
+  CalibrateOptions o;
+  o.queries = held.view();
+  o.query_labels = held.labels.data();
+  o.dry_run = true;
+  CalibrationReport report;
+  Status s = db->Calibrate("c", o, &report);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(report.queries, 300);
+  EXPECT_EQ(report.info.pairs, 300 * 800);
+  EXPECT_FALSE(report.stored);
+  EXPECT_LT(report.after.ece, 0.03);
+  EXPECT_TRUE(StatsOf(db.get(), "c").calibrations.empty());
+  // max_pairs samples the queries.
+  o.dry_run = false;
+  o.max_pairs = 100 * 800;
+  ASSERT_TRUE(db->Calibrate("c", o, &report).ok());
+  EXPECT_EQ(report.queries, 100);
+  EXPECT_EQ(StatsOf(db.get(), "c").calibrations.size(), 1u);
+  // Labels are required with held-out queries.
+  o.query_labels = nullptr;
+  EXPECT_TRUE(db->Calibrate("c", o, nullptr).IsInvalidArgument());
+}
+
+// Every refused calibration names the problem and stores nothing.
+TEST(Calibrate, ClearErrorsLeaveTheCollectionUnchanged) {
+  TempDir dir;
+  std::unique_ptr<DB> db = OpenDb(dir.path());
+  const CollectionSpec spec = GaussianSpec();
+  auto expect_refused = [&](const std::string& name, const CalibrateOptions& o,
+                            const std::string& words) {
+    const CollectionStats before = StatsOf(db.get(), name);
+    Status s = db->Calibrate(name, o, nullptr);
+    EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+    EXPECT_NE(s.message().find(words), std::string::npos) << s.ToString();
+    const CollectionStats after = StatsOf(db.get(), name);
+    EXPECT_TRUE(after.calibrations.empty());
+    EXPECT_EQ(after.items, before.items);
+    EXPECT_EQ(after.sequence, before.sequence);
+  };
+  // No labels.
+  CollectionSpec unlabelled = spec;
+  unlabelled.name = "unlabelled";
+  ASSERT_TRUE(db->CreateCollection(unlabelled).ok());
+  testing::Batch b = ClusteredBatch(spec, 300, 5, 5);
+  b.labels.clear();
+  ASSERT_TRUE(db->Ingest("unlabelled", b.ingest(), nullptr).ok());
+  expect_refused("unlabelled", CalibrateOptions(), "labelled items");
+  // One label.
+  CollectionSpec one = spec;
+  one.name = "one";
+  ASSERT_TRUE(db->CreateCollection(one).ok());
+  b = ClusteredBatch(spec, 300, 1, 6);
+  ASSERT_TRUE(db->Ingest("one", b.ingest(), nullptr).ok());
+  expect_refused("one", CalibrateOptions(), "same label");
+  // Too few pairs.
+  CollectionSpec few = spec;
+  few.name = "few";
+  ASSERT_TRUE(db->CreateCollection(few).ok());
+  b = ClusteredBatch(spec, 12, 3, 7);
+  ASSERT_TRUE(db->Ingest("few", b.ingest(), nullptr).ok());
+  expect_refused("few", CalibrateOptions(), "pairs");
+  // Bad options.
+  CollectionSpec fine = spec;
+  fine.name = "fine";
+  ASSERT_TRUE(db->CreateCollection(fine).ok());
+  b = ClusteredBatch(spec, 300, 5, 8);
+  ASSERT_TRUE(db->Ingest("fine", b.ingest(), nullptr).ok());
+  CalibrateOptions bad;
+  bad.score = ScoreType::kLogprob;
+  expect_refused("fine", bad, "logprob");
+  bad = CalibrateOptions();
+  bad.max_pairs = 0;
+  expect_refused("fine", bad, "max-pairs");
+  testing::Batch nan_query = ClusteredBatch(spec, 5, 5, 9);
+  nan_query.mean[3] = std::nanf("");
+  bad = CalibrateOptions();
+  bad.queries = nan_query.view();
+  bad.query_labels = nan_query.labels.data();
+  expect_refused("fine", bad, "not finite");
+  EXPECT_TRUE(db->Calibrate("nope", CalibrateOptions(), nullptr).IsNotFound());
+  // Codes items are not query tables: held-out tables are required.
+  CollectionSpec codes = MakeSpec("codes", Kind::kCodes, 4);
+  ASSERT_TRUE(db->CreateCollection(codes).ok());
+  testing::Batch cb = testing::RandomBatch(codes, 300, 0, 10);
+  ASSERT_TRUE(db->Ingest("codes", cb.ingest(), nullptr).ok());
+  expect_refused("codes", CalibrateOptions(), "held-out");
+  // ... and with them it works.
+  CalibrateOptions tables;
+  testing::Batch qb = testing::RandomBatch(codes, 200, 0, 11);
+  tables.queries.n = qb.n;
+  tables.queries.logp = qb.logp.data();
+  tables.query_labels = qb.labels.data();
+  Status s = db->Calibrate("codes", tables, nullptr);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
+TEST(Calibrate, ImportedMapsAreCheckedAndUsed) {
+  TempDir dir;
+  const CollectionSpec spec = GaussianSpec();
+  std::unique_ptr<DB> db = DbWith(dir, spec, ClusteredBatch(spec, 400, 8, 12));
+  // A map fitted outside the database, on synthetic pairs whose true
+  // probability is the score itself.
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  std::vector<double> scores(5000);
+  std::vector<uint8_t> same(5000);
+  for (size_t i = 0; i < scores.size(); ++i) {
+    scores[i] = uni(rng);
+    same[i] = uni(rng) < scores[i] ? 1 : 0;
+  }
+  std::string bytes;
+  CalibrationInfo info;
+  Status s = FitCalibrationMap(ScoreType::kMc, scores.data(), same.data(), int64_t(scores.size()),
+                               0, &bytes, &info);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_NEAR(info.base_rate, 0.5, 0.03);
+  ASSERT_TRUE(db->ImportCalibration("c", bytes, 0.1).ok());
+  const CollectionStats st = StatsOf(db.get(), "c");
+  ASSERT_EQ(st.calibrations.size(), 1u);
+  EXPECT_DOUBLE_EQ(st.calibrations[0].base_rate, 0.1);
+  // Damaged bytes and maps of scores the kind lacks are refused.
+  std::string damaged = bytes;
+  damaged[damaged.size() / 2] ^= 1;
+  EXPECT_TRUE(db->ImportCalibration("c", damaged, 0).IsCorruption());
+  ASSERT_TRUE(FitCalibrationMap(ScoreType::kLogprob, scores.data(), same.data(),
+                                int64_t(scores.size()), 0, &bytes, nullptr)
+                  .ok());
+  EXPECT_TRUE(db->ImportCalibration("c", bytes, 0).IsInvalidArgument());
+  EXPECT_EQ(StatsOf(db.get(), "c").calibrations.size(), 1u);
+}
+
+TEST(Calibrate, ADamagedStoredMapIsReportedAndNotUsed) {
+  TempDir dir;
+  const CollectionSpec spec = GaussianSpec();
+  const testing::Batch queries = ClusteredBatch(spec, 3, 8, 14);
+  storage::CollectionMeta meta;
+  {
+    std::unique_ptr<DB> db = DbWith(dir, spec, ClusteredBatch(spec, 400, 8, 13));
+    ASSERT_TRUE(db->Calibrate("c", CalibrateOptions(), nullptr).ok());
+  }
+  {
+    std::unique_ptr<storage::RecordStore> store;
+    ASSERT_TRUE(storage::RecordStore::Open(storage::StoreOptions(), dir.path() + "/store", &store)
+                    .ok());
+    std::vector<storage::CollectionMeta> metas;
+    ASSERT_TRUE(store->LoadCatalog(&metas).ok());
+    ASSERT_EQ(metas.size(), 1u);
+    std::vector<std::pair<uint8_t, std::string>> maps;
+    ASSERT_TRUE(store->LoadCalibrations(metas[0], &maps).ok());
+    ASSERT_EQ(maps.size(), 1u);
+    std::string bytes = maps[0].second;
+    bytes[bytes.size() - 9] ^= 0x20;
+    ASSERT_TRUE(store->PutCalibration(metas[0], maps[0].first, bytes).ok());
+  }
+  std::unique_ptr<DB> db = OpenDb(dir.path());
+  const CollectionStats st = StatsOf(db.get(), "c");
+  EXPECT_TRUE(st.calibrations.empty());
+  EXPECT_NE(st.calibration_note.find("damaged"), std::string::npos) << st.calibration_note;
+  std::vector<SearchResult> results;
+  ASSERT_TRUE(db->Search("c", queries.view(), SearchOptions(), &results).ok());
+  EXPECT_TRUE(std::isnan(results[0].hits[0].prob));
+  // Refitting replaces it.
+  ASSERT_TRUE(db->Calibrate("c", CalibrateOptions(), nullptr).ok());
+  db.reset();
+  db = OpenDb(dir.path());
+  EXPECT_EQ(StatsOf(db.get(), "c").calibrations.size(), 1u);
+}
+
+// The stored map is the old one or the new one, whenever the process dies.
+TEST(Calibrate, SurvivesSigkillDuringCalibrate) {
+  TempDir dir;
+  const CollectionSpec spec = GaussianSpec();
+  DbWith(dir, spec, ClusteredBatch(spec, 2000, 20, 15)).reset();
+  const std::string cli = std::string(HEDGEDB_BIN_DIR) + "/hedgedb";
+  if (::access(cli.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << cli;
+  int calibrated_runs = 0;
+  for (int round = 0; round < 4; ++round) {
+    const std::string seed = std::to_string(round);
+    std::vector<std::string> args = {cli,   "calibrate",     "--db",        dir.path(),
+                                     "--collection", "c", "--sample-seed", seed};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(&a[0]);
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    ASSERT_EQ(::posix_spawn(&pid, cli.c_str(), nullptr, nullptr, argv.data(), environ), 0);
+    // From early (opening) to late (storing) in the run.
+    std::this_thread::sleep_for(std::chrono::milliseconds(150 + 600 * round));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    std::unique_ptr<DB> db = OpenDb(dir.path());
+    const CollectionStats st = StatsOf(db.get(), "c");
+    EXPECT_TRUE(st.calibration_note.empty()) << st.calibration_note;
+    EXPECT_LE(st.calibrations.size(), 1u);
+    EXPECT_EQ(st.items, 2000);
+    if (!st.calibrations.empty()) ++calibrated_runs;
+  }
+  std::printf("calibrated after %d of 4 kills\n", calibrated_runs);
+}
+
+// Threshold search finds what an exhaustive scan finds.
+class ThresholdSearch : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ThresholdSearch, MatchesAnExhaustiveScan) {
+  TempDir dir;
+  const CollectionSpec spec = GaussianSpec(GetParam());
+  std::unique_ptr<DB> db = DbWith(dir, spec, ClusteredBatch(spec, 3000, 30, 16));
+  ASSERT_TRUE(db->Flush().ok());  // trains the index
+  ASSERT_TRUE(StatsOf(db.get(), "c").index_trained);
+  ASSERT_TRUE(db->Calibrate("c", CalibrateOptions(), nullptr).ok());
+  const testing::Batch queries = ClusteredBatch(spec, 40, 30, 17);
+  for (double p : {0.9, 0.5, 0.2, 0.05}) {
+    SearchOptions o;
+    o.min_prob = p;
+    o.with_uncertainty = false;
+    std::vector<SearchResult> fast, exact;
+    Status s = db->Search("c", queries.view(), o, &fast);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    o.exhaustive = true;
+    ASSERT_TRUE(db->Search("c", queries.view(), o, &exact).ok());
+    int64_t qualifying = 0, found = 0, scored = 0;
+    for (size_t q = 0; q < exact.size(); ++q) {
+      std::set<int64_t> want;
+      for (const SearchHit& h : exact[q].hits) {
+        EXPECT_GE(h.prob, p);
+        want.insert(h.id);
+      }
+      for (size_t j = 0; j < fast[q].hits.size(); ++j) {
+        const SearchHit& h = fast[q].hits[j];
+        EXPECT_GE(h.prob, p);
+        if (j > 0) {
+          EXPECT_LE(h.score, fast[q].hits[j - 1].score);
+        }
+        found += want.count(h.id);
+      }
+      qualifying += int64_t(want.size());
+      scored += fast[q].scored;
+    }
+    std::printf("%s p >= %.2f: %lld qualifying, %lld found, %.0f scored per query\n",
+                GetParam().c_str(), p, (long long)qualifying, (long long)found,
+                double(scored) / double(exact.size()));
+    EXPECT_GE(double(found), 0.99 * double(qualifying)) << "p = " << p;
+  }
+  // The cap, and bad thresholds.
+  SearchOptions capped;
+  capped.min_prob = 0.01;
+  capped.max_results = 5;
+  std::vector<SearchResult> results;
+  ASSERT_TRUE(db->Search("c", queries.view(), capped, &results).ok());
+  bool any_truncated = false;
+  for (const SearchResult& r : results) {
+    EXPECT_LE(r.hits.size(), 5u);
+    any_truncated |= r.truncated;
+  }
+  EXPECT_TRUE(any_truncated);
+  for (double bad : {-0.1, 1.5, std::nan("")}) {
+    capped.min_prob = bad;
+    EXPECT_TRUE(db->Search("c", queries.view(), capped, &results).IsInvalidArgument()) << bad;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Indexes, ThresholdSearch,
+                         ::testing::Values("Flat", "IVF32,Flat", "HNSW16", "IVF16,PQ4"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name;
+                           for (char c : info.param) name += std::isalnum(c) ? c : '_';
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace hedgedb
