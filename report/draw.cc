@@ -46,7 +46,10 @@ Margins PageMargins(const PlotOptions& o) {
 
 }  // namespace
 
-double Unit(int width, int height) { return std::sqrt(double(width) * double(height)) / 800; }
+double Unit(int width, int height) {
+  // Not below 0.6: smaller fonts than ~8 px are not readable.
+  return std::max(0.6, std::sqrt(double(width) * double(height)) / 800);
+}
 
 Color SeriesColor(int i) {
   static const Color kColors[] = {{0.835, 0.369, 0.0},   {0.0, 0.447, 0.698}, {0.0, 0.620, 0.451},
@@ -313,8 +316,9 @@ void DrawLegend(const Canvas& canvas, const Panel& panel, const std::vector<Lege
   int best = 0;
   size_t best_hits = SIZE_MAX;
   for (int c = 0; c < 4; ++c) {
-    const double x0 = corners[c].first - 6 * u, y0 = corners[c].second - 6 * u;
-    const double x1 = corners[c].first + w + 6 * u, y1 = corners[c].second + h + 6 * u;
+    // A margin around the box: a line just outside it still looks covered.
+    const double x0 = corners[c].first - 12 * u, y0 = corners[c].second - 12 * u;
+    const double x1 = corners[c].first + w + 12 * u, y1 = corners[c].second + h + 12 * u;
     size_t hits = 0;
     for (const auto& p : avoid)
       if (p.first >= x0 && p.first <= x1 && p.second >= y0 && p.second <= y1) ++hits;

@@ -17,7 +17,7 @@ namespace report {
 namespace internal {
 
 // The scale of a picture: line widths and font sizes are given for an
-// 800 x 800 picture and multiplied by this.
+// 800 x 800 picture and multiplied by this (at least 0.6).
 double Unit(int width, int height);
 
 struct Color {

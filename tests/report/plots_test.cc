@@ -41,11 +41,11 @@ void SyntheticMetrics(calibration::CalibrationMetrics* raw,
   ASSERT_TRUE(calibration::MeasureCalibration(cal_pairs, calibrated).ok());
 }
 
-// 2,000 queries of varying difficulty; the raw uncertainty sees the
-// difficulty through heavy noise, 1 - calibrated probability through less.
+// 2,000 queries of varying difficulty, seen by two uncertainties: one
+// through heavy noise, one through less.
 void SyntheticQueries(std::vector<UncertaintySeries>* series) {
   uint64_t state = 11;
-  UncertaintySeries raw{"raw score uncertainty", {}}, cal{"1 - calibrated probability", {}};
+  UncertaintySeries raw{"embedding variance", {}}, cal{"1 - top-1 probability", {}};
   for (int i = 0; i < 2000; ++i) {
     const double p_right = 0.15 + 0.8 * Uniform(&state);
     const bool right = Uniform(&state) < p_right;
@@ -96,9 +96,9 @@ int InkAround(const Png& png, double x, double y, int r) {
   return ink;
 }
 
-class PlotsTest : public testing_util::TempDirTest {};
+class ReportPlotsTest : public testing_util::TempDirTest {};
 
-TEST_F(PlotsTest, ReliabilityDiagramIsAPngOfTheAskedSizeWithTheDiagonal) {
+TEST_F(ReportPlotsTest, ReliabilityDiagramIsAPngOfTheAskedSizeWithTheDiagonal) {
   // A curve far off the diagonal, so ink on the diagonal is the diagonal's.
   ReliabilityCurve curve{"raw", {{0.6, 0.05, 100}, {0.8, 0.1, 100}, {0.95, 0.2, 100}}};
   PlotOptions options;
@@ -129,7 +129,7 @@ TEST_F(PlotsTest, ReliabilityDiagramIsAPngOfTheAskedSizeWithTheDiagonal) {
   EXPECT_EQ(files, 1);
 }
 
-TEST_F(PlotsTest, LogOddsAxisAndNoCountsPanel) {
+TEST_F(ReportPlotsTest, LogOddsAxisAndNoCountsPanel) {
   calibration::CalibrationMetrics raw, cal;
   SyntheticMetrics(&raw, &cal);
   PlotOptions options;
@@ -146,7 +146,7 @@ TEST_F(PlotsTest, LogOddsAxisAndNoCountsPanel) {
   EXPECT_GT(InkAround(png, area.x + area.w / 2, area.y + area.h / 2, 6), 0);
 }
 
-TEST_F(PlotsTest, UncertaintyCurveIsAPngOfTheAskedSize) {
+TEST_F(ReportPlotsTest, UncertaintyCurveIsAPngOfTheAskedSize) {
   std::vector<UncertaintySeries> series;
   SyntheticQueries(&series);
   PlotOptions options;
@@ -163,7 +163,7 @@ TEST_F(PlotsTest, UncertaintyCurveIsAPngOfTheAskedSize) {
   ASSERT_TRUE(WriteUncertaintyCurve({series[0]}, options, path).ok());
 }
 
-TEST_F(PlotsTest, BadInputIsAnErrorAndWritesNothing) {
+TEST_F(ReportPlotsTest, BadInputIsAnErrorAndWritesNothing) {
   const std::string path = Path("bad.png");
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const ReliabilityCurve good{"ok", {{0.2, 0.1, 10}, {0.7, 0.5, 10}}};
@@ -192,7 +192,7 @@ TEST_F(PlotsTest, BadInputIsAnErrorAndWritesNothing) {
   EXPECT_FALSE(std::filesystem::exists(path));
 }
 
-TEST_F(PlotsTest, BadUncertaintyInputIsAnError) {
+TEST_F(ReportPlotsTest, BadUncertaintyInputIsAnError) {
   const std::string path = Path("bad.png");
   PlotOptions options;
   Status s = WriteUncertaintyCurve({}, options, path);
@@ -208,7 +208,7 @@ TEST_F(PlotsTest, BadUncertaintyInputIsAnError) {
   EXPECT_FALSE(std::filesystem::exists(path));
 }
 
-TEST_F(PlotsTest, UnwritableDirectoryIsAnIOErrorAndLeavesNoFile) {
+TEST_F(ReportPlotsTest, UnwritableDirectoryIsAnIOErrorAndLeavesNoFile) {
   const ReliabilityCurve curve{"c", {{0.2, 0.1, 10}, {0.7, 0.5, 10}}};
   const std::string path = Path("missing/dir/r.png");
   const Status s = WriteReliabilityDiagram({curve}, PlotOptions(), path);
@@ -230,7 +230,7 @@ TEST_F(PlotsTest, UnwritableDirectoryIsAnIOErrorAndLeavesNoFile) {
 // The example pictures of docs/calibration.md from synthetic data: an
 // over-confident raw score and a calibrated one, on both axes. Written to
 // $HEDGEDB_PLOT_DIR when set (to look at them), else to the test's directory.
-TEST_F(PlotsTest, ExamplePictures) {
+TEST_F(ReportPlotsTest, ExamplePictures) {
   const char* env = std::getenv("HEDGEDB_PLOT_DIR");
   const std::string dir = env != nullptr && *env != '\0' ? env : dir_;
   calibration::CalibrationMetrics raw, cal;

@@ -13,7 +13,7 @@ namespace {
 
 double Uniform(uint64_t* state) { return double(SplitMix64(state) >> 11) * 0x1.0p-53; }
 
-TEST(UncertaintyCurveTest, HandComputed) {
+TEST(ReportUncertaintyCurveTest, HandComputed) {
   // Sorted by uncertainty: 0.1 right, 0.2 right, 0.3 wrong, 0.4 wrong.
   std::vector<QueryOutcome> q = {{0.4, false}, {0.1, true}, {0.3, false}, {0.2, true}};
   std::vector<UncertaintyPoint> c;
@@ -27,7 +27,7 @@ TEST(UncertaintyCurveTest, HandComputed) {
   }
 }
 
-TEST(UncertaintyCurveTest, PerfectUncertaintyRisesToOne) {
+TEST(ReportUncertaintyCurveTest, PerfectUncertaintyRisesToOne) {
   // 60% right; the uncertainty is 1 exactly on the errors.
   std::vector<QueryOutcome> q;
   for (int i = 0; i < 1000; ++i) q.push_back({i % 5 < 3 ? 0.0 : 1.0, i % 5 < 3});
@@ -49,7 +49,7 @@ TEST(UncertaintyCurveTest, PerfectUncertaintyRisesToOne) {
   for (size_t i = 0; i < c.size(); ++i) EXPECT_DOUBLE_EQ(oracle[i].accuracy, c[i].accuracy);
 }
 
-TEST(UncertaintyCurveTest, RandomUncertaintyIsFlatWithinNoise) {
+TEST(ReportUncertaintyCurveTest, RandomUncertaintyIsFlatWithinNoise) {
   uint64_t state = 42;
   std::vector<QueryOutcome> q;
   int correct = 0;
@@ -70,7 +70,7 @@ TEST(UncertaintyCurveTest, RandomUncertaintyIsFlatWithinNoise) {
   }
 }
 
-TEST(UncertaintyCurveTest, TiesCountAsTheirMeanSoConstantUncertaintyIsFlat) {
+TEST(ReportUncertaintyCurveTest, TiesCountAsTheirMeanSoConstantUncertaintyIsFlat) {
   std::vector<QueryOutcome> q;
   // Errors listed first: an order-dependent tie break would favour them.
   for (int i = 0; i < 300; ++i) q.push_back({0.5, i >= 100});
@@ -86,7 +86,7 @@ TEST(UncertaintyCurveTest, TiesCountAsTheirMeanSoConstantUncertaintyIsFlat) {
   EXPECT_DOUBLE_EQ(c[1].accuracy, (1 + 2 * 0.5) / 3);
 }
 
-TEST(UncertaintyCurveTest, KeepsAtLeastOneQuery) {
+TEST(ReportUncertaintyCurveTest, KeepsAtLeastOneQuery) {
   std::vector<UncertaintyPoint> c;
   ASSERT_TRUE(UncertaintyCurve({{0.3, true}, {0.7, false}}, &c, {0.9, 1}).ok());
   ASSERT_EQ(c.size(), 2u);
@@ -94,7 +94,7 @@ TEST(UncertaintyCurveTest, KeepsAtLeastOneQuery) {
   EXPECT_DOUBLE_EQ(c[1].accuracy, 1.0);
 }
 
-TEST(UncertaintyCurveTest, BadInputIsAnErrorAndLeavesTheOutputAlone) {
+TEST(ReportUncertaintyCurveTest, BadInputIsAnErrorAndLeavesTheOutputAlone) {
   std::vector<UncertaintyPoint> c = {{0.5, 7, 0.25}};
   EXPECT_TRUE(UncertaintyCurve({}, &c).IsInvalidArgument());
   const Status nan =
