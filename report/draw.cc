@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 
 #include "common/file_util.h"
@@ -77,7 +78,7 @@ double Axis::Transform(double v) const {
 }
 
 double Axis::Fraction(double v) const {
-  v = std::clamp(v, lo, hi);
+  if (clamp) v = std::clamp(v, lo, hi);
   return (Transform(v) - Transform(lo)) / (Transform(hi) - Transform(lo));
 }
 
@@ -177,7 +178,7 @@ Status Canvas::WritePng(const std::string& path) const {
 }
 
 void DrawPanel(const Canvas& canvas, const Panel& panel, const std::vector<Tick>& x_ticks,
-               const std::vector<Tick>& y_ticks, bool x_tick_labels) {
+               const std::vector<Tick>& y_ticks, bool x_tick_labels, double font) {
   cairo_t* cr = canvas.cr();
   const double u = canvas.unit();
   const Rect f = panel.Frame();
@@ -200,21 +201,21 @@ void DrawPanel(const Canvas& canvas, const Panel& panel, const std::vector<Tick>
   cairo_set_line_width(cr, 1.2 * u);
   cairo_rectangle(cr, f.x, f.y, f.w, f.h);
   cairo_stroke(cr);
-  const double tick_len = 6 * u;
+  const double tick_len = font / 14 * 6 * u;
   for (const Tick& t : x_ticks) {
     if (t.label.empty()) continue;
     cairo_move_to(cr, panel.Px(t.value), f.y + f.h);
     cairo_line_to(cr, panel.Px(t.value), f.y + f.h + tick_len);
     cairo_stroke(cr);
     if (x_tick_labels)
-      canvas.Text(t.label, panel.Px(t.value), f.y + f.h + tick_len + 3 * u, 14, 0.5, 0);
+      canvas.Text(t.label, panel.Px(t.value), f.y + f.h + tick_len + 3 * u, font, 0.5, 0);
   }
   for (const Tick& t : y_ticks) {
     if (t.label.empty()) continue;
     cairo_move_to(cr, f.x, panel.Py(t.value));
     cairo_line_to(cr, f.x - tick_len, panel.Py(t.value));
     cairo_stroke(cr);
-    canvas.Text(t.label, f.x - tick_len - 4 * u, panel.Py(t.value), 14, 1, 0.5);
+    canvas.Text(t.label, f.x - tick_len - 4 * u, panel.Py(t.value), font, 1, 0.5);
   }
   cairo_restore(cr);
 }
@@ -296,29 +297,32 @@ void SamplePolyline(const std::vector<std::pair<double, double>>& points, double
   }
 }
 
-void DrawLegend(const Canvas& canvas, const Panel& panel, const std::vector<LegendEntry>& entries,
-                const std::vector<std::pair<double, double>>& avoid) {
-  if (entries.empty()) return;
+std::pair<double, double> PlaceBox(const Canvas& canvas, const Panel& panel, double w, double h,
+                                   const std::vector<std::pair<double, double>>& avoid,
+                                   const std::vector<Rect>& taken, size_t* covered) {
   const double u = canvas.unit();
-  const double font = 15, row = 24 * u, sample = 34 * u, gap = 8 * u, inner = 10 * u;
-  double text_w = 0;
-  for (const LegendEntry& e : entries) text_w = std::max(text_w, canvas.TextWidth(e.label, font));
-  const double w = inner * 2 + sample + gap + text_w;
-  const double h = inner * 2 + row * double(entries.size()) - 4 * u;
   const Rect f = panel.Frame();
   const double m = 10 * u;  // distance from the frame
-  // Corners in order of preference: top-left and bottom-right are off the
-  // diagonal, where a reliability diagram has the least data.
-  const std::pair<double, double> corners[] = {{f.x + m, f.y + m},
-                                               {f.x + f.w - m - w, f.y + f.h - m - h},
-                                               {f.x + f.w - m - w, f.y + m},
-                                               {f.x + m, f.y + f.h - m - h}};
-  int best = 0;
+  const double x_lo = f.x + m, x_hi = f.x + f.w - m - w, y_lo = f.y + m, y_hi = f.y + f.h - m - h;
+  // Corners first: top-left and bottom-right are off the diagonal, where a
+  // reliability diagram has the least data.
+  std::vector<std::pair<double, double>> candidates = {
+      {x_lo, y_lo}, {x_hi, y_hi}, {x_hi, y_lo}, {x_lo, y_hi}};
+  constexpr int kGrid = 16;
+  for (int j = 0; j <= kGrid; ++j)
+    for (int i = 0; i <= kGrid; ++i)
+      candidates.push_back({x_lo + (x_hi - x_lo) * i / kGrid, y_lo + (y_hi - y_lo) * j / kGrid});
+  // A margin around the box: a line just outside it still looks covered.
+  const double margin = 12 * u;
+  std::pair<double, double> best = candidates[0];
   size_t best_hits = SIZE_MAX;
-  for (int c = 0; c < 4; ++c) {
-    // A margin around the box: a line just outside it still looks covered.
-    const double x0 = corners[c].first - 12 * u, y0 = corners[c].second - 12 * u;
-    const double x1 = corners[c].first + w + 12 * u, y1 = corners[c].second + h + 12 * u;
+  for (const auto& c : candidates) {
+    const double x0 = c.first - margin, y0 = c.second - margin;
+    const double x1 = c.first + w + margin, y1 = c.second + h + margin;
+    bool overlaps = false;
+    for (const Rect& t : taken)
+      overlaps = overlaps || (x0 < t.x + t.w && t.x < x1 && y0 < t.y + t.h && t.y < y1);
+    if (overlaps) continue;
     size_t hits = 0;
     for (const auto& p : avoid)
       if (p.first >= x0 && p.first <= x1 && p.second >= y0 && p.second <= y1) ++hits;
@@ -327,7 +331,22 @@ void DrawLegend(const Canvas& canvas, const Panel& panel, const std::vector<Lege
       best = c;
     }
   }
-  const double x = corners[best].first, y = corners[best].second;
+  *covered = best_hits;
+  return best;
+}
+
+Rect DrawLegend(const Canvas& canvas, const Panel& panel, const std::vector<LegendEntry>& entries,
+                const std::vector<std::pair<double, double>>& avoid) {
+  if (entries.empty()) return {};
+  const double u = canvas.unit();
+  const double font = 15, row = 24 * u, sample = 34 * u, gap = 8 * u, inner = 10 * u;
+  double text_w = 0;
+  for (const LegendEntry& e : entries) text_w = std::max(text_w, canvas.TextWidth(e.label, font));
+  const double w = inner * 2 + sample + gap + text_w;
+  const double h = inner * 2 + row * double(entries.size()) - 4 * u;
+  size_t covered = 0;
+  const auto corner = PlaceBox(canvas, panel, w, h, avoid, {}, &covered);
+  const double x = corner.first, y = corner.second;
   cairo_t* cr = canvas.cr();
   cairo_save(cr);
   cairo_rectangle(cr, x, y, w, h);
@@ -346,6 +365,7 @@ void DrawLegend(const Canvas& canvas, const Panel& panel, const std::vector<Lege
     canvas.SetColor(kAxisColor);
     canvas.Text(e.label, x + inner + sample + gap, cy, font, 0, 0.5);
   }
+  return {x, y, w, h};
 }
 
 double PanelPad(const PlotOptions& o) { return 12 * Unit(o.width, o.height); }

@@ -36,8 +36,11 @@ enum class Scale { kLinear, kLogit, kLog10 };
 struct Axis {
   double lo = 0, hi = 1;
   Scale scale = Scale::kLinear;
+  // Values outside [lo, hi] are pinned to its ends; a zoomed panel turns this
+  // off and clips instead.
+  bool clamp = true;
   double Transform(double v) const;
-  // 0 at lo, 1 at hi; values outside are clamped.
+  // 0 at lo, 1 at hi.
   double Fraction(double v) const;
 };
 
@@ -95,7 +98,7 @@ class Canvas {
 // Frame, grid, ticks and tick labels of a panel; x tick labels only when
 // asked (panels stacked over a shared x axis).
 void DrawPanel(const Canvas& canvas, const Panel& panel, const std::vector<Tick>& x_ticks,
-               const std::vector<Tick>& y_ticks, bool x_tick_labels);
+               const std::vector<Tick>& y_ticks, bool x_tick_labels, double font = 14);
 void DrawMarker(const Canvas& canvas, Marker marker, double x, double y, double radius, Color color,
                 bool filled);
 // A polyline through the points (pixels), solid or dashed.
@@ -109,9 +112,16 @@ struct LegendEntry {
   Marker marker = Marker::kCircle;
   double dash = 0;  // 0 = solid line sample
 };
-// Draws the legend in the corner of the panel that covers the fewest of
-// `avoid` (pixel points sampled along the drawn data).
-void DrawLegend(const Canvas& canvas, const Panel& panel, const std::vector<LegendEntry>& entries,
+// Where a w x h box inside the panel's frame covers the fewest of `avoid`
+// (pixel points sampled along the drawn data) and overlaps none of `taken`:
+// the top-left corner of the box, and the number of points it covers.
+// Corners are tried first (top-left, bottom-right, top-right, bottom-left),
+// then a grid of positions; ties go to the earlier one.
+std::pair<double, double> PlaceBox(const Canvas& canvas, const Panel& panel, double w, double h,
+                                   const std::vector<std::pair<double, double>>& avoid,
+                                   const std::vector<Rect>& taken, size_t* covered);
+// Draws the legend where PlaceBox puts it; returns its box.
+Rect DrawLegend(const Canvas& canvas, const Panel& panel, const std::vector<LegendEntry>& entries,
                 const std::vector<std::pair<double, double>>& avoid);
 // Points every few pixels along a polyline, for DrawLegend's `avoid`.
 void SamplePolyline(const std::vector<std::pair<double, double>>& points, double spacing,

@@ -80,6 +80,103 @@ Axis LogitRange(const std::vector<ReliabilityCurve>& curves) {
   return {decade_below(near0), 1 - decade_below(near1), Scale::kLogit};
 }
 
+// Lines and markers of the curves on one panel; returns points sampled along
+// them (pixels) for placing boxes clear of the data.
+Points DrawCurves(const Canvas& canvas, const Panel& panel,
+                  const std::vector<ReliabilityCurve>& curves, double radius, double line_width) {
+  const double u = canvas.unit();
+  Points drawn;
+  for (size_t i = 0; i < curves.size(); ++i) {
+    std::vector<calibration::ReliabilityBin> bins = curves[i].bins;
+    std::stable_sort(
+        bins.begin(), bins.end(),
+        [](const calibration::ReliabilityBin& a, const calibration::ReliabilityBin& b) {
+          return a.mean_prob < b.mean_prob;
+        });
+    const Color color = internal::SeriesColor(int(i));
+    Points line;
+    for (const auto& b : bins)
+      if (b.count > 0) line.push_back({panel.Px(b.mean_prob), panel.Py(b.fraction_positive)});
+    DrawLine(canvas, line, color, line_width);
+    const auto off = [&](const Axis& a, double v) { return a.clamp && (v < a.lo || v > a.hi); };
+    for (const auto& b : bins) {
+      if (b.count == 0) continue;
+      // On the logit axis a bin without matches (or without non-matches)
+      // has no finite position: it is pinned to the edge, drawn hollow.
+      const bool off_scale = off(panel.x, b.mean_prob) || off(panel.y, b.fraction_positive);
+      DrawMarker(canvas, internal::SeriesMarker(int(i)), panel.Px(b.mean_prob),
+                 panel.Py(b.fraction_positive), radius, color, !off_scale);
+    }
+    internal::SamplePolyline(line, 4 * u, &drawn);
+  }
+  return drawn;
+}
+
+// The zoom of the inset: the smallest z that holds at least half of all bins
+// in [0, z] x [0, z], or 0 when none of the candidates does.
+double ZoomRange(const std::vector<ReliabilityCurve>& curves) {
+  for (double z : {0.02, 0.05, 0.1, 0.2}) {
+    size_t inside = 0, all = 0;
+    for (const ReliabilityCurve& c : curves)
+      for (const auto& b : c.bins) {
+        if (b.count == 0) continue;
+        ++all;
+        inside += b.mean_prob <= z && b.fraction_positive <= z;
+      }
+    if (2 * inside >= all) return z;
+  }
+  return 0;
+}
+
+// The inset: the corner [0, z] x [0, z] magnified, in a box placed clear of
+// the data and the legend; nothing when there is no such place.
+void DrawZoomInset(const Canvas& canvas, const Panel& main,
+                   const std::vector<ReliabilityCurve>& curves, double z, const Points& avoid,
+                   const internal::Rect& legend) {
+  const double u = canvas.unit();
+  const double side = 0.3 * std::min(main.data.w, main.data.h);
+  // Room inside the box for tick labels (left, bottom) and a caption (top).
+  const double left = 40 * u, bottom = 22 * u, top = 22 * u, right = 10 * u;
+  const double box_w = side + left + right, box_h = side + top + bottom;
+  size_t covered = 0;
+  const auto at = internal::PlaceBox(canvas, main, box_w, box_h, avoid, {legend}, &covered);
+  if (covered > 0) return;
+  cairo_t* cr = canvas.cr();
+  cairo_save(cr);
+  cairo_rectangle(cr, at.first, at.second, box_w, box_h);
+  cairo_set_source_rgb(cr, 1, 1, 1);
+  cairo_fill_preserve(cr);
+  cairo_set_source_rgb(cr, 0.7, 0.7, 0.7);
+  cairo_set_line_width(cr, 1 * u);
+  cairo_stroke(cr);
+  // The zoomed region, outlined on the main plot.
+  cairo_rectangle(cr, main.Px(0), main.Py(z), main.Px(z) - main.Px(0), main.Py(0) - main.Py(z));
+  cairo_stroke(cr);
+  cairo_restore(cr);
+
+  Axis zoom{0, z, Scale::kLinear, false};
+  const double pad = 6 * u;
+  const Panel inset{{at.first + left + pad, at.second + top + pad, side - 2 * pad, side - 2 * pad},
+                    pad,
+                    zoom,
+                    zoom};
+  std::vector<Tick> ticks = internal::LinearTicks(0, z, z / 4, z < 0.1 ? 3 : 2);
+  for (size_t i = 0; i < ticks.size(); ++i)
+    if (i % 2 == 1) ticks[i].label.clear();
+  internal::DrawPanel(canvas, inset, ticks, ticks, true, 11);
+  canvas.SetColor({0.1, 0.1, 0.1});
+  canvas.Text("zoom: 0 to " + Fixed(z, z < 0.1 ? 2 : 1), inset.Frame().x + inset.Frame().w / 2,
+              at.second + 5 * u, 12, 0.5, 0);
+  const internal::Rect f = inset.Frame();
+  cairo_save(cr);
+  cairo_rectangle(cr, f.x, f.y, f.w, f.h);
+  cairo_clip(cr);
+  DrawLine(canvas, {{inset.Px(0), inset.Py(0)}, {inset.Px(z), inset.Py(z)}}, kReferenceColor, 1.3,
+           5);
+  DrawCurves(canvas, inset, curves, 4 * u, 1.6);
+  cairo_restore(cr);
+}
+
 }  // namespace
 
 Status WriteReliabilityDiagram(const std::vector<ReliabilityCurve>& curves,
@@ -130,42 +227,26 @@ Status WriteReliabilityDiagram(const std::vector<ReliabilityCurve>& curves,
 
   Points avoid;
   internal::SamplePolyline(diagonal, 4 * u, &avoid);
+  const Points drawn = DrawCurves(canvas, main, curves, 5.5 * u, 2.2);
+  avoid.insert(avoid.end(), drawn.begin(), drawn.end());
+
   std::vector<LegendEntry> legend;
-  const double radius = 5.5 * u;
   for (size_t i = 0; i < curves.size(); ++i) {
-    std::vector<calibration::ReliabilityBin> bins = curves[i].bins;
-    std::stable_sort(
-        bins.begin(), bins.end(),
-        [](const calibration::ReliabilityBin& a, const calibration::ReliabilityBin& b) {
-          return a.mean_prob < b.mean_prob;
-        });
     // ECE from the bins: the same sum MeasureCalibration computes.
     double total = 0, gap = 0;
-    for (const auto& b : bins) {
+    for (const auto& b : curves[i].bins) {
       total += double(b.count);
       gap += std::fabs(b.mean_prob - b.fraction_positive) * double(b.count);
     }
-    const Color color = internal::SeriesColor(int(i));
-    const internal::Marker marker = internal::SeriesMarker(int(i));
-    Points line;
-    for (const auto& b : bins)
-      if (b.count > 0) line.push_back({main.Px(b.mean_prob), main.Py(b.fraction_positive)});
-    DrawLine(canvas, line, color, 2.2);
-    for (const auto& b : bins) {
-      if (b.count == 0) continue;
-      // On the logit axis a bin without matches (or without non-matches)
-      // has no finite position: it sits on the edge, drawn hollow.
-      const bool off_scale =
-          log_odds && (b.fraction_positive < prob.lo || b.fraction_positive > prob.hi);
-      DrawMarker(canvas, marker, main.Px(b.mean_prob), main.Py(b.fraction_positive), radius, color,
-                 !off_scale);
-    }
-    internal::SamplePolyline(line, 4 * u, &avoid);
-    legend.push_back(
-        {CurveName(curves[i].name, i) + "   ECE " + Fixed(gap / total, 3), color, true, marker, 0});
+    legend.push_back({CurveName(curves[i].name, i) + "   ECE " + Fixed(gap / total, 3),
+                      internal::SeriesColor(int(i)), true, internal::SeriesMarker(int(i)), 0});
   }
   legend.push_back({"perfectly calibrated", kReferenceColor, false, internal::Marker::kCircle, 7});
-  internal::DrawLegend(canvas, main, legend, avoid);
+  const internal::Rect legend_box = internal::DrawLegend(canvas, main, legend, avoid);
+  if (!log_odds && o.zoom_inset) {
+    const double z = ZoomRange(curves);
+    if (z > 0) DrawZoomInset(canvas, main, curves, z, avoid, legend_box);
+  }
 
   internal::Rect x_span = main.data;
   if (o.show_counts) {

@@ -29,6 +29,10 @@ struct PlotOptions {
   // Reliability diagram only.
   ProbabilityAxis probability_axis = ProbabilityAxis::kLinear;
   bool show_counts = true;  // lower panel: pairs per bin (log scale)
+  // Linear axis: when at least half the bins crowd into [0, z] x [0, z]
+  // (z = 0.02, 0.05, 0.1 or 0.2), an inset magnifies that corner, if it
+  // finds a place that covers no data.
+  bool zoom_inset = true;
   // Uncertainty curve only.
   UncertaintyCurveOptions curve;
   bool show_references = true;  // oracle and random-drop lines (same queries only)
