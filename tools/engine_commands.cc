@@ -10,6 +10,7 @@
 
 #include "hedgedb/db.h"
 #include "hedgedb/types.h"
+#include "tools/calibration_pictures.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 #include "tools/search_flags.h"
@@ -289,6 +290,9 @@ void RunCalibrate(CalibrateArgs& args) {
   out["before"] = CalibrationQualityToJson(report.before);
   out["after"] = CalibrationQualityToJson(report.after);
   out["stored"] = report.stored;
+  if (!args.plots.empty()) {
+    out["pictures"] = WriteCalibrationPictures(report, args.plots, args.collection);
+  }
   PrintJsonLine(out);
 }
 
@@ -333,6 +337,9 @@ void RegisterCalibrate(CLI::App& app) {
   cmd->add_option("--query-labels", args->query_labels,
                   "Labels of the held-out queries, a 1-d integer .npy");
   cmd->add_flag("--dry-run", args->options.dry_run, "Fit and report, but store nothing");
+  cmd->add_option("--plots", args->plots,
+                  "Directory for reliability.png (raw and calibrated) and uncertainty.png "
+                  "(precision@1 as the most uncertain queries are dropped)");
   CLI::Option* remove = cmd->add_flag(
       "--remove", args->remove, "Delete the stored calibration of the score instead of fitting");
   remove->excludes(cmd->get_option("--dry-run"));
