@@ -290,10 +290,11 @@ Status CalibrationMap::Decode(const std::string& bytes, CalibrationMap* map) {
   uint8_t method = 0, score = 0, has_raw = 0, chosen = 0;
   uint32_t n = 0;
   bool ok = r.Get(&method) && r.Get(&score) && r.Get(&m.fit_base_rate) && r.Get(&m.base_rate) &&
-            r.Get(&m.num_pairs) && r.Get(&m.samples) && r.Get(&m.sequence) && r.Get(&n) && r.GetDoubles(n, &m.params) && r.Get(&n) &&
-            r.GetDoubles(n, &m.knot_score) && r.GetDoubles(n, &m.knot_prob) && r.Get(&chosen) &&
-            r.Get(&m.report.split_seed) && r.Get(&has_raw) && r.Get(&m.report.raw_ece) &&
-            r.Get(&m.report.raw_brier) && r.Get(&m.report.raw_log_loss) && r.Get(&n);
+            r.Get(&m.num_pairs) && r.Get(&m.samples) && r.Get(&m.sequence) && r.Get(&n) &&
+            r.GetDoubles(n, &m.params) && r.Get(&n) && r.GetDoubles(n, &m.knot_score) &&
+            r.GetDoubles(n, &m.knot_prob) && r.Get(&chosen) && r.Get(&m.report.split_seed) &&
+            r.Get(&has_raw) && r.Get(&m.report.raw_ece) && r.Get(&m.report.raw_brier) &&
+            r.Get(&m.report.raw_log_loss) && r.Get(&n);
   // Candidates: 25 bytes each, checked before allocating.
   ok = ok && uint64_t(n) * 25 <= r.left();
   if (ok) {

@@ -190,7 +190,8 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
 
   // Fit on every pair: the stored map.
   std::vector<calibration::ScoredPair> pairs;
-  for (const QueryPairs& qp : per_query) pairs.insert(pairs.end(), qp.pairs.begin(), qp.pairs.end());
+  for (const QueryPairs& qp : per_query)
+    pairs.insert(pairs.end(), qp.pairs.begin(), qp.pairs.end());
   calibration::FitOptions fit;
   fit.score_type = params.score;
   fit.split_seed = o.sample_seed;
@@ -213,8 +214,8 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
   for (int fold = 0; fold < 2 && folds_ok; ++fold) {
     std::vector<calibration::ScoredPair> train;
     for (size_t i = 0; i < nq; ++i) {
-      if (int(i % 2) == fold) train.insert(train.end(), per_query[i].pairs.begin(),
-                                           per_query[i].pairs.end());
+      if (int(i % 2) == fold)
+        train.insert(train.end(), per_query[i].pairs.begin(), per_query[i].pairs.end());
     }
     calibration::CalibrationMap half;
     if (!calibration::FitCalibration(train, fit, &half).ok()) {

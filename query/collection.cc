@@ -698,8 +698,7 @@ void Collection::FillHits(const SearchPlan& plan, int64_t q, const std::vector<i
   }
   std::vector<float> eta(k);
   if (plan.with_eta) {  // one batched call: hits share SIMD lanes
-    UncertaintyRows(plan.shape, plan.params, arena_.data(), row_bytes_, rows.data(), k,
-                    eta.data());
+    UncertaintyRows(plan.shape, plan.params, arena_.data(), row_bytes_, rows.data(), k, eta.data());
   }
   res->hits.resize(k);
   for (size_t j = 0; j < k; ++j) {
@@ -750,8 +749,8 @@ Status Collection::ThresholdSearchLocked(const SearchPlan& plan, const SearchOpt
 
   const int64_t slots = std::max<int64_t>(index_->ntotal(), 1);
   const int64_t lists = index_->shape().ivf_lists;
-  int64_t kprime = std::max<int64_t>(
-      options.candidates > 0 ? options.candidates : kThresholdFirstCandidates, 1);
+  int64_t kprime =
+      std::max<int64_t>(options.candidates > 0 ? options.candidates : kThresholdFirstCandidates, 1);
   kprime = std::min(kprime + tombstones_, slots);
   index::CoarseSearchKnobs knobs;
   knobs.nprobe = options.nprobe > 0 ? options.nprobe : index_->default_knobs().nprobe;
@@ -788,7 +787,8 @@ Status Collection::ThresholdSearchLocked(const SearchPlan& plan, const SearchOpt
     }
     kprime = std::min(kprime * 2, slots);
     if (lists > 0) knobs.nprobe = int(std::min<int64_t>(std::max(knobs.nprobe, 1) * 2, lists));
-    if (knobs.ef_search > 0) knobs.ef_search = int(std::min<int64_t>(knobs.ef_search * 2LL, 1 << 20));
+    if (knobs.ef_search > 0)
+      knobs.ef_search = int(std::min<int64_t>(knobs.ef_search * 2LL, 1 << 20));
   }
   if (exhaustive) score_rows(live_rows_);
 

@@ -83,9 +83,9 @@ class Collection {
   struct SearchPlan {
     RowShape shape;
     ScoreParams params;
-    size_t query_floats = 0;   // floats per query row
-    std::vector<float> rows;   // queries.n x query_floats
-    bool with_eta = false;     // the kind has an uncertainty and it was asked for
+    size_t query_floats = 0;  // floats per query row
+    std::vector<float> rows;  // queries.n x query_floats
+    bool with_eta = false;    // the kind has an uncertainty and it was asked for
     const calibration::CalibrationMap* map = nullptr;  // of params.score, if stored
   };
   Status PlanSearch(const EmbeddingView& queries, const SearchOptions& options,

@@ -403,9 +403,9 @@ Status RecordStore::DropCollection(const CollectionMeta& meta) {
   HEDGEDB_RETURN_IF_ERROR(FromRocks(batch.Delete(meta_cf_, MetaKey(meta.spec.name)), "dropping"));
   HEDGEDB_RETURN_IF_ERROR(FromRocks(
       batch.DeleteRange(meta_cf_, TokenKey(meta.id, ""), TokenKey(meta.id + 1, "")), "dropping"));
-  HEDGEDB_RETURN_IF_ERROR(FromRocks(batch.DeleteRange(meta_cf_, CalibrationKey(meta.id, 0),
-                                                      CalibrationKey(meta.id + 1, 0)),
-                                    "dropping"));
+  HEDGEDB_RETURN_IF_ERROR(FromRocks(
+      batch.DeleteRange(meta_cf_, CalibrationKey(meta.id, 0), CalibrationKey(meta.id + 1, 0)),
+      "dropping"));
   rocksdb::WriteOptions wo;
   wo.sync = true;
   return Write(wo, &batch, "dropping collection " + meta.spec.name);

@@ -26,8 +26,7 @@ report::ReliabilityCurve CurveOf(const std::string& name, const CalibrationQuali
 }  // namespace
 
 std::vector<std::string> WriteCalibrationPictures(const CalibrationReport& rep,
-                                                  const std::string& dir,
-                                                  const std::string& title,
+                                                  const std::string& dir, const std::string& title,
                                                   const std::string& prefix) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

@@ -16,8 +16,7 @@ namespace cli {
 // The uncertainty curve is left out when the queries have no uncertainty
 // and no probability.
 std::vector<std::string> WriteCalibrationPictures(const CalibrationReport& report,
-                                                  const std::string& dir,
-                                                  const std::string& title,
+                                                  const std::string& dir, const std::string& title,
                                                   const std::string& prefix = "");
 
 }  // namespace cli

@@ -244,7 +244,7 @@ void RegisterSearch(CLI::App& app) {
 // ---------------------------------------------------------------- calibrate
 
 struct CalibrateArgs {
-  std::string db, collection, score = "default", query_labels, plots;
+  std::string db, collection, score = "default", query_labels, plots, format = "json";
   EmbeddingFiles queries;
   CalibrateOptions options;
   CLI::Option* seed_option = nullptr;
@@ -268,8 +268,8 @@ void RunCalibrate(CalibrateArgs& args) {
   }
   LoadedEmbeddings queries;
   std::vector<int64_t> labels;
-  const bool held_out = !args.queries.vec.empty() || !args.queries.mean.empty() ||
-                        !args.queries.logp.empty();
+  const bool held_out =
+      !args.queries.vec.empty() || !args.queries.mean.empty() || !args.queries.logp.empty();
   if (held_out != !args.query_labels.empty()) {
     UsageError("held-out queries need --query-labels, and --query-labels needs the queries");
   }
@@ -293,7 +293,28 @@ void RunCalibrate(CalibrateArgs& args) {
   if (!args.plots.empty()) {
     out["pictures"] = WriteCalibrationPictures(report, args.plots, args.collection);
   }
-  PrintJsonLine(out);
+  if (args.format == "json") {
+    PrintJsonLine(out);
+    return;
+  }
+  std::printf(
+      "calibration of '%s', score %s: %s on %lld pairs from %lld queries (%.2f%% match)%s\n",
+      args.collection.c_str(), ScoreName(report.info.score), report.info.method.c_str(),
+      static_cast<long long>(report.info.pairs), static_cast<long long>(report.queries),
+      100.0 * report.info.base_rate, report.stored ? "" : " [not stored: --dry-run]");
+  std::printf("  %s\n", report.info.reason.c_str());
+  std::printf("  %-24s %8s %8s %9s %12s %16s\n", "", "ECE", "Brier", "log loss", "precision@1",
+              "mean top-1 prob");
+  auto row = [](const char* name, const CalibrationQuality& q) {
+    std::printf("  %-24s %8.4f %8.4f %9.4f %12.3f %16.3f\n", name, q.ece, q.brier, q.log_loss,
+                q.precision_at_1, q.mean_top1_prob);
+  };
+  row("raw score", report.before);
+  row("calibrated (held out)", report.after);
+  for (const auto& path : out.value("pictures", nlohmann::json::array())) {
+    std::printf("  picture: %s\n", path.get<std::string>().c_str());
+  }
+  std::fflush(stdout);
 }
 
 void RegisterCalibrate(CLI::App& app) {
@@ -320,8 +341,8 @@ void RegisterCalibrate(CLI::App& app) {
   cmd->add_option("--samples", args->options.samples,
                   "Monte Carlo samples per side of the pair scores (default: the collection's)")
       ->check(CLI::PositiveNumber);
-  args->seed_option = cmd->add_option("--seed", args->options.seed,
-                                      "Monte Carlo seed (default: the collection's)");
+  args->seed_option =
+      cmd->add_option("--seed", args->options.seed, "Monte Carlo seed (default: the collection's)");
   cmd->add_option("--max-pairs", args->options.max_pairs,
                   "At most this many labelled pairs (queries are sampled to fit)")
       ->capture_default_str()
@@ -337,6 +358,9 @@ void RegisterCalibrate(CLI::App& app) {
   cmd->add_option("--query-labels", args->query_labels,
                   "Labels of the held-out queries, a 1-d integer .npy");
   cmd->add_flag("--dry-run", args->options.dry_run, "Fit and report, but store nothing");
+  cmd->add_option("--format", args->format, "json (one line) or table (for people)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(std::vector<std::string>{"json", "table"}));
   cmd->add_option("--plots", args->plots,
                   "Directory for reliability.png (raw and calibrated) and uncertainty.png "
                   "(precision@1 as the most uncertain queries are dropped)");

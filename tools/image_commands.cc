@@ -389,16 +389,17 @@ void PrintTable(int64_t q, const encoders::ImageEntry& query, const SearchResult
   std::printf("query %lld  %s", static_cast<long long>(q), DisplayPath(query.Name()).c_str());
   if (query.has_label) std::printf("  label %lld", static_cast<long long>(query.label));
   std::printf("  uncertainty %s\n", FormatNumber(result.query_uncertainty).c_str());
-  std::printf("  %4s %8s %11s %11s %8s  %s\n", "rank", "id", score_name.c_str(), "uncertainty",
-              "label", "path");
+  std::printf("  %4s %8s %11s %7s %11s %8s  %s\n", "rank", "id", score_name.c_str(), "prob",
+              "uncertainty", "label", "path");
   for (size_t r = 0; r < result.hits.size(); ++r) {
     const SearchHit& hit = result.hits[r];
     const json& h = hits[r];
     std::string where = h.contains("path") ? DisplayPath(h["path"].get<std::string>()) : "";
     if (h.contains("index")) where += "[" + h["index"].dump() + "]";
     if (h.contains("payload")) where = h["payload"].get<std::string>();
-    std::printf("  %4zu %8lld %11s %11s %8s  %s\n", r + 1, static_cast<long long>(hit.id),
-                FormatNumber(hit.score).c_str(), FormatNumber(hit.uncertainty).c_str(),
+    std::printf("  %4zu %8lld %11s %7s %11s %8s  %s\n", r + 1, static_cast<long long>(hit.id),
+                FormatNumber(hit.score).c_str(), FormatNumber(hit.prob, "%.3f").c_str(),
+                FormatNumber(hit.uncertainty).c_str(),
                 hit.has_label ? std::to_string(hit.label).c_str() : "-", where.c_str());
   }
   std::printf("\n");
@@ -427,6 +428,7 @@ void PrintAnswer(const encoders::ImageAnswer& a, const std::string& format,
     h["id"] = hit.id;
     h["score"] = JsonFloat(hit.score);
     if (!std::isnan(hit.uncertainty)) h["uncertainty"] = JsonFloat(hit.uncertainty);
+    if (!std::isnan(hit.prob)) h["prob"] = JsonFloat(hit.prob);
     if (hit.has_label) h["label"] = hit.label;
     AddPayloadFields(hit.payload, &h);
     hits.push_back(std::move(h));

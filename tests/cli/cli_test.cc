@@ -987,5 +987,79 @@ TEST_F(CliTest, GeneratedGaussiansAreSearchableByClass) {
   EXPECT_GE(correct, 30) << correct << " of 40";
 }
 
+TEST_F(CliTest, CalibrateStoresAMapThatSearchAndStatsShow) {
+  const std::string prefix = Path("cal");
+  Ok({"generate", "--kind", "gaussian", "--n", "800", "--dim", "8", "--classes", "8", "--queries",
+      "30", "--seed", "5", "--out", prefix});
+  Ok({"create", "--db", db_, "--collection", "c", "--kind", "gaussian", "--dim", "8", "--index",
+      "Flat"});
+  Ok({"ingest", "--db", db_, "--collection", "c", "--mean", prefix + ".mean.npy", "--var",
+      prefix + ".var.npy", "--labels", prefix + ".labels.npy"});
+  const std::vector<std::string> query = {"--mean", prefix + ".query.mean.npy", "--var",
+                                          prefix + ".query.var.npy"};
+  auto search = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"search", "--db", db_, "--collection", "c"};
+    args.insert(args.end(), query.begin(), query.end());
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  // Before calibrating: no prob, and threshold search is refused.
+  std::vector<json> lines = Ok(search({"--k", "3"})).JsonLines();
+  EXPECT_FALSE(lines[0]["results"][0].contains("prob"));
+  Fails(search({"--min-prob", "0.5"}), 1, {"calibrat"});
+  Fails(search({}), 2, {"--k", "--min-prob"});
+  Fails(search({"--k", "3", "--min-prob", "0.5"}), 2, {"excludes"});
+  Fails(search({"--min-prob", "1.5"}), 2, {"min-prob"});
+
+  const json report =
+      Ok({"calibrate", "--db", db_, "--collection", "c", "--plots", Path("plots")}).Json();
+  EXPECT_EQ(report["score"], "mc");
+  EXPECT_EQ(report["stored"], true);
+  EXPECT_EQ(report["pairs"], 800 * 799);
+  EXPECT_LT(report["after"]["ece"].get<double>(), 0.02);
+  ASSERT_EQ(report["pictures"].size(), 2u);
+  for (const auto& path : report["pictures"]) {
+    EXPECT_GT(fs::file_size(path.get<std::string>()), 1000u) << path;
+  }
+  lines = Ok(search({"--k", "3"})).JsonLines();
+  for (const json& line : lines) {
+    for (const json& hit : line["results"]) {
+      ASSERT_TRUE(hit.contains("prob"));
+      EXPECT_GE(hit["prob"].get<double>(), 0.0);
+      EXPECT_LE(hit["prob"].get<double>(), 1.0);
+    }
+  }
+  lines = Ok(search({"--min-prob", "0.3", "--max-results", "4"})).JsonLines();
+  ASSERT_EQ(lines.size(), 30u);
+  for (const json& line : lines) {
+    EXPECT_LE(line["results"].size(), 4u);
+    for (const json& hit : line["results"]) EXPECT_GE(hit["prob"].get<double>(), 0.3);
+  }
+  json stats = Ok({"stats", "--db", db_, "--collection", "c"}).Json();
+  ASSERT_EQ(stats["calibrations"].size(), 1u);
+  EXPECT_EQ(stats["calibrations"][0]["score"], "mc");
+
+  // The table for people, a dry run that stores nothing, and removal.
+  const RunResult table = Ok({"calibrate", "--db", db_, "--collection", "c", "--score", "csd",
+                              "--dry-run", "--format", "table"});
+  EXPECT_NE(table.out.find("calibrated (held out)"), std::string::npos) << table.out;
+  stats = Ok({"stats", "--db", db_, "--collection", "c"}).Json();
+  EXPECT_EQ(stats["calibrations"].size(), 1u);
+  Ok({"calibrate", "--db", db_, "--collection", "c", "--remove"});
+  Fails({"calibrate", "--db", db_, "--collection", "c", "--remove"}, 1, {"no calibration"});
+  stats = Ok({"stats", "--db", db_, "--collection", "c"}).Json();
+  EXPECT_TRUE(stats["calibrations"].empty());
+  // Held-out queries need their labels; unlabelled collections are refused.
+  Fails({"calibrate", "--db", db_, "--collection", "c", "--mean", prefix + ".query.mean.npy",
+         "--var", prefix + ".query.var.npy"},
+        2, {"query-labels"});
+  Ok({"calibrate", "--db", db_, "--collection", "c", "--mean", prefix + ".query.mean.npy", "--var",
+      prefix + ".query.var.npy", "--query-labels", prefix + ".query.labels.npy", "--dry-run"});
+  Ok({"create", "--db", db_, "--collection", "bare", "--kind", "gaussian", "--dim", "8"});
+  Ok({"ingest", "--db", db_, "--collection", "bare", "--mean", prefix + ".mean.npy", "--var",
+      prefix + ".var.npy"});
+  Fails({"calibrate", "--db", db_, "--collection", "bare"}, 1, {"labelled items"});
+}
+
 }  // namespace
 }  // namespace hedgedb

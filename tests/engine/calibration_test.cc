@@ -2,6 +2,8 @@
 // min_prob): fitting on a collection's labelled pairs, durability across
 // reopen and SIGKILL, clear errors that leave the collection unchanged, and
 // threshold search against an exhaustive scan.
+#include "hedgedb/calibration.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -14,7 +16,6 @@
 #include <thread>
 
 #include "engine_test_util.h"
-#include "hedgedb/calibration.h"
 #include "storage/record_store.h"
 
 extern char** environ;
@@ -295,8 +296,8 @@ TEST(Calibrate, ADamagedStoredMapIsReportedAndNotUsed) {
   }
   {
     std::unique_ptr<storage::RecordStore> store;
-    ASSERT_TRUE(storage::RecordStore::Open(storage::StoreOptions(), dir.path() + "/store", &store)
-                    .ok());
+    ASSERT_TRUE(
+        storage::RecordStore::Open(storage::StoreOptions(), dir.path() + "/store", &store).ok());
     std::vector<storage::CollectionMeta> metas;
     ASSERT_TRUE(store->LoadCatalog(&metas).ok());
     ASSERT_EQ(metas.size(), 1u);
@@ -336,8 +337,8 @@ TEST(Calibrate, SurvivesSigkillDuringCalibrate) {
   int replaced = 0;
   for (int round = 0; round < 5; ++round) {
     const std::string seed = std::to_string(round);
-    std::vector<std::string> args = {cli,  "calibrate",   "--db",        dir.path(), "--collection",
-                                     "c",  "--max-pairs", "2000000",     "--sample-seed", seed};
+    std::vector<std::string> args = {cli, "calibrate",   "--db",    dir.path(),      "--collection",
+                                     "c", "--max-pairs", "2000000", "--sample-seed", seed};
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(&a[0]);
     argv.push_back(nullptr);

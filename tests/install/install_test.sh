@@ -20,7 +20,7 @@ if [[ -n "$leaked" ]]; then
   echo "$leaked" | head -20 >&2
   exit 1
 fi
-internal=$(echo "$exported" | grep -E 'hedgedb::(storage|index|query)::' || true)
+internal=$(echo "$exported" | grep -E 'hedgedb::(storage|index|query|calibration|report)::' || true)
 if [[ -n "$internal" ]]; then
   echo "libhedgedb.so exports internal hedgedb symbols:" >&2
   echo "$internal" | head -20 >&2
