@@ -23,6 +23,8 @@ constexpr double kTargetStageOneRecall = 0.95;
 constexpr int64_t kMinRowsToTune = 1000;
 // Threshold search: stage-1 candidates of the first round (doubling after).
 constexpr int64_t kThresholdFirstCandidates = 256;
+// Adaptive samples: a score's 95% interval is +- this many standard errors.
+constexpr double kAdaptiveZ = 1.96;
 
 // Finite, and > 0 where positive is set.
 Status CheckFloats(const float* p, size_t n, size_t per_row, const char* what, bool positive,
@@ -690,7 +692,8 @@ void Collection::CandidateRows(const int64_t* ids, int64_t n, std::vector<int64_
 }
 
 void Collection::FillHits(const SearchPlan& plan, int64_t q, const std::vector<int64_t>& rows,
-                          const std::vector<float>& scores, SearchResult* res) const {
+                          const std::vector<float>& scores, const std::vector<int>& samples,
+                          const std::vector<float>& std_errors, SearchResult* res) const {
   const size_t k = rows.size();
   if (plan.with_eta) {
     res->query_uncertainty =
@@ -710,6 +713,8 @@ void Collection::FillHits(const SearchPlan& plan, int64_t q, const std::vector<i
     hit.label = row_labels_[r];
     if (plan.with_eta) hit.uncertainty = eta[j];
     if (plan.map) hit.prob = float(plan.map->Apply(scores[j]));
+    if (!samples.empty()) hit.samples = samples[j];
+    if (!std_errors.empty()) hit.std_error = std_errors[j];
   }
 }
 
@@ -805,7 +810,106 @@ Status Collection::ThresholdSearchLocked(const SearchPlan& plan, const SearchOpt
     hit_scores[j] = hits[j].second;
   }
   res->scored = int64_t(score_of_row.size());
-  FillHits(plan, q, hit_rows, hit_scores, res);
+  std::vector<int> samples;
+  std::vector<float> std_errors;
+  if (plan.params.score == ScoreType::kMc && options.with_uncertainty) {
+    samples.assign(hit_rows.size(), plan.params.samples);
+    std_errors.resize(hit_rows.size());
+    prepared->StdErrorRows(arena_.data(), row_bytes_, hit_rows.data(), hit_rows.size(),
+                           std_errors.data());
+  }
+  FillHits(plan, q, hit_rows, hit_scores, samples, std_errors, res);
+  return Status::OK();
+}
+
+Status Collection::RescoreLocked(const SearchPlan& plan, const SearchOptions& options, int64_t q,
+                                 const std::vector<int64_t>& rows, SearchResult* res) const {
+  const float* query_row = plan.rows.data() + q * plan.query_floats;
+  std::unique_ptr<PreparedQuery> prepared;
+  HEDGEDB_RETURN_IF_ERROR(PrepareQuery(plan.shape, plan.params, query_row, &prepared));
+  std::vector<float> scores(rows.size());
+  prepared->ScoreRows(arena_.data(), row_bytes_, rows.data(), rows.size(), scores.data());
+  res->scored = int64_t(rows.size());
+  std::vector<std::pair<int64_t, float>> scored(rows.size());
+  for (size_t j = 0; j < rows.size(); ++j) scored[j] = {rows[j], scores[j]};
+  const bool mc = plan.params.score == ScoreType::kMc;
+  const size_t k = size_t(options.k);
+  // Per row: the samples its score used and its standard error (-1: not yet).
+  std::unordered_map<int64_t, std::pair<int, float>> refined;
+  if (mc && options.adaptive_samples && scored.size() > k) {
+    const int cap = std::min(options.max_samples, kMaxSamples);
+    int samples = plan.params.samples;
+    std::unordered_map<int, std::unique_ptr<PreparedQuery>> by_samples;
+    by_samples[samples] = std::move(prepared);
+    // Look at the best 4k: an item further down would need an error several
+    // times larger than any score's to reach the boundary.
+    const size_t window = std::min(scored.size(), 4 * k);
+    while (true) {
+      SortBestFirst(row_ids_, &scored, scored.size());
+      // Standard errors of the window at the samples each score used.
+      for (size_t j = 0; j < window; ++j) {
+        auto it = refined.find(scored[j].first);
+        if (it != refined.end() && it->second.second >= 0) continue;
+        const int used = it == refined.end() ? plan.params.samples : it->second.first;
+        float se = 0;
+        by_samples.at(used)->StdErrorRows(arena_.data(), row_bytes_, &scored[j].first, 1, &se);
+        refined[scored[j].first] = {used, se};
+      }
+      const double boundary = 0.5 * (double(scored[k - 1].second) + double(scored[k].second));
+      std::vector<int64_t> straddling;
+      for (size_t j = 0; j < window; ++j) {
+        const float se = refined[scored[j].first].second;
+        if (std::fabs(double(scored[j].second) - boundary) < kAdaptiveZ * double(se)) {
+          straddling.push_back(scored[j].first);
+        }
+      }
+      if (straddling.empty() || samples >= cap) break;
+      samples = std::min(samples * 2, cap);
+      ScoreParams more = plan.params;
+      more.samples = samples;
+      if (!ValidateScoreParams(plan.shape, more).ok()) break;  // e.g. not a multiple of C
+      HEDGEDB_RETURN_IF_ERROR(PrepareQuery(plan.shape, more, query_row, &by_samples[samples]));
+      std::vector<float> fresh(straddling.size());
+      by_samples[samples]->ScoreRows(arena_.data(), row_bytes_, straddling.data(),
+                                     straddling.size(), fresh.data());
+      std::unordered_map<int64_t, float> fresh_of_row;
+      for (size_t j = 0; j < straddling.size(); ++j) {
+        fresh_of_row[straddling[j]] = fresh[j];
+        refined[straddling[j]] = {samples, -1.0f};  // its error is measured next round
+      }
+      for (auto& rs : scored) {
+        auto it = fresh_of_row.find(rs.first);
+        if (it != fresh_of_row.end()) rs.second = it->second;
+      }
+      res->scored += int64_t(straddling.size());
+    }
+    prepared = std::move(by_samples[plan.params.samples]);
+    // Every score of the window, the final top k included, has its error
+    // at the samples it used (measured at the top of the last round).
+  }
+  SortBestFirst(row_ids_, &scored, k);
+  std::vector<int64_t> hit_rows(scored.size());
+  std::vector<float> hit_scores(scored.size());
+  std::vector<int> samples;
+  std::vector<float> std_errors;
+  for (size_t j = 0; j < scored.size(); ++j) {
+    hit_rows[j] = scored[j].first;
+    hit_scores[j] = scored[j].second;
+  }
+  if (mc && (options.with_uncertainty || !refined.empty())) {
+    samples.assign(scored.size(), plan.params.samples);
+    std_errors.resize(scored.size());
+    if (refined.empty()) {
+      prepared->StdErrorRows(arena_.data(), row_bytes_, hit_rows.data(), hit_rows.size(),
+                             std_errors.data());
+    } else {
+      for (size_t j = 0; j < scored.size(); ++j) {
+        samples[j] = refined[hit_rows[j]].first;
+        std_errors[j] = refined[hit_rows[j]].second;
+      }
+    }
+  }
+  FillHits(plan, q, hit_rows, hit_scores, samples, std_errors, res);
   return Status::OK();
 }
 
@@ -857,26 +961,7 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
       } else {
         CandidateRows(coarse.data() + q * kprime, kprime, &rows);
       }
-      std::unique_ptr<PreparedQuery> prepared;
-      Status ps = PrepareQuery(plan.shape, plan.params, plan.rows.data() + q * plan.query_floats,
-                               &prepared);
-      if (!ps.ok()) {
-        errors[q] = ps;
-        continue;
-      }
-      std::vector<float> scores(rows.size());
-      prepared->ScoreRows(arena_.data(), row_bytes_, rows.data(), rows.size(), scores.data());
-      std::vector<std::pair<int64_t, float>> scored(rows.size());
-      for (size_t j = 0; j < rows.size(); ++j) scored[j] = {rows[j], scores[j]};
-      SortBestFirst(row_ids_, &scored, size_t(options.k));
-      std::vector<int64_t> hit_rows(scored.size());
-      std::vector<float> hit_scores(scored.size());
-      for (size_t j = 0; j < scored.size(); ++j) {
-        hit_rows[j] = scored[j].first;
-        hit_scores[j] = scored[j].second;
-      }
-      (*results)[q].scored = int64_t(rows.size());
-      FillHits(plan, q, hit_rows, hit_scores, &(*results)[q]);
+      errors[q] = RescoreLocked(plan, options, q, rows, &(*results)[q]);
     }
   }
   for (const Status& e : errors) HEDGEDB_RETURN_IF_ERROR(e);

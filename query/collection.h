@@ -93,9 +93,15 @@ class Collection {
   // Live rows of stage-1 candidate ids (unknown and removed ids dropped),
   // in candidate order, without duplicates.
   void CandidateRows(const int64_t* ids, int64_t n, std::vector<int64_t>* rows) const;
-  // Fills result->hits from `rows` (already best first) and their scores.
+  // Fills result->hits from `rows` (already best first), their scores, and
+  // for mc the samples and standard error of each score.
   void FillHits(const SearchPlan& plan, int64_t q, const std::vector<int64_t>& rows,
-                const std::vector<float>& scores, SearchResult* result) const;
+                const std::vector<float>& scores, const std::vector<int>& samples,
+                const std::vector<float>& std_errors, SearchResult* result) const;
+  // Stage 2 of one query over `rows`: exact scores, then (adaptive_samples)
+  // more samples where the k-th boundary is uncertain; fills the top k.
+  Status RescoreLocked(const SearchPlan& plan, const SearchOptions& options, int64_t q,
+                       const std::vector<int64_t>& rows, SearchResult* result) const;
   // SearchOptions::min_prob for query q (state lock held shared).
   Status ThresholdSearchLocked(const SearchPlan& plan, const SearchOptions& options, int64_t q,
                                bool exhaustive, SearchResult* result) const;

@@ -5,10 +5,15 @@
 #include <limits>
 #include <string>
 
+#include "calibration/mc_error.h"
 #include "query/kernels.h"
 
 namespace hedgedb {
 namespace query {
+
+void PreparedQuery::StdErrorRows(const void*, size_t, const int64_t*, size_t n, float* out) const {
+  std::fill(out, out + n, std::numeric_limits<float>::quiet_NaN());
+}
 
 namespace {
 
@@ -105,6 +110,49 @@ class McPreparedQuery : public PreparedQuery {
   void ScoreRows(const void* base, size_t row_stride_bytes, const int64_t* rows, size_t n,
                  float* out) const override {
     McScoreRows(kernel_, base, row_stride_bytes, rows, n, out);
+  }
+
+  // Plain loops: only the few results of a search need it.
+  void StdErrorRows(const void* base, size_t row_stride_bytes, const int64_t* rows, size_t n,
+                    float* out) const override {
+    const int K = kernel_.samples, D = kernel_.dim, C = kernel_.components;
+    const int per_component = K / C;
+    std::vector<float> item_samples(static_cast<size_t>(K) * D), item_weights(K);
+    std::vector<double> terms(static_cast<size_t>(K) * K);
+    for (size_t r = 0; r < n; ++r) {
+      const float* row = reinterpret_cast<const float*>(static_cast<const uint8_t*>(base) +
+                                                        rows[r] * row_stride_bytes);
+      for (int j = 0; j < K; ++j) {
+        const int c = j / per_component;
+        const float* mean = row + kernel_.mean_offset + c * D;
+        const float* var = row + kernel_.var_offset + c * D;
+        for (int d = 0; d < D; ++d) {
+          item_samples[size_t(j) * D + d] =
+              mean[d] + std::sqrt(var[d]) * item_eps_[size_t(j) * D + d];
+        }
+        const float weight = kernel_.weight_offset < 0 ? 1.0f : row[kernel_.weight_offset + c];
+        item_weights[j] = weight / static_cast<float>(per_component);
+      }
+      for (int i = 0; i < K; ++i) {
+        for (int j = 0; j < K; ++j) {
+          double d2 = 0;
+          for (int d = 0; d < D; ++d) {
+            const double delta =
+                double(query_samples_[size_t(i) * D + d]) - double(item_samples[size_t(j) * D + d]);
+            d2 += delta * delta;
+          }
+          const double p =
+              1.0 / (1.0 + std::exp(double(kernel_.match_a) * std::sqrt(d2) - kernel_.match_b));
+          // Scaled so that the terms' plain mean is the weighted score.
+          terms[size_t(i) * K + j] =
+              double(K) * K * double(query_weights_[i]) * double(item_weights[j]) * p;
+        }
+      }
+      calibration::McEstimate estimate;
+      out[r] = calibration::EstimateMcError(terms.data(), K, K, &estimate).ok()
+                   ? float(estimate.std_error)
+                   : std::numeric_limits<float>::quiet_NaN();
+    }
   }
 
  private:

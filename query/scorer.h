@@ -72,6 +72,13 @@ class PreparedQuery {
   // out has n entries.
   virtual void ScoreRows(const void* base, size_t row_stride_bytes, const int64_t* rows, size_t n,
                          float* out) const = 0;
+  // Standard error of each row's score as ScoreRows computes it: for mc, the
+  // two-sample U-statistic estimate over the K x K pair terms
+  // (calibration/mc_error.h; mixtures: terms weighted as in the score, the
+  // stratification ignored, which errs on the large side). NaN for scores
+  // that are not Monte Carlo.
+  virtual void StdErrorRows(const void* base, size_t row_stride_bytes, const int64_t* rows,
+                            size_t n, float* out) const;
 };
 
 // Prepares `query_row` (query_row_size() floats) for scoring. Validates the

@@ -167,7 +167,7 @@ awk -v prec="$(field precision_at_1 "$p1")" -v mean="$(field mean_top1_prob "$p1
   printf "\ncalibrated top-1 matches: precision@1 %.3f, mean probability %.3f (%s)\n", prec, mean,
     d <= 0.05 ? "within 0.05: the probability can be acted on" : "NOT within 0.05"
 }'
-echo "searches now return \"prob\"; e.g. every gallery match with p >= 0.9 of one query:"
-(cd "$IMAGES" && run query-image --db "$DB" --collection fashion --model "$MODEL" --min-prob 0.9 \
+echo "searches now return \"prob\"; e.g. every gallery match with p >= 0.3 of one query:"
+(cd "$IMAGES" && run query-image --db "$DB" --collection fashion --model "$MODEL" --min-prob 0.3 \
   --max-results 5 --format table "clean/${shown[0]#./}")
 section "done"

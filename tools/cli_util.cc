@@ -347,6 +347,8 @@ nlohmann::json SearchResultToJson(int64_t query, const SearchResult& result) {
     h["score"] = JsonFloat(hit.score);
     if (!std::isnan(hit.uncertainty)) h["uncertainty"] = JsonFloat(hit.uncertainty);
     if (!std::isnan(hit.prob)) h["prob"] = JsonFloat(hit.prob);
+    if (!std::isnan(hit.std_error)) h["std_error"] = JsonFloat(hit.std_error);
+    if (hit.samples > 0) h["samples"] = hit.samples;
     if (hit.has_label) h["label"] = hit.label;
     if (!hit.payload.empty()) h["payload"] = hit.payload;
     hits.push_back(std::move(h));

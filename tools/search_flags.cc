@@ -1,6 +1,8 @@
 #include "tools/search_flags.h"
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdlib>
 #include <vector>
 
 #include "tools/cli_util.h"
@@ -27,8 +29,12 @@ void AddSearchFlags(CLI::App* cmd, SearchFlags* flags) {
   cmd->add_flag("--exhaustive", o.exhaustive,
                 "Score every item exactly, skipping FAISS (the ground truth)")
       ->excludes(candidates);
-  cmd->add_option("--samples", o.samples,
-                  "Monte Carlo samples per side (default: the collection's)")
+  cmd->add_option("--samples", flags->samples,
+                  "Monte Carlo samples per side (default: the collection's), or auto: start "
+                  "there and double K, up to --max-samples, for the candidates whose 95% "
+                  "interval straddles the k-th boundary");
+  cmd->add_option("--max-samples", o.max_samples, "Cap of --samples auto")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
   flags->seed_option =
       cmd->add_option("--seed", o.seed, "Monte Carlo seed (default: the collection's)");
@@ -58,6 +64,19 @@ SearchOptions ResolveSearchFlags(const SearchFlags& flags) {
     UsageError("unknown score '" + flags.score + "'");
   }
   options.has_seed = flags.seed_option != nullptr && flags.seed_option->count() > 0;
+  if (flags.samples == "auto") {
+    options.adaptive_samples = true;
+  } else if (!flags.samples.empty()) {
+    // Base 10, whole string, positive: "08" is 8, "0x10" and "8k" are errors.
+    char* end = nullptr;
+    errno = 0;
+    const long value = std::strtol(flags.samples.c_str(), &end, 10);
+    if (errno != 0 || end == flags.samples.c_str() || *end != '\0' || value < 1 ||
+        value > 1000000) {
+      UsageError("--samples must be a positive integer or auto, got '" + flags.samples + "'");
+    }
+    options.samples = int(value);
+  }
   options.with_uncertainty = !flags.no_uncertainty;
   return options;
 }

@@ -19,6 +19,8 @@ namespace cli {
 struct SearchFlags {
   SearchOptions options;  // k is set by the command
   std::string score = "default";
+  std::string samples;  // "" (the collection's), a positive integer, or "auto"
+
   bool no_uncertainty = false;
   CLI::Option* seed_option = nullptr;      // set by AddSearchFlags
   CLI::Option* min_prob_option = nullptr;  // set by AddSearchFlags

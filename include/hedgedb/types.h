@@ -134,13 +134,20 @@ struct SearchOptions {
   bool exhaustive = false;
   // Monte Carlo samples per side; 0 uses the collection's default.
   int samples = 0;
+  // mc only: start at `samples` and double K (up to max_samples) for the
+  // candidates whose 95% interval (score +- 1.96 standard errors) straddles
+  // the boundary between rank k and k + 1, until none does. Results carry
+  // the K their score was computed with (SearchHit::samples).
+  bool adaptive_samples = false;
+  int max_samples = 64;
   // Seed of the Monte Carlo samples; used when has_seed, else the collection's.
   bool has_seed = false;
   uint64_t seed = 0;
   // FAISS knobs; 0 keeps the index's own setting.
   int nprobe = 0;
   int ef_search = 0;
-  // Compute eta for every result and the query (costs 2 extra sample sets each).
+  // Compute eta for every result and the query (costs 2 extra sample sets
+  // each) and, for mc, each result's standard error.
   bool with_uncertainty = true;
   // Fill SearchHit::payload (one record-store read per result).
   bool with_payload = false;
@@ -163,6 +170,11 @@ struct SearchHit {
   // calibration of this score (monotone in score); NaN where the collection
   // has no calibration for the score.
   float prob = std::numeric_limits<float>::quiet_NaN();
+  // mc: standard error of score from its K x K Monte Carlo pair terms, and K
+  // (with SearchOptions::with_uncertainty or adaptive_samples); NaN and 0
+  // otherwise.
+  float std_error = std::numeric_limits<float>::quiet_NaN();
+  int samples = 0;
   bool has_label = false;
   int64_t label = 0;
   std::string payload;  // with SearchOptions::with_payload

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <random>
 #include <set>
 #include <thread>
@@ -366,6 +367,127 @@ TEST(Calibrate, SurvivesSigkillDuringCalibrate) {
     }
   }
   std::printf("the map was replaced by %d of 5 runs (the last one completes)\n", replaced);
+}
+
+// The standard error of an mc score is honest: over 1,000 seeds its root mean
+// square matches the spread of the scores, and score +- 1.96 standard errors
+// covers the truth (K = 1024, averaged over 8 seeds) at close to 95%.
+TEST(McStandardError, MatchesTheSpreadOverSeedsAndCoversTheTruth) {
+  TempDir dir;
+  CollectionSpec spec = GaussianSpec();
+  const testing::Batch items = ClusteredBatch(spec, 6, 2, 18);
+  std::unique_ptr<DB> db = DbWith(dir, spec, items);
+  const testing::Batch query = ClusteredBatch(spec, 1, 2, 19);
+  SearchOptions o;
+  o.k = 6;
+  o.exhaustive = true;
+  o.has_seed = true;
+  std::vector<SearchResult> results;
+  std::map<int64_t, double> truth;
+  for (uint64_t seed = 1001; seed <= 1008; ++seed) {
+    o.samples = 1024;
+    o.seed = seed;
+    ASSERT_TRUE(db->Search("c", query.view(), o, &results).ok());
+    for (const SearchHit& h : results[0].hits) {
+      truth[h.id] += h.score / 8.0;
+      EXPECT_LT(h.std_error, 0.01);
+      EXPECT_EQ(h.samples, 1024);
+    }
+  }
+  for (int K : {8, 32}) {
+    int covered = 0, total = 0;
+    std::map<int64_t, std::vector<double>> scores, errors;
+    for (uint64_t seed = 1; seed <= 1000; ++seed) {
+      o.samples = K;
+      o.seed = seed;
+      ASSERT_TRUE(db->Search("c", query.view(), o, &results).ok());
+      for (const SearchHit& h : results[0].hits) {
+        ASSERT_TRUE(std::isfinite(h.std_error));
+        covered += std::fabs(h.score - truth[h.id]) <= 1.96 * h.std_error ? 1 : 0;
+        ++total;
+        scores[h.id].push_back(h.score);
+        errors[h.id].push_back(h.std_error);
+      }
+    }
+    for (const auto& kv : scores) {
+      double mean = 0, var = 0, mean_square_error = 0;
+      for (double x : kv.second) mean += x / kv.second.size();
+      for (double x : kv.second) var += (x - mean) * (x - mean) / (kv.second.size() - 1);
+      for (double e : errors[kv.first]) mean_square_error += e * e / kv.second.size();
+      const double ratio = std::sqrt(mean_square_error / var);
+      EXPECT_GT(ratio, 0.85) << "K = " << K << " item " << kv.first;
+      EXPECT_LT(ratio, 1.25) << "K = " << K << " item " << kv.first;
+    }
+    const double rate = double(covered) / total;
+    std::printf("K = %d: score +- 1.96 se covers the truth in %.3f of %d\n", K, rate, total);
+    EXPECT_GT(rate, K == 8 ? 0.82 : 0.88) << "K = " << K;
+    EXPECT_LT(rate, 0.99) << "K = " << K;
+  }
+  // Without uncertainties, and for scores that are not Monte Carlo: none.
+  o.with_uncertainty = false;
+  ASSERT_TRUE(db->Search("c", query.view(), o, &results).ok());
+  EXPECT_TRUE(std::isnan(results[0].hits[0].std_error));
+  o.with_uncertainty = true;
+  o.score = ScoreType::kCsd;
+  ASSERT_TRUE(db->Search("c", query.view(), o, &results).ok());
+  EXPECT_TRUE(std::isnan(results[0].hits[0].std_error));
+  EXPECT_EQ(results[0].hits[0].samples, 0);
+}
+
+// Adaptive samples: the top k of fixed K = 64 at a fraction of its cost.
+TEST(AdaptiveSamples, TopKIsStableAgainstManySamplesAtLowerCost) {
+  TempDir dir;
+  const CollectionSpec spec = GaussianSpec();
+  std::unique_ptr<DB> db = DbWith(dir, spec, ClusteredBatch(spec, 2000, 20, 20));
+  const testing::Batch queries = ClusteredBatch(spec, 100, 20, 21);
+  const int k = 10;
+  auto search = [&](int samples, bool adaptive, std::vector<SearchResult>* out) {
+    SearchOptions o;
+    o.k = k;
+    o.exhaustive = true;
+    o.with_uncertainty = false;
+    o.samples = samples;
+    o.adaptive_samples = adaptive;
+    o.max_samples = 64;
+    Status s = db->Search("c", queries.view(), o, out);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  };
+  std::vector<SearchResult> reference, fixed8, adaptive;
+  search(64, false, &reference);
+  search(8, false, &fixed8);
+  search(8, true, &adaptive);
+  auto overlap = [&](const std::vector<SearchResult>& r) {
+    double same = 0;
+    for (size_t q = 0; q < r.size(); ++q) {
+      std::set<int64_t> want;
+      for (const SearchHit& h : reference[q].hits) want.insert(h.id);
+      for (const SearchHit& h : r[q].hits) same += want.count(h.id);
+    }
+    return same / double(r.size() * k);
+  };
+  // Cost in pair terms: K^2 per scored item.
+  double cost_adaptive = 0, cost_fixed64 = 64.0 * 64 * 2000 * 100;
+  int max_used = 0;
+  for (const SearchResult& r : adaptive) {
+    cost_adaptive += 64.0 * 2000;  // the first pass at K = 8
+    for (const SearchHit& h : r.hits) max_used = std::max(max_used, h.samples);
+    cost_adaptive += double(r.scored - 2000) * 64 * 64;  // rescoring, at most K = 64 each
+  }
+  const double stable_fixed8 = overlap(fixed8), stable_adaptive = overlap(adaptive);
+  std::printf(
+      "top-%d overlap with K = 64: fixed K = 8 %.3f, adaptive %.3f (max K %d); cost "
+      "(pair terms, upper bound) %.3f of fixed K = 64\n",
+      k, stable_fixed8, stable_adaptive, max_used, cost_adaptive / cost_fixed64);
+  EXPECT_GT(stable_adaptive, stable_fixed8);
+  EXPECT_GT(stable_adaptive, 0.9);
+  EXPECT_LT(cost_adaptive, 0.5 * cost_fixed64);
+  EXPECT_GT(max_used, 8);
+  for (const SearchResult& r : adaptive) {
+    for (const SearchHit& h : r.hits) {
+      EXPECT_TRUE(h.samples == 8 || h.samples == 16 || h.samples == 32 || h.samples == 64);
+      EXPECT_TRUE(std::isfinite(h.std_error));
+    }
+  }
 }
 
 // Threshold search finds what an exhaustive scan finds.
