@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 
 #include "hedgedb/types.h"
 
@@ -64,6 +66,41 @@ inline size_t ItemRowSize(const CollectionSpec& s) { return RowShapeOf(s).item_r
 inline size_t ItemRowBytes(const CollectionSpec& s) { return RowShapeOf(s).item_row_bytes(); }
 // Floats per query row (codes: the d x k log-probability table).
 inline size_t QueryRowSize(const CollectionSpec& s) { return RowShapeOf(s).query_row_size(); }
+
+// Packs row i of `v` (checked input, see query/row_checks.h) into an item row
+// (row_bytes bytes): code symbols as bytes; mixture weights normalised to sum
+// exactly 1 (uniform when v.weights is null).
+inline void PackItemRow(const RowShape& shape, const EmbeddingView& v, int64_t i, uint8_t* row) {
+  const size_t D = size_t(shape.dim), C = shape.mixture_components();
+  if (shape.kind == Kind::kCodes) {
+    for (size_t j = 0; j < D; ++j) row[j] = uint8_t(v.codes[i * D + j]);
+    return;
+  }
+  float* f = reinterpret_cast<float*>(row);
+  if (shape.kind == Kind::kPoint) {
+    std::memcpy(f, v.vec + i * D, D * sizeof(float));
+    return;
+  }
+  if (shape.kind == Kind::kMog) {
+    double sum = 0;
+    for (size_t c = 0; c < C; ++c) sum += v.weights ? v.weights[i * C + c] : 1.0;
+    for (size_t c = 0; c < C; ++c) {  // exactly normalised
+      f[shape.weights_offset() + c] = float((v.weights ? v.weights[i * C + c] : 1.0) / sum);
+    }
+  }
+  std::memcpy(f + shape.mean_offset(), v.mean + i * C * D, C * D * sizeof(float));
+  std::memcpy(f + shape.var_offset(), v.var + i * C * D, C * D * sizeof(float));
+}
+
+// Packs query i of `v` into a query row (query_row_size() floats).
+inline void PackQueryRow(const RowShape& shape, const EmbeddingView& v, int64_t i, float* row) {
+  if (shape.kind == Kind::kCodes) {
+    const size_t per = shape.query_row_size();
+    std::memcpy(row, v.logp + i * per, per * sizeof(float));
+  } else {
+    PackItemRow(shape, v, i, reinterpret_cast<uint8_t*>(row));
+  }
+}
 
 // First two moments of a gaussian or mog row, per dimension (D doubles each):
 // for a mixture mu = sum_c w_c mu_c and var = sum_c w_c (var_c + (mu_c - mu)^2).

@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "encoders/engine_bridge.h"
-#include "query/scorer.h"
+#include "hedgedb/score.h"
 
 namespace hedgedb {
 namespace encoders {
@@ -16,101 +18,65 @@ namespace {
 
 using nlohmann::json;
 
-// Rows in the scorer's layout (query/scorer.h): items and, for codes, the
-// query tables.
-struct ScorerRows {
-  query::RowShape shape;
-  query::ScoreParams params;
-  std::vector<float> float_rows;   // point/gaussian/mog items and queries
-  std::vector<uint8_t> code_rows;  // codes items
-  size_t stride_bytes = 0;
-  const void* base() const {
-    return shape.kind == Kind::kCodes ? static_cast<const void*>(code_rows.data())
-                                      : static_cast<const void*>(float_rows.data());
-  }
-};
-
 bool IsSpe(const ModelSpec& spec) { return spec.method == Method::kSpe; }
 
-query::RowShape ShapeOf(const Embeddings& e) {
-  query::RowShape shape;
-  shape.kind = e.kind;
-  shape.dim = static_cast<int>(e.dim);
-  shape.components = static_cast<int>(e.components);
-  shape.code_k = static_cast<int>(e.code_k);
-  return shape;
+// How `s` scores embeddings: as a collection of the model's embeddings
+// (engine bridge) searched with the model's score, samples and seed.
+struct Scoring {
+  CollectionSpec spec;
+  ScoreOptions options;
+};
+
+Scoring ScoringOf(const Similarity& s) {
+  Scoring scoring;
+  scoring.spec = CollectionSpecForModel(s.spec, "evaluation");
+  scoring.options.score = ModelScore(s.spec);
+  scoring.options.samples = s.samples;
+  scoring.options.has_seed = true;
+  scoring.options.seed = s.seed;
+  return scoring;
 }
 
-query::ScoreParams ParamsOf(const Similarity& s) {
-  query::ScoreParams params;
-  params.samples = s.samples;
-  params.seed = s.seed;
-  params.score = ModelScore(s.spec);
-  params.match_a = MatchA(s.spec);
-  params.match_b = MatchB(s.spec);
-  return params;
+// `e` as scored under `s`: SPE adds sigma_eps^2 to every variance so that MLS
+// compares instance distributions around a shared prototype.
+const Embeddings& ScoredForm(const Similarity& s, const Embeddings& e, Embeddings* storage) {
+  if (!IsSpe(s.spec) || e.var.empty()) return e;
+  *storage = e;
+  const float offset = static_cast<float>(s.spec.sigma_eps2);
+  for (float& v : storage->var) v += offset;
+  return *storage;
 }
 
-// Item rows (as_query false) or query rows (as_query true) of `e`. SPE adds
-// sigma_eps^2 to every variance so that MLS compares instance distributions
-// around a shared prototype.
-ScorerRows BuildRows(const Similarity& s, const Embeddings& e, bool as_query) {
-  ScorerRows rows;
-  rows.shape = ShapeOf(e);
-  rows.params = ParamsOf(s);
-  const int64_t n = e.n;
-  const int64_t d = e.dim;
-  const float var_offset = IsSpe(s.spec) ? static_cast<float>(s.spec.sigma_eps2) : 0.0f;
-  switch (e.kind) {
-    case Kind::kPoint:
-      rows.float_rows = e.vec;
-      break;
-    case Kind::kGaussian:
-      rows.float_rows.resize(n * 2 * d);
-      for (int64_t i = 0; i < n; ++i) {
-        float* row = rows.float_rows.data() + i * 2 * d;
-        for (int64_t j = 0; j < d; ++j) {
-          row[j] = e.mean[i * d + j];
-          row[d + j] = e.var[i * d + j] + var_offset;
-        }
-      }
-      break;
-    case Kind::kMog: {
-      const int64_t c = e.components;
-      const int64_t width = c * (1 + 2 * d);
-      rows.float_rows.resize(n * width);
-      for (int64_t i = 0; i < n; ++i) {
-        float* row = rows.float_rows.data() + i * width;
-        std::copy(e.weights.begin() + i * c, e.weights.begin() + (i + 1) * c, row);
-        std::copy(e.mean.begin() + i * c * d, e.mean.begin() + (i + 1) * c * d, row + c);
-        for (int64_t j = 0; j < c * d; ++j) row[c + c * d + j] = e.var[i * c * d + j] + var_offset;
-      }
-      break;
-    }
-    case Kind::kCodes:
-      if (as_query) {
-        rows.float_rows = e.logp;
-      } else {
-        rows.code_rows.resize(e.codes.size());
-        for (size_t i = 0; i < e.codes.size(); ++i) {
-          rows.code_rows[i] = static_cast<uint8_t>(e.codes[i]);
-        }
-      }
-      break;
-  }
-  rows.stride_bytes =
-      e.kind == Kind::kCodes && !as_query
-          ? rows.shape.item_row_size()
-          : (as_query ? rows.shape.query_row_size() : rows.shape.item_row_size()) * sizeof(float);
-  return rows;
+// Rows [first, first + count) of `e`.
+EmbeddingView RowsOf(const Embeddings& e, int64_t first, int64_t count) {
+  EmbeddingView v = e.View();
+  const int64_t c = e.components, d = e.dim;
+  v.n = count;
+  if (v.vec) v.vec += first * d;
+  if (v.mean) v.mean += first * c * d;
+  if (v.var) v.var += first * c * d;
+  if (v.weights) v.weights += first * c;
+  if (v.codes) v.codes += first * d;
+  if (v.logp) v.logp += first * d * e.code_k;
+  return v;
 }
 
-Status CheckCompatible(const Embeddings& probes, const Embeddings& gallery) {
-  if (probes.kind != gallery.kind || probes.dim != gallery.dim ||
-      probes.components != gallery.components || probes.code_k != gallery.code_k) {
-    return Status::InvalidArgument("probe and gallery embeddings differ in kind or size");
+// The embeddings are of the model's kind and sizes.
+Status CheckFits(const Similarity& s, const Embeddings& e) {
+  const CollectionSpec spec = CollectionSpecForModel(s.spec, "evaluation");
+  if (e.kind != spec.kind || e.dim != spec.dim ||
+      (spec.kind == Kind::kMog && e.components != spec.components) ||
+      (spec.kind == Kind::kCodes && e.code_k != spec.code_k)) {
+    return Status::InvalidArgument("embeddings (" + std::string(KindName(e.kind)) + " dim " +
+                                   std::to_string(e.dim) + ") do not fit the model (" +
+                                   DescribeForModel(spec) + ")");
   }
   return Status::OK();
+}
+
+Status CheckCompatible(const Similarity& s, const Embeddings& probes, const Embeddings& gallery) {
+  HEDGEDB_RETURN_IF_ERROR(CheckFits(s, probes));
+  return CheckFits(s, gallery);
 }
 
 double Entropy(const std::vector<double>& p) {
@@ -150,85 +116,73 @@ json CalibrationJson(const UncertaintyCalibration& c) {
 
 Status SimilarityMatrix(const Similarity& similarity, const Embeddings& probes,
                         const Embeddings& gallery, std::vector<float>* matrix) {
-  HEDGEDB_RETURN_IF_ERROR(CheckCompatible(probes, gallery));
-  const ScorerRows queries = BuildRows(similarity, probes, /*as_query=*/true);
-  const ScorerRows items = BuildRows(similarity, gallery, /*as_query=*/false);
-  std::vector<int64_t> all(gallery.n);
-  for (int64_t i = 0; i < gallery.n; ++i) all[i] = i;
-  matrix->assign(static_cast<size_t>(probes.n * gallery.n), 0.0f);
-  const size_t qstride = queries.shape.query_row_size();
-  for (int64_t q = 0; q < probes.n; ++q) {
-    std::unique_ptr<query::PreparedQuery> prepared;
-    HEDGEDB_RETURN_IF_ERROR(query::PrepareQuery(
-        queries.shape, queries.params, queries.float_rows.data() + q * qstride, &prepared));
-    prepared->ScoreRows(items.base(), items.stride_bytes, all.data(), all.size(),
-                        matrix->data() + q * gallery.n);
-  }
-  return Status::OK();
+  HEDGEDB_RETURN_IF_ERROR(CheckCompatible(similarity, probes, gallery));
+  const Scoring scoring = ScoringOf(similarity);
+  Embeddings probe_storage, gallery_storage;
+  return ScoreMatrix(scoring.spec, ScoredForm(similarity, probes, &probe_storage).View(),
+                     ScoredForm(similarity, gallery, &gallery_storage).View(), scoring.options,
+                     matrix);
 }
 
 Status PairSimilarities(const Similarity& similarity, const Embeddings& probes,
                         const Embeddings& gallery, const std::vector<VerificationPair>& pairs,
                         std::vector<double>* scores) {
-  HEDGEDB_RETURN_IF_ERROR(CheckCompatible(probes, gallery));
-  const ScorerRows queries = BuildRows(similarity, probes, /*as_query=*/true);
-  const ScorerRows items = BuildRows(similarity, gallery, /*as_query=*/false);
-  const size_t qstride = queries.shape.query_row_size();
+  HEDGEDB_RETURN_IF_ERROR(CheckCompatible(similarity, probes, gallery));
+  const Scoring scoring = ScoringOf(similarity);
+  Embeddings probe_storage, gallery_storage;
+  const Embeddings& p = ScoredForm(similarity, probes, &probe_storage);
+  const Embeddings& g = ScoredForm(similarity, gallery, &gallery_storage);
   scores->clear();
   scores->reserve(pairs.size());
+  std::vector<float> score;
   for (const VerificationPair& pair : pairs) {
-    std::unique_ptr<query::PreparedQuery> prepared;
-    HEDGEDB_RETURN_IF_ERROR(query::PrepareQuery(queries.shape, queries.params,
-                                                queries.float_rows.data() + pair.first * qstride,
-                                                &prepared));
-    float score = 0;
-    const int64_t row = pair.second;
-    prepared->ScoreRows(items.base(), items.stride_bytes, &row, 1, &score);
-    scores->push_back(score);
+    // Scores do not depend on the other items scored with them.
+    HEDGEDB_RETURN_IF_ERROR(ScoreMatrix(scoring.spec, RowsOf(p, pair.first, 1),
+                                        RowsOf(g, pair.second, 1), scoring.options, &score));
+    scores->push_back(score[0]);
   }
   return Status::OK();
 }
 
-std::vector<double> Uncertainties(const Similarity& similarity, const Embeddings& items) {
-  std::vector<double> eta;
-  if (items.kind != Kind::kGaussian && items.kind != Kind::kMog) return eta;
-  // eta is defined by the match probability, whatever the retrieval score.
-  Similarity match = similarity;
-  if (IsSpe(match.spec)) match.spec.sigma_eps2 = 0;  // the embedding's own spread
-  ScorerRows rows = BuildRows(match, items, /*as_query=*/false);
-  rows.params.score = ScoreType::kMc;
-  const size_t stride = rows.shape.item_row_size();
-  eta.reserve(items.n);
-  for (int64_t i = 0; i < items.n; ++i) {
-    eta.push_back(query::Uncertainty(rows.shape, rows.params, rows.float_rows.data() + i * stride));
-  }
-  return eta;
+Status Uncertainties(const Similarity& similarity, const Embeddings& items,
+                     std::vector<double>* eta) {
+  eta->clear();
+  if (items.kind != Kind::kGaussian && items.kind != Kind::kMog) return Status::OK();
+  HEDGEDB_RETURN_IF_ERROR(CheckFits(similarity, items));
+  // eta is the embedding's own spread: no SPE offset.
+  const Scoring scoring = ScoringOf(similarity);
+  std::vector<float> values;
+  HEDGEDB_RETURN_IF_ERROR(ItemUncertainties(scoring.spec, items.View(), scoring.options, &values));
+  eta->assign(values.begin(), values.end());
+  return Status::OK();
 }
 
 Status EvaluateRetrievalOn(const Similarity& similarity, const Embeddings& probes,
                            const Embeddings& gallery, const std::vector<int64_t>& labels,
                            RetrievalMetrics* metrics, bool reachable_only) {
-  HEDGEDB_RETURN_IF_ERROR(CheckCompatible(probes, gallery));
+  HEDGEDB_RETURN_IF_ERROR(CheckCompatible(similarity, probes, gallery));
   if (static_cast<int64_t>(labels.size()) != probes.n || probes.n != gallery.n) {
     return Status::InvalidArgument("retrieval: probes, gallery and labels differ in count");
   }
-  const ScorerRows queries = BuildRows(similarity, probes, /*as_query=*/true);
-  const ScorerRows items = BuildRows(similarity, gallery, /*as_query=*/false);
-  std::vector<int64_t> all(gallery.n);
-  for (int64_t i = 0; i < gallery.n; ++i) all[i] = i;
-  const size_t qstride = queries.shape.query_row_size();
-  Status prepare_status;
+  const Scoring scoring = ScoringOf(similarity);
+  Embeddings probe_storage, gallery_storage;
+  const Embeddings& p = ScoredForm(similarity, probes, &probe_storage);
+  const EmbeddingView g = ScoredForm(similarity, gallery, &gallery_storage).View();
+  std::mutex error_mutex;
+  Status score_status;
+  // One probe at a time (rows are requested from several threads): the whole
+  // matrix would not fit for large sets.
   const SimilarityRowFn row_fn = [&](int64_t q, float* row) {
-    std::unique_ptr<query::PreparedQuery> prepared;
-    const Status s = query::PrepareQuery(queries.shape, queries.params,
-                                         queries.float_rows.data() + q * qstride, &prepared);
+    std::vector<float> scores;
+    const Status s = ScoreMatrix(scoring.spec, RowsOf(p, q, 1), g, scoring.options, &scores);
     if (!s.ok()) {
       // Reported after the pass; a NaN row would also stop the metrics.
-      if (prepare_status.ok()) prepare_status = s;
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (score_status.ok()) score_status = s;
       std::fill(row, row + gallery.n, 0.0f);
       return;
     }
-    prepared->ScoreRows(items.base(), items.stride_bytes, all.data(), all.size(), row);
+    std::copy(scores.begin(), scores.end(), row);
   };
   RetrievalOptions options;
   const int64_t ranked = gallery.n - 1;
@@ -241,7 +195,7 @@ Status EvaluateRetrievalOn(const Similarity& similarity, const Embeddings& probe
     options.knn_k = static_cast<int>(std::min<int64_t>(options.knn_k, ranked));
   }
   const Status s = EvaluateRetrieval(row_fn, probes.n, labels, labels, options, metrics);
-  HEDGEDB_RETURN_IF_ERROR(prepare_status);
+  HEDGEDB_RETURN_IF_ERROR(score_status);
   return s;
 }
 
@@ -320,7 +274,7 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
     return static_cast<int64_t>(std::unique(c.begin(), c.end()) - c.begin());
   }();
   out["samples"] = similarity.samples;
-  out["similarity"] = ScoreName(ParamsOf(similarity).score);
+  out["similarity"] = ScoreName(ScoringOf(similarity).options.score);
   if (spec.kind == Kind::kGaussian || spec.kind == Kind::kMog || spec.kind == Kind::kPoint) {
     out["match_a"] = spec.match_a;
     out["match_b"] = spec.match_b;
@@ -333,9 +287,9 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
   std::vector<uint8_t> matches;
   for (const auto& p : pairs) matches.push_back(p.match ? 1 : 0);
 
-  const std::vector<double> eta_clean = Uncertainties(similarity, clean);
-  const std::vector<double> eta_corrupt =
-      data.has_corrupt ? Uncertainties(similarity, corrupt) : std::vector<double>();
+  std::vector<double> eta_clean, eta_corrupt;
+  HEDGEDB_RETURN_IF_ERROR(Uncertainties(similarity, clean, &eta_clean));
+  if (data.has_corrupt) HEDGEDB_RETURN_IF_ERROR(Uncertainties(similarity, corrupt, &eta_corrupt));
   if (stochastic) {
     auto mean = [](const std::vector<double>& v) {
       double s = 0;

@@ -1,7 +1,8 @@
 // Evaluation of trained encoders with the papers' protocols (HIB
 // sections 4.3-4.4 and appendix G). Torch-free: embeddings come from
-// EncoderModel and are scored with the core library's exact stage-2 scorers
-// (query/scorer.h), i.e. with the same numbers a hedgedb search returns.
+// EncoderModel and are scored with the core library's public scoring
+// functions (hedgedb/score.h) as a collection of the model's embeddings
+// (engine_bridge.h), i.e. with the same numbers a hedgedb search returns.
 //
 // Similarity per method:
 //   point (soft contrastive): match probability sigmoid(-a ||z1 - z2|| + b)
@@ -48,7 +49,8 @@ struct Similarity {
 };
 
 // Fills rows x gallery similarities: row q holds the similarity of probe q to
-// every gallery item. Errors: invalid embeddings (e.g. non-positive variances).
+// every gallery item. Errors: embeddings that do not fit the model, or that a
+// collection would refuse (e.g. non-positive variances).
 Status SimilarityMatrix(const Similarity& similarity, const Embeddings& probes,
                         const Embeddings& gallery, std::vector<float>* matrix);
 // Similarity of probe pairs[i].first to gallery pairs[i].second.
@@ -56,7 +58,8 @@ Status PairSimilarities(const Similarity& similarity, const Embeddings& probes,
                         const Embeddings& gallery, const std::vector<VerificationPair>& pairs,
                         std::vector<double>* scores);
 // eta per item; empty for kinds without one (point, codes).
-std::vector<double> Uncertainties(const Similarity& similarity, const Embeddings& items);
+Status Uncertainties(const Similarity& similarity, const Embeddings& items,
+                     std::vector<double>* eta);
 
 // Retrieval metrics of probes against a gallery of the same items (or their
 // twins: same index = same item, left out).

@@ -2,8 +2,8 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <zlib.h>
 
-#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -13,6 +13,8 @@
 #include <set>
 #include <sstream>
 
+#include "common/coding.h"
+#include "common/crc32c.h"
 #include "common/file_util.h"
 #include "encoders/models.h"
 
@@ -50,37 +52,15 @@ constexpr BackboneEntry kBackbones[] = {
     {BackboneType::kTorchScript, "torchscript"},
 };
 
-uint32_t Crc32(const char* data, size_t n) {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  uint32_t crc = 0xFFFFFFFFu;
-  for (size_t i = 0; i < n; ++i) {
-    crc = table[(crc ^ static_cast<uint8_t>(data[i])) & 0xFFu] ^ (crc >> 8);
+// The checksum of a file of `version` over its first n bytes: CRC32C, the
+// project's checksum, from version 2; version 1 files carry a CRC-32 (IEEE
+// 802.3), still read so that models trained before the change load.
+uint32_t FileChecksum(uint32_t version, const char* data, size_t n) {
+  if (version == 1) {
+    return static_cast<uint32_t>(
+        crc32_z(crc32_z(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(data), n));
   }
-  return crc ^ 0xFFFFFFFFu;
-}
-
-template <typename T>
-void PutLittleEndian(std::string* out, T value) {
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    out->push_back(static_cast<char>((static_cast<uint64_t>(value) >> (8 * i)) & 0xFF));
-  }
-}
-
-template <typename T>
-T GetLittleEndian(const std::string& in, size_t offset) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    v |= static_cast<uint64_t>(static_cast<uint8_t>(in[offset + i])) << (8 * i);
-  }
-  return static_cast<T>(v);
+  return Crc32c(data, n);
 }
 
 Status ReadModelFile(const std::string& path, std::string* contents) {
@@ -100,23 +80,24 @@ Status ParseContainer(const std::string& path, const std::string& file, std::str
   if (std::memcmp(file.data(), kMagic, sizeof(kMagic)) != 0) {
     return Status::Corruption("'" + path + "' is not a hedgedb model file (bad magic)");
   }
-  const uint32_t stored_crc = GetLittleEndian<uint32_t>(file, file.size() - 4);
-  if (Crc32(file.data(), file.size() - 4) != stored_crc) {
-    return Status::Corruption("model file '" + path +
-                              "' fails its checksum (damaged or truncated)");
-  }
-  const uint32_t version = GetLittleEndian<uint32_t>(file, 8);
+  // The version says which checksum the file carries.
+  const uint32_t version = GetFixed<uint32_t>(file.data() + 8);
   if (version == 0) return Status::Corruption("model file '" + path + "' has format version 0");
   if (version > kModelFileVersion) {
     return Status::NotSupported("model file '" + path + "' has format version " +
                                 std::to_string(version) + "; this build reads up to " +
                                 std::to_string(kModelFileVersion));
   }
-  const uint64_t header_len = GetLittleEndian<uint64_t>(file, 12);
+  const uint32_t stored_crc = GetFixed<uint32_t>(file.data() + file.size() - 4);
+  if (FileChecksum(version, file.data(), file.size() - 4) != stored_crc) {
+    return Status::Corruption("model file '" + path +
+                              "' fails its checksum (damaged or truncated)");
+  }
+  const uint64_t header_len = GetFixed<uint64_t>(file.data() + 12);
   if (header_len > file.size() - kFixedBytes) {
     return Status::Corruption("model file '" + path + "': header length out of range");
   }
-  const uint64_t payload_len = GetLittleEndian<uint64_t>(file, 20 + header_len);
+  const uint64_t payload_len = GetFixed<uint64_t>(file.data() + 20 + header_len);
   if (payload_len != file.size() - kFixedBytes - header_len) {
     return Status::Corruption("model file '" + path + "': payload length does not match file size");
   }
@@ -374,12 +355,12 @@ Status SaveModel(const std::string& path, const Encoder& encoder) {
   }
   const std::string header = SpecToJson(spec);
   std::string file(kMagic, sizeof(kMagic));
-  PutLittleEndian<uint32_t>(&file, kModelFileVersion);
-  PutLittleEndian<uint64_t>(&file, header.size());
+  PutFixed<uint32_t>(&file, kModelFileVersion);
+  PutFixed<uint64_t>(&file, header.size());
   file += header;
-  PutLittleEndian<uint64_t>(&file, payload.size());
+  PutFixed<uint64_t>(&file, payload.size());
   file += payload;
-  PutLittleEndian<uint32_t>(&file, Crc32(file.data(), file.size()));
+  PutFixed<uint32_t>(&file, FileChecksum(kModelFileVersion, file.data(), file.size()));
   return WriteFileAtomically(path, {file});
 }
 

@@ -11,8 +11,9 @@
 //      20+H    u64      payload length P
 //      28+H    P bytes  payload: torch::serialize::OutputArchive with every
 //                       parameter and buffer of the Encoder, by its name
-//   28+H+P     u32      CRC-32 (IEEE 802.3, reflected 0xEDB88320) of all
-//                       preceding bytes
+//   28+H+P     u32      CRC32C (common/crc32c.h) of all preceding bytes;
+//                       format version 1 files carry a CRC-32 (IEEE 802.3)
+//                       instead and are still read
 // The file is written to "<path>.tmp" and renamed over <path>, so a crash
 // never leaves a half-written model under the final name.
 #pragma once
@@ -28,7 +29,8 @@ namespace hedgedb::encoders {
 
 class Encoder;  // encoders/models.h
 
-inline constexpr uint32_t kModelFileVersion = 1;
+// 2: the checksum is CRC32C (1: CRC-32; read, never written).
+inline constexpr uint32_t kModelFileVersion = 2;
 
 // Training method the weights came from. It fixes which loss was used and
 // which head kind goes with it.

@@ -386,210 +386,276 @@ Status Validate(const Encoder& encoder, const ItemSet& validation,
   return Status::OK();
 }
 
-Status TrainImpl(const TrainOptions& options, const EncoderData& data, TrainResult* result) {
-  const MethodDefaults* method = FindMethod(options.method);
-  auto log = options.log ? options.log : [](const std::string& line) {
-    std::fprintf(stderr, "%s\n", line.c_str());
-  };
-  torch::set_num_threads(options.threads);
-  if (data.train.size() == 0) return Status::InvalidArgument("the training split is empty");
+// One training run, in the steps Run() takes: build the model and optimizer
+// (fresh, or from a checkpoint), set up the data (batches, schedule,
+// validation subset), the iteration loop (a step, progress lines, validation
+// with early stopping, checkpoints), and saving the result.
+class TrainingRun {
+ public:
+  TrainingRun(const TrainOptions& options, const EncoderData& data)
+      : options_(options),
+        data_(data),
+        method_(FindMethod(options.method)),
+        log_(options.log ? options.log : [](const std::string& line) {
+          std::fprintf(stderr, "%s\n", line.c_str());
+        }) {}
 
-  ModelSpec spec = MakeSpec(options, data);
-  HEDGEDB_RETURN_IF_ERROR(ValidateSpec(spec));
-  Encoder encoder{nullptr};
-  LoopState state;
-  if (!options.resume.empty()) {
-    ModelSpec loaded;
-    HEDGEDB_RETURN_IF_ERROR(LoadModelExpecting(options.resume, spec, &loaded, &encoder));
-  } else {
-    torch::manual_seed(SeededRng::DeriveSeed(options.seed, 0x1417));
-    HEDGEDB_RETURN_IF_ERROR(MakeEncoder(spec, &encoder));
+  Status Run(TrainResult* result) {
+    torch::set_num_threads(options_.threads);
+    if (data_.train.size() == 0) return Status::InvalidArgument("the training split is empty");
+    HEDGEDB_RETURN_IF_ERROR(BuildModel());
+    HEDGEDB_RETURN_IF_ERROR(SetUpData());
+    HEDGEDB_RETURN_IF_ERROR(Loop());
+    return Finish(result);
   }
-  encoder->train();
-  torch::optim::Adam optimizer(encoder->parameters(), torch::optim::AdamOptions(options.lr));
-  if (!options.resume.empty()) {
-    HEDGEDB_RETURN_IF_ERROR(LoadCheckpointState(options.resume, &optimizer, &state));
-    if (std::filesystem::exists(options.resume + ".best")) {
-      HEDGEDB_RETURN_IF_ERROR(CopyFile(options.resume + ".best", options.out));
+
+ private:
+  std::string Tag() const { return "[train " + std::string(MethodName(options_.method)) + "]"; }
+
+  // The encoder (new, or the checkpoint's weights), the optimizer and, when
+  // resuming, the loop counters and the best model so far.
+  Status BuildModel() {
+    const ModelSpec spec = MakeSpec(options_, data_);
+    HEDGEDB_RETURN_IF_ERROR(ValidateSpec(spec));
+    if (!options_.resume.empty()) {
+      ModelSpec loaded;
+      HEDGEDB_RETURN_IF_ERROR(LoadModelExpecting(options_.resume, spec, &loaded, &encoder_));
+    } else {
+      torch::manual_seed(SeededRng::DeriveSeed(options_.seed, 0x1417));
+      HEDGEDB_RETURN_IF_ERROR(MakeEncoder(spec, &encoder_));
     }
-  }
-
-  std::unique_ptr<BatchSource> source;
-  HEDGEDB_RETURN_IF_ERROR(BatchSource::Create(options, method->family, data.train.labels, &source));
-  int64_t total = options.iterations;
-  if (total <= 0 && options.epochs > 0) {
-    total = static_cast<int64_t>(
-        std::ceil(options.epochs * data.train.size() / source->items_per_batch()));
-  }
-  if (total <= 0) total = 10000;
-  if (state.iteration > total) {
-    return Status::InvalidArgument("the checkpoint is at iteration " +
-                                   std::to_string(state.iteration) + ", past --iterations " +
-                                   std::to_string(total));
-  }
-  // Replay the sampler so that a resumed run sees the batches the
-  // uninterrupted run would have seen.
-  for (int64_t t = 0; t < state.iteration; ++t) source->Next();
-
-  const bool validating = data.validation.size() > 0;
-  const std::vector<int64_t> val_items =
-      validating ? SubsetItems(data.validation, options.val_items, options.seed)
-                 : std::vector<int64_t>();
-  const int64_t eval_every =
-      options.eval_every > 0 ? options.eval_every : std::max<int64_t>(100, total / 20);
-  const std::string checkpoint_path =
-      options.checkpoint_path.empty() ? options.out + ".ckpt" : options.checkpoint_path;
-  const int64_t window = std::max<int64_t>(1, std::min<int64_t>(50, total / 10));
-
-  log("[train " + std::string(MethodName(options.method)) + "] " + data.description + ": " +
-      std::to_string(data.train.size()) + " training items, " +
-      std::to_string(data.num_train_classes) + " classes, " +
-      std::to_string(source->items_per_batch()) + " items/batch, " + std::to_string(total) +
-      " iterations" +
-      (state.iteration > 0 ? ", resuming at " + std::to_string(state.iteration) : "") +
-      (validating ? ", validating on " + std::to_string(val_items.size()) + " items" : "") + ", " +
-      std::to_string(torch::get_num_threads()) + " threads");
-
-  TrainResult r;
-  r.start_iteration = state.iteration;
-  const auto start = Clock::now();
-  auto last_progress = start;
-  double step_seconds = 0;
-  int64_t items_seen = 0;
-  double window_sum = 0;
-  int64_t window_count = 0;
-  double progress_loss = 0;
-  int64_t progress_count = 0;
-  std::map<std::string, double> progress_terms;
-  std::vector<float> pixels;
-
-  auto validate = [&](int64_t iteration, bool* stop) -> Status {
-    double map_at_r = 0;
-    HEDGEDB_RETURN_IF_ERROR(Validate(encoder, data.validation, val_items, options.seed, &map_at_r));
-    r.validated = true;
-    char line[160];
-    const bool improved = map_at_r > state.best_validation;
-    std::snprintf(line, sizeof(line), "[train %s] iter %lld validation MAP@R %.4f%s",
-                  MethodName(options.method), static_cast<long long>(iteration), map_at_r,
-                  improved ? " (best, saved)" : "");
-    log(line);
-    if (improved) {
-      state.best_validation = map_at_r;
-      state.best_iteration = iteration;
-      state.evals_without_improvement = 0;
-      HEDGEDB_RETURN_IF_ERROR(SaveModel(options.out, encoder));
-    } else if (++state.evals_without_improvement >= options.patience) {
-      *stop = true;
+    encoder_->train();
+    optimizer_ = std::make_unique<torch::optim::Adam>(encoder_->parameters(),
+                                                      torch::optim::AdamOptions(options_.lr));
+    if (!options_.resume.empty()) {
+      HEDGEDB_RETURN_IF_ERROR(LoadCheckpointState(options_.resume, optimizer_.get(), &state_));
+      if (std::filesystem::exists(options_.resume + ".best")) {
+        HEDGEDB_RETURN_IF_ERROR(CopyFile(options_.resume + ".best", options_.out));
+      }
     }
     return Status::OK();
-  };
+  }
 
-  int64_t t = state.iteration;
-  bool stop = false;
-  while (t < total && !stop) {
+  // The batch sampler (replayed to the checkpoint's iteration), the number of
+  // iterations, the validation subset and schedule; logs the run's outline.
+  Status SetUpData() {
+    HEDGEDB_RETURN_IF_ERROR(
+        BatchSource::Create(options_, method_->family, data_.train.labels, &source_));
+    total_ = options_.iterations;
+    if (total_ <= 0 && options_.epochs > 0) {
+      total_ = static_cast<int64_t>(
+          std::ceil(options_.epochs * data_.train.size() / source_->items_per_batch()));
+    }
+    if (total_ <= 0) total_ = 10000;
+    if (state_.iteration > total_) {
+      return Status::InvalidArgument("the checkpoint is at iteration " +
+                                     std::to_string(state_.iteration) + ", past --iterations " +
+                                     std::to_string(total_));
+    }
+    // Replay the sampler so that a resumed run sees the batches the
+    // uninterrupted run would have seen.
+    for (int64_t t = 0; t < state_.iteration; ++t) source_->Next();
+
+    validating_ = data_.validation.size() > 0;
+    if (validating_) val_items_ = SubsetItems(data_.validation, options_.val_items, options_.seed);
+    eval_every_ =
+        options_.eval_every > 0 ? options_.eval_every : std::max<int64_t>(100, total_ / 20);
+    checkpoint_path_ =
+        options_.checkpoint_path.empty() ? options_.out + ".ckpt" : options_.checkpoint_path;
+    window_ = std::max<int64_t>(1, std::min<int64_t>(50, total_ / 10));
+
+    log_(Tag() + " " + data_.description + ": " + std::to_string(data_.train.size()) +
+         " training items, " + std::to_string(data_.num_train_classes) + " classes, " +
+         std::to_string(source_->items_per_batch()) + " items/batch, " + std::to_string(total_) +
+         " iterations" +
+         (state_.iteration > 0 ? ", resuming at " + std::to_string(state_.iteration) : "") +
+         (validating_ ? ", validating on " + std::to_string(val_items_.size()) + " items" : "") +
+         ", " + std::to_string(torch::get_num_threads()) + " threads");
+    return Status::OK();
+  }
+
+  // Iterations until the total, an early stop or the time budget.
+  Status Loop() {
+    r_.start_iteration = state_.iteration;
+    start_ = Clock::now();
+    last_progress_ = start_;
+    int64_t t = state_.iteration;
+    bool stop = false;
+    while (t < total_ && !stop) {
+      HEDGEDB_RETURN_IF_ERROR(Step(t));
+      ++t;
+      const double elapsed = Seconds(start_);
+      const bool out_of_time = options_.max_seconds > 0 && elapsed >= options_.max_seconds;
+      if (Seconds(last_progress_) >= options_.progress_seconds || t == total_ || out_of_time) {
+        LogProgress(t, elapsed);
+      }
+      if (validating_ && (t % eval_every_ == 0 || t == total_ || out_of_time)) {
+        HEDGEDB_RETURN_IF_ERROR(ValidateAndKeepBest(t, &stop));
+      }
+      if (options_.checkpoint_every > 0 && t % options_.checkpoint_every == 0) {
+        HEDGEDB_RETURN_IF_ERROR(Checkpoint(t));
+      }
+      if (out_of_time) {
+        log_(Tag() + " time budget of " + Duration(options_.max_seconds) +
+             " reached at iteration " + std::to_string(t));
+        break;
+      }
+    }
+    if (window_count_ > 0) r_.loss_curve.emplace_back(t, window_sum_ / window_count_);
+    r_.iterations = t;
+    return Status::OK();
+  }
+
+  // One optimisation step on batch t (seeded by t, so a resumed run repeats
+  // it), and its loss in the curve and the progress sums.
+  Status Step(int64_t t) {
     const auto step_start = Clock::now();
-    torch::manual_seed(SeededRng::DeriveSeed(options.seed, 2 * static_cast<uint64_t>(t) + 1));
-    SeededRng occlusion_rng(SeededRng::DeriveSeed(options.seed, 2 * static_cast<uint64_t>(t) + 2));
-    const TrainBatch batch = source->Next();
+    torch::manual_seed(SeededRng::DeriveSeed(options_.seed, 2 * static_cast<uint64_t>(t) + 1));
+    SeededRng occlusion_rng(SeededRng::DeriveSeed(options_.seed, 2 * static_cast<uint64_t>(t) + 2));
+    const TrainBatch batch = source_->Next();
     const int64_t n = static_cast<int64_t>(batch.items.size());
-    pixels.resize(n * data.train.item_floats());
-    data.train.render_train(batch.items, &occlusion_rng, pixels.data());
+    pixels_.resize(n * data_.train.item_floats());
+    data_.train.render_train(batch.items, &occlusion_rng, pixels_.data());
     std::vector<int64_t> sizes = {n};
-    sizes.insert(sizes.end(), data.train.input_shape.begin(), data.train.input_shape.end());
-    const torch::Tensor x = torch::from_blob(pixels.data(), sizes, torch::kFloat32);
+    sizes.insert(sizes.end(), data_.train.input_shape.begin(), data_.train.input_shape.end());
+    const torch::Tensor x = torch::from_blob(pixels_.data(), sizes, torch::kFloat32);
 
-    optimizer.zero_grad();
-    const EncoderOutput out = encoder->forward(x);
-    const LossOutput loss = ComputeLoss(options, method->method, encoder, out, batch);
+    optimizer_->zero_grad();
+    const EncoderOutput out = encoder_->forward(x);
+    const LossOutput loss = ComputeLoss(options_, method_->method, encoder_, out, batch);
     const double loss_value = loss.loss.item<double>();
     if (!std::isfinite(loss_value)) {
-      return Status::Internal("the " + std::string(MethodName(options.method)) + " loss became " +
+      return Status::Internal("the " + std::string(MethodName(options_.method)) + " loss became " +
                               std::to_string(loss_value) + " at iteration " + std::to_string(t) +
                               " (try a lower --lr)");
     }
     loss.loss.backward();
-    optimizer.step();
-    ++t;
-    step_seconds += Seconds(step_start);
-    items_seen += n;
+    optimizer_->step();
+    step_seconds_ += Seconds(step_start);
+    items_seen_ += n;
 
-    window_sum += loss_value;
-    if (++window_count == window) {
-      r.loss_curve.emplace_back(t, window_sum / window_count);
-      window_sum = 0;
-      window_count = 0;
+    window_sum_ += loss_value;
+    if (++window_count_ == window_) {
+      r_.loss_curve.emplace_back(t + 1, window_sum_ / window_count_);
+      window_sum_ = 0;
+      window_count_ = 0;
     }
-    progress_loss += loss_value;
-    ++progress_count;
-    for (const auto& [name, value] : loss.terms) progress_terms[name] += value;
-
-    const double elapsed = Seconds(start);
-    const bool out_of_time = options.max_seconds > 0 && elapsed >= options.max_seconds;
-    if (Seconds(last_progress) >= options.progress_seconds || t == total || out_of_time) {
-      const double rate = items_seen / std::max(step_seconds, 1e-9);
-      const double per_iteration = elapsed / std::max<int64_t>(1, t - r.start_iteration);
-      double eta = (total - t) * per_iteration;
-      if (options.max_seconds > 0) eta = std::min(eta, options.max_seconds - elapsed);
-      char line[512];
-      std::snprintf(line, sizeof(line), "[train %s] iter %lld/%lld loss %.5f",
-                    MethodName(options.method), static_cast<long long>(t),
-                    static_cast<long long>(total), progress_loss / progress_count);
-      std::string text = line;
-      std::string terms;
-      for (const auto& [name, value] : progress_terms) {
-        std::snprintf(line, sizeof(line), "%s%s %.4g", terms.empty() ? "" : ", ", name.c_str(),
-                      value / progress_count);
-        terms += line;
-      }
-      if (!terms.empty()) text += " (" + terms + ")";
-      std::snprintf(line, sizeof(line), " %.0f items/s ETA %s", rate, Duration(eta).c_str());
-      log(text + line);
-      last_progress = Clock::now();
-      progress_loss = 0;
-      progress_count = 0;
-      progress_terms.clear();
-    }
-    if (validating && (t % eval_every == 0 || t == total || out_of_time)) {
-      state.iteration = t;
-      HEDGEDB_RETURN_IF_ERROR(validate(t, &stop));
-      if (stop) {
-        r.early_stopped = true;
-        log("[train " + std::string(MethodName(options.method)) +
-            "] early stop: no validation improvement in " + std::to_string(options.patience) +
-            " validations; best at iteration " + std::to_string(state.best_iteration));
-      }
-    }
-    if (options.checkpoint_every > 0 && t % options.checkpoint_every == 0) {
-      state.iteration = t;
-      HEDGEDB_RETURN_IF_ERROR(SaveCheckpoint(checkpoint_path, encoder, optimizer, state));
-      // The best model so far travels with the checkpoint, so a resumed run
-      // that never beats it still ends with it in --out.
-      if (validating && r.validated) {
-        HEDGEDB_RETURN_IF_ERROR(CopyFile(options.out, checkpoint_path + ".best"));
-      }
-    }
-    if (out_of_time) {
-      log("[train " + std::string(MethodName(options.method)) + "] time budget of " +
-          Duration(options.max_seconds) + " reached at iteration " + std::to_string(t));
-      break;
-    }
+    progress_loss_ += loss_value;
+    ++progress_count_;
+    for (const auto& [name, value] : loss.terms) progress_terms_[name] += value;
+    return Status::OK();
   }
-  if (window_count > 0) r.loss_curve.emplace_back(t, window_sum / window_count);
-  if (!validating) HEDGEDB_RETURN_IF_ERROR(SaveModel(options.out, encoder));
 
-  r.iterations = t;
-  r.seconds = Seconds(start);
-  r.items_per_second = items_seen / std::max(step_seconds, 1e-9);
-  if (!r.loss_curve.empty()) {
-    r.first_loss = r.loss_curve.front().second;
-    r.last_loss = r.loss_curve.back().second;
+  // "iter t/total loss ... (terms) items/s ETA": the mean since the last line.
+  void LogProgress(int64_t t, double elapsed) {
+    const double rate = items_seen_ / std::max(step_seconds_, 1e-9);
+    const double per_iteration = elapsed / std::max<int64_t>(1, t - r_.start_iteration);
+    double eta = (total_ - t) * per_iteration;
+    if (options_.max_seconds > 0) eta = std::min(eta, options_.max_seconds - elapsed);
+    char line[512];
+    std::snprintf(line, sizeof(line), "[train %s] iter %lld/%lld loss %.5f",
+                  MethodName(options_.method), static_cast<long long>(t),
+                  static_cast<long long>(total_), progress_loss_ / progress_count_);
+    std::string text = line;
+    std::string terms;
+    for (const auto& [name, value] : progress_terms_) {
+      std::snprintf(line, sizeof(line), "%s%s %.4g", terms.empty() ? "" : ", ", name.c_str(),
+                    value / progress_count_);
+      terms += line;
+    }
+    if (!terms.empty()) text += " (" + terms + ")";
+    std::snprintf(line, sizeof(line), " %.0f items/s ETA %s", rate, Duration(eta).c_str());
+    log_(text + line);
+    last_progress_ = Clock::now();
+    progress_loss_ = 0;
+    progress_count_ = 0;
+    progress_terms_.clear();
   }
-  r.best_validation = state.best_validation;
-  r.best_iteration = state.best_iteration;
-  HEDGEDB_RETURN_IF_ERROR(ReadModelSpec(options.out, &r.spec));
-  *result = std::move(r);
-  return Status::OK();
-}
+
+  // Validation MAP@R at iteration t: a better model is saved to --out;
+  // `patience` validations without improvement set *stop.
+  Status ValidateAndKeepBest(int64_t t, bool* stop) {
+    state_.iteration = t;
+    double map_at_r = 0;
+    HEDGEDB_RETURN_IF_ERROR(
+        Validate(encoder_, data_.validation, val_items_, options_.seed, &map_at_r));
+    r_.validated = true;
+    char line[160];
+    const bool improved = map_at_r > state_.best_validation;
+    std::snprintf(line, sizeof(line), "[train %s] iter %lld validation MAP@R %.4f%s",
+                  MethodName(options_.method), static_cast<long long>(t), map_at_r,
+                  improved ? " (best, saved)" : "");
+    log_(line);
+    if (improved) {
+      state_.best_validation = map_at_r;
+      state_.best_iteration = t;
+      state_.evals_without_improvement = 0;
+      HEDGEDB_RETURN_IF_ERROR(SaveModel(options_.out, encoder_));
+    } else if (++state_.evals_without_improvement >= options_.patience) {
+      *stop = true;
+      r_.early_stopped = true;
+      log_(Tag() + " early stop: no validation improvement in " +
+           std::to_string(options_.patience) + " validations; best at iteration " +
+           std::to_string(state_.best_iteration));
+    }
+    return Status::OK();
+  }
+
+  Status Checkpoint(int64_t t) {
+    state_.iteration = t;
+    HEDGEDB_RETURN_IF_ERROR(SaveCheckpoint(checkpoint_path_, encoder_, *optimizer_, state_));
+    // The best model so far travels with the checkpoint, so a resumed run
+    // that never beats it still ends with it in --out.
+    if (validating_ && r_.validated) {
+      HEDGEDB_RETURN_IF_ERROR(CopyFile(options_.out, checkpoint_path_ + ".best"));
+    }
+    return Status::OK();
+  }
+
+  // Saves the last model unless validation chose the best one, and reports.
+  Status Finish(TrainResult* result) {
+    if (!validating_) HEDGEDB_RETURN_IF_ERROR(SaveModel(options_.out, encoder_));
+    r_.seconds = Seconds(start_);
+    r_.items_per_second = items_seen_ / std::max(step_seconds_, 1e-9);
+    if (!r_.loss_curve.empty()) {
+      r_.first_loss = r_.loss_curve.front().second;
+      r_.last_loss = r_.loss_curve.back().second;
+    }
+    r_.best_validation = state_.best_validation;
+    r_.best_iteration = state_.best_iteration;
+    HEDGEDB_RETURN_IF_ERROR(ReadModelSpec(options_.out, &r_.spec));
+    *result = std::move(r_);
+    return Status::OK();
+  }
+
+  const TrainOptions& options_;
+  const EncoderData& data_;
+  const MethodDefaults* method_;
+  const std::function<void(const std::string&)> log_;
+
+  Encoder encoder_{nullptr};
+  std::unique_ptr<torch::optim::Adam> optimizer_;
+  LoopState state_;
+
+  std::unique_ptr<BatchSource> source_;
+  int64_t total_ = 0;
+  bool validating_ = false;
+  std::vector<int64_t> val_items_;
+  int64_t eval_every_ = 0;
+  std::string checkpoint_path_;
+  int64_t window_ = 1;  // iterations per loss-curve point
+
+  TrainResult r_;
+  Clock::time_point start_, last_progress_;
+  double step_seconds_ = 0;
+  int64_t items_seen_ = 0;
+  double window_sum_ = 0;
+  int64_t window_count_ = 0;
+  double progress_loss_ = 0;
+  int64_t progress_count_ = 0;
+  std::map<std::string, double> progress_terms_;
+  std::vector<float> pixels_;
+};
 
 }  // namespace
 
@@ -663,7 +729,7 @@ Status Train(const TrainOptions& options, const EncoderData& data, TrainResult* 
   TrainOptions resolved = options;
   HEDGEDB_RETURN_IF_ERROR(ResolveTrainOptions(&resolved));
   try {
-    return TrainImpl(resolved, data, result);
+    return TrainingRun(resolved, data).Run(result);
   } catch (const c10::Error& e) {
     return Status::Internal("training failed: " + std::string(e.what_without_backtrace()));
   } catch (const std::exception& e) {

@@ -10,6 +10,7 @@
 
 #include "common/crc32c.h"
 #include "common/row_layout.h"
+#include "query/row_checks.h"
 #include "query/scorer.h"
 
 namespace hedgedb {
@@ -25,44 +26,6 @@ constexpr int64_t kMinRowsToTune = 1000;
 constexpr int64_t kThresholdFirstCandidates = 256;
 // Adaptive samples: a score's 95% interval is +- this many standard errors.
 constexpr double kAdaptiveZ = 1.96;
-
-// Finite, and > 0 where positive is set.
-Status CheckFloats(const float* p, size_t n, size_t per_row, const char* what, bool positive,
-                   const char* row_word) {
-  for (size_t j = 0; j < n; ++j) {
-    if (!std::isfinite(p[j])) {
-      return Status::InvalidArgument(std::string(what) + " of " + row_word + " " +
-                                     std::to_string(j / per_row) + " is not finite (" +
-                                     std::to_string(p[j]) + ")");
-    }
-    if (positive && !(p[j] > 0.0f)) {
-      return Status::InvalidArgument(std::string(what) + " of " + row_word + " " +
-                                     std::to_string(j / per_row) + " must be > 0, got " +
-                                     std::to_string(p[j]));
-    }
-  }
-  return Status::OK();
-}
-
-Status CheckWeights(const float* w, int64_t n, int C, const char* row_word) {
-  for (int64_t i = 0; i < n; ++i) {
-    double sum = 0;
-    for (int c = 0; c < C; ++c) {
-      float v = w[i * C + c];
-      if (!std::isfinite(v) || v < 0) {
-        return Status::InvalidArgument(std::string("weights of ") + row_word + " " +
-                                       std::to_string(i) + " must be finite and >= 0");
-      }
-      sum += v;
-    }
-    if (std::fabs(sum - 1.0) > 1e-3) {
-      return Status::InvalidArgument(std::string("weights of ") + row_word + " " +
-                                     std::to_string(i) + " sum to " + std::to_string(sum) +
-                                     ", expected 1");
-    }
-  }
-  return Status::OK();
-}
 
 }  // namespace
 
@@ -319,43 +282,8 @@ Status Collection::TrainIfDue() {
 }
 
 Status Collection::ValidateItems(const IngestBatch& b) const {
-  const CollectionSpec& s = meta_.spec;
-  const EmbeddingView& v = b.data;
-  if (v.n <= 0) return Status::InvalidArgument("the batch is empty");
-  const size_t n = size_t(v.n), D = size_t(s.dim), C = size_t(s.components);
-  switch (s.kind) {
-    case Kind::kPoint:
-      if (!v.vec) return Status::InvalidArgument("point collections take vectors (vec)");
-      HEDGEDB_RETURN_IF_ERROR(CheckFloats(v.vec, n * D, D, "vector", false, "item"));
-      break;
-    case Kind::kGaussian:
-    case Kind::kMog: {
-      if (!v.mean || !v.var) {
-        return Status::InvalidArgument(std::string(KindName(s.kind)) +
-                                       " collections take means and variances");
-      }
-      const size_t per = (s.kind == Kind::kMog ? C : 1) * D;
-      HEDGEDB_RETURN_IF_ERROR(CheckFloats(v.mean, n * per, per, "mean", false, "item"));
-      HEDGEDB_RETURN_IF_ERROR(CheckFloats(v.var, n * per, per, "variance", true, "item"));
-      if (s.kind == Kind::kMog && v.weights) {
-        HEDGEDB_RETURN_IF_ERROR(CheckWeights(v.weights, v.n, int(C), "item"));
-      }
-      if (s.kind == Kind::kGaussian && v.weights) {
-        return Status::InvalidArgument("weights apply to mog collections only");
-      }
-      break;
-    }
-    case Kind::kCodes:
-      if (!v.codes) return Status::InvalidArgument("codes collections take codes");
-      for (size_t j = 0; j < n * D; ++j) {
-        if (v.codes[j] < 0 || v.codes[j] >= s.code_k) {
-          return Status::InvalidArgument("code symbol " + std::to_string(v.codes[j]) + " of item " +
-                                         std::to_string(j / D) + " is outside [0, " +
-                                         std::to_string(s.code_k) + ")");
-        }
-      }
-      break;
-  }
+  HEDGEDB_RETURN_IF_ERROR(CheckItemRows(RowShapeOf(meta_.spec), b.data));
+  const size_t n = size_t(b.data.n);
   if (b.ids) {
     std::unordered_set<int64_t> seen;
     seen.reserve(n);
@@ -370,26 +298,7 @@ Status Collection::ValidateItems(const IngestBatch& b) const {
 }
 
 void Collection::PackItemRow(const EmbeddingView& v, int64_t i, uint8_t* row) const {
-  const RowShape shape = RowShapeOf(meta_.spec);
-  const size_t D = size_t(shape.dim), C = shape.mixture_components();
-  if (shape.kind == Kind::kCodes) {
-    for (size_t j = 0; j < D; ++j) row[j] = uint8_t(v.codes[i * D + j]);
-    return;
-  }
-  float* f = reinterpret_cast<float*>(row);
-  if (shape.kind == Kind::kPoint) {
-    std::memcpy(f, v.vec + i * D, D * sizeof(float));
-    return;
-  }
-  if (shape.kind == Kind::kMog) {
-    double sum = 0;
-    for (size_t c = 0; c < C; ++c) sum += v.weights ? v.weights[i * C + c] : 1.0;
-    for (size_t c = 0; c < C; ++c) {  // exactly normalised
-      f[shape.weights_offset() + c] = float((v.weights ? v.weights[i * C + c] : 1.0) / sum);
-    }
-  }
-  std::memcpy(f + shape.mean_offset(), v.mean + i * C * D, C * D * sizeof(float));
-  std::memcpy(f + shape.var_offset(), v.var + i * C * D, C * D * sizeof(float));
+  ::hedgedb::PackItemRow(RowShapeOf(meta_.spec), v, i, row);
 }
 
 Status Collection::FindReplay(const IngestBatch& batch, uint32_t content_crc,
@@ -598,52 +507,11 @@ Status Collection::Remove(const int64_t* ids, size_t n, int64_t* removed) {
 }
 
 Status Collection::ValidateQueries(const EmbeddingView& v) const {
-  const CollectionSpec& s = meta_.spec;
-  if (v.n <= 0) return Status::InvalidArgument("no queries");
-  const size_t n = size_t(v.n), D = size_t(s.dim), C = size_t(s.components);
-  switch (s.kind) {
-    case Kind::kPoint:
-      if (!v.vec) return Status::InvalidArgument("point collections are queried with vectors");
-      return CheckFloats(v.vec, n * D, D, "vector", false, "query");
-    case Kind::kGaussian:
-    case Kind::kMog: {
-      if (!v.mean || !v.var) {
-        return Status::InvalidArgument(std::string(KindName(s.kind)) +
-                                       " collections are queried with means and variances");
-      }
-      const size_t per = (s.kind == Kind::kMog ? C : 1) * D;
-      HEDGEDB_RETURN_IF_ERROR(CheckFloats(v.mean, n * per, per, "mean", false, "query"));
-      HEDGEDB_RETURN_IF_ERROR(CheckFloats(v.var, n * per, per, "variance", true, "query"));
-      if (s.kind == Kind::kMog && v.weights) return CheckWeights(v.weights, v.n, int(C), "query");
-      return Status::OK();
-    }
-    case Kind::kCodes: {
-      if (!v.logp) {
-        return Status::InvalidArgument("codes collections are queried with log-prob tables (logp)");
-      }
-      const size_t per = D * size_t(s.code_k);
-      for (size_t j = 0; j < n * per; ++j) {
-        // log(0) = -inf is a valid log-probability; NaN and +inf are not.
-        if (std::isnan(v.logp[j]) || v.logp[j] > 1e-3f) {
-          return Status::InvalidArgument("log-probability table of query " +
-                                         std::to_string(j / per) + " has an invalid entry (" +
-                                         std::to_string(v.logp[j]) + "); entries must be <= 0");
-        }
-      }
-      return Status::OK();
-    }
-  }
-  return Status::OK();
+  return CheckQueryRows(RowShapeOf(meta_.spec), v);
 }
 
 void Collection::PackQueryRow(const EmbeddingView& v, int64_t i, float* row) const {
-  const CollectionSpec& s = meta_.spec;
-  if (s.kind == Kind::kCodes) {
-    const size_t per = size_t(s.dim) * size_t(s.code_k);
-    std::memcpy(row, v.logp + i * per, per * sizeof(float));
-  } else {
-    PackItemRow(v, i, reinterpret_cast<uint8_t*>(row));
-  }
+  ::hedgedb::PackQueryRow(RowShapeOf(meta_.spec), v, i, row);
 }
 
 Status Collection::PlanSearch(const EmbeddingView& queries, const SearchOptions& options,

@@ -82,9 +82,9 @@ class PreparedQuery {
 };
 
 // Prepares `query_row` (query_row_size() floats) for scoring. Validates the
-// params; the rows are trusted: the collection checks queries and items
-// (query/collection.cc, ValidateQueries / ValidateItems, the one place of
-// those rules), encoders produce valid ones.
+// params; the rows are trusted: callers check them first with
+// query/row_checks.h (the collection and hedgedb/score.h), the one place of
+// those rules.
 Status PrepareQuery(const RowShape& shape, const ScoreParams& params, const float* query_row,
                     std::unique_ptr<PreparedQuery>* out);
 

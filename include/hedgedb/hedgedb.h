@@ -5,5 +5,6 @@
 #include "hedgedb/export.h"
 #include "hedgedb/npy.h"
 #include "hedgedb/options.h"
+#include "hedgedb/score.h"
 #include "hedgedb/status.h"
 #include "hedgedb/types.h"

@@ -77,19 +77,37 @@ Encoder MustMake(const ModelSpec& spec) {
 using testing_util::ReadBytes;
 using testing_util::WriteBytes;
 
-// CRC-32 (IEEE, bitwise) written independently of model_file.cc, to craft
-// files that pass the checksum but are wrong in another way.
-uint32_t BitwiseCrc32(const std::string& data) {
+// Reflected CRCs, bitwise, written independently of model_file.cc to craft
+// files that pass the checksum but are wrong in another way:
+// 0x82F63B78 is CRC32C (format 2), 0xEDB88320 the CRC-32 of format 1.
+uint32_t BitwiseCrc(const std::string& data, uint32_t polynomial) {
   uint32_t crc = 0xFFFFFFFFu;
   for (unsigned char c : data) {
     crc ^= c;
-    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (polynomial & (0u - (crc & 1u)));
   }
   return ~crc;
 }
 
 void PutU32(std::string* s, size_t offset, uint32_t v) {
   for (int i = 0; i < 4; ++i) (*s)[offset + i] = static_cast<char>((v >> (8 * i)) & 0xFF);
+}
+
+uint32_t GetU32(const std::string& s, size_t offset) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i)
+    v |= static_cast<uint32_t>(static_cast<uint8_t>(s[offset + i])) << (8 * i);
+  return v;
+}
+
+// The checksum a file of the version at offset 8 carries.
+uint32_t FileCrc(const std::string& file_without_crc) {
+  return BitwiseCrc(file_without_crc, GetU32(file_without_crc, 8) == 1 ? 0xEDB88320u : 0x82F63B78u);
+}
+
+// Rewrites the trailing checksum of `file` for its version.
+void Reseal(std::string* file) {
+  PutU32(file, file->size() - 4, FileCrc(file->substr(0, file->size() - 4)));
 }
 
 uint64_t GetU64(const std::string& s, size_t offset) {
@@ -111,7 +129,7 @@ std::string WithHeader(const std::string& file, const std::string& header) {
   std::string payload_part = file.substr(20 + header_len, file.size() - 4 - 20 - header_len);
   std::string out = file.substr(0, 12) + U64(header.size()) + header + payload_part;
   out += std::string(4, '\0');
-  PutU32(&out, out.size() - 4, BitwiseCrc32(out.substr(0, out.size() - 4)));
+  Reseal(&out);
   return out;
 }
 
@@ -362,7 +380,7 @@ TEST_F(ModelsTest, MissingAndCorruptFilesAreReported) {
   // A newer format version (with a valid checksum).
   std::string newer = good;
   PutU32(&newer, 8, kModelFileVersion + 1);
-  PutU32(&newer, newer.size() - 4, BitwiseCrc32(newer.substr(0, newer.size() - 4)));
+  Reseal(&newer);
   WriteBytes(path, newer);
   EXPECT_EQ(LoadModel(path, &spec, &e).code(), Status::Code::kNotSupported);
 
@@ -371,8 +389,7 @@ TEST_F(ModelsTest, MissingAndCorruptFilesAreReported) {
   std::string garbage_payload(200, 'x');
   std::string bad_archive = good.substr(0, 20 + header_len) + U64(garbage_payload.size()) +
                             garbage_payload + std::string(4, '\0');
-  PutU32(&bad_archive, bad_archive.size() - 4,
-         BitwiseCrc32(bad_archive.substr(0, bad_archive.size() - 4)));
+  Reseal(&bad_archive);
   WriteBytes(path, bad_archive);
   s = LoadModel(path, &spec, &e);
   EXPECT_TRUE(s.IsCorruption()) << s.ToString();
@@ -381,6 +398,54 @@ TEST_F(ModelsTest, MissingAndCorruptFilesAreReported) {
   // The good bytes still load (the crafted files differ only where intended).
   WriteBytes(path, good);
   EXPECT_TRUE(LoadModel(path, &spec, &e).ok());
+}
+
+// Format 2 ends in a little-endian CRC32C; format 1 files (CRC-32, the
+// layout otherwise the same) still load, and their checksum is still checked.
+TEST_F(ModelsTest, FormatOneFilesStillLoad) {
+  Encoder original = MustMake(CnnSpec(Method::kHib, Kind::kGaussian));
+  original->eval();
+  const std::string path = Path("model.hdbm");
+  ASSERT_TRUE(SaveModel(path, original).ok());
+  const std::string current = ReadBytes(path);
+  ASSERT_EQ(GetU32(current, 8), 2u);
+  EXPECT_EQ(GetU32(current, current.size() - 4),
+            BitwiseCrc(current.substr(0, current.size() - 4), 0x82F63B78u));
+
+  // The same file as format 1 wrote it: version 1, CRC-32.
+  std::string old = current;
+  PutU32(&old, 8, 1);
+  PutU32(&old, old.size() - 4, BitwiseCrc(old.substr(0, old.size() - 4), 0xEDB88320u));
+  WriteBytes(path, old);
+  ModelSpec spec;
+  Encoder loaded{nullptr};
+  Status s = LoadModel(path, &spec, &loaded);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  loaded->eval();
+  const torch::Tensor x = torch::rand({2, 1, 28, 56});
+  ExpectSameOutputs(original->forward(x), loaded->forward(x));
+  ModelSpec header;
+  ASSERT_TRUE(ReadModelSpec(path, &header).ok());
+  EXPECT_EQ(SpecToJson(header), SpecToJson(original->CurrentSpec()));
+
+  // A format 1 file is checked with CRC-32: a CRC32C there, or a flipped
+  // byte, fails the checksum.
+  std::string wrong_crc = old;
+  PutU32(&wrong_crc, old.size() - 4, BitwiseCrc(old.substr(0, old.size() - 4), 0x82F63B78u));
+  WriteBytes(path, wrong_crc);
+  s = LoadModel(path, &spec, &loaded);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("checksum"), std::string::npos) << s.ToString();
+  std::string flipped = old;
+  flipped[old.size() / 2] ^= 0x21;
+  WriteBytes(path, flipped);
+  EXPECT_TRUE(ReadModelSpec(path, &spec).IsCorruption());
+
+  // And a format 2 file with the old checksum is refused too.
+  std::string mixed = current;
+  PutU32(&mixed, mixed.size() - 4, BitwiseCrc(mixed.substr(0, mixed.size() - 4), 0xEDB88320u));
+  WriteBytes(path, mixed);
+  EXPECT_TRUE(LoadModel(path, &spec, &loaded).IsCorruption());
 }
 
 TEST_F(ModelsTest, WeightsThatDoNotFitTheHeaderAreRejected) {

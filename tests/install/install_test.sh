@@ -26,6 +26,15 @@ if [[ -n "$internal" ]]; then
   echo "$internal" | head -20 >&2
   exit 1
 fi
+# The size of the public API, as docs/design.md states it: a new exported
+# function updates both.
+expected_symbols=22
+count=$(echo "$exported" | grep -c -E '^hedgedb::' || true)
+if [[ "$count" -ne "$expected_symbols" ]]; then
+  echo "libhedgedb.so exports $count hedgedb symbols, expected $expected_symbols:" >&2
+  echo "$exported" | grep -E '^hedgedb::' >&2
+  exit 1
+fi
 cmake -S "$src/examples" -B "$work/example" -DCMAKE_PREFIX_PATH="$work/prefix" \
   -DCMAKE_BUILD_TYPE=Release > "$work/configure.log"
 cmake --build "$work/example" > "$work/build.log"

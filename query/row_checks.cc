@@ -1,0 +1,127 @@
+#include "query/row_checks.h"
+
+#include <cmath>
+#include <string>
+
+namespace hedgedb {
+namespace query {
+namespace {
+
+// Finite, and > 0 where positive is set.
+Status CheckFloats(const float* p, size_t n, size_t per_row, const char* what, bool positive,
+                   const char* row_word) {
+  for (size_t j = 0; j < n; ++j) {
+    if (!std::isfinite(p[j])) {
+      return Status::InvalidArgument(std::string(what) + " of " + row_word + " " +
+                                     std::to_string(j / per_row) + " is not finite (" +
+                                     std::to_string(p[j]) + ")");
+    }
+    if (positive && !(p[j] > 0.0f)) {
+      return Status::InvalidArgument(std::string(what) + " of " + row_word + " " +
+                                     std::to_string(j / per_row) + " must be > 0, got " +
+                                     std::to_string(p[j]));
+    }
+  }
+  return Status::OK();
+}
+
+Status CheckWeights(const float* w, int64_t n, int C, const char* row_word) {
+  for (int64_t i = 0; i < n; ++i) {
+    double sum = 0;
+    for (int c = 0; c < C; ++c) {
+      float v = w[i * C + c];
+      if (!std::isfinite(v) || v < 0) {
+        return Status::InvalidArgument(std::string("weights of ") + row_word + " " +
+                                       std::to_string(i) + " must be finite and >= 0");
+      }
+      sum += v;
+    }
+    if (std::fabs(sum - 1.0) > 1e-3) {
+      return Status::InvalidArgument(std::string("weights of ") + row_word + " " +
+                                     std::to_string(i) + " sum to " + std::to_string(sum) +
+                                     ", expected 1");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status CheckItemRows(const RowShape& s, const EmbeddingView& v) {
+  if (v.n <= 0) return Status::InvalidArgument("the batch is empty");
+  const size_t n = size_t(v.n), D = size_t(s.dim), C = size_t(s.components);
+  switch (s.kind) {
+    case Kind::kPoint:
+      if (!v.vec) return Status::InvalidArgument("point collections take vectors (vec)");
+      return CheckFloats(v.vec, n * D, D, "vector", false, "item");
+    case Kind::kGaussian:
+    case Kind::kMog: {
+      if (!v.mean || !v.var) {
+        return Status::InvalidArgument(std::string(KindName(s.kind)) +
+                                       " collections take means and variances");
+      }
+      const size_t per = (s.kind == Kind::kMog ? C : 1) * D;
+      HEDGEDB_RETURN_IF_ERROR(CheckFloats(v.mean, n * per, per, "mean", false, "item"));
+      HEDGEDB_RETURN_IF_ERROR(CheckFloats(v.var, n * per, per, "variance", true, "item"));
+      if (s.kind == Kind::kMog && v.weights) {
+        HEDGEDB_RETURN_IF_ERROR(CheckWeights(v.weights, v.n, int(C), "item"));
+      }
+      if (s.kind == Kind::kGaussian && v.weights) {
+        return Status::InvalidArgument("weights apply to mog collections only");
+      }
+      return Status::OK();
+    }
+    case Kind::kCodes:
+      if (!v.codes) return Status::InvalidArgument("codes collections take codes");
+      for (size_t j = 0; j < n * D; ++j) {
+        if (v.codes[j] < 0 || v.codes[j] >= s.code_k) {
+          return Status::InvalidArgument("code symbol " + std::to_string(v.codes[j]) + " of item " +
+                                         std::to_string(j / D) + " is outside [0, " +
+                                         std::to_string(s.code_k) + ")");
+        }
+      }
+      return Status::OK();
+  }
+  return Status::OK();
+}
+
+Status CheckQueryRows(const RowShape& s, const EmbeddingView& v) {
+  if (v.n <= 0) return Status::InvalidArgument("no queries");
+  const size_t n = size_t(v.n), D = size_t(s.dim), C = size_t(s.components);
+  switch (s.kind) {
+    case Kind::kPoint:
+      if (!v.vec) return Status::InvalidArgument("point collections are queried with vectors");
+      return CheckFloats(v.vec, n * D, D, "vector", false, "query");
+    case Kind::kGaussian:
+    case Kind::kMog: {
+      if (!v.mean || !v.var) {
+        return Status::InvalidArgument(std::string(KindName(s.kind)) +
+                                       " collections are queried with means and variances");
+      }
+      const size_t per = (s.kind == Kind::kMog ? C : 1) * D;
+      HEDGEDB_RETURN_IF_ERROR(CheckFloats(v.mean, n * per, per, "mean", false, "query"));
+      HEDGEDB_RETURN_IF_ERROR(CheckFloats(v.var, n * per, per, "variance", true, "query"));
+      if (s.kind == Kind::kMog && v.weights) return CheckWeights(v.weights, v.n, int(C), "query");
+      return Status::OK();
+    }
+    case Kind::kCodes: {
+      if (!v.logp) {
+        return Status::InvalidArgument("codes collections are queried with log-prob tables (logp)");
+      }
+      const size_t per = D * size_t(s.code_k);
+      for (size_t j = 0; j < n * per; ++j) {
+        // log(0) = -inf is a valid log-probability; NaN and +inf are not.
+        if (std::isnan(v.logp[j]) || v.logp[j] > 1e-3f) {
+          return Status::InvalidArgument("log-probability table of query " +
+                                         std::to_string(j / per) + " has an invalid entry (" +
+                                         std::to_string(v.logp[j]) + "); entries must be <= 0");
+        }
+      }
+      return Status::OK();
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace query
+}  // namespace hedgedb
