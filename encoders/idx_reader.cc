@@ -19,7 +19,6 @@ namespace {
 // exhaust memory (the largest real file, 60000 MNIST images, is 47 MB).
 constexpr size_t kMaxDecompressedBytes = size_t{4} << 30;
 
-std::string ErrnoMessage() { return std::strerror(errno); }
 
 Status ReadIdxFile(const std::string& path, std::string* bytes) {
   const Status s = ReadWholeFile(path, bytes);
