@@ -226,7 +226,7 @@ void RegisterSearch(CLI::App& app) {
       "\"results\": [{\"id\", \"score\", \"prob\", \"uncertainty\", \"label\"}, ...]} "
       "(prob, uncertainty and label only where they exist: prob is the calibrated probability "
       "that the item shares the query's label, once the collection is calibrated for the "
-      "score). A score of -inf (a codes query giving an item's symbol probability 0) prints "
+      "score; mc results also carry std_error and samples). A score of -inf (a codes query giving an item's symbol probability 0) prints "
       "as null.");
   AddDbOption(cmd, &args->db);
   AddCollectionOption(cmd, &args->collection);
