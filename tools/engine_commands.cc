@@ -336,8 +336,7 @@ void RegisterCalibrate(CLI::App& app) {
                   "Score to calibrate (default: the kind's default score); each score has its "
                   "own map")
       ->capture_default_str()
-      ->check(CLI::IsMember(
-          std::vector<std::string>{"default", "mc", "csd", "mls", "l2", "match", "logprob"}));
+      ->check(CLI::IsMember(ScoreFlagNames()));
   cmd->add_option("--samples", args->options.samples,
                   "Monte Carlo samples per side of the pair scores (default: the collection's)")
       ->check(CLI::PositiveNumber);

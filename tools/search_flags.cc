@@ -10,6 +10,12 @@
 namespace hedgedb {
 namespace cli {
 
+const std::vector<std::string>& ScoreFlagNames() {
+  static const std::vector<std::string> names = {"default", "mc",    "csd",    "mls",
+                                                 "l2",      "match", "logprob"};
+  return names;
+}
+
 void AddSearchFlags(CLI::App* cmd, SearchFlags* flags) {
   SearchOptions& o = flags->options;
   cmd->add_option("--score", flags->score,
@@ -17,8 +23,7 @@ void AddSearchFlags(CLI::App* cmd, SearchFlags* flags) {
                   "squared distance), mls (mutual likelihood), l2, match, logprob (codes); "
                   "default: mc for gaussian/mog, match for point, logprob for codes")
       ->capture_default_str()
-      ->check(CLI::IsMember(
-          std::vector<std::string>{"default", "mc", "csd", "mls", "l2", "match", "logprob"}));
+      ->check(CLI::IsMember(ScoreFlagNames()));
   CLI::Option* candidates = cmd->add_option("--candidates", o.candidates,
                                             "Stage-1 candidate count (default: k * --oversampling)")
                                 ->check(CLI::PositiveNumber);

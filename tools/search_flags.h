@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "hedgedb/types.h"
 
@@ -15,6 +16,9 @@ class Option;
 
 namespace hedgedb {
 namespace cli {
+
+// The values --score accepts (search, query-image, calibrate).
+const std::vector<std::string>& ScoreFlagNames();
 
 struct SearchFlags {
   SearchOptions options;  // k is set by the command

@@ -120,8 +120,9 @@ TEST(CalibrationMapTest, WrongVersionIsRejected) {
 
 // Offsets in the layout of calibration_map.cc: a 10-byte header, then
 // method, score type (1 byte each), two base rates and the pair count (8
-// each): the parameter count is at 36.
-constexpr size_t kParamCountOffset = 36;
+// each), the samples (4) and the sequence number (8): the parameter count is
+// at 48.
+constexpr size_t kParamCountOffset = 48;
 
 TEST(CalibrationMapTest, HugeLengthsAreCheckedBeforeAllocating) {
   CalibrationMap platt;
