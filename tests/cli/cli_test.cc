@@ -1035,6 +1035,15 @@ TEST_F(CliTest, CalibrateStoresAMapThatSearchAndStatsShow) {
     EXPECT_LE(line["results"].size(), 4u);
     for (const json& hit : line["results"]) EXPECT_GE(hit["prob"].get<double>(), 0.3);
   }
+  // Standard errors, and adaptive samples.
+  lines = Ok(search({"--k", "3", "--samples", "auto", "--max-samples", "32"})).JsonLines();
+  for (const json& hit : lines[0]["results"]) {
+    EXPECT_GT(hit["std_error"].get<double>(), 0.0);
+    EXPECT_GE(hit["samples"].get<int>(), 8);
+    EXPECT_LE(hit["samples"].get<int>(), 32);
+  }
+  Fails(search({"--k", "3", "--samples", "0x10"}), 2, {"--samples"});
+  Fails(search({"--k", "3", "--samples", "0"}), 2, {"--samples"});
   json stats = Ok({"stats", "--db", db_, "--collection", "c"}).Json();
   ASSERT_EQ(stats["calibrations"].size(), 1u);
   EXPECT_EQ(stats["calibrations"][0]["score"], "mc");
