@@ -7,48 +7,13 @@
 #include <shared_mutex>
 #include <unordered_set>
 
-#include "calibration/fit.h"
-#include "calibration/metrics.h"
+#include "calibration/report.h"
 #include "common/random.h"
 #include "query/collection.h"
 
 namespace hedgedb {
 namespace query {
-namespace {
-
-// The labelled pairs of one query, and its best match.
-struct QueryPairs {
-  std::vector<calibration::ScoredPair> pairs;
-  double top_score = 0;
-  bool top_correct = false;
-  bool has_top = false;
-  float eta = std::numeric_limits<float>::quiet_NaN();
-};
-
-void CopyBins(const calibration::CalibrationMetrics& m, CalibrationQuality* q) {
-  q->ece = m.ece;
-  q->brier = m.brier;
-  q->log_loss = m.log_loss;
-  q->bins.clear();
-  for (const calibration::ReliabilityBin& b : m.bins) {
-    q->bins.push_back({b.mean_prob, b.fraction_positive, b.count});
-  }
-}
-
-// Precision@1 and the mean probability of the top matches.
-void TopOneQuality(const std::vector<TopMatch>& top, const std::vector<double>& probs,
-                   CalibrationQuality* q) {
-  if (top.empty()) return;
-  double correct = 0, prob = 0;
-  for (size_t i = 0; i < top.size(); ++i) {
-    correct += top[i].correct ? 1 : 0;
-    prob += probs[i];
-  }
-  q->precision_at_1 = correct / double(top.size());
-  q->mean_top1_prob = prob / double(top.size());
-}
-
-}  // namespace
+namespace {}  // namespace
 
 Status Collection::LoadCalibrationsLocked() {
   std::vector<std::pair<uint8_t, std::string>> stored;
@@ -106,7 +71,7 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
   }
 
   CalibrationReport report;
-  std::vector<QueryPairs> per_query;
+  std::vector<calibration::QueryPairs> per_query;
   {
     std::shared_lock<RwMutex> lock(state_mutex_);
     std::vector<int64_t> labelled;
@@ -164,7 +129,7 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
       std::vector<float> scores(labelled.size());
       prepared->ScoreRows(arena_.data(), row_bytes_, labelled.data(), labelled.size(),
                           scores.data());
-      QueryPairs& qp = per_query[size_t(i)];
+      calibration::QueryPairs& qp = per_query[size_t(i)];
       qp.pairs.reserve(labelled.size());
       for (size_t j = 0; j < labelled.size(); ++j) {
         if (labelled[j] == self) continue;
@@ -188,82 +153,15 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
     for (const Status& e : errors) HEDGEDB_RETURN_IF_ERROR(e);
   }
 
-  // Fit on every pair: the stored map.
-  std::vector<calibration::ScoredPair> pairs;
-  for (const QueryPairs& qp : per_query)
-    pairs.insert(pairs.end(), qp.pairs.begin(), qp.pairs.end());
-  calibration::FitOptions fit;
-  fit.score_type = params.score;
-  fit.split_seed = o.sample_seed;
   calibration::CalibrationMap map;
-  Status fitted = calibration::FitCalibration(pairs, fit, &map);
+  Status fitted = calibration::FitAndReport(params.score, o.sample_seed, per_query, &map, &report);
   if (!fitted.ok()) {
-    return Status::InvalidArgument("cannot calibrate collection '" + s.name + "' on " +
-                                   std::to_string(pairs.size()) +
-                                   " labelled pairs: " + fitted.message());
+    return Status::InvalidArgument("cannot calibrate collection '" + s.name +
+                                   "': " + fitted.message());
   }
   map.samples = params.score == ScoreType::kMc ? params.samples : 0;
   map.sequence = meta_.sequence;
-
-  // Held out, by query: the map of one half of the queries predicts the
-  // pairs and the top matches of the other half.
-  const size_t nq = per_query.size();
-  std::vector<calibration::ScoredPair> held;  // (probability, match)
-  std::vector<double> top_prob(nq, std::numeric_limits<double>::quiet_NaN());
-  bool folds_ok = nq >= 2;
-  for (int fold = 0; fold < 2 && folds_ok; ++fold) {
-    std::vector<calibration::ScoredPair> train;
-    for (size_t i = 0; i < nq; ++i) {
-      if (int(i % 2) == fold)
-        train.insert(train.end(), per_query[i].pairs.begin(), per_query[i].pairs.end());
-    }
-    calibration::CalibrationMap half;
-    if (!calibration::FitCalibration(train, fit, &half).ok()) {
-      folds_ok = false;
-      break;
-    }
-    for (size_t i = 0; i < nq; ++i) {
-      if (int(i % 2) == fold) continue;
-      for (const calibration::ScoredPair& p : per_query[i].pairs) {
-        held.push_back({half.Apply(p.score), p.is_match});
-      }
-      if (per_query[i].has_top) top_prob[i] = half.Apply(per_query[i].top_score);
-    }
-  }
-  std::vector<TopMatch> top;
-  std::vector<double> raw_top, held_top;
-  for (size_t i = 0; i < nq; ++i) {
-    if (!per_query[i].has_top) continue;
-    TopMatch t;
-    t.query_uncertainty = per_query[i].eta;
-    t.correct = per_query[i].top_correct;
-    t.prob = float(top_prob[i]);
-    top.push_back(t);
-    raw_top.push_back(per_query[i].top_score);
-    held_top.push_back(top_prob[i]);
-  }
-  if (folds_ok) {
-    calibration::CalibrationMetrics after;
-    HEDGEDB_RETURN_IF_ERROR(calibration::MeasureCalibration(held, &after));
-    CopyBins(after, &report.after);
-    TopOneQuality(top, held_top, &report.after);
-  }
-  if (calibration::IsProbabilityScore(params.score)) {
-    std::vector<calibration::ScoredPair> raw(pairs);
-    for (auto& p : raw) p.score = std::min(1.0, std::max(0.0, p.score));
-    calibration::CalibrationMetrics before;
-    HEDGEDB_RETURN_IF_ERROR(calibration::MeasureCalibration(raw, &before));
-    CopyBins(before, &report.before);
-    TopOneQuality(top, raw_top, &report.before);
-  } else {
-    // Not a probability: only precision@1 has a "before".
-    std::vector<double> none(top.size(), std::numeric_limits<double>::quiet_NaN());
-    TopOneQuality(top, none, &report.before);
-  }
   report.info = map.Info();
-  report.queries = int64_t(nq);
-  for (const auto& p : pairs) report.positives += p.is_match ? 1 : 0;
-  report.top_matches = std::move(top);
 
   if (!o.dry_run) {
     HEDGEDB_RETURN_IF_ERROR(store_->PutCalibration(meta_, uint8_t(map.score_type), map.Encode()));

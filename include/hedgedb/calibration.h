@@ -96,4 +96,17 @@ HEDGEDB_EXPORT Status FitCalibrationMap(ScoreType score_type, const double* scor
                                         const uint8_t* same_label, int64_t n, double base_rate,
                                         std::string* map_bytes, CalibrationInfo* info);
 
+// A labelled score matrix in (queries x items, row-major, raw scores of
+// `score_type`), the report of DB::Calibrate out, and the map it would store
+// (map_bytes, may be null). Each query is paired with every item except
+// self_index[q] (its own item, or -1; self_index may be null). query_eta
+// (n_queries, may be null) fills TopMatch::query_uncertainty. split_seed
+// seeds the method choice. For evaluations outside a database.
+HEDGEDB_EXPORT Status CalibrateScoreMatrix(ScoreType score_type, const float* scores,
+                                           int64_t n_queries, int64_t n_items,
+                                           const int64_t* query_labels, const int64_t* item_labels,
+                                           const int64_t* self_index, const float* query_eta,
+                                           uint64_t split_seed, std::string* map_bytes,
+                                           CalibrationReport* report);
+
 }  // namespace hedgedb

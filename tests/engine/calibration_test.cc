@@ -3,6 +3,7 @@
 // reopen and SIGKILL, clear errors that leave the collection unchanged, and
 // threshold search against an exhaustive scan.
 #include "hedgedb/calibration.h"
+#include "hedgedb/score.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -368,6 +369,46 @@ TEST(Calibrate, SurvivesSigkillDuringCalibrate) {
   }
   std::printf("the map was replaced by %d of 5 runs (the last one completes)\n", replaced);
 }
+
+// The same pairs through a score matrix (no database) give the same fit.
+TEST(Calibrate, ScoreMatrixEntryPointAgreesWithTheCollection) {
+  TempDir dir;
+  const CollectionSpec spec = GaussianSpec();
+  const testing::Batch items = ClusteredBatch(spec, 600, 10, 22);
+  std::unique_ptr<DB> db = DbWith(dir, spec, items);
+  CalibrationReport from_db;
+  CalibrateOptions o;
+  o.dry_run = true;
+  ASSERT_TRUE(db->Calibrate("c", o, &from_db).ok());
+  std::vector<float> scores, eta;
+  ASSERT_TRUE(ScoreMatrix(spec, items.view(), items.view(), ScoreOptions(), &scores).ok());
+  ASSERT_TRUE(ItemUncertainties(spec, items.view(), ScoreOptions(), &eta).ok());
+  std::vector<int64_t> self(600);
+  for (int64_t i = 0; i < 600; ++i) self[size_t(i)] = i;
+  CalibrationReport from_matrix;
+  std::string bytes;
+  Status s = CalibrateScoreMatrix(ScoreType::kMc, scores.data(), 600, 600, items.labels.data(),
+                                  items.labels.data(), self.data(), eta.data(), 0, &bytes,
+                                  &from_matrix);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(from_matrix.info.pairs, from_db.info.pairs);
+  EXPECT_EQ(from_matrix.positives, from_db.positives);
+  EXPECT_NEAR(from_matrix.before.ece, from_db.before.ece, 1e-6);
+  EXPECT_DOUBLE_EQ(from_matrix.before.precision_at_1, from_db.before.precision_at_1);
+  EXPECT_NEAR(from_matrix.after.ece, from_db.after.ece, 0.01);
+  EXPECT_EQ(from_matrix.top_matches.size(), 600u);
+  EXPECT_TRUE(std::isfinite(from_matrix.top_matches[0].query_uncertainty));
+  // The map can be imported into the collection.
+  ASSERT_TRUE(db->ImportCalibration("c", bytes, 0).ok());
+  EXPECT_EQ(StatsOf(db.get(), "c").calibrations.size(), 1u);
+  // Bad input.
+  scores[5] = std::nanf("");
+  EXPECT_TRUE(CalibrateScoreMatrix(ScoreType::kMc, scores.data(), 600, 600, items.labels.data(),
+                                   items.labels.data(), self.data(), nullptr, 0, nullptr,
+                                   &from_matrix)
+                  .IsInvalidArgument());
+}
+
 
 // The standard error of an mc score is honest: over 1,000 seeds its root mean
 // square matches the spread of the scores, and score +- 1.96 standard errors
