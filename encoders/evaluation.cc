@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "encoders/engine_bridge.h"
+#include "hedgedb/calibration.h"
 #include "hedgedb/score.h"
 
 namespace hedgedb {
@@ -59,6 +60,22 @@ EmbeddingView RowsOf(const Embeddings& e, int64_t first, int64_t count) {
   if (v.codes) v.codes += first * d;
   if (v.logp) v.logp += first * d * e.code_k;
   return v;
+}
+
+// The first `count` rows of e (a copy).
+Embeddings HeadRows(const Embeddings& e, int64_t count) {
+  Embeddings head = e;
+  head.n = std::min(count, e.n);
+  auto cut = [&](auto* v) {
+    if (!v->empty()) v->resize(v->size() / size_t(e.n) * size_t(head.n));
+  };
+  cut(&head.vec);
+  cut(&head.mean);
+  cut(&head.var);
+  cut(&head.weights);
+  cut(&head.logp);
+  cut(&head.codes);
+  return head;
 }
 
 // The embeddings are of the model's kind and sizes.
@@ -231,7 +248,8 @@ double DimcoMutualInformation(const Embeddings& codes, const std::vector<int64_t
 }
 
 Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
-                     const EvaluationOptions& options, json* report) {
+                     const EvaluationOptions& options, json* report,
+                     CalibrationReport* calibration) {
   const ItemSet* set = nullptr;
   HEDGEDB_RETURN_IF_ERROR(SelectSplit(data, options.split, &set));
   if (options.samples < 1 || options.eta_bins < 2 || options.verification_pairs < 2) {
@@ -356,6 +374,27 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
       r["eta_calibration"] = CalibrationJson(calibration);
     }
     out["retrieval"][c.name] = r;
+  }
+
+  if (calibration) {
+    // Clean probes against the clean gallery, each leaving itself out: the
+    // labelled pairs a collection of these items is calibrated on. The items
+    // are a seeded random subset, so the first rows are a random sample.
+    const int64_t n = static_cast<int64_t>(labels.size());
+    const int64_t probes = std::min<int64_t>(n, std::max<int64_t>(1, 1000000 / n));
+    std::vector<float> matrix;
+    HEDGEDB_RETURN_IF_ERROR(SimilarityMatrix(similarity, HeadRows(clean, probes), clean, &matrix));
+    std::vector<int64_t> self(static_cast<size_t>(probes));
+    for (int64_t q = 0; q < probes; ++q) self[size_t(q)] = q;
+    std::vector<float> probe_eta(eta_clean.begin(),
+                                 eta_clean.begin() + (eta_clean.empty() ? 0 : probes));
+    const Scoring scoring = ScoringOf(similarity);
+    const Status s = CalibrateScoreMatrix(
+        ResolveScore(scoring.spec.kind, scoring.options.score), matrix.data(), probes, n,
+        labels.data(), labels.data(), self.data(), probe_eta.empty() ? nullptr : probe_eta.data(),
+        options.seed, nullptr, calibration);
+    // The other metrics stand without it (e.g. a split with one class).
+    if (!s.ok()) out["calibration_error"] = s.ToString();
   }
 
   if (spec.kind == Kind::kCodes) {

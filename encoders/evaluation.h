@@ -27,6 +27,7 @@
 #include "encoders/embedder.h"
 #include "encoders/encoder_data.h"
 #include "encoders/metrics.h"
+#include "hedgedb/calibration.h"
 #include "hedgedb/status.h"
 
 namespace hedgedb {
@@ -78,9 +79,12 @@ double DimcoMutualInformation(const Embeddings& codes, const std::vector<int64_t
 
 // Embeds the split (clean and, where the data has one, corrupt twin) and
 // computes every metric; *report gets the JSON object `hedgedb evaluate`
-// prints.
+// prints. With `calibration`, also what calibrating a collection of the clean
+// items would report (CalibrateScoreMatrix: up to 1 million leave-one-out
+// pairs, before / after held out by query).
 Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
-                     const EvaluationOptions& options, nlohmann::json* report);
+                     const EvaluationOptions& options, nlohmann::json* report,
+                     CalibrationReport* calibration = nullptr);
 
 }  // namespace encoders
 }  // namespace hedgedb

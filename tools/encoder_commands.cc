@@ -20,6 +20,7 @@
 #include "encoders/evaluation.h"
 #include "encoders/model_file.h"
 #include "encoders/trainer.h"
+#include "tools/calibration_pictures.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 #include "tools/data_flags.h"
@@ -305,6 +306,7 @@ struct EvaluateArgs {
   std::string model;
   encoders::EvaluationOptions options;
   int threads = 0;
+  std::string plots;
 };
 
 void RunEvaluate(const EvaluateArgs& args) {
@@ -313,8 +315,22 @@ void RunEvaluate(const EvaluateArgs& args) {
   std::unique_ptr<encoders::EncoderModel> model = LoadModelOrFail(args.model);
   const EncoderData data = LoadDataOrFail(data_options);
   json report;
-  Check(encoders::EvaluateModel(*model, data, args.options, &report));
+  CalibrationReport calibration;
+  Check(encoders::EvaluateModel(*model, data, args.options, &report, &calibration));
   report["model"] = args.model;
+  if (!report.contains("calibration_error")) {
+    json c;
+    c["score"] = ScoreName(calibration.info.score);
+    c["method"] = calibration.info.method;
+    c["pairs"] = calibration.info.pairs;
+    c["base_rate"] = calibration.info.base_rate;
+    c["before"] = CalibrationQualityToJson(calibration.before);
+    c["after"] = CalibrationQualityToJson(calibration.after);
+    if (!args.plots.empty()) {
+      c["pictures"] = WriteCalibrationPictures(calibration, args.plots, args.model);
+    }
+    report["calibration"] = std::move(c);
+  }
   PrintJsonLine(report);
 }
 
@@ -326,7 +342,9 @@ void RegisterEvaluate(CLI::App& app) {
   cmd->footer(
       "Clean and corrupt test sets: verification on clean and on corrupt pairs; retrieval with "
       "clean probes against the clean gallery, against the corrupt gallery (HIB Table 1) and "
-      "corrupt probes against the clean gallery (HIB appendix G).");
+      "corrupt probes against the clean gallery (HIB appendix G). \"calibration\": what "
+      "`hedgedb calibrate` would report for a collection of the clean items (ECE, Brier, log "
+      "loss, precision@1 vs mean top-1 probability, before and held-out after).");
   cmd->add_option("--model", args->model, "Model file")->required();
   AddDataOptions(cmd, &args->data, &args->data_flags);
   cmd->add_option("--split", o.split, "train, validation, test, test-seen or test-unseen")
@@ -340,6 +358,8 @@ void RegisterEvaluate(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--bins", o.eta_bins, "Uncertainty bins")->capture_default_str();
+  cmd->add_option("--plots", args->plots,
+                  "Directory for the calibration pictures (reliability.png, uncertainty.png)");
   cmd->add_option("--seed", o.seed, "Seed of the subset, pairs and Monte Carlo samples")
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "Torch threads (default: hardware cores)");
