@@ -110,6 +110,12 @@ struct TrainResult {
   double best_validation = 0;  // MAP@R on the validation split
   int64_t best_iteration = 0;
   bool early_stopped = false;
+  // With a validation split, the model file carries a calibration map fitted
+  // on it (model_file.h: ModelCalibration); `calibration` describes it. A
+  // fit that failed leaves calibrated false and calibration_note says why.
+  bool calibrated = false;
+  CalibrationInfo calibration;
+  std::string calibration_note;
   ModelSpec spec;  // what was written to `out`
 };
 

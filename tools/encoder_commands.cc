@@ -161,6 +161,17 @@ void RunTrain(TrainArgs& args) {
     out["best_iteration"] = result.best_iteration;
     out["early_stopped"] = result.early_stopped;
   }
+  // The calibration map the model file carries (fitted on the validation
+  // split): collections created from the model by ingest-images start with it.
+  if (result.calibrated) {
+    out["calibration"] = {{"score", ScoreName(result.calibration.score)},
+                          {"method", result.calibration.method},
+                          {"pairs", result.calibration.pairs},
+                          {"base_rate", result.calibration.base_rate}};
+  } else {
+    out["calibration"] = nullptr;
+    if (!result.calibration_note.empty()) out["calibration_note"] = result.calibration_note;
+  }
   if (result.spec.kind != Kind::kCodes) {
     out["match_a"] = result.spec.match_a;
     out["match_b"] = result.spec.match_b;
