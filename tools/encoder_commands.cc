@@ -187,6 +187,9 @@ void RegisterTrain(CLI::App& app) {
       "Methods: point or softcon (soft contrastive), hib (Gaussian; mixture with --components > "
       "1), spe, pn or protonet (prototypical network), dimco (codes: --code-dim, --code-k), "
       "fstat (F-statistic); model files record softcon and protonet. "
+      "With a validation split, the model file also carries a calibration map of search_score "
+      "fitted on the validation pairs (\"calibration\" in the output), which collections "
+      "created by ingest-images start with. "
       "Progress goes to stderr; the result is one JSON line on stdout.");
   AddDataOptions(cmd, &args->data, &args->data_flags);
   cmd->add_option("--method", args->method, encoders::MethodNamesText())->required();
@@ -231,7 +234,8 @@ void RegisterTrain(CLI::App& app) {
   cmd->add_option("--mlp-hidden", t.mlp_hidden, "MLP hidden width for feature data")
       ->capture_default_str();
   cmd->add_option("--val-fraction", args->val_fraction,
-                  "Training items held out for validation and early stopping (0: none)")
+                  "Training items held out for validation, early stopping and the calibration "
+                  "map (0: none)")
       ->capture_default_str();
   cmd->add_option("--patience", t.patience, "Validations without improvement before stopping")
       ->capture_default_str();
