@@ -29,6 +29,7 @@ void AppendTensor(const torch::Tensor& t, std::vector<float>* out) {
 
 struct EncoderModel::Impl {
   Encoder encoder{nullptr};
+  ModelCalibration calibration;
 };
 
 EncoderModel::EncoderModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -37,7 +38,7 @@ EncoderModel::~EncoderModel() = default;
 Status EncoderModel::Load(const std::string& path, std::unique_ptr<EncoderModel>* model) {
   auto impl = std::make_unique<Impl>();
   ModelSpec spec;
-  HEDGEDB_RETURN_IF_ERROR(LoadModel(path, &spec, &impl->encoder));
+  HEDGEDB_RETURN_IF_ERROR(LoadModel(path, &spec, &impl->encoder, &impl->calibration));
   model->reset(new EncoderModel(std::move(impl)));
   return Status::OK();
 }
@@ -49,6 +50,8 @@ std::unique_ptr<EncoderModel> EncoderModel::Borrow(const Encoder& encoder) {
 }
 
 ModelSpec EncoderModel::spec() const { return impl_->encoder->CurrentSpec(); }
+
+const ModelCalibration& EncoderModel::calibration() const { return impl_->calibration; }
 
 Status EncoderModel::Embed(const ItemSet& set, const std::vector<int64_t>& items, bool corrupt,
                            Embeddings* out, int64_t batch_size) const {

@@ -54,6 +54,8 @@ class EncoderModel {
 
   // The current spec (learned a, b and sigma_eps^2 included).
   ModelSpec spec() const;
+  // The model file's calibration map (empty when it has none, or borrowed).
+  const ModelCalibration& calibration() const;
 
   // Embeds `items` of `set` (corrupt: the stored corrupt twin) in batches of
   // `batch_size`, without gradients and in eval mode (the encoder's training

@@ -97,6 +97,7 @@ Status LoadImageEncoder(const std::string& path, ImageEncoder* encoder) {
     return Status::InvalidArgument("cannot load model '" + path + "': " + s.ToString());
   }
   loaded.spec = loaded.model->spec();
+  loaded.calibration = loaded.model->calibration();
   loaded.path = path;
   const Status shape = CheckImageInputShape(loaded.spec.input_shape);
   if (!shape.ok()) return Status::InvalidArgument(path + ": " + shape.message());
@@ -162,6 +163,17 @@ Status IngestImages(const std::string& db_path, const std::string& collection,
         spec.index_factory = options.index_factory;
         HEDGEDB_RETURN_IF_ERROR(db->CreateCollection(spec));
         collection_exists = result->created = true;
+        if (!encoder.calibration.empty()) {
+          // base rate 0 keeps the map's own (its validation pairs'); a
+          // refused map leaves the collection uncalibrated, not the images
+          // unwritten.
+          const Status c = db->ImportCalibration(collection, encoder.calibration.map, 0);
+          result->calibrated = c.ok();
+          if (!c.ok()) {
+            result->calibration_note =
+                "the model's calibration map was not stored: " + c.ToString();
+          }
+        }
       }
       std::vector<int64_t> labels;
       std::vector<std::string> payloads;

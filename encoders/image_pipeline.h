@@ -37,7 +37,8 @@ namespace encoders {
 struct ImageEncoder {
   std::unique_ptr<EncoderModel> model;
   ModelSpec spec;
-  std::string path;  // names the model in messages
+  ModelCalibration calibration;  // the model file's map, if any
+  std::string path;              // names the model in messages
 };
 
 // Loads a model file and checks that its input is an image shape {1|3, H, W}.
@@ -77,7 +78,12 @@ struct IngestImagesOptions : ImageBatchOptions {
 
 struct IngestImagesResult {
   bool created = false;  // the collection was created by this call
-  int64_t images = 0;    // images in the source
+  // The created collection took the model's calibration map (a collection
+  // that existed keeps its own calibration). When the model has a map that
+  // could not be stored, `calibration_note` says why and ingesting goes on.
+  bool calibrated = false;
+  std::string calibration_note;
+  int64_t images = 0;  // images in the source
   int64_t ingested = 0;
   int64_t first_id = -1, last_id = -1;  // -1: nothing ingested
   int64_t batches = 0;
@@ -86,7 +92,8 @@ struct IngestImagesResult {
 
 // Embeds every image of `source` and ingests it into `collection` of the
 // database at `db_path`, creating the collection from the model if it does
-// not exist (an existing one must match the model: CheckCollectionFitsModel).
+// not exist (an existing one must match the model: CheckCollectionFitsModel);
+// a created collection starts with the model's calibration map, if it has one.
 // Labels come from the entries (only when all of a batch have one); every
 // item's payload is ImageEntry::Payload(). Fails when no image could be used.
 // On a failure after some batches were written, *result says what was

@@ -70,9 +70,16 @@ Status ReadModelFile(const std::string& path, std::string* contents) {
   return Status::OK();
 }
 
-// Splits a model file into its checked header JSON and payload bytes.
+// The bytes of a file's calibration section (format 3).
+struct CalibrationSection {
+  std::string info;  // JSON
+  std::string map;
+};
+
+// Splits a model file into its checked header JSON, payload bytes and (format
+// 3) calibration section; `section` may be null.
 Status ParseContainer(const std::string& path, const std::string& file, std::string* header,
-                      std::string* payload) {
+                      std::string* payload, CalibrationSection* section = nullptr) {
   if (file.size() < kFixedBytes) {
     return Status::Corruption("model file '" + path + "' is truncated (" +
                               std::to_string(file.size()) + " bytes)");
@@ -97,12 +104,74 @@ Status ParseContainer(const std::string& path, const std::string& file, std::str
   if (header_len > file.size() - kFixedBytes) {
     return Status::Corruption("model file '" + path + "': header length out of range");
   }
+  // Bytes between the payload length and the checksum.
+  const uint64_t rest = file.size() - kFixedBytes - header_len;
   const uint64_t payload_len = GetFixed<uint64_t>(file.data() + 20 + header_len);
-  if (payload_len != file.size() - kFixedBytes - header_len) {
+  const uint64_t payload_at = 28 + header_len;
+  if (version < 3 ? payload_len != rest : payload_len > rest) {
     return Status::Corruption("model file '" + path + "': payload length does not match file size");
   }
   *header = file.substr(20, header_len);
-  *payload = file.substr(28 + header_len, payload_len);
+  *payload = file.substr(payload_at, payload_len);
+  if (version < 3) return Status::OK();
+  // Two length-prefixed fields that end exactly at the checksum.
+  uint64_t at = payload_at + payload_len, left = rest - payload_len;
+  std::string fields[2];
+  for (std::string& field : fields) {
+    const uint64_t len = left >= 8 ? GetFixed<uint64_t>(file.data() + at) : 0;
+    if (left < 8 || len > left - 8) {
+      return Status::Corruption("model file '" + path +
+                                "': calibration section length out of range");
+    }
+    field = file.substr(at + 8, len);
+    at += 8 + len;
+    left -= 8 + len;
+  }
+  if (left != 0) {
+    return Status::Corruption("model file '" + path +
+                              "': calibration section does not match file size");
+  }
+  if (section != nullptr) {
+    section->info = std::move(fields[0]);
+    section->map = std::move(fields[1]);
+  }
+  return Status::OK();
+}
+
+std::string CalibrationInfoJson(const CalibrationInfo& info) {
+  nlohmann::json j;
+  j["score"] = ScoreName(info.score);
+  j["method"] = info.method;
+  j["pairs"] = info.pairs;
+  j["fit_base_rate"] = info.fit_base_rate;
+  j["base_rate"] = info.base_rate;
+  j["samples"] = info.samples;
+  j["reason"] = info.reason;
+  return j.dump();
+}
+
+Status CalibrationFromSection(const std::string& path, const CalibrationSection& section,
+                              ModelCalibration* calibration) {
+  *calibration = ModelCalibration();
+  if (section.map.empty()) return Status::OK();
+  try {
+    const nlohmann::json j = nlohmann::json::parse(section.info);
+    CalibrationInfo info;
+    if (!ParseScore(j.at("score").get<std::string>(), &info.score) ||
+        info.score == ScoreType::kDefault) {
+      return Status::Corruption("model file '" + path + "': calibration of an unknown score");
+    }
+    info.method = j.at("method").get<std::string>();
+    info.pairs = j.at("pairs").get<int64_t>();
+    info.fit_base_rate = j.at("fit_base_rate").get<double>();
+    info.base_rate = j.at("base_rate").get<double>();
+    info.samples = j.at("samples").get<int>();
+    info.reason = j.value("reason", "");
+    calibration->info = std::move(info);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Corruption("model file '" + path + "': calibration info: " + e.what());
+  }
+  calibration->map = section.map;
   return Status::OK();
 }
 
@@ -325,7 +394,16 @@ Status ReadModelSpec(const std::string& path, ModelSpec* spec) {
   return Status::OK();
 }
 
-Status SaveModel(const std::string& path, const Encoder& encoder) {
+Status ReadModelCalibration(const std::string& path, ModelCalibration* calibration) {
+  std::string file, header, payload;
+  CalibrationSection section;
+  HEDGEDB_RETURN_IF_ERROR(ReadModelFile(path, &file));
+  HEDGEDB_RETURN_IF_ERROR(ParseContainer(path, file, &header, &payload, &section));
+  return CalibrationFromSection(path, section, calibration);
+}
+
+Status SaveModel(const std::string& path, const Encoder& encoder,
+                 const ModelCalibration* calibration) {
   if (encoder.is_empty()) return Status::InvalidArgument("SaveModel: empty encoder");
   std::string payload;
   ModelSpec spec;
@@ -354,20 +432,34 @@ Status SaveModel(const std::string& path, const Encoder& encoder) {
                             e.what_without_backtrace());
   }
   const std::string header = SpecToJson(spec);
+  // Format 2 when there is no map: older builds keep reading such models.
+  const bool with_map = calibration != nullptr && !calibration->empty();
+  const uint32_t version = with_map ? kModelFileVersion : 2;
   std::string file(kMagic, sizeof(kMagic));
-  PutFixed<uint32_t>(&file, kModelFileVersion);
+  PutFixed<uint32_t>(&file, version);
   PutFixed<uint64_t>(&file, header.size());
   file += header;
   PutFixed<uint64_t>(&file, payload.size());
   file += payload;
-  PutFixed<uint32_t>(&file, FileChecksum(kModelFileVersion, file.data(), file.size()));
+  if (with_map) {
+    const std::string info = CalibrationInfoJson(calibration->info);
+    PutFixed<uint64_t>(&file, info.size());
+    file += info;
+    PutFixed<uint64_t>(&file, calibration->map.size());
+    file += calibration->map;
+  }
+  PutFixed<uint32_t>(&file, FileChecksum(version, file.data(), file.size()));
   return WriteFileAtomically(path, {file});
 }
 
-Status LoadModel(const std::string& path, ModelSpec* spec, Encoder* encoder) {
+Status LoadModel(const std::string& path, ModelSpec* spec, Encoder* encoder,
+                 ModelCalibration* calibration) {
   std::string file, header, payload;
+  CalibrationSection section;
   HEDGEDB_RETURN_IF_ERROR(ReadModelFile(path, &file));
-  HEDGEDB_RETURN_IF_ERROR(ParseContainer(path, file, &header, &payload));
+  HEDGEDB_RETURN_IF_ERROR(ParseContainer(path, file, &header, &payload, &section));
+  ModelCalibration map;
+  HEDGEDB_RETURN_IF_ERROR(CalibrationFromSection(path, section, &map));
   ModelSpec parsed;
   HEDGEDB_RETURN_IF_ERROR(SpecFromJson(header, &parsed));
   Status valid = ValidateSpec(parsed);
@@ -432,6 +524,7 @@ Status LoadModel(const std::string& path, ModelSpec* spec, Encoder* encoder) {
   }
   *spec = built->CurrentSpec();
   *encoder = built;
+  if (calibration != nullptr) *calibration = std::move(map);
   return Status::OK();
 }
 

@@ -11,9 +11,16 @@
 //      20+H    u64      payload length P
 //      28+H    P bytes  payload: torch::serialize::OutputArchive with every
 //                       parameter and buffer of the Encoder, by its name
-//   28+H+P     u32      CRC32C (common/crc32c.h) of all preceding bytes;
+//   28+H+P     (format 3 only) the calibration section:
+//              u64      info length I
+//              I bytes  info: UTF-8 JSON of ModelCalibration::info
+//              u64      map length M
+//              M bytes  the encoded calibration map (FitCalibrationMap)
+//   end - 4    u32      CRC32C (common/crc32c.h) of all preceding bytes;
 //                       format version 1 files carry a CRC-32 (IEEE 802.3)
 //                       instead and are still read
+// A model without a calibration map is written as format 2 (the same bytes as
+// before format 3), so builds that read only formats 1 and 2 still load it.
 // The file is written to "<path>.tmp" and renamed over <path>, so a crash
 // never leaves a half-written model under the final name.
 #pragma once
@@ -22,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "hedgedb/calibration.h"
 #include "hedgedb/status.h"
 #include "hedgedb/types.h"
 
@@ -29,8 +37,10 @@ namespace hedgedb::encoders {
 
 class Encoder;  // encoders/models.h
 
-// 2: the checksum is CRC32C (1: CRC-32; read, never written).
-inline constexpr uint32_t kModelFileVersion = 2;
+// The newest format this build reads and writes. 3: a calibration section
+// after the weights; 2: the checksum is CRC32C (1: CRC-32; read, never
+// written).
+inline constexpr uint32_t kModelFileVersion = 3;
 
 // Training method the weights came from. It fixes which loss was used and
 // which head kind goes with it.
@@ -113,6 +123,18 @@ struct ModelSpec {
   int64_t feature_dim = 0;
 };
 
+// The calibration map a model file may carry: fitted by `train` on its
+// validation split for the model's score (engine_bridge.h: ModelScore), so
+// that a collection created from the model starts calibrated
+// (DB::ImportCalibration takes `map`).
+struct ModelCalibration {
+  std::string map;  // encoded map; empty: the model has none
+  // score, method, pairs, fit_base_rate, base_rate, samples and reason of the
+  // fit (sequence is 0).
+  CalibrationInfo info;
+  bool empty() const { return map.empty(); }
+};
+
 // Checks internal consistency (kind vs method, positive sizes, k in [2,256],
 // mean/std sizes, ...). InvalidArgument with the first problem found.
 Status ValidateSpec(const ModelSpec& spec);
@@ -127,8 +149,14 @@ Status SpecFromJson(const std::string& json, ModelSpec* spec);
 // the right kind before loading any weights.
 Status ReadModelSpec(const std::string& path, ModelSpec* spec);
 
-// Writes the encoder's CurrentSpec() and all its parameters and buffers.
-Status SaveModel(const std::string& path, const Encoder& encoder);
+// The calibration map of a model file (empty for format 1 and 2 files and
+// models trained without one), after the same checks as ReadModelSpec.
+Status ReadModelCalibration(const std::string& path, ModelCalibration* calibration);
+
+// Writes the encoder's CurrentSpec() and all its parameters and buffers, and
+// the calibration map when `calibration` holds one (format 3; else format 2).
+Status SaveModel(const std::string& path, const Encoder& encoder,
+                 const ModelCalibration* calibration = nullptr);
 
 // Reads a model file, rebuilds the encoder from its header and loads the
 // weights. Errors:
@@ -137,8 +165,10 @@ Status SaveModel(const std::string& path, const Encoder& encoder);
 //   Corruption  bad magic, truncated, CRC mismatch, unreadable archive, or
 //               weights that do not match the header's architecture
 //   NotSupported a newer format version
-// On success *spec is the header (with feature_dim filled in).
-Status LoadModel(const std::string& path, ModelSpec* spec, Encoder* encoder);
+// On success *spec is the header (with feature_dim filled in) and
+// *calibration (if not null) the file's calibration map, if any.
+Status LoadModel(const std::string& path, ModelSpec* spec, Encoder* encoder,
+                 ModelCalibration* calibration = nullptr);
 
 // Like LoadModel, but also rejects (InvalidArgument) a file whose method,
 // kind, dimensions or input shape differ from `expected` — for callers that

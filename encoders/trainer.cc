@@ -13,9 +13,12 @@
 
 #include "encoders/batch_samplers.h"
 #include "encoders/embedder.h"
+#include "encoders/engine_bridge.h"
 #include "encoders/evaluation.h"
 #include "encoders/losses.h"
 #include "encoders/models.h"
+#include "hedgedb/calibration.h"
+#include "hedgedb/score.h"
 
 namespace hedgedb {
 namespace encoders {
@@ -386,6 +389,81 @@ Status Validate(const Encoder& encoder, const ItemSet& validation,
   return Status::OK();
 }
 
+// Rows `rows` of `e`, in that order.
+Embeddings SelectRows(const Embeddings& e, const std::vector<int64_t>& rows) {
+  Embeddings out = e;
+  out.n = static_cast<int64_t>(rows.size());
+  auto take = [&](const auto& from, auto* to, int64_t width) {
+    if (from.empty()) return;
+    to->clear();
+    for (int64_t r : rows)
+      to->insert(to->end(), from.begin() + r * width, from.begin() + (r + 1) * width);
+  };
+  const int64_t cd = e.components * e.dim;
+  take(e.vec, &out.vec, e.dim);
+  take(e.mean, &out.mean, cd);
+  take(e.var, &out.var, cd);
+  take(e.weights, &out.weights, e.components);
+  take(e.codes, &out.codes, e.dim);
+  take(e.logp, &out.logp, e.dim * e.code_k);
+  return out;
+}
+
+// Fits the calibration map of the model at `path` on `items` of the
+// validation split: every sampled query item paired with every other item,
+// scored as a collection created from the model scores them (engine bridge:
+// spec, score, samples and seed), at most max_pairs pairs. The embeddings are
+// the validation's (stored occlusions), so the pairs look like the ones
+// validation ranked.
+Status FitValidationCalibration(const std::string& path, const ItemSet& validation,
+                                const std::vector<int64_t>& items, uint64_t seed,
+                                ModelCalibration* calibration) {
+  constexpr int64_t kMaxPairs = 1000000;
+  std::unique_ptr<EncoderModel> model;
+  HEDGEDB_RETURN_IF_ERROR(EncoderModel::Load(path, &model));
+  const ModelSpec spec = model->spec();
+  Embeddings e;
+  HEDGEDB_RETURN_IF_ERROR(model->Embed(validation, items, /*corrupt=*/true, &e));
+  const int64_t n = e.n;
+  if (n < 2) return Status::InvalidArgument("fewer than 2 validation items");
+  // Whole query rows until the cap, drawn with a fixed seed.
+  std::vector<int64_t> queries(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) queries[size_t(i)] = i;
+  const int64_t max_queries = std::max<int64_t>(1, kMaxPairs / (n - 1));
+  if (n > max_queries) {
+    SeededRng rng(SeededRng::DeriveSeed(seed, 0xCA11B));
+    rng.Shuffle(&queries);
+    queries.resize(size_t(max_queries));
+    std::sort(queries.begin(), queries.end());
+  }
+  const CollectionSpec collection = CollectionSpecForModel(spec, "calibration");
+  ScoreOptions options;
+  options.score = ModelScore(spec);  // samples and seed: the collection's
+  std::vector<float> matrix;
+  HEDGEDB_RETURN_IF_ERROR(
+      ScoreMatrix(collection, SelectRows(e, queries).View(), e.View(), options, &matrix));
+  std::vector<double> scores;
+  std::vector<uint8_t> same;
+  scores.reserve(queries.size() * size_t(n - 1));
+  same.reserve(scores.capacity());
+  for (size_t q = 0; q < queries.size(); ++q) {
+    const int64_t query = queries[q];
+    for (int64_t i = 0; i < n; ++i) {
+      if (i == query) continue;
+      scores.push_back(matrix[q * size_t(n) + size_t(i)]);
+      same.push_back(validation.labels[size_t(items[size_t(query)])] ==
+                     validation.labels[size_t(items[size_t(i)])]);
+    }
+  }
+  ModelCalibration fitted;
+  HEDGEDB_RETURN_IF_ERROR(FitCalibrationMap(options.score, scores.data(), same.data(),
+                                            static_cast<int64_t>(scores.size()),
+                                            /*base_rate=*/0, &fitted.map, &fitted.info));
+  if (options.score == ScoreType::kMc) fitted.info.samples = collection.samples;
+  *calibration = std::move(fitted);
+  return Status::OK();
+}
+
 // One training run, in the steps Run() takes: build the model and optimizer
 // (fresh, or from a checkpoint), set up the data (batches, schedule,
 // validation subset), the iteration loop (a step, progress lines, validation
@@ -612,9 +690,11 @@ class TrainingRun {
     return Status::OK();
   }
 
-  // Saves the last model unless validation chose the best one, and reports.
+  // Saves the last model unless validation chose the best one, adds the
+  // calibration map, and reports.
   Status Finish(TrainResult* result) {
     if (!validating_) HEDGEDB_RETURN_IF_ERROR(SaveModel(options_.out, encoder_));
+    if (validating_) HEDGEDB_RETURN_IF_ERROR(AddCalibration());
     r_.seconds = Seconds(start_);
     r_.items_per_second = items_seen_ / std::max(step_seconds_, 1e-9);
     if (!r_.loss_curve.empty()) {
@@ -625,6 +705,35 @@ class TrainingRun {
     r_.best_iteration = state_.best_iteration;
     HEDGEDB_RETURN_IF_ERROR(ReadModelSpec(options_.out, &r_.spec));
     *result = std::move(r_);
+    return Status::OK();
+  }
+
+  // Fits the saved model's calibration map on the validation items and
+  // rewrites the model file with it. A fit that fails (too few pairs, one
+  // class) leaves the model without a map: training still succeeded.
+  Status AddCalibration() {
+    const Clock::time_point start = Clock::now();
+    ModelCalibration calibration;
+    const Status fit = FitValidationCalibration(options_.out, data_.validation, val_items_,
+                                                options_.seed, &calibration);
+    if (!fit.ok()) {
+      r_.calibration_note = "no calibration map: " + fit.message();
+      log_(Tag() + " " + r_.calibration_note);
+      return Status::OK();
+    }
+    ModelSpec spec;
+    Encoder saved{nullptr};
+    HEDGEDB_RETURN_IF_ERROR(LoadModel(options_.out, &spec, &saved));
+    HEDGEDB_RETURN_IF_ERROR(SaveModel(options_.out, saved, &calibration));
+    char line[200];
+    std::snprintf(line, sizeof(line),
+                  " calibration map (%s, %s) on %lld validation pairs, base rate %.4g (%.1f s)",
+                  ScoreName(calibration.info.score), calibration.info.method.c_str(),
+                  static_cast<long long>(calibration.info.pairs), calibration.info.base_rate,
+                  Seconds(start));
+    log_(Tag() + line);
+    r_.calibration = calibration.info;
+    r_.calibrated = true;
     return Status::OK();
   }
 

@@ -1,8 +1,9 @@
 // The encoder trainer: builds the model for a method, draws batches with the
 // method's sampler, minimises the method's loss with Adam, validates for early
-// stopping, checkpoints and resumes, and writes the model file. Torch-free
-// interface: LibTorch stays out of the headers tools include, so the CLI
-// and embedding programs compile without it.
+// stopping, checkpoints and resumes, and writes the model file (with a
+// calibration map fitted on the validation split). Torch-free interface:
+// LibTorch stays out of the headers tools include, so the CLI and embedding
+// programs compile without it.
 //
 // Methods (flag names; point and pn are aliases of softcon and protonet,
 // model_file.h) and their paper defaults:
@@ -110,6 +111,12 @@ struct TrainResult {
   double best_validation = 0;  // MAP@R on the validation split
   int64_t best_iteration = 0;
   bool early_stopped = false;
+  // With a validation split, the model file carries a calibration map fitted
+  // on it (model_file.h: ModelCalibration); `calibration` describes it. A
+  // fit that failed leaves calibrated false and calibration_note says why.
+  bool calibrated = false;
+  CalibrationInfo calibration;
+  std::string calibration_note;
   ModelSpec spec;  // what was written to `out`
 };
 
@@ -118,7 +125,8 @@ struct TrainResult {
 Status ResolveTrainOptions(TrainOptions* options);
 
 // Trains on data.train (validating on data.validation when it exists) and
-// writes options.out. Errors: bad options, data the sampler cannot batch
+// writes options.out, with a calibration map fitted on the validation items
+// when there are any (TrainResult::calibrated). Errors: bad options, data the sampler cannot batch
 // (e.g. classes with too few items), a checkpoint that does not match,
 // torch errors during training (c10::Error is caught and reported).
 Status Train(const TrainOptions& options, const EncoderData& data, TrainResult* result);

@@ -162,6 +162,17 @@ void RunTrain(TrainArgs& args) {
     out["best_iteration"] = result.best_iteration;
     out["early_stopped"] = result.early_stopped;
   }
+  // The calibration map the model file carries (fitted on the validation
+  // split): collections created from the model by ingest-images start with it.
+  if (result.calibrated) {
+    out["calibration"] = {{"score", ScoreName(result.calibration.score)},
+                          {"method", result.calibration.method},
+                          {"pairs", result.calibration.pairs},
+                          {"base_rate", result.calibration.base_rate}};
+  } else {
+    out["calibration"] = nullptr;
+    if (!result.calibration_note.empty()) out["calibration_note"] = result.calibration_note;
+  }
   if (result.spec.kind != Kind::kCodes) {
     out["match_a"] = result.spec.match_a;
     out["match_b"] = result.spec.match_b;
@@ -177,6 +188,9 @@ void RegisterTrain(CLI::App& app) {
       "Methods: point or softcon (soft contrastive), hib (Gaussian; mixture with --components > "
       "1), spe, pn or protonet (prototypical network), dimco (codes: --code-dim, --code-k), "
       "fstat (F-statistic); model files record softcon and protonet. "
+      "With a validation split, the model file also carries a calibration map of search_score "
+      "fitted on the validation pairs (\"calibration\" in the output), which collections "
+      "created by ingest-images start with. "
       "Progress goes to stderr; the result is one JSON line on stdout.");
   AddDataOptions(cmd, &args->data, &args->data_flags);
   cmd->add_option("--method", args->method, encoders::MethodNamesText())->required();
@@ -221,7 +235,8 @@ void RegisterTrain(CLI::App& app) {
   cmd->add_option("--mlp-hidden", t.mlp_hidden, "MLP hidden width for feature data")
       ->capture_default_str();
   cmd->add_option("--val-fraction", args->val_fraction,
-                  "Training items held out for validation and early stopping (0: none)")
+                  "Training items held out for validation, early stopping and the calibration "
+                  "map (0: none)")
       ->capture_default_str();
   cmd->add_option("--patience", t.patience, "Validations without improvement before stopping")
       ->capture_default_str();

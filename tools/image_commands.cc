@@ -288,6 +288,19 @@ void RunIngestImages(const IngestImagesArgs& args) {
   json out;
   out["collection"] = args.collection;
   out["created"] = result.created;
+  // A new collection from a model that carries a calibration map starts
+  // calibrated: searches report prob right away.
+  out["calibrated"] = result.calibrated;
+  if (result.calibrated) {
+    out["calibration"] = {{"score", ScoreName(encoder.calibration.info.score)},
+                          {"method", encoder.calibration.info.method},
+                          {"base_rate", encoder.calibration.info.base_rate}};
+    std::fprintf(stderr, "hedgedb: collection '%s' starts calibrated (%s map from the model)\n",
+                 args.collection.c_str(), encoder.calibration.info.method.c_str());
+  }
+  if (!result.calibration_note.empty()) {
+    std::fprintf(stderr, "hedgedb: note: %s\n", result.calibration_note.c_str());
+  }
   out["images"] = result.images;
   out["ingested"] = result.ingested;
   out["first_id"] = result.first_id;
@@ -304,7 +317,9 @@ void RegisterIngestImages(CLI::App& app) {
                                      "Embed image files with a model and add them to a collection");
   cmd->footer(
       "Creates the collection from the model (kind, dimensions, match a/b) if it does not exist, "
-      "and checks that an existing one matches. Images are decoded, checked, embedded and "
+      "and checks that an existing one matches. A new collection starts calibrated when the "
+      "model file carries a calibration map (train fits one on its validation split); an "
+      "existing collection keeps its own. Images are decoded, checked, embedded and "
       "ingested in batches of --batch-size; each batch is one atomic write. Every item's "
       "payload is JSON: {\"path\": ABSOLUTE_PATH, \"label_name\": FOLDER_OR_LABEL} "
       "({\"path\": IDX_FILE, \"index\": I} for IDX images); labels come from subfolder names or "
@@ -315,7 +330,8 @@ void RegisterIngestImages(CLI::App& app) {
       "before anything is written, so one bad image fails the command and leaves the database "
       "unchanged. --on-error skip: bad images are skipped and listed in the summary's "
       "\"skipped\" field; the others are ingested.\n"
-      "Prints {\"ingested\": N, \"first_id\", \"last_id\", \"skipped\": [...], ...}.");
+      "Prints {\"ingested\": N, \"first_id\", \"last_id\", \"skipped\": [...], "
+      "\"calibrated\": BOOL, ...}.");
   cmd->add_option("--db", args->db, "Database directory (created if missing)")->required();
   cmd->add_option("--collection", args->collection, "Collection name (created if missing)")
       ->required();

@@ -7,12 +7,15 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <set>
 
 #include "encoders/engine_bridge.h"
 #include "encoders/models.h"
+#include "hedgedb/calibration.h"
 
 namespace hedgedb::encoders {
 namespace {
@@ -204,6 +207,90 @@ TEST_F(ImagePipelineTest, IngestThenQueryWithExcludeSelf) {
   query.skip_bad_images = false;
   s = QueryImages(*db, "c", encoder_, source, query, nullptr, &summary);
   EXPECT_NE(s.message().find("bad.png"), std::string::npos) << s.ToString();
+}
+
+// A model file that carries a calibration map (as `train` writes one): a
+// collection ingest-images creates starts with it, searches fill prob; a
+// collection that existed keeps its own calibration (here: none).
+TEST_F(ImagePipelineTest, NewCollectionStartsWithTheModelsCalibration) {
+  // An mc map fitted on synthetic scores (true match probability score^2).
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  std::vector<double> scores;
+  std::vector<uint8_t> same;
+  for (int i = 0; i < 2000; ++i) {
+    scores.push_back(uniform(rng));
+    same.push_back(uniform(rng) < scores.back() * scores.back());
+  }
+  ModelCalibration calibration;
+  ASSERT_TRUE(FitCalibrationMap(ScoreType::kMc, scores.data(), same.data(), 2000, 0,
+                                &calibration.map, &calibration.info)
+                  .ok());
+  ModelSpec spec;
+  Encoder weights{nullptr};
+  ASSERT_TRUE(LoadModel(Path("m.hdbm"), &spec, &weights).ok());
+  ASSERT_TRUE(SaveModel(Path("calibrated.hdbm"), weights, &calibration).ok());
+  ImageEncoder encoder;
+  ASSERT_TRUE(LoadImageEncoder(Path("calibrated.hdbm"), &encoder).ok());
+  EXPECT_EQ(encoder.calibration.map, calibration.map);
+
+  const ImageSource source = Images();
+  IngestImagesOptions options;
+  options.batch_size = 4;
+  IngestImagesResult result;
+  const std::string db_path = Path("db");
+  Status s = IngestImages(db_path, "c", encoder, source, options, &result);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(result.created);
+  EXPECT_TRUE(result.calibrated);
+  EXPECT_TRUE(result.calibration_note.empty()) << result.calibration_note;
+  // The model without a map makes an uncalibrated collection.
+  ASSERT_TRUE(IngestImages(db_path, "plain", encoder_, source, options, &result).ok());
+  EXPECT_TRUE(result.created);
+  EXPECT_FALSE(result.calibrated);
+  {
+    std::unique_ptr<DB> db;
+    ASSERT_TRUE(DB::Open(Options(), db_path, &db).ok());
+    CollectionStats stats;
+    ASSERT_TRUE(db->GetStats("c", &stats).ok());
+    ASSERT_EQ(stats.calibrations.size(), 1u);
+    EXPECT_EQ(stats.calibrations[0].score, ScoreType::kMc);
+    EXPECT_EQ(stats.calibrations[0].method, calibration.info.method);
+    EXPECT_DOUBLE_EQ(stats.calibrations[0].base_rate, calibration.info.base_rate);
+    ASSERT_TRUE(db->GetStats("plain", &stats).ok());
+    EXPECT_TRUE(stats.calibrations.empty());
+
+    QueryImagesOptions query;
+    query.batch_size = 4;
+    query.search.k = 3;
+    query.search.exhaustive = true;
+    int64_t hits = 0;
+    QueryImagesResult summary;
+    s = QueryImages(
+        *db, "c", encoder, source, query,
+        [&](const ImageAnswer& a) {
+          for (const SearchHit& hit : a.result.hits) {
+            EXPECT_TRUE(std::isfinite(hit.prob)) << "hit " << hit.id;
+            EXPECT_GE(hit.prob, 0.0f);
+            EXPECT_LE(hit.prob, 1.0f);
+            ++hits;
+          }
+        },
+        &summary);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(hits, 27);
+    ASSERT_TRUE(db->RemoveCalibration("c", ScoreType::kMc).ok());
+  }
+  // An existing collection is left as it is.
+  ASSERT_TRUE(IngestImages(db_path, "c", encoder, source, options, &result).ok());
+  EXPECT_FALSE(result.created);
+  EXPECT_FALSE(result.calibrated);
+  std::unique_ptr<DB> db;
+  ASSERT_TRUE(DB::Open(Options(), db_path, &db).ok());
+  CollectionStats stats;
+  ASSERT_TRUE(db->GetStats("c", &stats).ok());
+  EXPECT_TRUE(stats.calibrations.empty());
+  EXPECT_EQ(stats.items, 18);
 }
 
 TEST(ImagePipelineCutoffsTest, PowersOfTwoThenK) {

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "encoders/model_file.h"
@@ -121,6 +122,25 @@ std::string U64(uint64_t v) {
   std::string s(8, '\0');
   for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((v >> (8 * i)) & 0xFF);
   return s;
+}
+
+// A calibration map fitted on synthetic mc scores whose true probability of a
+// match is score^2.
+ModelCalibration SyntheticCalibration() {
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  std::vector<double> scores;
+  std::vector<uint8_t> same;
+  for (int i = 0; i < 2000; ++i) {
+    const double p = uniform(rng);
+    scores.push_back(p);
+    same.push_back(uniform(rng) < p * p);
+  }
+  ModelCalibration c;
+  const Status s = FitCalibrationMap(ScoreType::kMc, scores.data(), same.data(),
+                                     static_cast<int64_t>(scores.size()), 0, &c.map, &c.info);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return c;
 }
 
 // Rebuilds a model file with a different header (and a valid checksum).
@@ -400,6 +420,68 @@ TEST_F(ModelsTest, MissingAndCorruptFilesAreReported) {
   EXPECT_TRUE(LoadModel(path, &spec, &e).ok());
 }
 
+// A calibration map makes a format 3 file: read back byte for byte by
+// ReadModelCalibration and LoadModel, covered by the checksum, its section
+// lengths checked. The same model without a map is written as format 2.
+TEST_F(ModelsTest, CalibrationMapTravelsInFormatThree) {
+  Encoder original = MustMake(CnnSpec(Method::kHib, Kind::kGaussian));
+  const ModelCalibration calibration = SyntheticCalibration();
+  ASSERT_FALSE(calibration.empty());
+  const std::string path = Path("model.hdbm");
+  ASSERT_TRUE(SaveModel(path, original, &calibration).ok());
+  const std::string file = ReadBytes(path);
+  EXPECT_EQ(GetU32(file, 8), 3u);
+
+  ModelCalibration read;
+  Status s = ReadModelCalibration(path, &read);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(read.map, calibration.map);
+  EXPECT_EQ(read.info.score, ScoreType::kMc);
+  EXPECT_EQ(read.info.method, calibration.info.method);
+  EXPECT_EQ(read.info.pairs, 2000);
+  EXPECT_DOUBLE_EQ(read.info.base_rate, calibration.info.base_rate);
+  EXPECT_DOUBLE_EQ(read.info.fit_base_rate, calibration.info.fit_base_rate);
+  ModelSpec spec;
+  Encoder loaded{nullptr};
+  ModelCalibration loaded_calibration;
+  s = LoadModel(path, &spec, &loaded, &loaded_calibration);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(loaded_calibration.map, calibration.map);
+  ModelSpec header;
+  ASSERT_TRUE(ReadModelSpec(path, &header).ok());
+  EXPECT_EQ(SpecToJson(header), SpecToJson(original->CurrentSpec()));
+
+  // A flipped byte of the map fails the checksum.
+  std::string flipped = file;
+  flipped[file.size() - 10] ^= 0x11;
+  WriteBytes(path, flipped);
+  s = ReadModelCalibration(path, &read);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  // Section lengths that disagree with the file, checksum intact.
+  const uint64_t header_len = GetU64(file, 12);
+  const uint64_t section_at = 28 + header_len + GetU64(file, 20 + header_len);
+  std::string too_long = file;
+  too_long.replace(section_at, 8, U64(file.size()));
+  Reseal(&too_long);
+  WriteBytes(path, too_long);
+  s = LoadModel(path, &spec, &loaded, &loaded_calibration);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("calibration section"), std::string::npos) << s.ToString();
+  std::string trailing = file.substr(0, file.size() - 4) + "x" + std::string(4, '\0');
+  Reseal(&trailing);
+  WriteBytes(path, trailing);
+  EXPECT_TRUE(ReadModelCalibration(path, &read).IsCorruption());
+
+  // Without a map: format 2, and no map comes back.
+  ASSERT_TRUE(SaveModel(path, original).ok());
+  EXPECT_EQ(GetU32(ReadBytes(path), 8), 2u);
+  ASSERT_TRUE(ReadModelCalibration(path, &read).ok());
+  EXPECT_TRUE(read.empty());
+  loaded_calibration = calibration;
+  ASSERT_TRUE(LoadModel(path, &spec, &loaded, &loaded_calibration).ok());
+  EXPECT_TRUE(loaded_calibration.empty());
+}
+
 // Format 2 ends in a little-endian CRC32C; format 1 files (CRC-32, the
 // layout otherwise the same) still load, and their checksum is still checked.
 TEST_F(ModelsTest, FormatOneFilesStillLoad) {
@@ -419,8 +501,10 @@ TEST_F(ModelsTest, FormatOneFilesStillLoad) {
   WriteBytes(path, old);
   ModelSpec spec;
   Encoder loaded{nullptr};
-  Status s = LoadModel(path, &spec, &loaded);
+  ModelCalibration calibration = SyntheticCalibration();
+  Status s = LoadModel(path, &spec, &loaded, &calibration);
   ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(calibration.empty());  // format 1 has no calibration section
   loaded->eval();
   const torch::Tensor x = torch::rand({2, 1, 28, 56});
   ExpectSameOutputs(original->forward(x), loaded->forward(x));

@@ -248,6 +248,73 @@ TEST_F(TrainerTest, SameSeedSameModelAndLoadRoundTrip) {
   EXPECT_NE(ec.mean, ea.mean);
 }
 
+// With a validation split the model file carries a calibration map for the
+// model's score, fitted on the validation pairs: the same bytes on every
+// load and from a second run with the same seed. Without one (no split, or
+// too few pairs to fit) training succeeds and the model has no map.
+TEST_F(TrainerTest, ValidationSplitGivesTheModelACalibrationMap) {
+  // 4 training classes x 40 items; a quarter (40 items, 1,560 pairs) validates.
+  const EncoderData data = LoadFeatures(WriteFeatures(8, 40, 8), 0.25);
+  ASSERT_EQ(data.validation.size(), 40);
+  TrainOptions o = QuickOptions("hib", "hib.model");
+  o.iterations = 40;
+  o.eval_every = 20;
+  std::vector<std::string> log;
+  o.log = [&log](const std::string& line) { log.push_back(line); };
+  TrainResult r;
+  Status s = Train(o, data, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(r.calibrated) << r.calibration_note;
+  EXPECT_EQ(r.calibration.score, ScoreType::kMc);
+  EXPECT_EQ(r.calibration.pairs, 40 * 39);
+  EXPECT_GT(r.calibration.base_rate, 0.0);
+  EXPECT_LT(r.calibration.base_rate, 1.0);
+  EXPECT_NE(log.back().find("calibration map"), std::string::npos) << log.back();
+
+  ModelCalibration read;
+  ASSERT_TRUE(ReadModelCalibration(o.out, &read).ok());
+  ASSERT_FALSE(read.empty());
+  EXPECT_EQ(read.info.method, r.calibration.method);
+  EXPECT_EQ(read.info.pairs, r.calibration.pairs);
+  std::unique_ptr<EncoderModel> model;
+  ASSERT_TRUE(EncoderModel::Load(o.out, &model).ok());
+  EXPECT_EQ(model->calibration().map, read.map);
+  // The weights are the validated model's: embedding is unchanged by the
+  // rewrite that added the map.
+  EXPECT_EQ(r.spec.match_a, model->spec().match_a);
+
+  TrainOptions again = o;
+  again.out = Path("again.model");
+  TrainResult r_again;
+  ASSERT_TRUE(Train(again, data, &r_again).ok());
+  ModelCalibration read_again;
+  ASSERT_TRUE(ReadModelCalibration(again.out, &read_again).ok());
+  EXPECT_EQ(read_again.map, read.map);
+
+  // Ten validation items: 90 pairs, too few to fit.
+  TrainOptions few = o;
+  few.out = Path("few.model");
+  few.val_items = 10;
+  TrainResult r_few;
+  s = Train(few, data, &r_few);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_FALSE(r_few.calibrated);
+  EXPECT_NE(r_few.calibration_note.find("no calibration map"), std::string::npos)
+      << r_few.calibration_note;
+  ASSERT_TRUE(ReadModelCalibration(few.out, &read).ok());
+  EXPECT_TRUE(read.empty());
+
+  // No validation split: no map.
+  const EncoderData unsplit = LoadFeatures(WriteFeatures(8, 40, 8));
+  TrainOptions plain = o;
+  plain.out = Path("plain.model");
+  TrainResult r_plain;
+  ASSERT_TRUE(Train(plain, unsplit, &r_plain).ok());
+  EXPECT_FALSE(r_plain.calibrated);
+  ASSERT_TRUE(ReadModelCalibration(plain.out, &read).ok());
+  EXPECT_TRUE(read.empty());
+}
+
 TEST_F(TrainerTest, ResumeContinuesExactly) {
   const EncoderData data = LoadFeatures(WriteFeatures(8, 20, 8), 0.2);
   TrainOptions full = QuickOptions("point", "full.model");
