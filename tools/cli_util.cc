@@ -237,7 +237,7 @@ nlohmann::json JsonFloatMatrix(const float* values, size_t rows, size_t cols) {
   return out;
 }
 
-nlohmann::json SpecToJson(const CollectionSpec& spec) {
+nlohmann::json SpecDisplayJson(const CollectionSpec& spec) {
   nlohmann::json j;
   j["name"] = spec.name;
   j["kind"] = KindName(spec.kind);
@@ -255,7 +255,7 @@ nlohmann::json SpecToJson(const CollectionSpec& spec) {
 }
 
 nlohmann::json StatsToJson(const CollectionStats& stats) {
-  nlohmann::json j = SpecToJson(stats.spec);
+  nlohmann::json j = SpecDisplayJson(stats.spec);
   j["items"] = stats.items;
   j["max_id"] = stats.max_id;
   j["sequence"] = stats.sequence;

@@ -107,7 +107,10 @@ nlohmann::json JsonFloats(const float* values, size_t n);
 // Row-major `rows` x `cols` floats as nested arrays.
 nlohmann::json JsonFloatMatrix(const float* values, size_t rows, size_t cols);
 
-nlohmann::json SpecToJson(const CollectionSpec& spec);
+// A spec as the commands show it: only the fields that mean something for
+// its kind, floats in their shortest form. (The catalog stores every field:
+// storage::SpecToJson.)
+nlohmann::json SpecDisplayJson(const CollectionSpec& spec);
 nlohmann::json StatsToJson(const CollectionStats& stats);
 nlohmann::json CalibrationInfoToJson(const CalibrationInfo& info);
 // ece, brier, log_loss, precision_at_1, mean_top1_prob (null where NaN).

@@ -72,7 +72,7 @@ void RunCreate(CreateArgs& args) {
   std::unique_ptr<DB> db = OpenDatabase(args.db, /*create_if_missing=*/true);
   Check(db->CreateCollection(args.spec));
   nlohmann::json out;
-  out["created"] = SpecToJson(DescribeOrFail(*db, args.spec.name));
+  out["created"] = SpecDisplayJson(DescribeOrFail(*db, args.spec.name));
   PrintJsonLine(out);
 }
 
