@@ -6,7 +6,7 @@
 #include <cstring>
 #include <thread>
 
-#include "encoders/models.h"
+#include "encoders/models/models.h"
 #include "hedgedb/npy.h"
 
 namespace hedgedb {

@@ -9,15 +9,15 @@
 #include <string>
 #include <vector>
 
-#include "encoders/encoder_data.h"
-#include "encoders/model_file.h"
+#include "encoders/data/encoder_data.h"
+#include "encoders/models/model_file.h"
 #include "hedgedb/status.h"
 #include "hedgedb/types.h"
 
 namespace hedgedb {
 namespace encoders {
 
-class Encoder;  // encoders/models.h
+class Encoder;  // encoders/models/models.h
 
 // Embeddings of n items in the engine's layout (include/hedgedb/types.h):
 //   point:    vec n x D

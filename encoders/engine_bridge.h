@@ -11,7 +11,7 @@
 
 #include <string>
 
-#include "encoders/model_file.h"
+#include "encoders/models/model_file.h"
 #include "hedgedb/status.h"
 #include "hedgedb/types.h"
 

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "encoders/engine_bridge.h"
-#include "encoders/metrics.h"
+#include "encoders/eval/metrics.h"
 
 namespace hedgedb {
 namespace encoders {

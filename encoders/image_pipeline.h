@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
+#include "encoders/data/image_set.h"
 #include "encoders/embedder.h"
-#include "encoders/image_set.h"
-#include "encoders/model_file.h"
+#include "encoders/models/model_file.h"
 #include "hedgedb/db.h"
 #include "hedgedb/options.h"
 #include "hedgedb/status.h"

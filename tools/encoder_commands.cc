@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "encoders/data/encoder_data.h"
 #include "encoders/embedder.h"
-#include "encoders/encoder_data.h"
 #include "encoders/engine_bridge.h"
-#include "encoders/evaluation.h"
-#include "encoders/model_file.h"
-#include "encoders/trainer.h"
+#include "encoders/eval/evaluation.h"
+#include "encoders/models/model_file.h"
+#include "encoders/train/trainer.h"
 #include "tools/calibration_pictures.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"

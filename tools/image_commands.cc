@@ -1,6 +1,6 @@
 // `hedgedb ingest-images`, `hedgedb query-image` and `hedgedb export-images`:
 // image files in, top-k matches out. Thin: list and decode images
-// (encoders/image_set.h), embed them with a model file (EncoderModel), and
+// (encoders/data/image_set.h), embed them with a model file (EncoderModel), and
 // call hedgedb::DB.
 //
 // Error policy of ingest-images (docs/images.md):
@@ -30,13 +30,13 @@
 #include <string>
 #include <vector>
 
-#include "encoders/batch_samplers.h"
-#include "encoders/benchmark_sets.h"
+#include "encoders/data/batch_samplers.h"
+#include "encoders/data/benchmark_sets.h"
+#include "encoders/data/encoder_data.h"
+#include "encoders/data/image_set.h"
 #include "encoders/embedder.h"
-#include "encoders/encoder_data.h"
 #include "encoders/image_pipeline.h"
-#include "encoders/image_set.h"
-#include "encoders/model_file.h"
+#include "encoders/models/model_file.h"
 #include "hedgedb/db.h"
 #include "hedgedb/types.h"
 #include "tools/cli_util.h"
@@ -359,7 +359,7 @@ struct QueryImageArgs {
 };
 
 // Payload fields of a hit: the image path etc. of an image item's payload
-// (encoders/image_set.h), or the plain payload.
+// (encoders/data/image_set.h), or the plain payload.
 void AddPayloadFields(const std::string& payload, json* hit) {
   if (payload.empty()) return;
   encoders::ImagePayload fields;

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "encoders/benchmark_sets.h"
-#include "encoders/image_set.h"
+#include "encoders/data/benchmark_sets.h"
+#include "encoders/data/image_set.h"
 #include "temp_dir.h"
 
 namespace hedgedb {

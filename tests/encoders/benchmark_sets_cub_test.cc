@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "encoders/benchmark_sets.h"
+#include "encoders/data/benchmark_sets.h"
+#include "encoders/data/encoder_data.h"
+#include "encoders/data/image_set.h"
 #include "encoders/embedder.h"
-#include "encoders/encoder_data.h"
-#include "encoders/evaluation.h"
-#include "encoders/image_set.h"
-#include "encoders/trainer.h"
+#include "encoders/eval/evaluation.h"
+#include "encoders/train/trainer.h"
 #include "temp_dir.h"
 
 namespace hedgedb {

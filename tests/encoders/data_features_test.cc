@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "encoders/features_dataset.h"
+#include "encoders/data/features_dataset.h"
 #include "hedgedb/npy.h"
 #include "temp_dir.h"
 

@@ -7,7 +7,7 @@
 #include <set>
 #include <vector>
 
-#include "encoders/batch_samplers.h"
+#include "encoders/data/batch_samplers.h"
 
 namespace hedgedb {
 namespace encoders {

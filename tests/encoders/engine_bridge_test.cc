@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "encoders/image_set.h"
-#include "encoders/metrics.h"
+#include "encoders/data/image_set.h"
+#include "encoders/eval/metrics.h"
 
 namespace hedgedb::encoders {
 namespace {

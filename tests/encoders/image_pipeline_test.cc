@@ -14,7 +14,7 @@
 #include <set>
 
 #include "encoders/engine_bridge.h"
-#include "encoders/models.h"
+#include "encoders/models/models.h"
 #include "hedgedb/calibration.h"
 
 namespace hedgedb::encoders {

@@ -1,8 +1,8 @@
-// Image files as encoder input (encoders/image_set.h): decoding PNG/JPEG/PGM/
+// Image files as encoder input (encoders/data/image_set.h): decoding PNG/JPEG/PGM/
 // PPM written in the test, fitting to a model's shape, the errors for bad
 // files, directory/list/IDX sources, and embedding decoded images with an
 // EncoderModel exactly as the raw pixels would be.
-#include "encoders/image_set.h"
+#include "encoders/data/image_set.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -15,10 +15,10 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "encoders/data/idx_reader.h"
 #include "encoders/embedder.h"
-#include "encoders/idx_reader.h"
-#include "encoders/model_file.h"
-#include "encoders/models.h"
+#include "encoders/models/model_file.h"
+#include "encoders/models/models.h"
 
 namespace hedgedb::encoders {
 namespace {

@@ -1,4 +1,4 @@
-#include "encoders/incomplete_beta.h"
+#include "encoders/losses/incomplete_beta.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

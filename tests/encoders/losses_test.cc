@@ -1,6 +1,6 @@
 // Every loss against an independent plain-double reference on a tiny batch,
 // and autograd gradients against central finite differences (double tensors).
-#include "encoders/losses.h"
+#include "encoders/losses/losses.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

@@ -1,6 +1,6 @@
 // Encoder architectures, head shapes, spec validation, TorchScript backbones
 // and the model file (round trip, corruption, mismatch).
-#include "encoders/models.h"
+#include "encoders/models/models.h"
 
 #include <gtest/gtest.h>
 #include <torch/script.h>
@@ -12,7 +12,7 @@
 #include <random>
 #include <sstream>
 
-#include "encoders/model_file.h"
+#include "encoders/models/model_file.h"
 #include "script_module.h"
 #include "temp_dir.h"
 

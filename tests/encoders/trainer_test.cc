@@ -2,7 +2,7 @@
 // feature vectors (an MLP trains in seconds) and on a small subset of 2-item
 // Fashion-MNIST composites, checkpoint/resume, model round trips and errors.
 
-#include "encoders/trainer.h"
+#include "encoders/train/trainer.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "encoders/data/encoder_data.h"
 #include "encoders/embedder.h"
-#include "encoders/encoder_data.h"
-#include "encoders/evaluation.h"
+#include "encoders/eval/evaluation.h"
 #include "hedgedb/npy.h"
 #include "script_module.h"
 #include "temp_dir.h"

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "encoders/model_file.h"
+#include "encoders/models/model_file.h"
 #include "hedgedb/status.h"
 #include "hedgedb/types.h"
 

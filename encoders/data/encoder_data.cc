@@ -1,4 +1,4 @@
-#include "encoders/encoder_data.h"
+#include "encoders/data/encoder_data.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,11 +7,11 @@
 #include <memory>
 #include <utility>
 
-#include "encoders/benchmark_sets.h"
-#include "encoders/composite_dataset.h"
-#include "encoders/features_dataset.h"
-#include "encoders/idx_reader.h"
-#include "encoders/image_set.h"
+#include "encoders/data/benchmark_sets.h"
+#include "encoders/data/composite_dataset.h"
+#include "encoders/data/features_dataset.h"
+#include "encoders/data/idx_reader.h"
+#include "encoders/data/image_set.h"
 
 namespace hedgedb {
 namespace encoders {

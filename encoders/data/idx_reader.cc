@@ -1,4 +1,4 @@
-#include "encoders/idx_reader.h"
+#include "encoders/data/idx_reader.h"
 
 #include <sys/stat.h>
 #include <zlib.h>
@@ -18,7 +18,6 @@ namespace {
 // Refuse to inflate beyond this: a corrupt or malicious gzip stream must not
 // exhaust memory (the largest real file, 60000 MNIST images, is 47 MB).
 constexpr size_t kMaxDecompressedBytes = size_t{4} << 30;
-
 
 Status ReadIdxFile(const std::string& path, std::string* bytes) {
   const Status s = ReadWholeFile(path, bytes);

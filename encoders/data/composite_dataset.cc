@@ -1,4 +1,4 @@
-#include "encoders/composite_dataset.h"
+#include "encoders/data/composite_dataset.h"
 
 #include <algorithm>
 #include <cmath>

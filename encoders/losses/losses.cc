@@ -1,9 +1,9 @@
-#include "encoders/losses.h"
+#include "encoders/losses/losses.h"
 
 #include <cmath>
 #include <tuple>
 
-#include "encoders/incomplete_beta.h"
+#include "encoders/losses/incomplete_beta.h"
 
 namespace hedgedb::encoders {
 namespace {

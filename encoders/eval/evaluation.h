@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
+#include "encoders/data/encoder_data.h"
 #include "encoders/embedder.h"
-#include "encoders/encoder_data.h"
-#include "encoders/metrics.h"
+#include "encoders/eval/metrics.h"
 #include "hedgedb/calibration.h"
 #include "hedgedb/status.h"
 

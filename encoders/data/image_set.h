@@ -8,7 +8,7 @@
 // Pixel convention: decoded images are floats in [0, 1] (8-bit / 255, 16-bit
 // / 65535), channel-major {C, H, W}, colour channels in RGB order. They are
 // NOT normalised here: the encoder applies the model file's input_mean /
-// input_std in its forward pass (encoders/models.h), exactly as in training,
+// input_std in its forward pass (encoders/models/models.h), exactly as in training,
 // so normalising here would apply it twice.
 //
 // Decoding is eager (DecodeImages) rather than inside ItemSet::render because
@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "encoders/encoder_data.h"
-#include "encoders/idx_reader.h"
+#include "encoders/data/encoder_data.h"
+#include "encoders/data/idx_reader.h"
 #include "hedgedb/status.h"
 
 namespace hedgedb {

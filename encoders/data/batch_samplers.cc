@@ -1,4 +1,4 @@
-#include "encoders/batch_samplers.h"
+#include "encoders/data/batch_samplers.h"
 
 #include <algorithm>
 #include <limits>

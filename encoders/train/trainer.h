@@ -34,8 +34,8 @@
 #include <utility>
 #include <vector>
 
-#include "encoders/encoder_data.h"
-#include "encoders/model_file.h"
+#include "encoders/data/encoder_data.h"
+#include "encoders/models/model_file.h"
 #include "hedgedb/status.h"
 
 namespace hedgedb {

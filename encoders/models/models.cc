@@ -1,4 +1,4 @@
-#include "encoders/models.h"
+#include "encoders/models/models.h"
 
 #include <torch/script.h>
 

@@ -1,4 +1,4 @@
-#include "encoders/model_file.h"
+#include "encoders/models/model_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -16,7 +16,7 @@
 #include "common/coding.h"
 #include "common/crc32c.h"
 #include "common/file_util.h"
-#include "encoders/models.h"
+#include "encoders/models/models.h"
 
 namespace hedgedb::encoders {
 namespace {

@@ -1,4 +1,4 @@
-#include "encoders/features_dataset.h"
+#include "encoders/data/features_dataset.h"
 
 #include <cmath>
 

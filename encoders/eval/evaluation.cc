@@ -1,4 +1,4 @@
-#include "encoders/evaluation.h"
+#include "encoders/eval/evaluation.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "encoders/trainer.h"
+#include "encoders/train/trainer.h"
 
 #include <torch/torch.h>
 
@@ -11,12 +11,12 @@
 #include <memory>
 #include <thread>
 
-#include "encoders/batch_samplers.h"
+#include "encoders/data/batch_samplers.h"
 #include "encoders/embedder.h"
 #include "encoders/engine_bridge.h"
-#include "encoders/evaluation.h"
-#include "encoders/losses.h"
-#include "encoders/models.h"
+#include "encoders/eval/evaluation.h"
+#include "encoders/losses/losses.h"
+#include "encoders/models/models.h"
 #include "hedgedb/calibration.h"
 #include "hedgedb/score.h"
 

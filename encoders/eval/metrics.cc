@@ -1,4 +1,4 @@
-#include "encoders/metrics.h"
+#include "encoders/eval/metrics.h"
 
 #include <algorithm>
 #include <cmath>

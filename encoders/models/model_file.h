@@ -1,7 +1,7 @@
 // The trained-model file: one file with the weights and everything needed to
 // use them (the layout is below). This header is torch-free so that tools can
 // read a model's description (kind, dimensions, a/b, ...) without LibTorch
-// types; SaveModel/LoadModel take the Encoder from encoders/models.h.
+// types; SaveModel/LoadModel take the Encoder from encoders/models/models.h.
 //
 // File layout (all integers little-endian):
 //   offset 0   8 bytes  magic "HDBMODEL"
@@ -35,7 +35,7 @@
 
 namespace hedgedb::encoders {
 
-class Encoder;  // encoders/models.h
+class Encoder;  // encoders/models/models.h
 
 // The newest format this build reads and writes. 3: a calibration section
 // after the weights; 2: the checksum is CRC32C (1: CRC-32; read, never

@@ -15,7 +15,7 @@
 #include <map>
 #include <string>
 
-#include "encoders/models.h"
+#include "encoders/models/models.h"
 
 namespace hedgedb::encoders {
 

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "encoders/batch_samplers.h"
+#include "encoders/data/batch_samplers.h"
 #include "hedgedb/status.h"
 
 namespace hedgedb {

@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "encoders/benchmark_sets.h"
+#include "encoders/data/benchmark_sets.h"
 
 namespace hedgedb {
 namespace encoders {

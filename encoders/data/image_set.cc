@@ -1,4 +1,4 @@
-#include "encoders/image_set.h"
+#include "encoders/data/image_set.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "encoders/incomplete_beta.h"
+#include "encoders/losses/incomplete_beta.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
