@@ -30,10 +30,13 @@ constexpr double kAdaptiveZ = 1.96;
 }  // namespace
 
 Status ValidateSpec(const CollectionSpec& s) {
-  static const std::regex kName("[A-Za-z0-9_.-]{1,128}");
+  // The first character may not be '.' or '-': no "." or "..", no hidden
+  // names, nothing a command line reads as a flag.
+  static const std::regex kName("[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}");
   if (!std::regex_match(s.name, kName)) {
     return Status::InvalidArgument("collection name '" + s.name +
-                                   "' must be 1-128 characters of A-Z a-z 0-9 _ . -");
+                                   "' must be 1-128 characters of A-Z a-z 0-9 _ . - starting "
+                                   "with a letter, digit or _");
   }
   if (s.dim < 1 || s.dim > 65536) {
     return Status::InvalidArgument("dim must be in [1, 65536], got " + std::to_string(s.dim));

@@ -56,6 +56,12 @@ TEST(DBTest, CreateRejectsBadSpecs) {
     EXPECT_NE(st.message().find(needle), std::string::npos) << st.ToString();
   };
   expect_invalid(MakeSpec("bad name!", Kind::kGaussian, 4), "name");
+  // Names that read as paths or as flags.
+  for (const char* name : {".", "..", ".hidden", "-x", "--db", ""}) {
+    expect_invalid(MakeSpec(name, Kind::kGaussian, 4), "name");
+  }
+  EXPECT_TRUE(db->CreateCollection(MakeSpec("_a.b-c9", Kind::kGaussian, 4, "Flat")).ok());
+  ASSERT_TRUE(db->DropCollection("_a.b-c9").ok());
   expect_invalid(MakeSpec("x", Kind::kGaussian, 0), "dim");
   CollectionSpec s = MakeSpec("x", Kind::kCodes, 4);
   s.code_k = 300;
