@@ -24,6 +24,7 @@
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 #include "tools/data_flags.h"
+#include "tools/flag_checks.h"
 
 namespace hedgedb {
 namespace cli {
@@ -47,10 +48,10 @@ void AddDataOptions(CLI::App* cmd, DataOptions* data, DataSetFlags* flags) {
       ->check(CLI::Range(1, 4));
   cmd->add_option("--train-total", data->train_total, "Training composites (before validation)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_option("--test-total", data->test_total, "Composites per test split (seen, unseen)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_option("--image-size", data->image_size,
                   "cub:/cars: data: images are resized to 3 x S x S")
       ->capture_default_str()

@@ -13,6 +13,7 @@
 #include "tools/calibration_pictures.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
+#include "tools/flag_checks.h"
 #include "tools/search_flags.h"
 
 namespace hedgedb {
@@ -86,10 +87,10 @@ void RegisterCreate(CLI::App& app) {
       ->check(CLI::IsMember(kKindNames));
   cmd->add_option("--dim", args->spec.dim, "D for point/gaussian/mog; d (code length) for codes")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_option("--components", args->spec.components, "mog: mixture components C")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_option("--code-k", args->spec.code_k, "codes: alphabet size k (2..256)")
       ->check(CLI::Range(2, 256));
   cmd->add_option("--index", args->spec.index_factory,
@@ -104,7 +105,7 @@ void RegisterCreate(CLI::App& app) {
                       "Default Monte Carlo samples per side (mog: a multiple of C; the default is "
                       "rounded up to one)")
           ->capture_default_str()
-          ->check(CLI::PositiveNumber);
+          ->check(Positive());
   cmd->add_option("--seed", args->spec.seed, "Default Monte Carlo seed")->capture_default_str();
   cmd->callback([args] { RunCreate(*args); });
 }
@@ -226,14 +227,15 @@ void RegisterSearch(CLI::App& app) {
       "\"results\": [{\"id\", \"score\", \"prob\", \"uncertainty\", \"label\"}, ...]} "
       "(prob, uncertainty and label only where they exist: prob is the calibrated probability "
       "that the item shares the query's label, once the collection is calibrated for the "
-      "score; mc results also carry std_error and samples). A score of -inf (a codes query giving an item's symbol probability 0) prints "
+      "score; mc results also carry std_error and samples). A score of -inf (a codes query giving "
+      "an item's symbol probability 0) prints "
       "as null.");
   AddDbOption(cmd, &args->db);
   AddCollectionOption(cmd, &args->collection);
   AddEmbeddingOptions(cmd, &args->files, /*for_query=*/true);
   args->k_option =
       cmd->add_option("--k", args->search.options.k, "Results per query (or give --min-prob)")
-          ->check(CLI::PositiveNumber);
+          ->check(Positive());
   AddSearchFlags(cmd, &args->search);
   args->k_option->excludes(args->search.min_prob_option);
   cmd->add_flag("--with-payload", args->search.options.with_payload,
@@ -339,17 +341,17 @@ void RegisterCalibrate(CLI::App& app) {
       ->check(CLI::IsMember(ScoreFlagNames()));
   cmd->add_option("--samples", args->options.samples,
                   "Monte Carlo samples per side of the pair scores (default: the collection's)")
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   args->seed_option =
       cmd->add_option("--seed", args->options.seed, "Monte Carlo seed (default: the collection's)");
   cmd->add_option("--max-pairs", args->options.max_pairs,
                   "At most this many labelled pairs (queries are sampled to fit)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_option("--top-ranks", args->options.top_ranks,
                   "Fit on each query's best R items only (0: on all its pairs)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_option("--sample-seed", args->options.sample_seed,
                   "Seed of the query sample and of the held-out split")
       ->capture_default_str();

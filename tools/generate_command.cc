@@ -33,6 +33,7 @@
 #include "hedgedb/types.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
+#include "tools/flag_checks.h"
 
 namespace hedgedb {
 namespace cli {
@@ -286,22 +287,22 @@ void RegisterGenerateCommand(CLI::App& app) {
   cmd->add_option("--kind", args->kind, "Embedding kind")
       ->required()
       ->check(CLI::IsMember(std::vector<std::string>{"point", "gaussian", "mog", "codes"}));
-  cmd->add_option("--n", args->n, "Number of items")->required()->check(CLI::PositiveNumber);
+  cmd->add_option("--n", args->n, "Number of items")->required()->check(Positive());
   cmd->add_option("--dim", args->dim, "D (vector kinds) or d (code length)")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_option("--components", args->components, "mog: components C")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_option("--code-k", args->code_k, "codes: alphabet size k")
       ->capture_default_str()
       ->check(CLI::Range(2, 256));
   cmd->add_option("--classes", args->classes, "Number of classes Y")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_option("--queries", args->queries, "Number of queries to write (0: none)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_flag("--spread-queries", args->spread_queries,
                 "Space the queries' difficulty evenly from clean to fully degraded (for demos of "
                 "uncertainty) instead of drawing it like the items'");

@@ -42,6 +42,7 @@
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 #include "tools/data_flags.h"
+#include "tools/flag_checks.h"
 #include "tools/search_flags.h"
 
 namespace hedgedb {
@@ -534,7 +535,7 @@ void RegisterQueryImage(CLI::App& app) {
   cmd->add_option("images", args->source.files, "Query image files");
   cmd->add_option("--k", args->search.options.k, "Results per query")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_option("--format", args->format, "json, table or summary")
       ->capture_default_str()
       ->check(CLI::IsMember({"json", "table", "summary"}));
@@ -664,10 +665,10 @@ void RegisterExportImages(CLI::App& app) {
       ->check(CLI::Range(1, 4));
   cmd->add_option("--train-total", args->data.train_total, "Training composites (as in train)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_option("--test-total", args->data.test_total, "Composites per test split")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_option("--data-seed", args->data.seed, "Seed of the class split and occlusions")
       ->capture_default_str();
   cmd->add_option("--split", args->split, "train, test, test-seen or test-unseen")
@@ -675,10 +676,10 @@ void RegisterExportImages(CLI::App& app) {
   cmd->add_flag("--corrupt", args->corrupt, "Write the corrupt (occluded) twins");
   cmd->add_option("--offset", args->offset, "First item of the permutation")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_option("--count", args->count, "Number of images")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_option("--seed", args->seed, "Seed of the permutation")->capture_default_str();
   cmd->add_option("--format", args->format, "png or jpg")
       ->capture_default_str()

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tools/cli_util.h"
+#include "tools/flag_checks.h"
 
 namespace hedgedb {
 namespace cli {
@@ -26,11 +27,11 @@ void AddSearchFlags(CLI::App* cmd, SearchFlags* flags) {
       ->check(CLI::IsMember(ScoreFlagNames()));
   CLI::Option* candidates = cmd->add_option("--candidates", o.candidates,
                                             "Stage-1 candidate count (default: k * --oversampling)")
-                                ->check(CLI::PositiveNumber);
+                                ->check(Positive());
   cmd->add_option("--oversampling", o.oversampling,
                   "Candidates per result when --candidates is not given")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_flag("--exhaustive", o.exhaustive,
                 "Score every item exactly, skipping FAISS (the ground truth)")
       ->excludes(candidates);
@@ -40,13 +41,13 @@ void AddSearchFlags(CLI::App* cmd, SearchFlags* flags) {
                   "interval straddles the k-th boundary");
   cmd->add_option("--max-samples", o.max_samples, "Cap of --samples auto")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   flags->seed_option =
       cmd->add_option("--seed", o.seed, "Monte Carlo seed (default: the collection's)");
   cmd->add_option("--nprobe", o.nprobe, "FAISS IVF nprobe (default: the index's)")
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_option("--ef-search", o.ef_search, "FAISS HNSW efSearch (default: the index's)")
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_flag("--no-uncertainty", flags->no_uncertainty,
                 "Skip the uncertainty eta of results and queries (faster)");
   flags->min_prob_option =
@@ -59,7 +60,7 @@ void AddSearchFlags(CLI::App* cmd, SearchFlags* flags) {
                   "Threshold search: at most this many results per query (the line says "
                   "\"truncated\": true when more qualified)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber)
+      ->check(Positive())
       ->needs(flags->min_prob_option);
 }
 

@@ -1010,6 +1010,11 @@ TEST_F(CliTest, CalibrateStoresAMapThatSearchAndStatsShow) {
   Fails(search({}), 2, {"--k", "--min-prob"});
   Fails(search({"--k", "3", "--min-prob", "0.5"}), 2, {"excludes"});
   Fails(search({"--min-prob", "1.5"}), 2, {"min-prob"});
+  // Range errors name the bound, not a 309-digit DBL_MAX.
+  const RunResult zero_k = Fails(search({"--k", "0"}), 2, {"--k", "must be > 0, got 0"});
+  EXPECT_LT(zero_k.err.size(), 200u) << zero_k.err;
+  Fails({"calibrate", "--db", db_, "--collection", "c", "--top-ranks", "-1"}, 2,
+        {"--top-ranks", "must be >= 0"});
 
   const json report =
       Ok({"calibrate", "--db", db_, "--collection", "c", "--plots", Path("plots")}).Json();
