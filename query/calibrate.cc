@@ -46,12 +46,7 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
   const CollectionSpec& s = meta_.spec;
   const RowShape shape = RowShapeOf(s);
   ScoreParams params;
-  params.score = ResolveScore(s.kind, o.score);
-  params.match_a = s.match_a;
-  params.match_b = s.match_b;
-  params.samples = o.samples > 0 ? o.samples : s.samples;
-  params.seed = o.has_seed ? o.seed : s.seed;
-  HEDGEDB_RETURN_IF_ERROR(ValidateScoreParams(shape, params));
+  HEDGEDB_RETURN_IF_ERROR(ScoreParamsFor(s, o.score, o.samples, o.has_seed, o.seed, &params));
   if (o.max_pairs < 1) return Status::InvalidArgument("max-pairs must be >= 1");
   if (o.top_ranks < 0) return Status::InvalidArgument("top-ranks must be >= 0");
   const bool held_out = o.queries.n > 0;
@@ -179,13 +174,10 @@ Status Collection::ImportCalibration(const std::string& map_bytes, double base_r
   calibration::CalibrationMap map;
   HEDGEDB_RETURN_IF_ERROR(calibration::CalibrationMap::Decode(map_bytes, &map));
   if (base_rate != 0) HEDGEDB_RETURN_IF_ERROR(map.SetBaseRate(base_rate));
-  const ScoreType native = ResolveScore(meta_.spec.kind, map.score_type);
-  RowShape shape = RowShapeOf(meta_.spec);
+  // The map's score must be one the kind has under its own name.
   ScoreParams params;
-  params.score = map.score_type;
-  params.samples = meta_.spec.samples;
-  params.match_a = meta_.spec.match_a;
-  if (native != map.score_type || !ValidateScoreParams(shape, params).ok()) {
+  if (!ScoreParamsFor(meta_.spec, map.score_type, 0, false, 0, &params).ok() ||
+      params.score != map.score_type) {
     return Status::InvalidArgument(std::string("the calibration is for score ") +
                                    ScoreName(map.score_type) + ", which " +
                                    KindName(meta_.spec.kind) + " collections do not have");

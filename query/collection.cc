@@ -536,12 +536,8 @@ Status Collection::PlanSearch(const EmbeddingView& queries, const SearchOptions&
   }
   HEDGEDB_RETURN_IF_ERROR(ValidateQueries(queries));
   plan->shape = RowShapeOf(s);
-  plan->params.score = ResolveScore(s.kind, options.score);
-  plan->params.match_a = s.match_a;
-  plan->params.match_b = s.match_b;
-  plan->params.samples = options.samples > 0 ? options.samples : s.samples;
-  plan->params.seed = options.has_seed ? options.seed : s.seed;
-  HEDGEDB_RETURN_IF_ERROR(ValidateScoreParams(plan->shape, plan->params));
+  HEDGEDB_RETURN_IF_ERROR(ScoreParamsFor(s, options.score, options.samples, options.has_seed,
+                                         options.seed, &plan->params));
   plan->query_floats = QueryRowSize(s);
   plan->rows.resize(size_t(queries.n) * plan->query_floats);
   for (int64_t q = 0; q < queries.n; ++q) {

@@ -16,12 +16,8 @@ namespace {
 // (Collection::Search), checked.
 Status ParamsFor(const CollectionSpec& spec, const ScoreOptions& options,
                  query::ScoreParams* params) {
-  params->score = ResolveScore(spec.kind, options.score);
-  params->match_a = spec.match_a;
-  params->match_b = spec.match_b;
-  params->samples = options.samples > 0 ? options.samples : spec.samples;
-  params->seed = options.has_seed ? options.seed : spec.seed;
-  return query::ValidateScoreParams(RowShapeOf(spec), *params);
+  return query::ScoreParamsFor(spec, options.score, options.samples, options.has_seed, options.seed,
+                               params);
 }
 
 // The item rows of `items`, packed as the collection's arena holds them.

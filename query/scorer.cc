@@ -11,6 +11,16 @@
 namespace hedgedb {
 namespace query {
 
+Status ScoreParamsFor(const CollectionSpec& spec, ScoreType score, int samples, bool has_seed,
+                      uint64_t seed, ScoreParams* params) {
+  params->score = ResolveScore(spec.kind, score);
+  params->match_a = spec.match_a;
+  params->match_b = spec.match_b;
+  params->samples = samples > 0 ? samples : spec.samples;
+  params->seed = has_seed ? seed : spec.seed;
+  return ValidateScoreParams(RowShapeOf(spec), *params);
+}
+
 void PreparedQuery::StdErrorRows(const void*, size_t, const int64_t*, size_t n, float* out) const {
   std::fill(out, out + n, std::numeric_limits<float>::quiet_NaN());
 }

@@ -62,6 +62,11 @@ struct ScoreParams {
 // Checks the shape, that `score` applies to the kind (after ResolveScore),
 // 1 <= samples <= kMaxSamples (mog: a multiple of C), and match_a > 0.
 Status ValidateScoreParams(const RowShape& shape, const ScoreParams& params);
+// The params a collection of `spec` scores with: `score` resolved for the
+// kind, the spec's match a and b, `samples` (0: the spec's) and `seed` (the
+// spec's unless has_seed); then validated.
+Status ScoreParamsFor(const CollectionSpec& spec, ScoreType score, int samples, bool has_seed,
+                      uint64_t seed, ScoreParams* params);
 // (ResolveScore is public: hedgedb/types.h.)
 
 // Per-query prepared state (e.g. the query's samples); thread-compatible.
