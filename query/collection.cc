@@ -750,9 +750,9 @@ Status Collection::RescoreLocked(const SearchPlan& plan, const SearchOptions& op
       }
       res->scored += int64_t(straddling.size());
     }
-    prepared = std::move(by_samples[plan.params.samples]);
     // Every score of the window, the final top k included, has its error
-    // at the samples it used (measured at the top of the last round).
+    // at the samples it used (measured at the top of the last round), so
+    // `refined` is not empty and `prepared` is not needed below.
   }
   SortBestFirst(row_ids_, &scored, k);
   std::vector<int64_t> hit_rows(scored.size());
