@@ -229,13 +229,18 @@ class DBImpl : public DB {
       HEDGEDB_RETURN_IF_ERROR(MakeDir(dir));
     }
     ScopedOmpThreads threads(options_.threads);
-    const Status s = BackupInto(dir, result);
-    if (!s.ok() && !s.IsCorruption()) {
+    bool complete = false;
+    const Status s = BackupInto(dir, result, &complete);
+    if (!s.ok() && !complete) {
       // Leave no half copy behind; the directory held nothing of the user's.
+      std::vector<std::filesystem::path> written;
       for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end;
            it.increment(ec)) {
+        written.push_back(it->path());
+      }
+      for (const auto& p : written) {
         std::error_code removed;
-        std::filesystem::remove_all(it->path(), removed);
+        std::filesystem::remove_all(p, removed);
       }
       if (!existed) std::filesystem::remove(dir, ec);
     }
@@ -271,8 +276,9 @@ class DBImpl : public DB {
     return query::IndexBinding(store_->identity(), meta);
   }
   // Copies the index files, then checkpoints the store, then checks the
-  // copy (`dir` exists and is empty).
-  Status BackupInto(const std::string& dir, BackupResult* result) {
+  // copy (`dir` exists and is empty). *complete: the copy was written (an
+  // error then only reports damage the database already had).
+  Status BackupInto(const std::string& dir, BackupResult* result, bool* complete) {
     // Save what the indexes hold, so that the copy opens without catching
     // up; a failure only makes the copied files older, never wrong.
     Flush();
@@ -340,6 +346,7 @@ class DBImpl : public DB {
         result->collections.push_back({c.name, c.items, c.sequence, c.index_present});
       }
     }
+    *complete = true;
     if (!damaged.empty()) {
       return Status::Corruption("the copy in " + dir + " was written, but the database holds " +
                                 "damaged data (run verify): " + damaged.front());

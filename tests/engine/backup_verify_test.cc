@@ -191,6 +191,27 @@ class VerifyTest : public ::testing::Test {
     ASSERT_TRUE(db->Ingest("c", ib, nullptr).ok());
     ASSERT_TRUE(db->Ingest("d", RandomBatch(spec_, 300, 0, 2).ingest(), nullptr).ok());
   }
+  // Bit rot inside the rows of these items of collection "c".
+  void CorruptRecords(const std::vector<int64_t>& ids) {
+    const storage::CollectionMeta c = MetaOf(path_, "c");
+    {
+      std::unique_ptr<storage::RecordStore> store;
+      ASSERT_TRUE(
+          storage::RecordStore::Open(storage::StoreOptions(), path_ + "/store", &store).ok());
+      for (int64_t id : ids) {
+        storage::StoredRecord rec;
+        bool found = false;
+        ASSERT_TRUE(store->GetRecord(c, id, &rec, &found).ok());
+        storage::RecordWrite w;
+        w.id = id;
+        w.row = rec.row.data();
+        std::string value = storage::RecordStore::EncodeRecord(rec.sequence, w, rec.row.size());
+        value[30] = char(value[30] ^ 0xFF);  // bit rot inside the row
+        ASSERT_TRUE(
+            store->PutRawRecordForTest(storage::RecordStore::RecordKey(c.id, id), value).ok());
+      }
+    }
+  }
   std::string IndexFile(const std::string& name) {
     return query::IndexFilePath(path_, MetaOf(path_, name).id);
   }
@@ -249,23 +270,7 @@ TEST_F(VerifyTest, IndexFileOfAnotherCollectionIsFound) {
 }
 
 TEST_F(VerifyTest, RecordsThatFailTheirChecksumAreFoundAsRanges) {
-  const storage::CollectionMeta c = MetaOf(path_, "c");
-  {
-    std::unique_ptr<storage::RecordStore> store;
-    ASSERT_TRUE(storage::RecordStore::Open(storage::StoreOptions(), path_ + "/store", &store).ok());
-    for (int64_t id : {4, 5, 6, 9}) {
-      storage::StoredRecord rec;
-      bool found = false;
-      ASSERT_TRUE(store->GetRecord(c, id, &rec, &found).ok());
-      storage::RecordWrite w;
-      w.id = id;
-      w.row = rec.row.data();
-      std::string value = storage::RecordStore::EncodeRecord(rec.sequence, w, rec.row.size());
-      value[30] = char(value[30] ^ 0xFF);  // bit rot inside the row
-      ASSERT_TRUE(
-          store->PutRawRecordForTest(storage::RecordStore::RecordKey(c.id, id), value).ok());
-    }
-  }
+  CorruptRecords({4, 5, 6, 9});
   const auto before = DirectoryBytes(path_);
   const VerifyReport report = VerifyOrFail(path_);
   EXPECT_EQ(DirectoryBytes(path_), before);
@@ -279,6 +284,18 @@ TEST_F(VerifyTest, RecordsThatFailTheirChecksumAreFoundAsRanges) {
   EXPECT_NE(bad[0].detail.find("checksum"), std::string::npos);
   // The damaged items are not counted as live: the index misses nothing else.
   EXPECT_TRUE(Of(report.problems, "index_missing_ids").empty()) << Describe(report);
+}
+
+TEST_F(VerifyTest, BackupOfADamagedDatabaseSaysSoAndKeepsTheCopy) {
+  CorruptRecords({7});
+  auto db = OpenDb(path_);
+  const std::string copy = dir_.path() + "/copy";
+  const Status s = db->Backup(copy, nullptr);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("record_corrupt"), std::string::npos) << s.ToString();
+  const auto bad = Of(VerifyOrFail(copy).problems, "record_corrupt");
+  ASSERT_EQ(bad.size(), 1u);
+  EXPECT_EQ(bad[0].first_id, 7);
 }
 
 TEST_F(VerifyTest, MissingIndexFileIsANoteNotAProblem) {
