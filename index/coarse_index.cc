@@ -142,6 +142,28 @@ Status CoarseIndex::Remove(const int64_t* ids, int64_t n, bool* physical) {
   return Status::OK();
 }
 
+Status CoarseIndex::Ids(std::vector<int64_t>* ids) const {
+  ids->clear();
+  if (auto* idmap = dynamic_cast<const faiss::IndexIDMap*>(index_.get())) {
+    ids->assign(idmap->id_map.begin(), idmap->id_map.end());
+    return Status::OK();
+  }
+  if (auto* ivf = dynamic_cast<const faiss::IndexIVF*>(index_.get())) {
+    try {
+      for (size_t list = 0; list < ivf->nlist; ++list) {
+        const size_t n = ivf->invlists->list_size(list);
+        if (n == 0) continue;
+        faiss::InvertedLists::ScopedIds list_ids(ivf->invlists, list);
+        ids->insert(ids->end(), list_ids.get(), list_ids.get() + n);
+      }
+    } catch (const std::exception& e) {
+      return FromFaiss(e, "reading the ids of index '" + factory_ + "'");
+    }
+    return Status::OK();
+  }
+  return Status::NotSupported("index '" + factory_ + "' does not list its ids");
+}
+
 Status CoarseIndex::Search(const float* queries, int64_t nq, int64_t k,
                            const CoarseSearchKnobs& knobs, std::vector<int64_t>* labels) const {
   std::vector<float> x;

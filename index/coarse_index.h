@@ -79,6 +79,9 @@ class CoarseIndex {
                 std::vector<int64_t>* labels) const;
 
   int64_t ntotal() const;
+  // Every id the index holds (removed ones included where removal leaves a
+  // tombstone), in no particular order: for verify.
+  Status Ids(std::vector<int64_t>* ids) const;
   const std::string& factory() const { return factory_; }
   // What the factory string builds (IVF lists, HNSW M, PQ).
   const FactoryShape& shape() const { return shape_; }

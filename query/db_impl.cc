@@ -16,9 +16,11 @@
 #include <mutex>
 #include <shared_mutex>
 
-#include "common/crc32c.h"
+#include "common/file_util.h"
 #include "hedgedb/db.h"
+#include "index/coarse_index.h"
 #include "query/collection.h"
+#include "query/verify.h"
 #include "storage/record_store.h"
 
 namespace hedgedb {
@@ -211,6 +213,45 @@ class DBImpl : public DB {
     return c->RemoveCalibration(score);
   }
 
+  Status Backup(const std::string& dir, BackupResult* result) override {
+    if (dir.empty()) return Status::InvalidArgument("empty backup directory");
+    std::error_code ec;
+    const bool existed = std::filesystem::exists(dir, ec);
+    if (existed) {
+      if (!std::filesystem::is_directory(dir, ec)) {
+        return Status::InvalidArgument("backup target " + dir + " exists and is not a directory");
+      }
+      if (!std::filesystem::is_empty(dir, ec)) {
+        return Status::InvalidArgument("backup directory " + dir +
+                                       " is not empty; give a new or empty directory");
+      }
+    } else {
+      HEDGEDB_RETURN_IF_ERROR(MakeDir(dir));
+    }
+    ScopedOmpThreads threads(options_.threads);
+    bool complete = false;
+    const Status s = BackupInto(dir, result, &complete);
+    if (!s.ok() && !complete) {
+      // Leave no half copy behind; the directory held nothing of the user's.
+      std::vector<std::filesystem::path> written;
+      for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end;
+           it.increment(ec)) {
+        written.push_back(it->path());
+      }
+      for (const auto& p : written) {
+        std::error_code removed;
+        std::filesystem::remove_all(p, removed);
+      }
+      if (!existed) std::filesystem::remove(dir, ec);
+    }
+    return s;
+  }
+
+  Status Verify(const std::string& collection, VerifyReport* report) override {
+    ScopedOmpThreads threads(options_.threads);
+    return query::VerifyStore(store_.get(), path_, collection, report);
+  }
+
   Status Flush() override {
     std::vector<std::shared_ptr<query::Collection>> opened;
     {
@@ -230,17 +271,87 @@ class DBImpl : public DB {
   }
 
  private:
-  std::string IndexPath(uint32_t id) const {
-    return path_ + "/index/" + std::to_string(id) + ".hidx";
-  }
-  // Ties an index file to one collection of one store: a file copied from
-  // another collection or database is not trusted.
+  std::string IndexPath(uint32_t id) const { return query::IndexFilePath(path_, id); }
   uint64_t IndexBinding(const storage::CollectionMeta& meta) const {
-    const std::string identity =
-        store_->identity() + "/" + std::to_string(meta.id) + "/" + storage::SpecToJson(meta.spec);
-    const uint32_t lo = Crc32c(identity.data(), identity.size());
-    const uint32_t hi = Crc32c(identity.data(), identity.size(), 0x9E3779B9u);
-    return (uint64_t(hi) << 32) | lo;
+    return query::IndexBinding(store_->identity(), meta);
+  }
+  // Copies the index files, then checkpoints the store, then checks the
+  // copy (`dir` exists and is empty). *complete: the copy was written (an
+  // error then only reports damage the database already had).
+  Status BackupInto(const std::string& dir, BackupResult* result, bool* complete) {
+    // Save what the indexes hold, so that the copy opens without catching
+    // up; a failure only makes the copied files older, never wrong.
+    Flush();
+    HEDGEDB_RETURN_IF_ERROR(MakeDir(dir + "/index"));
+    std::vector<storage::CollectionMeta> metas;
+    {
+      std::shared_lock<std::shared_mutex> lock(catalog_mutex_);
+      for (const auto& kv : catalog_) {
+        if (kv.second->descriptor_error.ok()) metas.push_back(kv.second->meta);
+      }
+    }
+    // Index files before the checkpoint: sequence numbers only grow, so each
+    // copied file covers no write the checkpoint lacks.
+    for (const auto& meta : metas) {
+      std::string bytes;
+      const Status read = ReadWholeFile(IndexPath(meta.id), &bytes);
+      if (read.IsNotFound()) continue;  // never saved, or dropped meanwhile
+      HEDGEDB_RETURN_IF_ERROR(read);
+      HEDGEDB_RETURN_IF_ERROR(WriteFileAtomically(query::IndexFilePath(dir, meta.id), {bytes}));
+    }
+    std::string copy_identity;
+    HEDGEDB_RETURN_IF_ERROR(store_->Checkpoint(dir + "/store", &copy_identity));
+    // The copy has its own identity: bind the copied files to it. A file
+    // that does not load (damaged here already) is left out and rebuilt.
+    for (const auto& meta : metas) {
+      const std::string copied = query::IndexFilePath(dir, meta.id);
+      std::unique_ptr<index::CoarseIndex> idx;
+      uint64_t sequence = 0;
+      const Status loaded =
+          index::CoarseIndex::Load(meta.spec, copied, IndexBinding(meta), &idx, &sequence);
+      if (loaded.IsNotFound()) continue;
+      if (!loaded.ok() ||
+          !idx->Save(copied, sequence, query::IndexBinding(copy_identity, meta)).ok()) {
+        std::remove(copied.c_str());
+      }
+    }
+
+    // Check the copy as it will be opened. An index file that does not fit
+    // its records there (none should) is removed: the copy rebuilds it.
+    storage::StoreOptions so;
+    so.create_if_missing = false;
+    so.read_only = true;
+    std::unique_ptr<storage::RecordStore> copy;
+    HEDGEDB_RETURN_IF_ERROR(storage::RecordStore::Open(so, dir + "/store", &copy));
+    VerifyReport report;
+    HEDGEDB_RETURN_IF_ERROR(query::VerifyStore(copy.get(), dir, "", &report));
+    std::vector<std::string> damaged;
+    for (const VerifyFinding& f : report.problems) {
+      if (f.kind.compare(0, 6, "index_") != 0) {
+        damaged.push_back(f.kind + " in '" + f.collection + "': " + f.detail);
+        continue;
+      }
+      std::vector<storage::CollectionMeta> metas;
+      HEDGEDB_RETURN_IF_ERROR(copy->LoadCatalog(&metas, nullptr));
+      for (const auto& m : metas) {
+        if (m.spec.name == f.collection) std::remove(query::IndexFilePath(dir, m.id).c_str());
+      }
+      for (VerifyCollection& c : report.collections) {
+        if (c.name == f.collection) c.index_present = false;
+      }
+    }
+    if (result) {
+      result->collections.clear();
+      for (const VerifyCollection& c : report.collections) {
+        result->collections.push_back({c.name, c.items, c.sequence, c.index_present});
+      }
+    }
+    *complete = true;
+    if (!damaged.empty()) {
+      return Status::Corruption("the copy in " + dir + " was written, but the database holds " +
+                                "damaged data (run verify): " + damaged.front());
+    }
+    return Status::OK();
   }
   std::shared_ptr<query::Collection> NewCollection(const storage::CollectionMeta& meta) {
     return std::make_shared<query::Collection>(store_.get(), meta, IndexPath(meta.id),
@@ -302,6 +413,16 @@ Status DB::Open(const Options& options, const std::string& path, std::unique_ptr
   HEDGEDB_RETURN_IF_ERROR(impl->Init());
   *db = std::move(impl);
   return Status::OK();
+}
+
+Status VerifyDB(const std::string& path, const std::string& collection, VerifyReport* report) {
+  if (!IsDir(path + "/store")) return Status::NotFound("no database at " + path);
+  storage::StoreOptions so;
+  so.create_if_missing = false;
+  so.read_only = true;
+  std::unique_ptr<storage::RecordStore> store;
+  HEDGEDB_RETURN_IF_ERROR(storage::RecordStore::Open(so, path + "/store", &store));
+  return query::VerifyStore(store.get(), path, collection, report);
 }
 
 Status RepairDB(const std::string& path) {

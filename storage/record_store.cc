@@ -1,9 +1,11 @@
 #include "storage/record_store.h"
 
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
 #include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/slice.h>
+#include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
 
 #include <cstring>
@@ -213,6 +215,14 @@ class NoAutomaticResume : public rocksdb::EventListener {
   }
 };
 
+// A read-only open must leave the directory as it was; RocksDB would
+// otherwise start a new info LOG file (and rotate the old one).
+class NoLogger : public rocksdb::Logger {
+ public:
+  using rocksdb::Logger::Logv;
+  void Logv(const char*, va_list) override {}
+};
+
 Status RecordStore::Write(const rocksdb::WriteOptions& options, rocksdb::WriteBatch* batch,
                           const std::string& what) {
   {
@@ -281,7 +291,16 @@ Status RecordStore::Open(const StoreOptions& options, const std::string& path,
   std::unique_ptr<RecordStore> store(new RecordStore());
   store->sync_ = options.sync;
   rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(db_options, path, families, &store->handles_, &raw);
+  rocksdb::Status s;
+  if (options.read_only) {
+    // Nothing may be written, not even RocksDB's info log.
+    db_options.create_if_missing = false;
+    db_options.create_missing_column_families = false;
+    db_options.info_log = std::make_shared<NoLogger>();
+    s = rocksdb::DB::OpenForReadOnly(db_options, path, families, &store->handles_, &raw);
+  } else {
+    s = rocksdb::DB::Open(db_options, path, families, &store->handles_, &raw);
+  }
   if (!s.ok()) return FromRocks(s, "cannot open record store " + path);
   store->db_.reset(raw);
   HEDGEDB_RETURN_IF_ERROR(
@@ -289,7 +308,7 @@ Status RecordStore::Open(const StoreOptions& options, const std::string& path,
   store->meta_cf_ = store->handles_[1];
   store->records_cf_ = store->handles_[2];
   store->payload_cf_ = store->handles_[3];
-  HEDGEDB_RETURN_IF_ERROR(store->EnsureFamilyTables());
+  if (!options.read_only) HEDGEDB_RETURN_IF_ERROR(store->EnsureFamilyTables());
   *out = std::move(store);
   return Status::OK();
 }
@@ -322,10 +341,13 @@ RecordStore::~RecordStore() {
 }
 
 Status RecordStore::LoadCatalog(std::vector<CollectionMeta>* collections,
-                                std::vector<DamagedDescriptor>* damaged) {
+                                std::vector<DamagedDescriptor>* damaged,
+                                const rocksdb::Snapshot* snapshot) {
   collections->clear();
   if (damaged) damaged->clear();
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), meta_cf_));
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snapshot;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, meta_cf_));
   for (it->Seek("c/"); it->Valid() && it->key().starts_with("c/"); it->Next()) {
     CollectionMeta meta;
     const std::string name = it->key().ToString().substr(2);
@@ -487,11 +509,13 @@ Status RecordStore::DeleteCalibration(const CollectionMeta& meta, uint8_t score_
 }
 
 Status RecordStore::LoadCalibrations(const CollectionMeta& meta,
-                                     std::vector<std::pair<uint8_t, std::string>>* maps) {
+                                     std::vector<std::pair<uint8_t, std::string>>* maps,
+                                     const rocksdb::Snapshot* snapshot) {
   maps->clear();
   const std::string begin = CalibrationKey(meta.id, 0);
   const std::string end = CalibrationKey(meta.id + 1, 0);
   rocksdb::ReadOptions ro;
+  ro.snapshot = snapshot;
   rocksdb::Slice upper(end);
   ro.iterate_upper_bound = &upper;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, meta_cf_));
@@ -527,6 +551,58 @@ Status RecordStore::Scan(const CollectionMeta& meta,
     HEDGEDB_RETURN_IF_ERROR(visit(record));
   }
   return FromRocks(it->status(), "scanning collection " + meta.spec.name);
+}
+
+Status RecordStore::ScanChecked(
+    const CollectionMeta& meta, const rocksdb::Snapshot* snapshot,
+    const std::function<void(int64_t, const Status&, const StoredRecord&)>& visit_record,
+    const std::function<void(int64_t, const Status&)>& visit_payload) {
+  const size_t row_bytes = ItemRowBytes(meta.spec);
+  const std::string begin = CollectionPrefix(meta.id);
+  const std::string end = CollectionPrefix(meta.id + 1);
+  rocksdb::ReadOptions ro;
+  rocksdb::Slice upper(end);
+  ro.iterate_upper_bound = &upper;
+  ro.snapshot = snapshot;
+  ro.readahead_size = 4 << 20;
+  ro.fill_cache = false;
+  ro.verify_checksums = true;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, records_cf_));
+    StoredRecord record;
+    for (it->Seek(begin); it->Valid(); it->Next()) {
+      const std::string_view key(it->key().data(), it->key().size());
+      const int64_t id = key.size() == 12 ? IdFromKey(key) : 0;
+      const Status s = DecodeRecord(key, std::string_view(it->value().data(), it->value().size()),
+                                    row_bytes, &record);
+      visit_record(id, s, record);
+    }
+    HEDGEDB_RETURN_IF_ERROR(FromRocks(it->status(), "scanning collection " + meta.spec.name));
+  }
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, payload_cf_));
+  std::string payload;
+  for (it->Seek(begin); it->Valid(); it->Next()) {
+    const std::string_view key(it->key().data(), it->key().size());
+    const int64_t id = key.size() == 12 ? IdFromKey(key) : 0;
+    visit_payload(id, DecodePayload(it->value().ToString(), id, &payload));
+  }
+  return FromRocks(it->status(), "scanning the payloads of collection " + meta.spec.name);
+}
+
+Status RecordStore::VerifyFileChecksums() {
+  return FromRocks(db_->VerifyChecksum(), "verifying the store's file checksums");
+}
+
+Status RecordStore::Checkpoint(const std::string& dir, std::string* identity) {
+  rocksdb::Checkpoint* raw = nullptr;
+  HEDGEDB_RETURN_IF_ERROR(
+      FromRocks(rocksdb::Checkpoint::Create(db_.get(), &raw), "starting a checkpoint"));
+  std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+  HEDGEDB_RETURN_IF_ERROR(
+      FromRocks(checkpoint->CreateCheckpoint(dir), "writing a checkpoint to " + dir));
+  // A copy is another store: it must not pass for this one (index bindings).
+  *identity = db_->GetEnv()->GenerateUniqueId();
+  return WriteFileAtomically(dir + "/IDENTITY", {*identity});
 }
 
 Status RecordStore::GetRecord(const CollectionMeta& meta, int64_t id, StoredRecord* record,

@@ -79,6 +79,9 @@ struct StoreOptions {
   bool create_if_missing = true;
   bool error_if_exists = false;
   bool sync = false;  // fsync the WAL before acknowledging a write
+  // Opens without writing anything to the directory (RocksDB's read-only
+  // mode: no new log, manifest or marker); every write fails. For verify.
+  bool read_only = false;
   // Tests: an environment that injects faults (nullptr: the default).
   rocksdb::Env* env = nullptr;
 };
@@ -103,8 +106,10 @@ class RecordStore {
   };
   // The collections of the catalog. A damaged descriptor fails the call, or,
   // with `damaged`, is listed there and the others are still returned.
+  // With `snapshot`, the catalog as of that snapshot.
   Status LoadCatalog(std::vector<CollectionMeta>* collections,
-                     std::vector<DamagedDescriptor>* damaged = nullptr);
+                     std::vector<DamagedDescriptor>* damaged = nullptr,
+                     const rocksdb::Snapshot* snapshot = nullptr);
   // Deletes the descriptor of a collection whose descriptor is damaged (its
   // records, under an unknown id, stay until a repair).
   Status DropDamagedDescriptor(const std::string& name);
@@ -129,7 +134,8 @@ class RecordStore {
   Status DeleteCalibration(const CollectionMeta& meta, uint8_t score_type);
   // Every stored map of the collection: (score type, bytes).
   Status LoadCalibrations(const CollectionMeta& meta,
-                          std::vector<std::pair<uint8_t, std::string>>* maps);
+                          std::vector<std::pair<uint8_t, std::string>>* maps,
+                          const rocksdb::Snapshot* snapshot = nullptr);
 
   // RocksDB's unique identity of this store (stable across reopen; a copy of
   // the directory keeps it, a new store gets another).
@@ -137,6 +143,23 @@ class RecordStore {
 
   // Visits every record of a collection in id order; stops at the first error.
   Status Scan(const CollectionMeta& meta, const std::function<Status(const StoredRecord&)>& visit);
+
+  // Verify: visits every record and every payload of a collection as of
+  // `snapshot`, in id order, each with the result of its checks. Unlike Scan,
+  // a value that fails its checksum, version or length is passed on (with the
+  // error) and the scan goes on; only a failed read stops it.
+  Status ScanChecked(const CollectionMeta& meta, const rocksdb::Snapshot* snapshot,
+                     const std::function<void(int64_t id, const Status& checked,
+                                              const StoredRecord& record)>& visit_record,
+                     const std::function<void(int64_t id, const Status& checked)>& visit_payload);
+  // RocksDB's checksum check of every table file (reads them all).
+  Status VerifyFileChecksums();
+  // A consistent copy of the store in `dir` (which must not exist): RocksDB's
+  // checkpoint, hard links where the file system allows, copies otherwise.
+  // Every write acknowledged before the call is in it; every batch in it is
+  // whole. The copy gets an identity of its own (RocksDB 7.8's checkpoint
+  // writes none; the first open would invent one): `identity` receives it.
+  Status Checkpoint(const std::string& dir, std::string* identity);
 
   // found = false if absent.
   Status GetRecord(const CollectionMeta& meta, int64_t id, StoredRecord* record, bool* found);

@@ -1,5 +1,5 @@
 // Database subcommands: create, ingest, search, calibrate, get, remove, stats,
-// list, drop, repair.
+// list, drop, repair, backup, verify.
 // Each one parses its flags, calls hedgedb::DB and prints JSON to stdout.
 
 #include <CLI/CLI.hpp>
@@ -493,6 +493,70 @@ void RunRepair(const CollectionArgs& args) {
   PrintJsonLine(out);
 }
 
+struct BackupArgs {
+  std::string db, to;
+};
+
+void RunBackup(const BackupArgs& args) {
+  std::unique_ptr<DB> db = OpenDatabase(args.db, false);
+  BackupResult result;
+  Check(db->Backup(args.to, &result));
+  nlohmann::json collections = nlohmann::json::array();
+  for (const BackupCollection& c : result.collections) {
+    collections.push_back({{"name", c.name},
+                           {"items", c.items},
+                           {"sequence", c.sequence},
+                           {"index_copied", c.index_copied}});
+  }
+  nlohmann::json out;
+  out["backup"] = args.to;
+  out["collections"] = std::move(collections);
+  PrintJsonLine(out);
+}
+
+nlohmann::json FindingsToJson(const std::vector<VerifyFinding>& findings) {
+  nlohmann::json all = nlohmann::json::array();
+  for (const VerifyFinding& f : findings) {
+    nlohmann::json j = {{"kind", f.kind}};
+    if (!f.collection.empty()) j["collection"] = f.collection;
+    if (f.has_ids) {
+      j["first_id"] = f.first_id;
+      j["last_id"] = f.last_id;
+      j["count"] = f.count;
+    }
+    j["detail"] = f.detail;
+    all.push_back(std::move(j));
+  }
+  return all;
+}
+
+void RunVerify(const CollectionArgs& args) {
+  // Read-only: the database is not opened for writing (no index rebuild).
+  VerifyReport report;
+  Check(VerifyDB(args.db, args.collection, &report));
+  nlohmann::json collections = nlohmann::json::array();
+  for (const VerifyCollection& c : report.collections) {
+    nlohmann::json j = {{"name", c.name}, {"items", c.items}, {"sequence", c.sequence}};
+    j["index_present"] = c.index_present;
+    if (c.index_present) {
+      j["index_sequence"] = c.index_sequence;
+      j["index_ids"] = c.index_ids;
+      j["index_tombstones"] = c.index_tombstones;
+    }
+    collections.push_back(std::move(j));
+  }
+  nlohmann::json out;
+  out["ok"] = report.ok();
+  out["problems"] = FindingsToJson(report.problems);
+  out["notes"] = FindingsToJson(report.notes);
+  out["collections"] = std::move(collections);
+  PrintJsonLine(out);
+  if (!report.ok()) {
+    Fail("verify found " + std::to_string(report.problems.size()) + " problem(s), the first: " +
+         report.problems.front().kind + ": " + report.problems.front().detail);
+  }
+}
+
 void RegisterCollectionCommands(CLI::App& app) {
   auto stats = std::make_shared<CollectionArgs>();
   CLI::App* cmd = app.add_subcommand(
@@ -523,6 +587,28 @@ void RegisterCollectionCommands(CLI::App& app) {
       "database. Take a copy of the directory first: records in unreadable files are lost.");
   AddDbOption(cmd, &repair->db);
   cmd->callback([repair] { RunRepair(*repair); });
+
+  auto backup = std::make_shared<BackupArgs>();
+  cmd = app.add_subcommand(
+      "backup",
+      "Copy the database into a new or empty directory (a RocksDB checkpoint, hard links where "
+      "possible, plus the index files); prints each collection's items and sequence");
+  cmd->footer(
+      "The command opens the database like any other command, so no other process may use it "
+      "meanwhile; a program that keeps the database open backs it up with DB::Backup while it "
+      "writes. Restore by opening the copy's directory.");
+  AddDbOption(cmd, &backup->db);
+  cmd->add_option("--to", backup->to, "Backup directory (must not exist, or be empty)")->required();
+  cmd->callback([backup] { RunBackup(*backup); });
+
+  auto verify = std::make_shared<CollectionArgs>();
+  cmd = app.add_subcommand(
+      "verify",
+      "Check every record, payload, calibration and index file without changing anything; "
+      "prints the problems found as JSON, exit code 1 if there are any");
+  AddDbOption(cmd, &verify->db);
+  AddCollectionOption(cmd, &verify->collection, /*required=*/false);
+  cmd->callback([verify] { RunVerify(*verify); });
 }
 
 }  // namespace

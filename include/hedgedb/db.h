@@ -24,6 +24,54 @@
 
 namespace hedgedb {
 
+// What DB::Backup copied, per collection.
+struct BackupCollection {
+  std::string name;
+  int64_t items = 0;          // live items in the copy
+  uint64_t sequence = 0;      // the collection's sequence number in the copy
+  bool index_copied = false;  // false: the copy rebuilds the index when opened
+};
+
+struct BackupResult {
+  std::vector<BackupCollection> collections;
+};
+
+// One finding of DB::Verify / VerifyDB.
+struct VerifyFinding {
+  // What is wrong, e.g. "record_corrupt", "index_corrupt", "index_foreign",
+  // "index_ahead", "index_missing_ids", "calibration_corrupt" (the full list:
+  // docs/formats.md, "Backup and verify").
+  std::string kind;
+  std::string collection;  // empty: the whole store
+  // The item ids concerned (first_id..last_id), where has_ids.
+  bool has_ids = false;
+  int64_t first_id = 0;
+  int64_t last_id = 0;
+  int64_t count = 0;   // items in the range that have the problem
+  std::string detail;  // the first error, in words
+};
+
+// What verify checked in one collection.
+struct VerifyCollection {
+  std::string name;
+  int64_t items = 0;             // live records
+  uint64_t sequence = 0;         // the descriptor's sequence number
+  bool index_present = false;    // an index file was found and loaded
+  uint64_t index_sequence = 0;   // the sequence the index file covers
+  int64_t index_ids = 0;         // ids in the index file
+  int64_t index_tombstones = 0;  // of those, ids of removed items
+};
+
+struct VerifyReport {
+  // Damage: something stored fails its check or disagrees with the records.
+  std::vector<VerifyFinding> problems;
+  // Harmless states that the next open repairs by itself (a missing index
+  // file, an index behind the records).
+  std::vector<VerifyFinding> notes;
+  std::vector<VerifyCollection> collections;
+  bool ok() const { return problems.empty(); }
+};
+
 class HEDGEDB_EXPORT DB {
  public:
   // Opens (or creates, per options) the database in directory `path`.
@@ -89,6 +137,25 @@ class HEDGEDB_EXPORT DB {
   // Brings every coarse index up to date with its records (training it once
   // it has enough items) and saves the index files that are behind.
   virtual Status Flush() = 0;
+
+  // Writes a consistent copy of the database into `dir`, which must not
+  // exist or be empty (InvalidArgument otherwise; nothing is written), while
+  // other threads keep using the database. The copy holds exactly the
+  // batches acknowledged when the record store's checkpoint was taken, each
+  // batch whole; its index files cover no write it lacks (index files are
+  // copied before the checkpoint; one that would still not fit is left out
+  // and rebuilt when the copy is opened). `result` (if not null) receives
+  // what each collection of the copy holds.
+  virtual Status Backup(const std::string& dir, BackupResult* result) = 0;
+
+  // Checks, without changing anything and without opening collections:
+  // every record's and payload's checksum, the store's table file checksums,
+  // each index file against the records (header, checksum, binding, covered
+  // sequence, every covered live id present) and the stored calibration
+  // maps. `collection` empty: all collections. Returns OK when the checks
+  // ran; what they found is in `report` (report->ok()). Unknown collection:
+  // NotFound.
+  virtual Status Verify(const std::string& collection, VerifyReport* report) = 0;
 };
 
 // Repairs a database whose record store is damaged (for example a lost
@@ -97,5 +164,11 @@ class HEDGEDB_EXPORT DB {
 // rebuilt from its records when next opened. The database must not be open.
 // Records that were in unreadable files are lost; GetStats shows what is left.
 HEDGEDB_EXPORT Status RepairDB(const std::string& path);
+
+// DB::Verify on a database that is not open, opened read-only: writes
+// nothing to the directory (no log, no index rebuild). Another process must
+// not write to the database meanwhile.
+HEDGEDB_EXPORT Status VerifyDB(const std::string& path, const std::string& collection,
+                               VerifyReport* report);
 
 }  // namespace hedgedb

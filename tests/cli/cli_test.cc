@@ -18,6 +18,7 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -745,6 +746,55 @@ TEST_F(CliErrorTest, LostCurrentFileIsRefusedThenRepaired) {
   EXPECT_EQ(repaired["collections"][0]["name"], "g");
   EXPECT_EQ(repaired["collections"][0]["items"], kInitial);
   ExpectUnchanged();
+}
+
+TEST_F(CliErrorTest, BackupCopiesTheDatabaseAndRefusesANonEmptyDirectory) {
+  const json backup = Ok({"backup", "--db", db_, "--to", Path("bk")}).Json();
+  ASSERT_EQ(backup["collections"].size(), 1u);
+  EXPECT_EQ(backup["collections"][0]["name"], "g");
+  EXPECT_EQ(backup["collections"][0]["items"], kInitial);
+  const json copy = Ok({"stats", "--db", Path("bk"), "--collection", "g"}).Json();
+  EXPECT_EQ(copy["items"], kInitial);
+  EXPECT_EQ(copy["sequence"], backup["collections"][0]["sequence"]);
+  Fails({"backup", "--db", db_, "--to", Path("bk")}, 1, {"not empty"});
+  EXPECT_EQ(Ok({"verify", "--db", Path("bk")}).Json()["ok"], true);
+  ExpectUnchanged();
+}
+
+// Every file under `dir` with its bytes.
+std::map<std::string, std::string> DirectoryBytes(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    if (entry.is_regular_file()) {
+      files[entry.path().string()] = cli_testing::ReadWholeFile(entry.path().string());
+    }
+  }
+  return files;
+}
+
+TEST_F(CliErrorTest, VerifyReportsADamagedIndexFileAndChangesNothing) {
+  const json clean = Ok({"verify", "--db", db_, "--collection", "g"}).Json();
+  EXPECT_EQ(clean["ok"], true);
+  EXPECT_EQ(clean["problems"].size(), 0u);
+  EXPECT_EQ(clean["collections"][0]["items"], kInitial);
+
+  const std::string file = (fs::path(db_) / "index" / "1.hidx").string();
+  std::string bytes = cli_testing::ReadWholeFile(file);
+  ASSERT_GT(bytes.size(), 60u);
+  bytes[bytes.size() - 8] = char(bytes[bytes.size() - 8] ^ 0x01);
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+  const auto before = DirectoryBytes(db_);
+  const std::vector<std::string> args = {"verify", "--db", db_};
+  const RunResult r = Run(args);
+  EXPECT_EQ(r.exit_code, 1) << Describe(args, r);
+  EXPECT_NE(r.err.find("hedgedb: error: verify found 1 problem"), std::string::npos) << r.err;
+  const json report = r.Json();
+  EXPECT_EQ(report["ok"], false);
+  ASSERT_EQ(report["problems"].size(), 1u) << r.out;
+  EXPECT_EQ(report["problems"][0]["kind"], "index_corrupt");
+  EXPECT_EQ(report["problems"][0]["collection"], "g");
+  EXPECT_EQ(DirectoryBytes(db_), before);
+  Fails({"verify", "--db", db_, "--collection", "nope"}, 1, {"nope"});
 }
 
 // Reals may be float64 and ids, labels and codes any integer type.
