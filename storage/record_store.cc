@@ -277,6 +277,15 @@ Status RecordStore::Open(const StoreOptions& options, const std::string& path,
   db_options.create_if_missing = options.create_if_missing;
   db_options.error_if_exists = options.error_if_exists;
   db_options.create_missing_column_families = true;
+  // Replay the write-ahead log up to its first damaged or torn record and
+  // drop the rest: the store opens as a consistent prefix of its batches.
+  // kAbsoluteConsistency would refuse to open after any torn tail (also the
+  // harmless one of an unacknowledged write cut by a power loss), and
+  // kTolerateCorruptedTailRecords would still refuse on damage in the middle;
+  // either leaves every collection unusable. What the prefix lost is
+  // reported by the collections (index files record the sequence they
+  // covered; docs/formats.md "Atomicity and durability").
+  db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
   const std::vector<rocksdb::ColumnFamilyDescriptor> families = StoreFamilies();
   std::unique_ptr<RecordStore> store(new RecordStore());
   store->sync_ = options.sync;
@@ -379,11 +388,26 @@ Status RecordStore::PutMeta(const CollectionMeta& meta, void* batch_ptr) {
   return FromRocks(batch->Put(meta_cf_, MetaKey(meta.spec.name), j.dump()), "writing descriptor");
 }
 
-Status RecordStore::CreateCollection(CollectionMeta* meta) {
+Status RecordStore::NextCollectionId(uint32_t* id) {
   std::string next;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), meta_cf_, kNextCollectionIdKey, &next);
-  if (!s.ok() && !s.IsNotFound()) return FromRocks(s, "reading the catalog");
-  uint32_t id = s.IsNotFound() ? 1 : uint32_t(std::stoul(next));
+  if (s.IsNotFound()) {
+    *id = 1;
+    return Status::OK();
+  }
+  if (!s.ok()) return FromRocks(s, "reading the catalog");
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(next.c_str(), &end, 10);
+  if (next.empty() || *end != '\0' || value == 0 || value > 0xFFFFFFFFull) {
+    return Status::Corruption("the catalog's next collection id is damaged: '" + next + "'");
+  }
+  *id = uint32_t(value);
+  return Status::OK();
+}
+
+Status RecordStore::CreateCollection(CollectionMeta* meta) {
+  uint32_t id = 0;
+  HEDGEDB_RETURN_IF_ERROR(NextCollectionId(&id));
   meta->id = id;
   rocksdb::WriteBatch batch;
   HEDGEDB_RETURN_IF_ERROR(FromRocks(

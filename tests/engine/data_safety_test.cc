@@ -120,7 +120,8 @@ TEST(FactoryStringTest, EveryAcceptedFormIngestsSearchesRemovesAndReopens) {
 }
 
 // A collection whose descriptor names a factory string this version refuses
-// (written by an older version) fails alone and can be dropped.
+// (written by an older version) fails alone, can be dropped, and its name
+// used again: the new collection gets a new id, nothing of the old one shows.
 TEST(FactoryStringTest, BadCollectionFromAnOlderVersionDoesNotStopTheOthers) {
   TempDir dir;
   CollectionSpec good = MakeSpec("good", Kind::kGaussian, 8, "Flat");
@@ -136,6 +137,15 @@ TEST(FactoryStringTest, BadCollectionFromAnOlderVersionDoesNotStopTheOthers) {
     storage::CollectionMeta bad;
     bad.spec = MakeSpec("bad", Kind::kGaussian, 8, "HNSW0");
     ASSERT_TRUE(store->CreateCollection(&bad).ok());
+    // Five records (ids 0..4): a gaussian row is the mean and the variances.
+    std::vector<float> row(16, 0.5f);
+    std::vector<storage::RecordWrite> puts(5);
+    for (int64_t i = 0; i < 5; ++i) {
+      puts[i].id = i;
+      puts[i].row = row.data();
+    }
+    bad.sequence = 1;
+    ASSERT_TRUE(store->Commit(bad, puts, {}).ok());
   }
   auto db = OpenDb(dir.path());
   std::vector<std::string> names;
@@ -149,6 +159,19 @@ TEST(FactoryStringTest, BadCollectionFromAnOlderVersionDoesNotStopTheOthers) {
   ASSERT_TRUE(db->DropCollection("bad").ok());
   ASSERT_TRUE(db->ListCollections(&names).ok());
   EXPECT_EQ(names, (std::vector<std::string>{"good"}));
+
+  CollectionSpec again = MakeSpec("bad", Kind::kGaussian, 8, "Flat");
+  ASSERT_TRUE(db->CreateCollection(again).ok());
+  ASSERT_TRUE(db->Ingest("bad", RandomBatch(again, 3, 100, 2).ingest(), nullptr).ok());
+  db.reset();
+  db = OpenDb(dir.path());
+  EXPECT_EQ(StatsOf(db.get(), "bad").items, 3);
+  EXPECT_EQ(StatsOf(db.get(), "good").items, 20);
+  std::vector<Record> recs;
+  const int64_t ids[] = {0, 100};
+  ASSERT_TRUE(db->Get("bad", ids, 2, &recs).ok());
+  EXPECT_FALSE(recs[0].found);
+  EXPECT_TRUE(recs[1].found);
 }
 
 TEST(StaleIndexTest, IndexThatMissedABatchIsNeverSavedAsCoveringIt) {
