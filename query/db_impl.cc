@@ -297,9 +297,12 @@ class DBImpl : public DB {
       entry->tried = true;
       auto opened = NewCollection(entry->meta);
       ScopedOmpThreads threads(options_.threads);
-      Status s;
+      // The spec was checked at create; a descriptor edited or written by
+      // another version meets the same rules (ranges) before anything is
+      // allocated for it.
+      Status s = query::ValidateSpec(entry->meta.spec);
       try {
-        s = opened->Open();
+        if (s.ok()) s = opened->Open();
       } catch (const std::exception& e) {  // e.g. bad_alloc growing the arena
         s = Status::IOError(std::string("opening failed: ") + e.what());
       }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "common/coding.h"
@@ -84,24 +85,43 @@ std::string SpecToJson(const CollectionSpec& spec) {
 }
 
 Status SpecFromJson(const std::string& text, CollectionSpec* spec) {
+  // nlohmann's get<int> would turn 2.5 into 2 and wrap 1e10: integer fields
+  // must hold JSON integers within int's range.
+  Status bad_field;
+  auto integer = [&](const nlohmann::json& j, const char* field) -> int {
+    const nlohmann::json& v = j.at(field);
+    if (!v.is_number_integer() || v.get<int64_t>() < std::numeric_limits<int>::min() ||
+        v.get<int64_t>() > std::numeric_limits<int>::max()) {
+      if (bad_field.ok()) {
+        bad_field = Status::Corruption(std::string("bad collection descriptor: ") + field +
+                                       " must be an integer, got " + v.dump());
+      }
+      return 0;
+    }
+    return int(v.get<int64_t>());
+  };
   try {
     auto j = nlohmann::json::parse(text);
     spec->name = j.at("name").get<std::string>();
     if (!ParseKind(j.at("kind").get<std::string>(), &spec->kind)) {
       return Status::Corruption("unknown kind in collection descriptor");
     }
-    spec->dim = j.at("dim").get<int>();
-    spec->components = j.at("components").get<int>();
-    spec->code_k = j.at("code_k").get<int>();
+    spec->dim = integer(j, "dim");
+    spec->components = integer(j, "components");
+    spec->code_k = integer(j, "code_k");
     spec->index_factory = j.at("index_factory").get<std::string>();
     spec->match_a = j.at("match_a").get<float>();
     spec->match_b = j.at("match_b").get<float>();
-    spec->samples = j.at("samples").get<int>();
+    spec->samples = integer(j, "samples");
+    if (!j.at("seed").is_number_unsigned()) {
+      return Status::Corruption("bad collection descriptor: seed must be an integer >= 0, got " +
+                                j.at("seed").dump());
+    }
     spec->seed = j.at("seed").get<uint64_t>();
   } catch (const std::exception& e) {
     return Status::Corruption(std::string("bad collection descriptor: ") + e.what());
   }
-  return Status::OK();
+  return bad_field;
 }
 
 std::string RecordStore::RecordKey(uint32_t collection_id, int64_t id) {

@@ -174,6 +174,26 @@ TEST(FactoryStringTest, BadCollectionFromAnOlderVersionDoesNotStopTheOthers) {
   EXPECT_TRUE(recs[1].found);
 }
 
+// A stored spec out of range (written by another version, or edited) fails
+// its collection with the field's rule, before anything is allocated for it.
+TEST(FactoryStringTest, StoredSpecOutOfRangeFailsItsCollection) {
+  TempDir dir;
+  {
+    std::unique_ptr<storage::RecordStore> store;
+    ASSERT_TRUE(
+        storage::RecordStore::Open(storage::StoreOptions(), dir.path() + "/store", &store).ok());
+    storage::CollectionMeta huge;
+    huge.spec = MakeSpec("huge", Kind::kGaussian, 1 << 30, "Flat");
+    ASSERT_TRUE(store->CreateCollection(&huge).ok());
+  }
+  auto db = OpenDb(dir.path());
+  CollectionStats st;
+  Status s = db->GetStats("huge", &st);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("dim must be in [1, 65536]"), std::string::npos) << s.message();
+  EXPECT_TRUE(db->DropCollection("huge").ok());
+}
+
 TEST(StaleIndexTest, IndexThatMissedABatchIsNeverSavedAsCoveringIt) {
   TempDir dir;
   CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 8, "IVF8,Flat");
