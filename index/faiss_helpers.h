@@ -2,6 +2,7 @@
 // Internal to index/.
 #pragma once
 
+#include <faiss/IndexFlat.h>
 #include <faiss/IndexIDMap.h>
 #include <faiss/IndexIVF.h>
 #include <faiss/IndexPreTransform.h>
@@ -32,7 +33,13 @@ inline faiss::Index* Innermost(faiss::Index* index) {
 inline std::string StructureOf(faiss::Index* index) {
   std::string out;
   while (index) {
-    out += typeid(*index).name();
+    if (dynamic_cast<faiss::IndexFlat*>(index) && !dynamic_cast<faiss::IndexFlat1D*>(index)) {
+      // The factory's "Flat" builds an IndexFlat that faiss::read_index
+      // returns as IndexFlatL2 or IndexFlatIP: the same structure.
+      out += "IndexFlat/" + std::to_string(int(index->metric_type));
+    } else {
+      out += typeid(*index).name();
+    }
     faiss::Index* next = nullptr;
     if (auto* idmap = dynamic_cast<faiss::IndexIDMap*>(index)) next = idmap->index;
     if (auto* pre = dynamic_cast<faiss::IndexPreTransform*>(index)) next = pre->index;

@@ -174,6 +174,13 @@ Status Collection::Open() {
   Status s =
       index::CoarseIndex::Load(meta_.spec, index_path_, index_binding_, &index_, &file_sequence);
   if (s.ok() && file_sequence > meta_.sequence) {
+    // The file was saved after batches up to file_sequence were committed, so
+    // the store once had them: its write-ahead log lost acknowledged writes.
+    lost_writes_ =
+        "collection '" + meta_.spec.name + "': lost writes: the index file covered " + "sequence " +
+        std::to_string(file_sequence) + ", the store has " + std::to_string(meta_.sequence) +
+        " (batches " + std::to_string(meta_.sequence + 1) + ".." + std::to_string(file_sequence) +
+        " are gone from the store's write-ahead log); the index was rebuilt from " + "the records";
     s = Status::Corruption("index file covers sequence " + std::to_string(file_sequence) +
                            ", past the records' " + std::to_string(meta_.sequence));
   } else if (s.ok() && !index_->is_trained()) {
@@ -863,6 +870,7 @@ Status Collection::Stats(CollectionStats* st) {
   st->index_nprobe = index_->default_knobs().nprobe;
   st->index_ef_search = index_->default_knobs().ef_search;
   st->index_note = index_note_;
+  st->lost_writes = lost_writes_;
   st->index_description = index_->factory();
   st->calibrations.clear();
   for (const auto& kv : calibrations_) st->calibrations.push_back(kv.second.Info());

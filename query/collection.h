@@ -74,6 +74,9 @@ class Collection {
   const storage::CollectionMeta& meta() const { return meta_; }
   // How the index was obtained on Open: "loaded", "caught-up", "rebuilt".
   const std::string& open_mode() const { return open_mode_; }
+  // Non-empty if Open found that the store lost acknowledged writes (the
+  // index file covered a sequence number the store no longer reaches).
+  const std::string& lost_writes() const { return lost_writes_; }
 
  private:
   // row_flags_ bits.
@@ -157,8 +160,9 @@ class Collection {
   int64_t unsaved_vectors_ = 0;
   int64_t tombstones_ = 0;  // dead vectors still in the index
   bool index_stale_ = false;
-  bool dropped_ = false;    // guarded by write_mutex_
-  std::string index_note_;  // CollectionStats::index_note
+  bool dropped_ = false;     // guarded by write_mutex_
+  std::string index_note_;   // CollectionStats::index_note
+  std::string lost_writes_;  // CollectionStats::lost_writes (set by Open only)
   // Calibration maps by resolved score type (guarded by state_mutex_).
   std::map<ScoreType, calibration::CalibrationMap> calibrations_;
   std::string calibration_note_;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -97,7 +98,7 @@ class DBImpl : public DB {
       entry->descriptor_error = d.status;
       catalog_[d.name] = std::move(entry);
     }
-    return Status::OK();
+    return CheckForLostCollections();
   }
 
   Status CreateCollection(const CollectionSpec& spec) override {
@@ -357,6 +358,34 @@ class DBImpl : public DB {
     return std::make_shared<query::Collection>(store_.get(), meta, IndexPath(meta.id),
                                                IndexBinding(meta), options_.index_save_interval);
   }
+  void Warn(const std::string& message) const {
+    if (options_.on_warning) options_.on_warning(message);
+  }
+  // Collection ids are never reused and the index file of a collection is
+  // only written after its descriptor was committed: an index file whose id
+  // the store has not handed out yet means the store lost the writes that
+  // created that collection (its write-ahead log was damaged or deleted).
+  // The file is left in place (CreateCollection discards it when it reuses
+  // the id).
+  Status CheckForLostCollections() {
+    uint32_t next_id = 0;
+    HEDGEDB_RETURN_IF_ERROR(store_->NextCollectionId(&next_id));
+    std::error_code ec;
+    std::filesystem::directory_iterator it(path_ + "/index", ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      const size_t digits = name.find_first_not_of("0123456789");
+      if (digits == 0 || digits == std::string::npos || name.substr(digits) != ".hidx") continue;
+      const unsigned long long id = std::strtoull(name.c_str(), nullptr, 10);
+      if (id < next_id) continue;
+      Warn("lost writes: index file index/" + name + " belongs to collection id " +
+           std::to_string(id) + ", but the store has only handed out ids below " +
+           std::to_string(next_id) +
+           ": the store lost the collection's creation and its writes (damaged or deleted "
+           "write-ahead log)");
+    }
+    return Status::OK();
+  }
   static Status UnknownCollection(const std::string& name) {
     return Status::NotFound("no collection named '" + name + "'");
   }
@@ -379,13 +408,17 @@ class DBImpl : public DB {
       entry->tried = true;
       auto opened = NewCollection(entry->meta);
       ScopedOmpThreads threads(options_.threads);
-      Status s;
+      // The spec was checked at create; a descriptor edited or written by
+      // another version meets the same rules (ranges) before anything is
+      // allocated for it.
+      Status s = query::ValidateSpec(entry->meta.spec);
       try {
-        s = opened->Open();
+        if (s.ok()) s = opened->Open();
       } catch (const std::exception& e) {  // e.g. bad_alloc growing the arena
         s = Status::IOError(std::string("opening failed: ") + e.what());
       }
       if (s.ok()) {
+        if (!opened->lost_writes().empty()) Warn(opened->lost_writes());
         entry->collection = std::move(opened);
       } else {
         entry->open_error = Status::Corruption("collection '" + name +

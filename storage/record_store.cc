@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "common/coding.h"
@@ -86,24 +87,43 @@ std::string SpecToJson(const CollectionSpec& spec) {
 }
 
 Status SpecFromJson(const std::string& text, CollectionSpec* spec) {
+  // nlohmann's get<int> would turn 2.5 into 2 and wrap 1e10: integer fields
+  // must hold JSON integers within int's range.
+  Status bad_field;
+  auto integer = [&](const nlohmann::json& j, const char* field) -> int {
+    const nlohmann::json& v = j.at(field);
+    if (!v.is_number_integer() || v.get<int64_t>() < std::numeric_limits<int>::min() ||
+        v.get<int64_t>() > std::numeric_limits<int>::max()) {
+      if (bad_field.ok()) {
+        bad_field = Status::Corruption(std::string("bad collection descriptor: ") + field +
+                                       " must be an integer, got " + v.dump());
+      }
+      return 0;
+    }
+    return int(v.get<int64_t>());
+  };
   try {
     auto j = nlohmann::json::parse(text);
     spec->name = j.at("name").get<std::string>();
     if (!ParseKind(j.at("kind").get<std::string>(), &spec->kind)) {
       return Status::Corruption("unknown kind in collection descriptor");
     }
-    spec->dim = j.at("dim").get<int>();
-    spec->components = j.at("components").get<int>();
-    spec->code_k = j.at("code_k").get<int>();
+    spec->dim = integer(j, "dim");
+    spec->components = integer(j, "components");
+    spec->code_k = integer(j, "code_k");
     spec->index_factory = j.at("index_factory").get<std::string>();
     spec->match_a = j.at("match_a").get<float>();
     spec->match_b = j.at("match_b").get<float>();
-    spec->samples = j.at("samples").get<int>();
+    spec->samples = integer(j, "samples");
+    if (!j.at("seed").is_number_unsigned()) {
+      return Status::Corruption("bad collection descriptor: seed must be an integer >= 0, got " +
+                                j.at("seed").dump());
+    }
     spec->seed = j.at("seed").get<uint64_t>();
   } catch (const std::exception& e) {
     return Status::Corruption(std::string("bad collection descriptor: ") + e.what());
   }
-  return Status::OK();
+  return bad_field;
 }
 
 std::string RecordStore::RecordKey(uint32_t collection_id, int64_t id) {
@@ -287,6 +307,15 @@ Status RecordStore::Open(const StoreOptions& options, const std::string& path,
   db_options.create_if_missing = options.create_if_missing;
   db_options.error_if_exists = options.error_if_exists;
   db_options.create_missing_column_families = true;
+  // Replay the write-ahead log up to its first damaged or torn record and
+  // drop the rest: the store opens as a consistent prefix of its batches.
+  // kAbsoluteConsistency would refuse to open after any torn tail (also the
+  // harmless one of an unacknowledged write cut by a power loss), and
+  // kTolerateCorruptedTailRecords would still refuse on damage in the middle;
+  // either leaves every collection unusable. What the prefix lost is
+  // reported by the collections (index files record the sequence they
+  // covered; docs/formats.md "Atomicity and durability").
+  db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
   const std::vector<rocksdb::ColumnFamilyDescriptor> families = StoreFamilies();
   std::unique_ptr<RecordStore> store(new RecordStore());
   store->sync_ = options.sync;
@@ -401,11 +430,26 @@ Status RecordStore::PutMeta(const CollectionMeta& meta, void* batch_ptr) {
   return FromRocks(batch->Put(meta_cf_, MetaKey(meta.spec.name), j.dump()), "writing descriptor");
 }
 
-Status RecordStore::CreateCollection(CollectionMeta* meta) {
+Status RecordStore::NextCollectionId(uint32_t* id) {
   std::string next;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), meta_cf_, kNextCollectionIdKey, &next);
-  if (!s.ok() && !s.IsNotFound()) return FromRocks(s, "reading the catalog");
-  uint32_t id = s.IsNotFound() ? 1 : uint32_t(std::stoul(next));
+  if (s.IsNotFound()) {
+    *id = 1;
+    return Status::OK();
+  }
+  if (!s.ok()) return FromRocks(s, "reading the catalog");
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(next.c_str(), &end, 10);
+  if (next.empty() || *end != '\0' || value == 0 || value > 0xFFFFFFFFull) {
+    return Status::Corruption("the catalog's next collection id is damaged: '" + next + "'");
+  }
+  *id = uint32_t(value);
+  return Status::OK();
+}
+
+Status RecordStore::CreateCollection(CollectionMeta* meta) {
+  uint32_t id = 0;
+  HEDGEDB_RETURN_IF_ERROR(NextCollectionId(&id));
   meta->id = id;
   rocksdb::WriteBatch batch;
   HEDGEDB_RETURN_IF_ERROR(FromRocks(

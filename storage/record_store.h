@@ -113,6 +113,9 @@ class RecordStore {
   // Deletes the descriptor of a collection whose descriptor is damaged (its
   // records, under an unknown id, stay until a repair).
   Status DropDamagedDescriptor(const std::string& name);
+  // The id the next new collection gets (ids are never reused, so every
+  // collection the store ever had has a smaller one).
+  Status NextCollectionId(uint32_t* id);
   // Registers a new collection; fills meta->id.
   Status CreateCollection(CollectionMeta* meta);
   // Deletes the descriptor, records and payloads of a collection.

@@ -63,8 +63,11 @@ std::vector<int64_t> ReadInts(const std::string& path, const std::string& what,
 // n < 0.
 std::vector<int64_t> ReadIntVector(const std::string& path, const std::string& what, int64_t n);
 // One payload per line (a trailing '\r' is dropped); the file must have exactly
-// `n` lines.
-std::vector<std::string> ReadPayloadLines(const std::string& path, int64_t n);
+// `n` lines. With base64, each line is standard base64 (padded) of any bytes.
+std::vector<std::string> ReadPayloadLines(const std::string& path, int64_t n, bool base64);
+// Payloads are opaque bytes: valid UTF-8 is shown as "payload", anything else
+// as "payload_base64" (so no byte is replaced). Nothing for an empty payload.
+void AddPayloadJson(const std::string& payload, nlohmann::json* j);
 
 // The .npy files that make up a batch of embeddings; which ones are used
 // depends on the collection's kind.

@@ -114,6 +114,7 @@ void RegisterCreate(CLI::App& app) {
 
 struct IngestArgs {
   std::string db, collection, ids, labels, payloads, token;
+  bool payloads_base64 = false;
   EmbeddingFiles files;
 };
 
@@ -137,7 +138,7 @@ void RunIngest(const IngestArgs& args) {
     batch.labels = labels.data();
   }
   if (!args.payloads.empty()) {
-    payloads = ReadPayloadLines(args.payloads, n);
+    payloads = ReadPayloadLines(args.payloads, n, args.payloads_base64);
     batch.payloads = payloads.data();
   }
   batch.token = args.token;
@@ -182,8 +183,12 @@ void RegisterIngest(CLI::App& app) {
                   "Item ids, N integers, new and unique (.npy; default: continue after the "
                   "largest id the collection has held)");
   cmd->add_option("--labels", args->labels, "Item labels, N integers (.npy)");
-  cmd->add_option("--payloads", args->payloads,
-                  "Text file with one payload per line (N lines), e.g. image paths or JSON");
+  CLI::Option* payloads =
+      cmd->add_option("--payloads", args->payloads,
+                      "Text file with one payload per line (N lines), e.g. image paths or JSON");
+  cmd->add_flag("--payloads-base64", args->payloads_base64,
+                "Each --payloads line is base64 (any bytes, newlines included)")
+      ->needs(payloads);
   cmd->add_option("--token", args->token,
                   "Batch token (at most 256 bytes) that makes a retry safe: a batch whose token "
                   "the collection already committed is not written again, and its ids are "

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
 
 namespace hedgedb {
 
@@ -23,6 +25,11 @@ struct Options {
   // OpenMP default (OMP_NUM_THREADS or the core count). Set 1 when the
   // application runs many searches in parallel threads itself.
   int threads = 0;
+  // Called (if set) with a warning the caller should show: a collection that
+  // lost acknowledged writes when it opens (CollectionStats::lost_writes), an
+  // index file of a collection the store no longer has. Calls may come from
+  // any thread that uses the database.
+  std::function<void(const std::string&)> on_warning;
 };
 
 }  // namespace hedgedb

@@ -220,6 +220,11 @@ struct CollectionStats {
   // What happened to the index on open or since: "" (loaded and current), or
   // e.g. "rebuilt from the records: index file ... fails its checksum".
   std::string index_note;
+  // Non-empty if the collection lost acknowledged writes: on open its index
+  // file covered a sequence number past the store's (the store's write-ahead
+  // log was damaged or deleted). Names both numbers; the index was rebuilt
+  // from the records that remain.
+  std::string lost_writes;
   std::string index_description;  // factory string in use
   // The default stage-1 settings (0: not an IVF / HNSW index), fitted to the
   // data when the index is trained: the smallest nprobe or efSearch, doubling

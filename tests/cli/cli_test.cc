@@ -912,6 +912,70 @@ TEST_F(CliTest, SearchingAnEmptyCollectionReturnsNoResults) {
   }
 }
 
+// Payloads are bytes: every byte value goes in (--payloads-base64) and comes
+// back unchanged in get and search, as "payload" when it is UTF-8 text and
+// "payload_base64" otherwise.
+TEST_F(CliTest, BinaryPayloadsRoundTripInGetAndSearch) {
+  Create("bin", K::kGaussian, "Flat");
+  // Python: base64.b64encode(bytes(range(256))); then "caf\xc3\xa9" (UTF-8).
+  const std::string all_bytes =
+      "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIjJCUmJygpKissLS4vMDEyMzQ1Njc4OTo7PD0+"
+      "P0BBQkNERUZHSElKS0xNTk9QUVJTVFVWV1hZWltcXV5fYGFiY2RlZmdoaWprbG1ub3BxcnN0dXZ3eHl6e3x9fn+"
+      "AgYKDhIWGh4iJiouMjY6PkJGSk5SVlpeYmZqbnJ2en6ChoqOkpaanqKmqq6ytrq+wsbKztLW2t7i5uru8vb6/"
+      "wMHCw8TFxsfIycrLzM3Oz9DR0tPU1dbX2Nna29zd3t/g4eLj5OXm5+jp6uvs7e7v8PHy8/T19vf4+fr7/P3+/w==";
+  std::ofstream(Path("p64.txt")) << all_bytes << "\nY2Fmw6k=\n";
+  const Items items = MakeItems(K::kGaussian, 0, 2);
+  Ok(Concat(Cmd("ingest", "bin", {"--payloads", Path("p64.txt"), "--payloads-base64"}),
+            ItemFlags(K::kGaussian, items, "bin")));
+  const std::string ids = Write("bin_ids.npy", MakeNpy(std::vector<int64_t>{0, 1}, {2}));
+  std::vector<json> records = Ok(Cmd("get", "bin", {"--ids", ids})).JsonLines();
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0]["payload_base64"], all_bytes);
+  EXPECT_FALSE(records[0].contains("payload"));
+  EXPECT_EQ(records[1]["payload"], "caf\xc3\xa9");
+  EXPECT_FALSE(records[1].contains("payload_base64"));
+  std::vector<json> lines =
+      Ok(Concat(Cmd("search", "bin", {"--k", "2", "--with-payload", "--exhaustive"}),
+                QueryFlags(K::kGaussian, items, "bin_q")))
+          .JsonLines();
+  ASSERT_EQ(lines.size(), 2u);
+  for (const json& line : lines) {
+    for (const json& hit : line["results"]) {
+      if (hit["id"] == 0) EXPECT_EQ(hit["payload_base64"], all_bytes) << line;
+      if (hit["id"] == 1) EXPECT_EQ(hit["payload"], "caf\xc3\xa9") << line;
+    }
+  }
+  // A line that is not base64 fails the batch, naming the file and line.
+  std::ofstream(Path("bad64.txt")) << "Y2Fmw6k=\nnot base64!\n";
+  Fails(Concat(Cmd("ingest", "bin", {"--payloads", Path("bad64.txt"), "--payloads-base64"}),
+               ItemFlags(K::kGaussian, MakeItems(K::kGaussian, 2, 2), "bin2")),
+        1, {Path("bad64.txt"), "line 2", "base64"});
+  EXPECT_EQ(ItemCount("bin"), 2);
+}
+
+// Batches lost with the store's write-ahead log are reported when the
+// collection opens: a warning on stderr and "lost_writes" in stats.
+TEST_F(CliTest, LostWritesAreReportedOnStderrAndInStats) {
+  Create("w", K::kGaussian, "Flat");
+  Ok(Concat(Cmd("ingest", "w"), ItemFlags(K::kGaussian, MakeItems(K::kGaussian, 0, 4), "w1")));
+  // This open moves batch 1 from the log into a table; batch 2 stays in the
+  // log (closing does not flush it), the index file covers sequence 2.
+  Ok(Concat(Cmd("ingest", "w"), ItemFlags(K::kGaussian, MakeItems(K::kGaussian, 4, 4), "w2")));
+  for (const auto& e : fs::directory_iterator(fs::path(db_) / "store")) {
+    if (e.path().extension() == ".log") fs::remove(e.path());
+  }
+  const RunResult r = Ok(Cmd("stats", "w"));
+  const std::string expected =
+      "collection 'w': lost writes: the index file covered sequence 2, the store has 1";
+  EXPECT_EQ(r.Json()["lost_writes"].get<std::string>().rfind(expected, 0), 0u) << r.out;
+  EXPECT_EQ(r.Json()["items"], 4);
+  EXPECT_NE(r.err.find("hedgedb: warning: " + expected), std::string::npos) << r.err;
+  // Reported once: the rebuilt index file matches the store.
+  const RunResult again = Ok(Cmd("stats", "w"));
+  EXPECT_FALSE(again.Json().contains("lost_writes"));
+  EXPECT_EQ(again.err, "");
+}
+
 // ---------------------------------------------------------------- generate
 
 TEST_F(CliTest, GenerateWritesEveryKindWithTheDocumentedShapes) {

@@ -120,7 +120,8 @@ TEST(FactoryStringTest, EveryAcceptedFormIngestsSearchesRemovesAndReopens) {
 }
 
 // A collection whose descriptor names a factory string this version refuses
-// (written by an older version) fails alone and can be dropped.
+// (written by an older version) fails alone, can be dropped, and its name
+// used again: the new collection gets a new id, nothing of the old one shows.
 TEST(FactoryStringTest, BadCollectionFromAnOlderVersionDoesNotStopTheOthers) {
   TempDir dir;
   CollectionSpec good = MakeSpec("good", Kind::kGaussian, 8, "Flat");
@@ -136,6 +137,15 @@ TEST(FactoryStringTest, BadCollectionFromAnOlderVersionDoesNotStopTheOthers) {
     storage::CollectionMeta bad;
     bad.spec = MakeSpec("bad", Kind::kGaussian, 8, "HNSW0");
     ASSERT_TRUE(store->CreateCollection(&bad).ok());
+    // Five records (ids 0..4): a gaussian row is the mean and the variances.
+    std::vector<float> row(16, 0.5f);
+    std::vector<storage::RecordWrite> puts(5);
+    for (int64_t i = 0; i < 5; ++i) {
+      puts[i].id = i;
+      puts[i].row = row.data();
+    }
+    bad.sequence = 1;
+    ASSERT_TRUE(store->Commit(bad, puts, {}).ok());
   }
   auto db = OpenDb(dir.path());
   std::vector<std::string> names;
@@ -149,6 +159,39 @@ TEST(FactoryStringTest, BadCollectionFromAnOlderVersionDoesNotStopTheOthers) {
   ASSERT_TRUE(db->DropCollection("bad").ok());
   ASSERT_TRUE(db->ListCollections(&names).ok());
   EXPECT_EQ(names, (std::vector<std::string>{"good"}));
+
+  CollectionSpec again = MakeSpec("bad", Kind::kGaussian, 8, "Flat");
+  ASSERT_TRUE(db->CreateCollection(again).ok());
+  ASSERT_TRUE(db->Ingest("bad", RandomBatch(again, 3, 100, 2).ingest(), nullptr).ok());
+  db.reset();
+  db = OpenDb(dir.path());
+  EXPECT_EQ(StatsOf(db.get(), "bad").items, 3);
+  EXPECT_EQ(StatsOf(db.get(), "good").items, 20);
+  std::vector<Record> recs;
+  const int64_t ids[] = {0, 100};
+  ASSERT_TRUE(db->Get("bad", ids, 2, &recs).ok());
+  EXPECT_FALSE(recs[0].found);
+  EXPECT_TRUE(recs[1].found);
+}
+
+// A stored spec out of range (written by another version, or edited) fails
+// its collection with the field's rule, before anything is allocated for it.
+TEST(FactoryStringTest, StoredSpecOutOfRangeFailsItsCollection) {
+  TempDir dir;
+  {
+    std::unique_ptr<storage::RecordStore> store;
+    ASSERT_TRUE(
+        storage::RecordStore::Open(storage::StoreOptions(), dir.path() + "/store", &store).ok());
+    storage::CollectionMeta huge;
+    huge.spec = MakeSpec("huge", Kind::kGaussian, 1 << 30, "Flat");
+    ASSERT_TRUE(store->CreateCollection(&huge).ok());
+  }
+  auto db = OpenDb(dir.path());
+  CollectionStats st;
+  Status s = db->GetStats("huge", &st);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("dim must be in [1, 65536]"), std::string::npos) << s.message();
+  EXPECT_TRUE(db->DropCollection("huge").ok());
 }
 
 TEST(StaleIndexTest, IndexThatMissedABatchIsNeverSavedAsCoveringIt) {

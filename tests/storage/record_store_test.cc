@@ -42,6 +42,33 @@ TEST(RecordCodecTest, RoundTripAndChecks) {
   EXPECT_TRUE(storage::RecordStore::DecodeRecord(key, value, 8, &r).IsCorruption());
 }
 
+// Integer fields of a stored spec must be JSON integers in int's range: 2.5
+// is not read as 2, nor 1e10 wrapped.
+TEST(SpecCodecTest, IntegerFieldsMustBeIntegers) {
+  const CollectionSpec spec = MakeSpec("c", Kind::kMog, 4);
+  CollectionSpec read;
+  ASSERT_TRUE(storage::SpecFromJson(storage::SpecToJson(spec), &read).ok());
+  EXPECT_EQ(read.dim, 4);
+  EXPECT_EQ(read.components, 2);
+  EXPECT_EQ(read.seed, spec.seed);
+  const std::string text = storage::SpecToJson(spec);
+  auto with = [&](const std::string& field, const std::string& value) {
+    const std::string key = "\"" + field + "\":";
+    const size_t at = text.find(key) + key.size();
+    return text.substr(0, at) + value + text.substr(text.find_first_of(",}", at));
+  };
+  for (const auto& [field, value] :
+       std::vector<std::pair<std::string, std::string>>{{"dim", "2.5"},
+                                                        {"dim", "10000000000"},
+                                                        {"components", "\"2\""},
+                                                        {"samples", "-1e3"},
+                                                        {"seed", "-1"}}) {
+    Status s = storage::SpecFromJson(with(field, value), &read);
+    EXPECT_TRUE(s.IsCorruption()) << field << "=" << value << ": " << s.ToString();
+    EXPECT_NE(s.message().find(field), std::string::npos) << s.message();
+  }
+}
+
 TEST(RecordCodecTest, KeysSortByCollectionThenSignedId) {
   using storage::RecordStore;
   EXPECT_LT(RecordStore::RecordKey(1, -5), RecordStore::RecordKey(1, -4));
