@@ -2,6 +2,7 @@
 // Internal to index/.
 #pragma once
 
+#include <faiss/IndexFlat.h>
 #include <faiss/IndexIDMap.h>
 #include <faiss/IndexIVF.h>
 #include <faiss/IndexPreTransform.h>
@@ -32,7 +33,13 @@ inline faiss::Index* Innermost(faiss::Index* index) {
 inline std::string StructureOf(faiss::Index* index) {
   std::string out;
   while (index) {
-    out += typeid(*index).name();
+    // read_index returns IndexFlatL2 / IndexFlatIP for a saved IndexFlat:
+    // the same structure, named by its metric.
+    if (auto* flat = dynamic_cast<faiss::IndexFlat*>(index)) {
+      out += "Flat/" + std::to_string(int(flat->metric_type));
+    } else {
+      out += typeid(*index).name();
+    }
     faiss::Index* next = nullptr;
     if (auto* idmap = dynamic_cast<faiss::IndexIDMap*>(index)) next = idmap->index;
     if (auto* pre = dynamic_cast<faiss::IndexPreTransform*>(index)) next = pre->index;
