@@ -1,5 +1,6 @@
 #include "storage/record_store.h"
 
+#include <fcntl.h>
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
 #include <rocksdb/listener.h>
@@ -7,7 +8,11 @@
 #include <rocksdb/slice.h>
 #include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -243,6 +248,46 @@ class NoLogger : public rocksdb::Logger {
   void Logv(const char*, va_list) override {}
 };
 
+namespace {
+
+// RocksDB's own info log (its LOG file) asserts, and so aborts the process,
+// on the next line after a write to it failed (Debian's librocksdb 7.8 keeps
+// assertions on): opening a store on a full disk died that way. This one
+// writes the same file with plain write(2) and drops the lines that do not
+// fit: a full disk costs log lines, never the process.
+class StoreInfoLog : public rocksdb::Logger {
+ public:
+  // The previous LOG becomes LOG.old (one kept). nullptr if LOG cannot be
+  // created (RocksDB then makes its own, or fails the open).
+  static std::shared_ptr<rocksdb::Logger> Open(const std::string& dir, bool create_dir) {
+    std::error_code ec;
+    if (create_dir) std::filesystem::create_directories(dir, ec);
+    const std::string path = dir + "/LOG";
+    std::filesystem::rename(path, path + ".old", ec);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return nullptr;
+    return std::make_shared<StoreInfoLog>(fd);
+  }
+  explicit StoreInfoLog(int fd) : Logger(rocksdb::InfoLogLevel::INFO_LEVEL), fd_(fd) {}
+  ~StoreInfoLog() override { ::close(fd_); }
+
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    char line[1024];
+    const int n = std::vsnprintf(line, sizeof(line) - 1, format, ap);
+    if (n < 0) return;
+    size_t len = std::min(size_t(n), sizeof(line) - 2);
+    if (len == 0 || line[len - 1] != '\n') line[len++] = '\n';
+    const ssize_t written = ::write(fd_, line, len);
+    (void)written;  // a line that does not fit is dropped
+  }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
 Status RecordStore::Write(const rocksdb::WriteOptions& options, rocksdb::WriteBatch* batch,
                           const std::string& what) {
   {
@@ -328,6 +373,7 @@ Status RecordStore::Open(const StoreOptions& options, const std::string& path,
     db_options.info_log = std::make_shared<NoLogger>();
     s = rocksdb::DB::OpenForReadOnly(db_options, path, families, &store->handles_, &raw);
   } else {
+    db_options.info_log = StoreInfoLog::Open(path, options.create_if_missing);
     s = rocksdb::DB::Open(db_options, path, families, &store->handles_, &raw);
   }
   if (!s.ok()) return FromRocks(s, "cannot open record store " + path);

@@ -5,11 +5,7 @@
 // The child is this same test binary, re-run with --gtest_filter on the
 // CrashChild test and told through environment variables where to write and
 // which pipe to acknowledge batches on.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -19,9 +15,8 @@
 #include <string>
 #include <thread>
 
+#include "child_process.h"
 #include "engine_test_util.h"
-
-extern char** environ;
 
 namespace hedgedb {
 namespace {
@@ -63,22 +58,11 @@ TEST(CrashTest, SigkillLosesNoAcknowledgedBatchAndLeavesNoPartialOne) {
     }
     int fds[2];
     ASSERT_EQ(::pipe(fds), 0);
-    std::string env_db = "HEDGEDB_CRASH_DB=" + dir.path();
-    std::string env_fd = "HEDGEDB_CRASH_ACK_FD=" + std::to_string(fds[1]);
-    std::vector<char*> envp;
-    for (char** e = environ; *e; ++e) envp.push_back(*e);
-    envp.push_back(&env_db[0]);
-    envp.push_back(&env_fd[0]);
-    envp.push_back(nullptr);
-    std::string exe = "/proc/self/exe", filter = "--gtest_filter=CrashChild.IngestUntilKilled";
-    char* argv[] = {&exe[0], &filter[0], nullptr};
-    pid_t pid;
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addclose(&actions, fds[0]);
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-    ASSERT_EQ(posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv, envp.data()), 0);
-    posix_spawn_file_actions_destroy(&actions);
+    const pid_t pid = testing::SpawnSelf(
+        {"--gtest_filter=CrashChild.IngestUntilKilled"},
+        {"HEDGEDB_CRASH_DB=" + dir.path(), "HEDGEDB_CRASH_ACK_FD=" + std::to_string(fds[1])},
+        fds[0]);
+    ASSERT_GT(pid, 0);
     ::close(fds[1]);
 
     // Wait for a few acknowledgements, then kill at a random moment.
@@ -88,9 +72,8 @@ TEST(CrashTest, SigkillLosesNoAcknowledgedBatchAndLeavesNoPartialOne) {
       last_ack = ack;
     }
     std::this_thread::sleep_for(std::chrono::microseconds(rng() % 20000));
-    ASSERT_EQ(::kill(pid, SIGKILL), 0);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
+    const int status = testing::KillAndReap(pid);
+    ASSERT_NE(status, -1);
     ASSERT_TRUE(WIFSIGNALED(status)) << "the child ended by itself (status " << status << ")";
     // Acks written before the kill are still in the pipe.
     while (::read(fds[0], &ack, sizeof(ack)) == sizeof(ack)) last_ack = ack;

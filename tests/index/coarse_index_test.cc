@@ -215,6 +215,35 @@ TEST(VectorIndexTest, FilesOfAnotherStructureOrDamagedAreRefused) {
       CoarseIndex::Load(spec, dir.path() + "/none.hidx", 9, &loaded, &sequence).IsNotFound());
 }
 
+// A saved Flat index comes back as an IndexFlatL2; it is the same structure
+// and loads (it was refused, so every open rebuilt Flat indexes).
+TEST(VectorIndexTest, SavedFlatIndexesLoad) {
+  for (Kind kind : {Kind::kPoint, Kind::kGaussian}) {
+    CollectionSpec spec = ::hedgedb::testing::MakeSpec("f", kind, 4, "Flat");
+    std::unique_ptr<CoarseIndex> index;
+    ASSERT_TRUE(CoarseIndex::Create(spec, &index).ok());
+    ::hedgedb::testing::Batch b = ::hedgedb::testing::RandomBatch(spec, 10, 0, 1);
+    std::vector<float> rows;
+    for (int64_t i = 0; i < 10; ++i) {
+      if (kind == Kind::kPoint) {
+        rows.insert(rows.end(), b.vec.begin() + i * 4, b.vec.begin() + (i + 1) * 4);
+      } else {
+        rows.insert(rows.end(), b.mean.begin() + i * 4, b.mean.begin() + (i + 1) * 4);
+        rows.insert(rows.end(), b.var.begin() + i * 4, b.var.begin() + (i + 1) * 4);
+      }
+    }
+    ASSERT_TRUE(index->Add(rows.data(), 10, b.ids.data()).ok());
+    ::hedgedb::testing::TempDir dir;
+    const std::string path = dir.path() + "/f.hidx";
+    ASSERT_TRUE(index->Save(path, 3, 9).ok());
+    std::unique_ptr<CoarseIndex> loaded;
+    uint64_t sequence = 0;
+    Status s = CoarseIndex::Load(spec, path, 9, &loaded, &sequence);
+    ASSERT_TRUE(s.ok()) << KindName(kind) << ": " << s.ToString();
+    EXPECT_EQ(loaded->ntotal(), 10);
+  }
+}
+
 }  // namespace
 }  // namespace index
 }  // namespace hedgedb
