@@ -333,21 +333,25 @@ std::string InflateProblem(const unsigned char* data, uint32_t size) {
 // flipped bytes in one can make it allocate gigabytes and spin. So the
 // top-level elements of a v5 file are walked first: each must fit in the file,
 // and each compressed one must inflate cleanly (zlib's checksum catches the
-// damage). Files that are not v5 (v4, v7.3) are left to matio.
+// damage). Files that are not v5 are refused before matio sees them: its v4
+// reader allocates whatever name length the first bytes claim, and
+// cars_annos.mat is a v5 file.
 Status CheckMat5Elements(const std::string& mat_path) {
   std::ifstream in(mat_path, std::ios::binary);
   if (!in) return Status::IOError(mat_path + ": cannot open");
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) return Status::IOError(mat_path + ": read error");
   constexpr size_t kHeaderSize = 128;
-  if (bytes.size() < kHeaderSize) return Status::OK();
+  const Status not_v5 =
+      Status::Corruption(mat_path + ": not a MATLAB v5 MAT file (no 128-byte v5 header)");
+  if (bytes.size() < kHeaderSize) return not_v5;
   const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
   // The endian indicator "MI" as written by the file's machine.
   bool little_endian = false;
   if (b[126] == 'I' && b[127] == 'M') {
     little_endian = true;
   } else if (!(b[126] == 'M' && b[127] == 'I')) {
-    return Status::OK();
+    return not_v5;
   }
   auto u16 = [&](size_t at) {
     return little_endian ? static_cast<uint32_t>(b[at] | b[at + 1] << 8)
@@ -356,7 +360,11 @@ Status CheckMat5Elements(const std::string& mat_path) {
   auto u32 = [&](size_t at) {
     return little_endian ? (u16(at) | u16(at + 2) << 16) : (u16(at) << 16 | u16(at + 2));
   };
-  if (u16(124) != 0x0100) return Status::OK();
+  if (u16(124) != 0x0100) {
+    return Status::Corruption(mat_path + ": MAT file version " + std::to_string(u16(124) >> 8) +
+                              "." + std::to_string(u16(124) & 0xFF) +
+                              " (HDF5-based v7.3?); expected a v5 file");
+  }
   size_t pos = kHeaderSize;
   for (int element = 1; bytes.size() - pos >= 8; ++element) {
     const uint32_t type = u32(pos);

@@ -273,6 +273,31 @@ TEST_F(CarsTest, CarsRejectsAFileThatIsNotMat) {
   EXPECT_NE(s.message().find(MatPath()), std::string::npos) << s.ToString();
 }
 
+// Found by fuzzing (fuzz/cars_fuzzer.cc): 55 bytes that matio's v4 reader
+// takes for a variable with a 2 GB name, which it allocated. Files without a
+// v5 header are refused before matio opens them.
+TEST_F(CarsTest, CarsRefusesFilesThatAreNotVersion5BeforeMatioReadsThem) {
+  const unsigned char v4[55] = {0x0a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x7f, 0x7f,
+                                0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f,
+                                0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+                                0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+                                0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
+  std::ofstream(MatPath(), std::ios::binary).write(reinterpret_cast<const char*>(v4), sizeof(v4));
+  ImageSource source;
+  Status s = ReadCars196(dir_, BenchmarkSplit::kAll, &source);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("not a MATLAB v5 MAT file"), std::string::npos) << s.ToString();
+  // A v5-style header with another version (7.3 files are HDF5) is named.
+  ASSERT_TRUE(WriteCarsMat(MatPath(), Official()));
+  std::fstream f(MatPath(), std::ios::binary | std::ios::in | std::ios::out);
+  f.seekp(124);
+  f.put(0).put(2);  // little-endian 0x0200
+  f.close();
+  s = ReadCars196(dir_, BenchmarkSplit::kAll, &source);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("version 2.0"), std::string::npos) << s.ToString();
+}
+
 TEST_F(CarsTest, CarsRejectsATruncatedFile) {
   ASSERT_TRUE(WriteCarsMat(MatPath(), Official()));
   const auto size = fs::file_size(MatPath());
