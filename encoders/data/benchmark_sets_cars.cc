@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <memory>
@@ -365,6 +366,25 @@ Status CheckMat5Elements(const std::string& mat_path) {
                               "." + std::to_string(u16(124) & 0xFF) +
                               " (HDF5-based v7.3?); expected a v5 file");
   }
+  // The data elements inside an uncompressed matrix (flags, dimensions, name,
+  // data, and the nested matrices of structs and cells) must fit in it too:
+  // matio allocates what a nested tag claims (a flipped byte in a struct field
+  // took it a minute and a gigabyte).
+  std::function<bool(size_t, size_t, int)> nested_fit = [&](size_t at, size_t end, int depth) {
+    if (depth > 16) return false;
+    while (end - at >= 8) {
+      const uint32_t type = u32(at);
+      if ((type >> 16) != 0) {  // small element
+        at += 8;
+        continue;
+      }
+      const size_t size = u32(at + 4);
+      if (size > end - at - 8) return false;
+      if (type == MAT_T_MATRIX && !nested_fit(at + 8, at + 8 + size, depth + 1)) return false;
+      at += 8 + std::min<size_t>((size + 7) / 8 * 8, end - at - 8);
+    }
+    return true;
+  };
   size_t pos = kHeaderSize;
   for (int element = 1; bytes.size() - pos >= 8; ++element) {
     const uint32_t type = u32(pos);
@@ -378,6 +398,10 @@ Status CheckMat5Elements(const std::string& mat_path) {
       return Status::Corruption(mat_path + ": truncated: data element " + std::to_string(element) +
                                 " needs " + std::to_string(size) + " bytes, " +
                                 std::to_string(available) + " remain");
+    }
+    if (type == MAT_T_MATRIX && !nested_fit(pos + 8, pos + 8 + size, 0)) {
+      return Status::Corruption(mat_path + ": data element " + std::to_string(element) +
+                                " holds an element larger than itself");
     }
     if (type == MAT_T_COMPRESSED) {
       const std::string problem = InflateProblem(b + pos + 8, size);

@@ -298,6 +298,31 @@ TEST_F(CarsTest, CarsRefusesFilesThatAreNotVersion5BeforeMatioReadsThem) {
   EXPECT_NE(s.message().find("version 2.0"), std::string::npos) << s.ToString();
 }
 
+// Found by fuzzing (fuzz/cars_fuzzer.cc): a struct field whose data tag
+// claims ~1 GB inside a small uncompressed variable; matio allocated and
+// zeroed it (a minute per read). Nested elements must fit their parent.
+TEST_F(CarsTest, CarsRejectsANestedElementLargerThanItsVariable) {
+  ASSERT_TRUE(WriteCarsMat(MatPath(), Official()));
+  std::string bytes;
+  {
+    std::ifstream in(MatPath(), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // The char data of the second path: its tag (type, size) precedes it.
+  const size_t at = bytes.find("car_ims/000002.jpg");
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_GE(at, 8u);
+  const char huge[4] = {0x12, 0x34, 0x00, 0x39};  // little-endian 0x39003412
+  bytes.replace(at - 4, 4, huge, 4);
+  std::ofstream(MatPath(), std::ios::binary | std::ios::trunc) << bytes;
+  ImageSource source;
+  const Status s = ReadCars196(dir_, BenchmarkSplit::kAll, &source);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("holds an element larger than itself"), std::string::npos)
+      << s.ToString();
+  EXPECT_EQ(source.size(), 0);
+}
+
 TEST_F(CarsTest, CarsRejectsATruncatedFile) {
   ASSERT_TRUE(WriteCarsMat(MatPath(), Official()));
   const auto size = fs::file_size(MatPath());
