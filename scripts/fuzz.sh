@@ -2,7 +2,8 @@
 # Builds the libFuzzer targets of fuzz/ (clang-14) into ${BUILD_DIR:-build-fuzz}
 # and runs each for SECONDS_PER_TARGET (default 60) on a copy of its seed
 # corpus fuzz/corpus/<target>/, printing the executions per target. Fails if
-# any target finds a crash, a leak or a sanitizer error; the input is kept
+# any target finds a crash, a leak, a sanitizer error, an out-of-memory or a
+# slow input (> 10 s); the input is kept
 # under ${FUZZ_OUT:-build-fuzz/fuzz-out}/<target>/.
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   scripts/fuzz.sh --seeds     regenerates fuzz/corpus/ from the writers
