@@ -370,8 +370,27 @@ Status CheckMat5Elements(const std::string& mat_path) {
   // data, and the nested matrices of structs and cells) must fit in it too:
   // matio allocates what a nested tag claims (a flipped byte in a struct field
   // took it a minute and a gigabyte).
+  // A matrix's dimensions (its second element) cannot claim more elements
+  // than it has bytes: every element stores at least one byte (a struct or
+  // cell element a nested matrix). Not so for sparse arrays, left as they are.
+  // matio allocates what the dimensions claim before reading anything.
+  auto dims_fit = [&](size_t at, size_t end) {
+    if (end - at < 24 || (u32(at + 8) & 0xFF) == MAT_C_SPARSE) return true;
+    const uint32_t tag = u32(at + 16);
+    const size_t n = (tag >> 16) != 0 ? tag >> 16 : u32(at + 20);
+    const size_t data = (tag >> 16) != 0 ? at + 20 : at + 24;
+    if (data > end || n > end - data) return false;
+    uint64_t product = 1;
+    for (size_t i = 0; i + 4 <= n; i += 4) {
+      const uint64_t d = u32(data + i);
+      if (d == 0) return true;  // an empty array
+      if (product > (end - at) / d) return false;
+      product *= d;
+    }
+    return product <= end - at;
+  };
   std::function<bool(size_t, size_t, int)> nested_fit = [&](size_t at, size_t end, int depth) {
-    if (depth > 16) return false;
+    if (depth > 16 || !dims_fit(at, end)) return false;
     while (end - at >= 8) {
       const uint32_t type = u32(at);
       if ((type >> 16) != 0) {  // small element

@@ -323,6 +323,29 @@ TEST_F(CarsTest, CarsRejectsANestedElementLargerThanItsVariable) {
   EXPECT_EQ(source.size(), 0);
 }
 
+// Found by fuzzing: dimensions claiming billions of struct elements in a
+// small variable made matio's Mat_VarReadInfo allocate 5.6 GB.
+TEST_F(CarsTest, CarsRejectsDimensionsLargerThanTheVariable) {
+  ASSERT_TRUE(WriteCarsMat(MatPath(), Official()));
+  std::string bytes;
+  {
+    std::ifstream in(MatPath(), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // dims data (2 x int32), the name's tag, then "annotations".
+  const size_t at = bytes.find("annotations");
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_GE(at, 16u);
+  const char huge[4] = {char(0xff), char(0xff), char(0xff), 0x7f};
+  bytes.replace(at - 12, 4, huge, 4);  // the second dimension
+  std::ofstream(MatPath(), std::ios::binary | std::ios::trunc) << bytes;
+  ImageSource source;
+  const Status s = ReadCars196(dir_, BenchmarkSplit::kAll, &source);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("holds an element larger than itself"), std::string::npos)
+      << s.ToString();
+}
+
 TEST_F(CarsTest, CarsRejectsATruncatedFile) {
   ASSERT_TRUE(WriteCarsMat(MatPath(), Official()));
   const auto size = fs::file_size(MatPath());
