@@ -18,23 +18,12 @@
 #include "common/file_util.h"
 #include "index/codes_index.h"
 #include "index/faiss_helpers.h"
+#include "index/index_file.h"
 #include "index/vector_index.h"
 
 namespace hedgedb {
 namespace index {
 namespace {
-
-constexpr char kMagic[8] = {'H', 'E', 'D', 'G', 'E', 'I', 'D', 'X'};
-// Version 2: FAISS IVF indexes hold the user ids themselves (version 1 wrapped
-// them in an IndexIDMap whose removal corrupts them) and the header binds the
-// file to its collection. Files of version 1 are rebuilt from the records.
-constexpr uint32_t kFileFormatVersion = 2;
-// magic, version u32, tuned recall u32 (basis points; kUnknownRecall: not
-// measured), sequence u64, binding u64, blob bytes u64, crc u32 (over version
-// .. blob bytes, then the blob); little-endian.
-constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8 + 8 + 8 + 4;
-constexpr size_t kCrcOffset = kHeaderBytes - 4;
-constexpr uint32_t kUnknownRecall = 0xFFFFFFFFu;
 
 std::atomic<int> g_failing_adds{0};
 
@@ -211,18 +200,10 @@ Status CoarseIndex::Save(const std::string& path, uint64_t sequence, uint64_t bi
   const uint32_t recall_bp = std::isnan(recall_estimate_)
                                  ? kUnknownRecall
                                  : uint32_t(std::lround(recall_estimate_ * 10000));
-  std::string header(kMagic, 8);
-  PutFixed<uint32_t>(&header, kFileFormatVersion);
-  PutFixed<uint32_t>(&header, recall_bp);
-  PutFixed<uint64_t>(&header, sequence);
-  PutFixed<uint64_t>(&header, binding);
-  PutFixed<uint64_t>(&header, writer.data.size());
-  uint32_t crc = Crc32c(header.data() + 8, kCrcOffset - 8);
-  crc = Crc32c(writer.data.data(), writer.data.size(), crc);
-  PutFixed<uint32_t>(&header, crc);
-  return WriteFileAtomically(
-      path, {header, std::string_view(reinterpret_cast<const char*>(writer.data.data()),
-                                      writer.data.size())});
+  const std::string_view blob(reinterpret_cast<const char*>(writer.data.data()),
+                              writer.data.size());
+  const std::string header = EncodeIndexFileHeader(recall_bp, sequence, binding, blob);
+  return WriteFileAtomically(path, {header, blob});
 }
 
 Status CoarseIndex::Load(const CollectionSpec& spec, const std::string& path, uint64_t binding,
@@ -231,41 +212,19 @@ Status CoarseIndex::Load(const CollectionSpec& spec, const std::string& path, ui
   if (!in) return Status::NotFound("no index file " + path);
   const uint64_t file_size = uint64_t(in.tellg());
   in.seekg(0);
-  std::string header(kHeaderBytes, '\0');
-  if (file_size < kHeaderBytes || !in.read(&header[0], kHeaderBytes) ||
-      std::memcmp(header.data(), kMagic, 8) != 0) {
-    return Status::Corruption("index file " + path + " has a bad header");
-  }
-  const uint32_t version = GetFixed<uint32_t>(header.data() + 8);
-  const uint32_t recall_bp = GetFixed<uint32_t>(header.data() + 12);
-  const uint64_t seq = GetFixed<uint64_t>(header.data() + 16);
-  const uint64_t file_binding = GetFixed<uint64_t>(header.data() + 24);
-  const uint64_t blob_bytes = GetFixed<uint64_t>(header.data() + 32);
-  const uint32_t crc = GetFixed<uint32_t>(header.data() + kCrcOffset);
-  if (version != kFileFormatVersion) {
-    return Status::Corruption("index file " + path + " has format version " +
-                              std::to_string(version) + ", this build writes " +
-                              std::to_string(kFileFormatVersion));
-  }
-  // Check the length against the file before allocating what it says.
-  if (blob_bytes != file_size - kHeaderBytes) {
-    return Status::Corruption("index file " + path + " is truncated or has trailing bytes (" +
-                              std::to_string(file_size) + " bytes, header says " +
-                              std::to_string(kHeaderBytes) + " + " + std::to_string(blob_bytes) +
-                              ")");
-  }
+  std::string header(kIndexHeaderBytes, '\0');
+  if (file_size >= kIndexHeaderBytes && !in.read(&header[0], kIndexHeaderBytes)) header.clear();
+  IndexFileHeader parsed;
+  HEDGEDB_RETURN_IF_ERROR(ParseIndexFileHeader(header, file_size, path, &parsed));
   faiss::VectorIOReader reader;
-  reader.data.resize(blob_bytes);
-  if (!in.read(reinterpret_cast<char*>(reader.data.data()), std::streamsize(blob_bytes))) {
+  reader.data.resize(parsed.blob_bytes);
+  if (!in.read(reinterpret_cast<char*>(reader.data.data()), std::streamsize(parsed.blob_bytes))) {
     return Status::Corruption("index file " + path + " cannot be read in full");
   }
-  uint32_t actual = Crc32c(header.data() + 8, kCrcOffset - 8);
-  actual = Crc32c(reader.data.data(), reader.data.size(), actual);
-  if (actual != crc) return Status::Corruption("index file " + path + " fails its checksum");
-  if (file_binding != binding) {
-    return Status::Corruption("index file " + path +
-                              " belongs to another collection or database (binding mismatch)");
-  }
+  HEDGEDB_RETURN_IF_ERROR(CheckIndexFileBlob(
+      header, parsed,
+      std::string_view(reinterpret_cast<const char*>(reader.data.data()), reader.data.size()),
+      binding, path));
 
   std::unique_ptr<CoarseIndex> ci;
   HEDGEDB_RETURN_IF_ERROR(Create(spec, &ci));  // for dimensions and defaults
@@ -280,8 +239,8 @@ Status CoarseIndex::Load(const CollectionSpec& spec, const std::string& path, ui
     return Status::Corruption("index file " + path + " cannot be read: " + e.what());
   }
   ci->ReadDefaultKnobs();
-  if (recall_bp != kUnknownRecall) ci->recall_estimate_ = recall_bp / 10000.0;
-  *sequence = seq;
+  if (parsed.recall_bp != kUnknownRecall) ci->recall_estimate_ = parsed.recall_bp / 10000.0;
+  *sequence = parsed.sequence;
   *out = std::move(ci);
   return Status::OK();
 }

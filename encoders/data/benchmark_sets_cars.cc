@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <memory>
@@ -333,21 +334,25 @@ std::string InflateProblem(const unsigned char* data, uint32_t size) {
 // flipped bytes in one can make it allocate gigabytes and spin. So the
 // top-level elements of a v5 file are walked first: each must fit in the file,
 // and each compressed one must inflate cleanly (zlib's checksum catches the
-// damage). Files that are not v5 (v4, v7.3) are left to matio.
+// damage). Files that are not v5 are refused before matio sees them: its v4
+// reader allocates whatever name length the first bytes claim, and
+// cars_annos.mat is a v5 file.
 Status CheckMat5Elements(const std::string& mat_path) {
   std::ifstream in(mat_path, std::ios::binary);
   if (!in) return Status::IOError(mat_path + ": cannot open");
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) return Status::IOError(mat_path + ": read error");
   constexpr size_t kHeaderSize = 128;
-  if (bytes.size() < kHeaderSize) return Status::OK();
+  const Status not_v5 =
+      Status::Corruption(mat_path + ": not a MATLAB v5 MAT file (no 128-byte v5 header)");
+  if (bytes.size() < kHeaderSize) return not_v5;
   const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
   // The endian indicator "MI" as written by the file's machine.
   bool little_endian = false;
   if (b[126] == 'I' && b[127] == 'M') {
     little_endian = true;
   } else if (!(b[126] == 'M' && b[127] == 'I')) {
-    return Status::OK();
+    return not_v5;
   }
   auto u16 = [&](size_t at) {
     return little_endian ? static_cast<uint32_t>(b[at] | b[at + 1] << 8)
@@ -356,7 +361,49 @@ Status CheckMat5Elements(const std::string& mat_path) {
   auto u32 = [&](size_t at) {
     return little_endian ? (u16(at) | u16(at + 2) << 16) : (u16(at) << 16 | u16(at + 2));
   };
-  if (u16(124) != 0x0100) return Status::OK();
+  if (u16(124) != 0x0100) {
+    return Status::Corruption(mat_path + ": MAT file version " + std::to_string(u16(124) >> 8) +
+                              "." + std::to_string(u16(124) & 0xFF) +
+                              " (HDF5-based v7.3?); expected a v5 file");
+  }
+  // The data elements inside an uncompressed matrix (flags, dimensions, name,
+  // data, and the nested matrices of structs and cells) must fit in it too:
+  // matio allocates what a nested tag claims (a flipped byte in a struct field
+  // took it a minute and a gigabyte).
+  // A matrix's dimensions (its second element) cannot claim more elements
+  // than it has bytes: every element stores at least one byte (a struct or
+  // cell element a nested matrix). Not so for sparse arrays, left as they are.
+  // matio allocates what the dimensions claim before reading anything.
+  auto dims_fit = [&](size_t at, size_t end) {
+    if (end - at < 24 || (u32(at + 8) & 0xFF) == MAT_C_SPARSE) return true;
+    const uint32_t tag = u32(at + 16);
+    const size_t n = (tag >> 16) != 0 ? tag >> 16 : u32(at + 20);
+    const size_t data = (tag >> 16) != 0 ? at + 20 : at + 24;
+    if (data > end || n > end - data) return false;
+    uint64_t product = 1;
+    for (size_t i = 0; i + 4 <= n; i += 4) {
+      const uint64_t d = u32(data + i);
+      if (d == 0) return true;  // an empty array
+      if (product > (end - at) / d) return false;
+      product *= d;
+    }
+    return product <= end - at;
+  };
+  std::function<bool(size_t, size_t, int)> nested_fit = [&](size_t at, size_t end, int depth) {
+    if (depth > 16 || !dims_fit(at, end)) return false;
+    while (end - at >= 8) {
+      const uint32_t type = u32(at);
+      if ((type >> 16) != 0) {  // small element
+        at += 8;
+        continue;
+      }
+      const size_t size = u32(at + 4);
+      if (size > end - at - 8) return false;
+      if (type == MAT_T_MATRIX && !nested_fit(at + 8, at + 8 + size, depth + 1)) return false;
+      at += 8 + std::min<size_t>((size + 7) / 8 * 8, end - at - 8);
+    }
+    return true;
+  };
   size_t pos = kHeaderSize;
   for (int element = 1; bytes.size() - pos >= 8; ++element) {
     const uint32_t type = u32(pos);
@@ -370,6 +417,10 @@ Status CheckMat5Elements(const std::string& mat_path) {
       return Status::Corruption(mat_path + ": truncated: data element " + std::to_string(element) +
                                 " needs " + std::to_string(size) + " bytes, " +
                                 std::to_string(available) + " remain");
+    }
+    if (type == MAT_T_MATRIX && !nested_fit(pos + 8, pos + 8 + size, 0)) {
+      return Status::Corruption(mat_path + ": data element " + std::to_string(element) +
+                                " holds an element larger than itself");
     }
     if (type == MAT_T_COMPRESSED) {
       const std::string problem = InflateProblem(b + pos + 8, size);

@@ -16,7 +16,6 @@
 #include "common/coding.h"
 #include "common/crc32c.h"
 #include "common/file_util.h"
-#include "encoders/models/models.h"
 
 namespace hedgedb::encoders {
 namespace {
@@ -175,11 +174,15 @@ Status CalibrationFromSection(const std::string& path, const CalibrationSection&
   return Status::OK();
 }
 
-std::string ShapeText(const std::vector<int64_t>& shape) {
+}  // namespace
+
+std::string InputShapeText(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
 }
+
+namespace {
 
 bool MethodAllowsKind(Method method, Kind kind) {
   switch (method) {
@@ -267,7 +270,8 @@ Status ValidateSpec(const ModelSpec& s) {
   }
   if (s.input_shape.empty()) return bad("input_shape is empty");
   for (int64_t d : s.input_shape) {
-    if (d < 1) return bad("input_shape " + ShapeText(s.input_shape) + " has a non-positive size");
+    if (d < 1)
+      return bad("input_shape " + InputShapeText(s.input_shape) + " has a non-positive size");
   }
   if (s.input_mean.size() != s.input_std.size()) {
     return bad("input_mean and input_std differ in length");
@@ -287,7 +291,7 @@ Status ValidateSpec(const ModelSpec& s) {
     case BackboneType::kCnn:
       if (s.input_shape.size() != 3) {
         return bad("the cnn backbone needs a {C, H, W} input_shape, got " +
-                   ShapeText(s.input_shape));
+                   InputShapeText(s.input_shape));
       }
       if (s.input_shape[1] < 4 || s.input_shape[2] < 4) {
         return bad("the cnn backbone needs inputs of at least 4 x 4 (two 2x2 pools)");
@@ -379,58 +383,44 @@ Status SpecFromJson(const std::string& text, ModelSpec* spec) {
   return Status::OK();
 }
 
-Status ReadModelSpec(const std::string& path, ModelSpec* spec) {
-  std::string file, header, payload;
-  HEDGEDB_RETURN_IF_ERROR(ReadModelFile(path, &file));
-  HEDGEDB_RETURN_IF_ERROR(ParseContainer(path, file, &header, &payload));
-  ModelSpec parsed;
-  HEDGEDB_RETURN_IF_ERROR(SpecFromJson(header, &parsed));
-  Status valid = ValidateSpec(parsed);
+Status ParseModelFile(const std::string& path, const std::string& file, ModelFileParts* parts) {
+  std::string header;
+  CalibrationSection section;
+  ModelFileParts out;
+  HEDGEDB_RETURN_IF_ERROR(ParseContainer(path, file, &header, &out.payload, &section));
+  HEDGEDB_RETURN_IF_ERROR(CalibrationFromSection(path, section, &out.calibration));
+  HEDGEDB_RETURN_IF_ERROR(SpecFromJson(header, &out.spec));
+  Status valid = ValidateSpec(out.spec);
   if (!valid.ok()) {
     return Status::Corruption("model file '" + path +
                               "' describes an invalid model: " + valid.message());
   }
-  *spec = std::move(parsed);
+  *parts = std::move(out);
+  return Status::OK();
+}
+
+Status ReadModelFileParts(const std::string& path, ModelFileParts* parts) {
+  std::string file;
+  HEDGEDB_RETURN_IF_ERROR(ReadModelFile(path, &file));
+  return ParseModelFile(path, file, parts);
+}
+
+Status ReadModelSpec(const std::string& path, ModelSpec* spec) {
+  ModelFileParts parts;
+  HEDGEDB_RETURN_IF_ERROR(ReadModelFileParts(path, &parts));
+  *spec = std::move(parts.spec);
   return Status::OK();
 }
 
 Status ReadModelCalibration(const std::string& path, ModelCalibration* calibration) {
-  std::string file, header, payload;
-  CalibrationSection section;
-  HEDGEDB_RETURN_IF_ERROR(ReadModelFile(path, &file));
-  HEDGEDB_RETURN_IF_ERROR(ParseContainer(path, file, &header, &payload, &section));
-  return CalibrationFromSection(path, section, calibration);
+  ModelFileParts parts;
+  HEDGEDB_RETURN_IF_ERROR(ReadModelFileParts(path, &parts));
+  *calibration = std::move(parts.calibration);
+  return Status::OK();
 }
 
-Status SaveModel(const std::string& path, const Encoder& encoder,
-                 const ModelCalibration* calibration) {
-  if (encoder.is_empty()) return Status::InvalidArgument("SaveModel: empty encoder");
-  std::string payload;
-  ModelSpec spec;
-  try {
-    spec = encoder->CurrentSpec();
-    if (spec.backbone == BackboneType::kTorchScript) {
-      // A script beside the model file is named relative to it, so that the
-      // two can move together (LoadModel looks beside the model first).
-      std::error_code ec;
-      const auto script = std::filesystem::absolute(spec.backbone_path, ec).lexically_normal();
-      const auto model_dir = std::filesystem::absolute(path, ec).lexically_normal().parent_path();
-      if (!ec && script.parent_path() == model_dir) spec.backbone_path = script.filename().string();
-    }
-    torch::serialize::OutputArchive archive;
-    for (const auto& p : encoder->named_parameters(/*recurse=*/true)) {
-      archive.write(p.key(), c10::IValue(p.value().detach().cpu()));
-    }
-    for (const auto& b : encoder->named_buffers(/*recurse=*/true)) {
-      archive.write(b.key(), c10::IValue(b.value().detach().cpu()));
-    }
-    std::ostringstream stream;
-    archive.save_to(stream);
-    payload = std::move(stream).str();
-  } catch (const c10::Error& e) {
-    return Status::Internal(std::string("SaveModel: cannot serialise weights: ") +
-                            e.what_without_backtrace());
-  }
+std::string EncodeModelFile(const ModelSpec& spec, const std::string& payload,
+                            const ModelCalibration* calibration) {
   const std::string header = SpecToJson(spec);
   // Format 2 when there is no map: older builds keep reading such models.
   const bool with_map = calibration != nullptr && !calibration->empty();
@@ -449,118 +439,7 @@ Status SaveModel(const std::string& path, const Encoder& encoder,
     file += calibration->map;
   }
   PutFixed<uint32_t>(&file, FileChecksum(version, file.data(), file.size()));
-  return WriteFileAtomically(path, {file});
-}
-
-Status LoadModel(const std::string& path, ModelSpec* spec, Encoder* encoder,
-                 ModelCalibration* calibration) {
-  std::string file, header, payload;
-  CalibrationSection section;
-  HEDGEDB_RETURN_IF_ERROR(ReadModelFile(path, &file));
-  HEDGEDB_RETURN_IF_ERROR(ParseContainer(path, file, &header, &payload, &section));
-  ModelCalibration map;
-  HEDGEDB_RETURN_IF_ERROR(CalibrationFromSection(path, section, &map));
-  ModelSpec parsed;
-  HEDGEDB_RETURN_IF_ERROR(SpecFromJson(header, &parsed));
-  Status valid = ValidateSpec(parsed);
-  if (!valid.ok()) {
-    return Status::Corruption("model file '" + path +
-                              "' describes an invalid model: " + valid.message());
-  }
-  if (parsed.backbone == BackboneType::kTorchScript) {
-    // A relative script path is looked up beside the model file first (so a
-    // model directory can be moved), then from the working directory.
-    std::error_code ec;
-    const std::filesystem::path script(parsed.backbone_path);
-    const std::filesystem::path beside = std::filesystem::path(path).parent_path() / script;
-    if (script.is_relative() && std::filesystem::exists(beside, ec)) {
-      parsed.backbone_path = beside.string();
-    }
-  }
-  Encoder built{nullptr};
-  HEDGEDB_RETURN_IF_ERROR(MakeEncoder(parsed, &built));
-  try {
-    torch::serialize::InputArchive archive;
-    std::istringstream stream(payload);
-    archive.load_from(stream, torch::kCPU);
-    std::set<std::string> expected;
-    torch::NoGradGuard no_grad;
-    auto load_one = [&](const std::string& name, torch::Tensor& target) -> Status {
-      expected.insert(name);
-      c10::IValue value;
-      if (!archive.try_read(name, value) || !value.isTensor()) {
-        return Status::Corruption("model file '" + path + "': weights do not match its header (" +
-                                  "no tensor '" + name + "')");
-      }
-      const torch::Tensor loaded = value.toTensor();
-      if (loaded.sizes() != target.sizes()) {
-        std::ostringstream msg;
-        msg << "model file '" << path << "': weights do not match its header ('" << name
-            << "' has shape " << loaded.sizes() << ", the architecture needs " << target.sizes()
-            << ")";
-        return Status::Corruption(msg.str());
-      }
-      target.copy_(loaded);
-      return Status::OK();
-    };
-    for (auto& p : built->named_parameters(/*recurse=*/true)) {
-      HEDGEDB_RETURN_IF_ERROR(load_one(p.key(), p.value()));
-    }
-    for (auto& b : built->named_buffers(/*recurse=*/true)) {
-      HEDGEDB_RETURN_IF_ERROR(load_one(b.key(), b.value()));
-    }
-    for (const auto& key : archive.keys()) {
-      if (!expected.count(key)) {
-        return Status::Corruption("model file '" + path +
-                                  "': weights do not match its header (unexpected tensor '" + key +
-                                  "')");
-      }
-    }
-  } catch (const c10::Error& e) {
-    return Status::Corruption("model file '" + path +
-                              "': cannot read weights: " + e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    return Status::Corruption("model file '" + path + "': cannot read weights: " + e.what());
-  }
-  *spec = built->CurrentSpec();
-  *encoder = built;
-  if (calibration != nullptr) *calibration = std::move(map);
-  return Status::OK();
-}
-
-Status LoadModelExpecting(const std::string& path, const ModelSpec& expected, ModelSpec* spec,
-                          Encoder* encoder) {
-  ModelSpec found;
-  HEDGEDB_RETURN_IF_ERROR(ReadModelSpec(path, &found));
-  auto mismatch = [&](const std::string& what, const std::string& want, const std::string& got) {
-    return Status::InvalidArgument("model file '" + path + "' does not match: " + what + " is " +
-                                   got + ", expected " + want);
-  };
-  if (found.method != expected.method) {
-    return mismatch("method", MethodName(expected.method), MethodName(found.method));
-  }
-  if (found.kind != expected.kind) {
-    return mismatch("kind", KindName(expected.kind), KindName(found.kind));
-  }
-  if (found.kind == Kind::kCodes) {
-    if (found.code_dims != expected.code_dims) {
-      return mismatch("code_dims", std::to_string(expected.code_dims),
-                      std::to_string(found.code_dims));
-    }
-    if (found.code_k != expected.code_k) {
-      return mismatch("code_k", std::to_string(expected.code_k), std::to_string(found.code_k));
-    }
-  } else if (found.dim != expected.dim) {
-    return mismatch("dim", std::to_string(expected.dim), std::to_string(found.dim));
-  }
-  if (found.components != expected.components) {
-    return mismatch("components", std::to_string(expected.components),
-                    std::to_string(found.components));
-  }
-  if (found.input_shape != expected.input_shape) {
-    return mismatch("input_shape", ShapeText(expected.input_shape), ShapeText(found.input_shape));
-  }
-  return LoadModel(path, spec, encoder);
+  return file;
 }
 
 }  // namespace hedgedb::encoders

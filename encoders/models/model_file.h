@@ -1,7 +1,8 @@
 // The trained-model file: one file with the weights and everything needed to
 // use them (the layout is below). This header is torch-free so that tools can
 // read a model's description (kind, dimensions, a/b, ...) without LibTorch
-// types; SaveModel/LoadModel take the Encoder from encoders/models/models.h.
+// types; SaveModel/LoadModel (model_weights.cc) take the Encoder from
+// encoders/models/models.h.
 //
 // File layout (all integers little-endian):
 //   offset 0   8 bytes  magic "HDBMODEL"
@@ -144,9 +145,32 @@ Status ValidateSpec(const ModelSpec& spec);
 std::string SpecToJson(const ModelSpec& spec);
 Status SpecFromJson(const std::string& json, ModelSpec* spec);
 
-// Reads and checks only the header of a model file (magic, version, CRC of
-// the whole file). Torch-free in its API; usable to create a collection of
-// the right kind before loading any weights.
+// "[1, 28, 56]": an input shape for messages.
+std::string InputShapeText(const std::vector<int64_t>& shape);
+
+// A model file's parts after every check that needs no LibTorch: magic,
+// version, checksum, the lengths, the calibration section and the header
+// JSON (SpecFromJson + ValidateSpec). The weights stay unread bytes.
+struct ModelFileParts {
+  ModelSpec spec;
+  std::string payload;  // the weights archive
+  ModelCalibration calibration;
+};
+
+// Parses the bytes `file` of the model file `path` (named in errors).
+Status ParseModelFile(const std::string& path, const std::string& file, ModelFileParts* parts);
+// Reads `path` and parses it (NotFound, IOError, or ParseModelFile's errors).
+Status ReadModelFileParts(const std::string& path, ModelFileParts* parts);
+
+// The bytes of a model file with `spec` as header and `payload` as weights;
+// format 3 with the calibration section when `calibration` holds a map, else
+// format 2.
+std::string EncodeModelFile(const ModelSpec& spec, const std::string& payload,
+                            const ModelCalibration* calibration);
+
+// Reads and checks a model file up to the weights (ReadModelFileParts) and
+// returns its header. Torch-free; usable to create a collection of the right
+// kind before loading any weights.
 Status ReadModelSpec(const std::string& path, ModelSpec* spec);
 
 // The calibration map of a model file (empty for format 1 and 2 files and

@@ -273,6 +273,79 @@ TEST_F(CarsTest, CarsRejectsAFileThatIsNotMat) {
   EXPECT_NE(s.message().find(MatPath()), std::string::npos) << s.ToString();
 }
 
+// Found by fuzzing (fuzz/cars_fuzzer.cc): 55 bytes that matio's v4 reader
+// takes for a variable with a 2 GB name, which it allocated. Files without a
+// v5 header are refused before matio opens them.
+TEST_F(CarsTest, CarsRefusesFilesThatAreNotVersion5BeforeMatioReadsThem) {
+  const unsigned char v4[55] = {0x0a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x7f, 0x7f,
+                                0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f,
+                                0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+                                0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+                                0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
+  std::ofstream(MatPath(), std::ios::binary).write(reinterpret_cast<const char*>(v4), sizeof(v4));
+  ImageSource source;
+  Status s = ReadCars196(dir_, BenchmarkSplit::kAll, &source);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("not a MATLAB v5 MAT file"), std::string::npos) << s.ToString();
+  // A v5-style header with another version (7.3 files are HDF5) is named.
+  ASSERT_TRUE(WriteCarsMat(MatPath(), Official()));
+  std::fstream f(MatPath(), std::ios::binary | std::ios::in | std::ios::out);
+  f.seekp(124);
+  f.put(0).put(2);  // little-endian 0x0200
+  f.close();
+  s = ReadCars196(dir_, BenchmarkSplit::kAll, &source);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("version 2.0"), std::string::npos) << s.ToString();
+}
+
+// Found by fuzzing (fuzz/cars_fuzzer.cc): a struct field whose data tag
+// claims ~1 GB inside a small uncompressed variable; matio allocated and
+// zeroed it (a minute per read). Nested elements must fit their parent.
+TEST_F(CarsTest, CarsRejectsANestedElementLargerThanItsVariable) {
+  ASSERT_TRUE(WriteCarsMat(MatPath(), Official()));
+  std::string bytes;
+  {
+    std::ifstream in(MatPath(), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // The char data of the second path: its tag (type, size) precedes it.
+  const size_t at = bytes.find("car_ims/000002.jpg");
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_GE(at, 8u);
+  const char huge[4] = {0x12, 0x34, 0x00, 0x39};  // little-endian 0x39003412
+  bytes.replace(at - 4, 4, huge, 4);
+  std::ofstream(MatPath(), std::ios::binary | std::ios::trunc) << bytes;
+  ImageSource source;
+  const Status s = ReadCars196(dir_, BenchmarkSplit::kAll, &source);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("holds an element larger than itself"), std::string::npos)
+      << s.ToString();
+  EXPECT_EQ(source.size(), 0);
+}
+
+// Found by fuzzing: dimensions claiming billions of struct elements in a
+// small variable made matio's Mat_VarReadInfo allocate 5.6 GB.
+TEST_F(CarsTest, CarsRejectsDimensionsLargerThanTheVariable) {
+  ASSERT_TRUE(WriteCarsMat(MatPath(), Official()));
+  std::string bytes;
+  {
+    std::ifstream in(MatPath(), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // dims data (2 x int32), the name's tag, then "annotations".
+  const size_t at = bytes.find("annotations");
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_GE(at, 16u);
+  const char huge[4] = {char(0xff), char(0xff), char(0xff), 0x7f};
+  bytes.replace(at - 12, 4, huge, 4);  // the second dimension
+  std::ofstream(MatPath(), std::ios::binary | std::ios::trunc) << bytes;
+  ImageSource source;
+  const Status s = ReadCars196(dir_, BenchmarkSplit::kAll, &source);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("holds an element larger than itself"), std::string::npos)
+      << s.ToString();
+}
+
 TEST_F(CarsTest, CarsRejectsATruncatedFile) {
   ASSERT_TRUE(WriteCarsMat(MatPath(), Official()));
   const auto size = fs::file_size(MatPath());

@@ -482,6 +482,33 @@ TEST_F(ModelsTest, CalibrationMapTravelsInFormatThree) {
   EXPECT_TRUE(loaded_calibration.empty());
 }
 
+// The torch-free parse of a model file's bytes (what ReadModelSpec, LoadModel
+// and the fuzz target use): header, weights bytes and calibration come back
+// as encoded, and damage is named.
+TEST_F(ModelsTest, ModelFileBytesParseWithoutTheWeights) {
+  ModelSpec spec = CnnSpec(Method::kHib, Kind::kGaussian);
+  const ModelCalibration calibration = SyntheticCalibration();
+  const std::string file = EncodeModelFile(spec, "weights bytes", &calibration);
+  ModelFileParts parts;
+  Status s = ParseModelFile("m.hdbm", file, &parts);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(SpecToJson(parts.spec), SpecToJson(spec));
+  EXPECT_EQ(parts.payload, "weights bytes");
+  EXPECT_EQ(parts.calibration.map, calibration.map);
+  EXPECT_EQ(parts.calibration.info.pairs, calibration.info.pairs);
+
+  std::string damaged = file;
+  damaged[30] ^= 1;
+  s = ParseModelFile("m.hdbm", damaged, &parts);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("m.hdbm"), std::string::npos) << s.ToString();
+  // A header that is valid JSON but an invalid model, checksum intact.
+  spec.dim = 0;
+  s = ParseModelFile("m.hdbm", EncodeModelFile(spec, "w", nullptr), &parts);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("invalid model"), std::string::npos) << s.ToString();
+}
+
 // Format 2 ends in a little-endian CRC32C; format 1 files (CRC-32, the
 // layout otherwise the same) still load, and their checksum is still checked.
 TEST_F(ModelsTest, FormatOneFilesStillLoad) {
