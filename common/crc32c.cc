@@ -63,6 +63,23 @@ uint32_t Crc32c(const void* data, size_t n, uint32_t crc) {
   return has_sse42 ? Crc32cHardware(p, n, crc) : Crc32cPortable(p, n, crc);
 }
 
+uint32_t Crc32Ieee(const void* data, size_t n, uint32_t crc) {
+  // The reflected IEEE polynomial; the same walk as Crc32cPortable's tail.
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0xEDB88320u : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint32_t c = ~crc;
+  while (n--) c = (c >> 8) ^ table[(c ^ *p++) & 0xFF];
+  return ~c;
+}
+
 uint32_t Crc32cPortableForTest(const void* data, size_t n, uint32_t crc) {
   return Crc32cPortable(static_cast<const uint8_t*>(data), n, crc);
 }

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "encoders/data/encoder_data.h"
+#include "datasets/load_data.h"
 #include "encoders/embedder.h"
 #include "encoders/engine_bridge.h"
 #include "encoders/eval/evaluation.h"

@@ -1,6 +1,6 @@
 // `hedgedb ingest-images`, `hedgedb query-image` and `hedgedb export-images`:
 // image files in, top-k matches out. Thin: list and decode images
-// (encoders/data/image_set.h), embed them with a model file (EncoderModel), and
+// (datasets/image_set.h), embed them with a model file (EncoderModel), and
 // call hedgedb::DB.
 //
 // Error policy of ingest-images (docs/images.md):
@@ -30,12 +30,12 @@
 #include <string>
 #include <vector>
 
+#include "datasets/benchmark_sets.h"
+#include "datasets/image_pipeline.h"
+#include "datasets/image_set.h"
+#include "datasets/load_data.h"
 #include "encoders/data/batch_samplers.h"
-#include "encoders/data/benchmark_sets.h"
-#include "encoders/data/encoder_data.h"
-#include "encoders/data/image_set.h"
 #include "encoders/embedder.h"
-#include "encoders/image_pipeline.h"
 #include "encoders/models/model_file.h"
 #include "hedgedb/db.h"
 #include "hedgedb/types.h"
@@ -360,7 +360,7 @@ struct QueryImageArgs {
 };
 
 // Payload fields of a hit: the image path etc. of an image item's payload
-// (encoders/data/image_set.h), or the plain payload.
+// (datasets/image_set.h), or the plain payload.
 void AddPayloadFields(const std::string& payload, json* hit) {
   if (payload.empty()) return;
   encoders::ImagePayload fields;

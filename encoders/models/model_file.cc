@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <cerrno>
 #include <cmath>
@@ -56,8 +55,7 @@ constexpr BackboneEntry kBackbones[] = {
 // 802.3), still read so that models trained before the change load.
 uint32_t FileChecksum(uint32_t version, const char* data, size_t n) {
   if (version == 1) {
-    return static_cast<uint32_t>(
-        crc32_z(crc32_z(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(data), n));
+    return Crc32Ieee(data, n);
   }
   return Crc32c(data, n);
 }

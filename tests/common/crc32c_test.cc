@@ -17,6 +17,15 @@ TEST(Crc32cTest, KnownVectors) {
   EXPECT_EQ(Crc32cPortableForTest("123456789", 9), 0xE3069283u);
 }
 
+TEST(Crc32cTest, Crc32IeeeKnownVectorsAndChain) {
+  // The CRC-32 check value (zlib's crc32 of "123456789") and of nothing.
+  EXPECT_EQ(Crc32Ieee("123456789", 9), 0xCBF43926u);
+  EXPECT_EQ(Crc32Ieee("", 0), 0u);
+  std::string zeros(32, '\0');
+  EXPECT_EQ(Crc32Ieee(zeros.data(), 32), 0x190A55ADu);
+  EXPECT_EQ(Crc32Ieee("56789", 5, Crc32Ieee("1234", 4)), 0xCBF43926u);
+}
+
 TEST(Crc32cTest, HardwareAndPortableAgreeAndChain) {
   std::mt19937 rng(1);
   std::string data(1000, '\0');

@@ -1,11 +1,9 @@
-// The model-to-collection rule (encoders/engine_bridge.h), the payload
-// writer/reader pair of image items, the one recall@k and the hidden
-// fraction of occluded images.
+// The model-to-collection rule (encoders/engine_bridge.h) and the one
+// recall@k.
 #include "encoders/engine_bridge.h"
 
 #include <gtest/gtest.h>
 
-#include "encoders/data/image_set.h"
 #include "encoders/eval/metrics.h"
 
 namespace hedgedb::encoders {
@@ -84,33 +82,6 @@ TEST(EngineBridgeTest, CollectionMustFitTheModel) {
   EXPECT_FALSE(CheckCollectionFitsModel(have, hib, "m.hdbm").ok());
 }
 
-TEST(EngineBridgeTest, ImagePayloadRoundTrip) {
-  ImageEntry file;
-  file.path = "/data/birds/3/x.png";
-  file.label_name = "3";
-  ImagePayload fields;
-  ASSERT_TRUE(ParseImagePayload(file.Payload(), &fields));
-  EXPECT_EQ(fields.path, file.path);
-  EXPECT_EQ(fields.index, -1);
-  EXPECT_EQ(fields.label_name, "3");
-  EXPECT_TRUE(file.IsPayloadOf(file.Payload()));
-
-  ImageEntry idx;
-  idx.path = "/data/t10k.idx";
-  idx.idx_index = 17;
-  ASSERT_TRUE(ParseImagePayload(idx.Payload(), &fields));
-  EXPECT_EQ(fields.index, 17);
-  EXPECT_EQ(fields.label_name, "");
-  EXPECT_TRUE(idx.IsPayloadOf(idx.Payload()));
-  ImageEntry other = idx;
-  other.idx_index = 18;
-  EXPECT_FALSE(other.IsPayloadOf(idx.Payload()));
-  EXPECT_FALSE(file.IsPayloadOf(idx.Payload()));
-  EXPECT_FALSE(ParseImagePayload("plain text", &fields));
-  EXPECT_FALSE(ParseImagePayload("{\"id\": 3}", &fields));
-  EXPECT_FALSE(file.IsPayloadOf(""));
-}
-
 TEST(EngineBridgeTest, RecallAtKFromFirstHits) {
   // Ranks of the first same-label result; 3 = none among 3 results.
   const std::vector<double> r = RecallAtK({0, 1, 3, 2}, {1, 2, 3});
@@ -119,14 +90,6 @@ TEST(EngineBridgeTest, RecallAtKFromFirstHits) {
   EXPECT_DOUBLE_EQ(r[1], 0.5);
   EXPECT_DOUBLE_EQ(r[2], 0.75);
   EXPECT_EQ(RecallAtK({}, {1}), std::vector<double>{0.0});
-}
-
-TEST(EngineBridgeTest, HiddenFraction) {
-  const float clean[] = {0, 1, 1, 1, 1};
-  const float occluded[] = {0, 0, 1, 0, 1};
-  EXPECT_DOUBLE_EQ(HiddenFraction(clean, occluded, 5), 0.5);
-  const float zeros[] = {0, 0};
-  EXPECT_DOUBLE_EQ(HiddenFraction(zeros, zeros, 2), 0.0);
 }
 
 }  // namespace

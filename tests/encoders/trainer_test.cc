@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "encoders/data/encoder_data.h"
+#include "datasets/load_data.h"
 #include "encoders/embedder.h"
 #include "encoders/eval/evaluation.h"
 #include "hedgedb/npy.h"

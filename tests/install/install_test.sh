@@ -35,6 +35,28 @@ if [[ "$count" -ne "$expected_symbols" ]]; then
   echo "$exported" | grep -E '^hedgedb::' >&2
   exit 1
 fi
+# With the encoders: a program that only embeds links libhedgedb_encoders,
+# which needs none of the data-set readers' libraries; those are
+# libhedgedb_datasets' (OpenCV, matio, zlib).
+enc=$(ls "$work"/prefix/lib/libhedgedb_encoders.so 2>/dev/null || true)
+if [[ -n "$enc" ]]; then
+  needed() { readelf -d "$1" | awk '/NEEDED/ {print $NF}' | tr -d '[]'; }
+  readers='^lib(opencv_|matio|z\.so)'
+  if needed "$enc" | grep -E "$readers" >&2; then
+    echo "libhedgedb_encoders.so needs a data-set reader's library (above)" >&2
+    exit 1
+  fi
+  datasets="$work/prefix/lib/libhedgedb_datasets.so"
+  test -f "$datasets"
+  for lib in libopencv_imgcodecs libmatio libz.so; do
+    if ! needed "$datasets" | grep -q "^$lib"; then
+      echo "libhedgedb_datasets.so does not need $lib" >&2
+      exit 1
+    fi
+  done
+  test -f "$work/prefix/include/hedgedb-encoders/datasets/load_data.h"
+  test -f "$work/prefix/lib/cmake/hedgedb/hedgedbDatasetsTargets.cmake"
+fi
 cmake -S "$src/examples" -B "$work/example" -DCMAKE_PREFIX_PATH="$work/prefix" \
   -DCMAKE_BUILD_TYPE=Release > "$work/configure.log"
 cmake --build "$work/example" > "$work/build.log"

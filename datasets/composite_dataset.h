@@ -46,8 +46,8 @@
 #include <string>
 #include <vector>
 
+#include "datasets/idx_reader.h"
 #include "encoders/data/batch_samplers.h"
-#include "encoders/data/idx_reader.h"
 #include "hedgedb/status.h"
 
 namespace hedgedb {

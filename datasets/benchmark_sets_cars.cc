@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "encoders/data/benchmark_sets.h"
+#include "datasets/benchmark_sets.h"
 
 namespace hedgedb {
 namespace encoders {

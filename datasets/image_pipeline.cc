@@ -1,4 +1,4 @@
-#include "encoders/image_pipeline.h"
+#include "datasets/image_pipeline.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 // CUB-200-2011 (plain-text annotation files) and the split helpers; the
 // Cars-196 reader (libmatio) is in benchmark_sets_cars.cc.
 
-#include "encoders/data/benchmark_sets.h"
+#include "datasets/benchmark_sets.h"
 
 #include <cerrno>
 #include <cmath>

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "encoders/data/benchmark_sets.h"
-#include "encoders/data/encoder_data.h"
-#include "encoders/data/image_set.h"
+#include "datasets/benchmark_sets.h"
+#include "datasets/image_set.h"
+#include "datasets/load_data.h"
 #include "encoders/embedder.h"
 #include "encoders/eval/evaluation.h"
 #include "encoders/train/trainer.h"

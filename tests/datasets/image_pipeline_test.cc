@@ -1,7 +1,7 @@
-// The image pipeline (encoders/image_pipeline.h) from C++: ingesting a folder
+// The image pipeline (datasets/image_pipeline.h) from C++: ingesting a folder
 // of real PNG files with a real (tiny, untrained) model file under both error
 // policies, and querying it with exclude-self and recall@k.
-#include "encoders/image_pipeline.h"
+#include "datasets/image_pipeline.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

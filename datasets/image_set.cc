@@ -1,4 +1,4 @@
-#include "encoders/data/image_set.h"
+#include "datasets/image_set.h"
 
 #include <algorithm>
 #include <cctype>

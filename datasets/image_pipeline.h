@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "encoders/data/image_set.h"
+#include "datasets/image_set.h"
 #include "encoders/embedder.h"
 #include "encoders/models/model_file.h"
 #include "hedgedb/db.h"

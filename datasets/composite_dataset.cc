@@ -1,4 +1,4 @@
-#include "encoders/data/composite_dataset.h"
+#include "datasets/composite_dataset.h"
 
 #include <algorithm>
 #include <cmath>

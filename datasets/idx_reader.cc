@@ -1,4 +1,4 @@
-#include "encoders/data/idx_reader.h"
+#include "datasets/idx_reader.h"
 
 #include <sys/stat.h>
 #include <zlib.h>

@@ -8,7 +8,7 @@
 #include <set>
 #include <vector>
 
-#include "encoders/data/composite_dataset.h"
+#include "datasets/composite_dataset.h"
 
 namespace hedgedb {
 namespace encoders {

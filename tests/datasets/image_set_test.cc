@@ -1,8 +1,8 @@
-// Image files as encoder input (encoders/data/image_set.h): decoding PNG/JPEG/PGM/
+// Image files as encoder input (datasets/image_set.h): decoding PNG/JPEG/PGM/
 // PPM written in the test, fitting to a model's shape, the errors for bad
 // files, directory/list/IDX sources, and embedding decoded images with an
 // EncoderModel exactly as the raw pixels would be.
-#include "encoders/data/image_set.h"
+#include "datasets/image_set.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -15,7 +15,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
-#include "encoders/data/idx_reader.h"
+#include "datasets/idx_reader.h"
 #include "encoders/embedder.h"
 #include "encoders/models/model_file.h"
 #include "encoders/models/models.h"
@@ -459,6 +459,43 @@ TEST_F(ImageSetTest, DecodedImagesEmbedLikeTheirPixels) {
   }
   // Different images give different embeddings (the check above is not vacuous).
   EXPECT_GT(std::fabs(a.mean[0] - a.mean[3]) + std::fabs(a.mean[1] - a.mean[4]), 1e-4);
+}
+
+// The payload writer/reader pair of image items.
+TEST(ImagePayloadTest, RoundTrip) {
+  ImageEntry file;
+  file.path = "/data/birds/3/x.png";
+  file.label_name = "3";
+  ImagePayload fields;
+  ASSERT_TRUE(ParseImagePayload(file.Payload(), &fields));
+  EXPECT_EQ(fields.path, file.path);
+  EXPECT_EQ(fields.index, -1);
+  EXPECT_EQ(fields.label_name, "3");
+  EXPECT_TRUE(file.IsPayloadOf(file.Payload()));
+
+  ImageEntry idx;
+  idx.path = "/data/t10k.idx";
+  idx.idx_index = 17;
+  ASSERT_TRUE(ParseImagePayload(idx.Payload(), &fields));
+  EXPECT_EQ(fields.index, 17);
+  EXPECT_EQ(fields.label_name, "");
+  EXPECT_TRUE(idx.IsPayloadOf(idx.Payload()));
+  ImageEntry other = idx;
+  other.idx_index = 18;
+  EXPECT_FALSE(other.IsPayloadOf(idx.Payload()));
+  EXPECT_FALSE(file.IsPayloadOf(idx.Payload()));
+  EXPECT_FALSE(ParseImagePayload("plain text", &fields));
+  EXPECT_FALSE(ParseImagePayload("{\"id\": 3}", &fields));
+  EXPECT_FALSE(file.IsPayloadOf(""));
+}
+
+// The hidden fraction of occluded images.
+TEST(OcclusionTest, HiddenFraction) {
+  const float clean[] = {0, 1, 1, 1, 1};
+  const float occluded[] = {0, 0, 1, 0, 1};
+  EXPECT_DOUBLE_EQ(HiddenFraction(clean, occluded, 5), 0.5);
+  const float zeros[] = {0, 0};
+  EXPECT_DOUBLE_EQ(HiddenFraction(zeros, zeros, 2), 0.0);
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "encoders/data/idx_reader.h"
+#include "datasets/idx_reader.h"
 #include "temp_dir.h"
 
 namespace hedgedb {

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "encoders/data/benchmark_sets.h"
-#include "encoders/data/image_set.h"
+#include "datasets/benchmark_sets.h"
+#include "datasets/image_set.h"
 #include "temp_dir.h"
 
 namespace hedgedb {

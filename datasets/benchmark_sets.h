@@ -27,7 +27,7 @@
 
 #include <string>
 
-#include "encoders/data/image_set.h"
+#include "datasets/image_set.h"
 #include "hedgedb/status.h"
 
 namespace hedgedb {

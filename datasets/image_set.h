@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "datasets/idx_reader.h"
 #include "encoders/data/encoder_data.h"
-#include "encoders/data/idx_reader.h"
 #include "hedgedb/status.h"
 
 namespace hedgedb {
