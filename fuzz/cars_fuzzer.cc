@@ -1,10 +1,10 @@
-// The Cars-196 annotations (encoders/data/benchmark_sets_cars.cc): the input
+// The Cars-196 annotations (datasets/benchmark_sets_cars.cc): the input
 // is cars_annos.mat, read through libmatio and the project's checks on it.
 // Every entry read must lie under the root.
 #include <filesystem>
 #include <string>
 
-#include "encoders/data/benchmark_sets.h"
+#include "datasets/benchmark_sets.h"
 #include "fuzz/fuzz_util.h"
 
 using namespace hedgedb;

@@ -1,4 +1,4 @@
-// The CUB-200-2011 annotation parsers (encoders/data/benchmark_sets.cc):
+// The CUB-200-2011 annotation parsers (datasets/benchmark_sets.cc):
 // images.txt, image_class_labels.txt, bounding_boxes.txt and classes.txt
 // (train_test_split.txt is not read: the protocol splits by class). The input
 // holds the four files one after another, separated by a 0xFF byte; files
@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string>
 
-#include "encoders/data/benchmark_sets.h"
+#include "datasets/benchmark_sets.h"
 #include "fuzz/fuzz_util.h"
 
 using namespace hedgedb;

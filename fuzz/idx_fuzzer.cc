@@ -1,4 +1,4 @@
-// The IDX reader (encoders/data/idx_reader.cc), plain and gzip-compressed.
+// The IDX reader (datasets/idx_reader.cc), plain and gzip-compressed.
 // Byte 0: bit 0 chooses labels (1) or images (0); bit 1 gzips the rest first
 // (so the reader inflates a valid stream; mutated gzip bytes reach it too),
 // then the file.
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "encoders/data/idx_reader.h"
+#include "datasets/idx_reader.h"
 #include "fuzz/fuzz_util.h"
 
 using namespace hedgedb;

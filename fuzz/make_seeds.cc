@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "calibration/calibration_map.h"
-#include "encoders/data/idx_reader.h"
+#include "datasets/idx_reader.h"
 #include "encoders/models/model_file.h"
 #include "hedgedb/npy.h"
 #include "index/index_file.h"

@@ -1,10 +1,10 @@
-// Image item payloads (encoders/data/image_set.cc, ParseImagePayload): the
+// Image item payloads (datasets/image_set.cc, ParseImagePayload): the
 // payload bytes a query-image or export-images reads back from the store,
 // and the class-name -> label rule. A payload that parses must print
 // (ImageEntry::Payload) and parse to the same fields.
 #include <string>
 
-#include "encoders/data/image_set.h"
+#include "datasets/image_set.h"
 
 using namespace hedgedb;
 using namespace hedgedb::encoders;
