@@ -10,6 +10,7 @@
 
 #include "common/crc32c.h"
 #include "common/row_layout.h"
+#include "common/spec_limits.h"
 #include "query/row_checks.h"
 #include "query/scorer.h"
 
@@ -38,21 +39,22 @@ Status ValidateSpec(const CollectionSpec& s) {
                                    "' must be 1-128 characters of A-Z a-z 0-9 _ . - starting "
                                    "with a letter, digit or _");
   }
-  if (s.dim < 1 || s.dim > 65536) {
-    return Status::InvalidArgument("dim must be in [1, 65536], got " + std::to_string(s.dim));
+  if (s.dim < 1 || s.dim > kMaxDim) {
+    return Status::InvalidArgument("dim must be in [1, " + std::to_string(kMaxDim) + "], got " +
+                                   std::to_string(s.dim));
   }
   if (s.kind == Kind::kMog) {
-    if (s.components < 1 || s.components > 256) {
-      return Status::InvalidArgument("components must be in [1, 256] for mog, got " +
-                                     std::to_string(s.components));
+    if (s.components < 1 || s.components > kMaxComponents) {
+      return Status::InvalidArgument("components must be in [1, " + std::to_string(kMaxComponents) +
+                                     "] for mog, got " + std::to_string(s.components));
     }
   } else if (s.components != 1) {
     return Status::InvalidArgument("components applies to mog collections only");
   }
   if (s.kind == Kind::kCodes) {
-    if (s.code_k < 2 || s.code_k > 256) {
-      return Status::InvalidArgument("code-k must be in [2, 256] for codes, got " +
-                                     std::to_string(s.code_k));
+    if (s.code_k < 2 || s.code_k > kMaxCodeAlphabet) {
+      return Status::InvalidArgument("code-k must be in [2, " + std::to_string(kMaxCodeAlphabet) +
+                                     "] for codes, got " + std::to_string(s.code_k));
     }
   } else if (s.code_k != 0) {
     return Status::InvalidArgument("code-k applies to codes collections only");

@@ -7,9 +7,11 @@
 # under ${FUZZ_OUT:-build-fuzz/fuzz-out}/<target>/.
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   scripts/fuzz.sh --seeds     regenerates fuzz/corpus/ from the writers
-# Not part of scripts/test.sh. Needs clang-14, libclang-rt-14-dev, llvm-14.
+# Not part of scripts/test.sh. Installs clang-14, libclang-rt-14-dev and llvm-14
+# with the other dependencies (scripts/install_deps.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/install_deps.sh clang-14 libclang-rt-14-dev llvm-14 >/dev/null
 BUILD_DIR=${BUILD_DIR:-build-fuzz}
 FUZZ_OUT=${FUZZ_OUT:-$BUILD_DIR/fuzz-out}
 JOBS=${JOBS:-2}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs hedgedb's build and run dependencies from Debian 12 packages.
-# Skips apt entirely when everything is already installed.
+# Skips apt entirely when everything is already installed. Extra packages
+# (for example the fuzzing toolchain, scripts/fuzz.sh) can be named as arguments.
 set -euo pipefail
 
 PACKAGES=(
@@ -12,6 +13,7 @@ PACKAGES=(
   libopencv-imgcodecs-dev libopencv-imgproc-dev libmatio-dev libcairo2-dev
   dataset-fashion-mnist
 )
+PACKAGES+=("$@")
 
 missing=()
 for p in "${PACKAGES[@]}"; do

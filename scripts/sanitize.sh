@@ -7,6 +7,7 @@
 # Exits non-zero if the build fails, a test fails or a sanitizer reports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/install_deps.sh >/dev/null
 root=$PWD
 
 mode=${1:-}

@@ -22,6 +22,7 @@
 #include "common/coding.h"
 #include "common/crc32c.h"
 #include "common/file_util.h"
+#include "common/json_fields.h"
 #include "common/row_layout.h"
 
 namespace hedgedb {
@@ -92,20 +93,15 @@ std::string SpecToJson(const CollectionSpec& spec) {
 }
 
 Status SpecFromJson(const std::string& text, CollectionSpec* spec) {
-  // nlohmann's get<int> would turn 2.5 into 2 and wrap 1e10: integer fields
-  // must hold JSON integers within int's range.
+  // Integer fields must hold JSON integers within int's range
+  // (common/json_fields.h); the first bad one is reported.
   Status bad_field;
   auto integer = [&](const nlohmann::json& j, const char* field) -> int {
-    const nlohmann::json& v = j.at(field);
-    if (!v.is_number_integer() || v.get<int64_t>() < std::numeric_limits<int>::min() ||
-        v.get<int64_t>() > std::numeric_limits<int>::max()) {
-      if (bad_field.ok()) {
-        bad_field = Status::Corruption(std::string("bad collection descriptor: ") + field +
-                                       " must be an integer, got " + v.dump());
-      }
-      return 0;
-    }
-    return int(v.get<int64_t>());
+    int64_t v = 0;
+    Status s = JsonInteger(j, field, std::numeric_limits<int>::min(),
+                           std::numeric_limits<int>::max(), "bad collection descriptor", &v);
+    if (!s.ok() && bad_field.ok()) bad_field = s;
+    return int(v);
   };
   try {
     auto j = nlohmann::json::parse(text);

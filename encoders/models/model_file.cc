@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -15,6 +16,8 @@
 #include "common/coding.h"
 #include "common/crc32c.h"
 #include "common/file_util.h"
+#include "common/json_fields.h"
+#include "common/spec_limits.h"
 
 namespace hedgedb::encoders {
 namespace {
@@ -243,6 +246,72 @@ bool ParseBackboneType(const std::string& name, BackboneType* type) {
   return false;
 }
 
+namespace {
+
+// Bounds every size before anything is allocated: a model's output must fit a
+// collection (kMaxDim, kMaxComponents of common/spec_limits.h), and the weights of
+// its dense layers (the bulk of every backbone and head here) must stay below
+// kMaxModelParameters. A header claiming 10^9 mixture components is refused
+// here instead of failing after gigabytes of allocation.
+Status CheckModelSize(const ModelSpec& s) {
+  auto bad = [](const std::string& msg) { return Status::InvalidArgument("model spec: " + msg); };
+  auto at_most = [&](const char* field, int64_t v, int64_t limit) {
+    return v <= limit ? Status::OK()
+                      : bad(std::string(field) + " must be <= " + std::to_string(limit) + ", got " +
+                            std::to_string(v));
+  };
+  HEDGEDB_RETURN_IF_ERROR(at_most("dim", s.dim, kMaxDim));
+  HEDGEDB_RETURN_IF_ERROR(at_most("components", s.components, kMaxComponents));
+  HEDGEDB_RETURN_IF_ERROR(at_most("code_dims", s.code_dims, kMaxDim));
+  HEDGEDB_RETURN_IF_ERROR(at_most("dimco_hidden", s.dimco_hidden, kMaxLayerWidth));
+  HEDGEDB_RETURN_IF_ERROR(at_most("conv1_channels", s.cnn.conv1_channels, kMaxLayerWidth));
+  HEDGEDB_RETURN_IF_ERROR(at_most("conv2_channels", s.cnn.conv2_channels, kMaxLayerWidth));
+  HEDGEDB_RETURN_IF_ERROR(at_most("cnn_hidden", s.cnn.hidden, kMaxLayerWidth));
+  HEDGEDB_RETURN_IF_ERROR(at_most("mlp_hidden", s.mlp_hidden, kMaxLayerWidth));
+  HEDGEDB_RETURN_IF_ERROR(at_most("feature_dim", s.feature_dim, kMaxLayerWidth));
+  double inputs = 1;
+  for (int64_t d : s.input_shape) {
+    HEDGEDB_RETURN_IF_ERROR(at_most("an input_shape size", d, kMaxLayerWidth));
+    inputs *= double(d);
+  }
+  // Dense-layer weights (double: the products cannot overflow).
+  double params = 0;
+  double features = double(s.feature_dim);
+  switch (s.backbone) {
+    case BackboneType::kCnn: {
+      const double c = s.input_shape.empty() ? 1 : double(s.input_shape[0]);
+      const double flat = s.input_shape.size() == 3
+                              ? double(s.cnn.conv2_channels) * double(s.input_shape[1] / 4) *
+                                    double(s.input_shape[2] / 4)
+                              : 0;
+      params += 25 * (c * double(s.cnn.conv1_channels) +
+                      double(s.cnn.conv1_channels) * double(s.cnn.conv2_channels));
+      features = s.cnn.hidden > 0 ? double(s.cnn.hidden) : flat;
+      params += s.cnn.hidden > 0 ? flat * double(s.cnn.hidden) : 0;
+      break;
+    }
+    case BackboneType::kMlp:
+      params += inputs * double(s.mlp_hidden);
+      features = double(s.mlp_hidden);
+      break;
+    case BackboneType::kTorchScript:
+      break;  // its weights are in its own file
+  }
+  if (s.kind == Kind::kCodes) {
+    params += features * double(s.dimco_hidden) +
+              double(s.dimco_hidden) * double(s.code_dims) * double(s.code_k);
+  } else {
+    params += features * double(s.components) * (2 * double(s.dim) + 1);
+  }
+  if (params > double(kMaxModelParameters)) {
+    return bad("the model would hold about " + std::to_string(int64_t(params)) +
+               " weights, more than the limit of " + std::to_string(kMaxModelParameters));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Status ValidateSpec(const ModelSpec& s) {
   auto bad = [](const std::string& msg) { return Status::InvalidArgument("model spec: " + msg); };
   if (!MethodAllowsKind(s.method, s.kind)) {
@@ -306,7 +375,7 @@ Status ValidateSpec(const ModelSpec& s) {
       break;
   }
   if (s.feature_dim < 0) return bad("feature_dim must be >= 0");
-  return Status::OK();
+  return CheckModelSize(s);
 }
 
 std::string SpecToJson(const ModelSpec& s) {
@@ -351,16 +420,29 @@ Status SpecFromJson(const std::string& text, ModelSpec* spec) {
       return Status::Corruption("model header: unknown kind '" + j.at("kind").get<std::string>() +
                                 "'");
     }
-    s.dim = j.at("dim").get<int64_t>();
-    s.components = j.at("components").get<int64_t>();
-    s.code_dims = j.at("code_dims").get<int64_t>();
-    s.code_k = j.at("code_k").get<int64_t>();
-    s.dimco_hidden = j.at("dimco_hidden").get<int64_t>();
+    // Sizes must be JSON integers (2.5 is not 2); ValidateSpec bounds them.
+    const int64_t kMaxField = std::numeric_limits<int32_t>::max();
+    HEDGEDB_RETURN_IF_ERROR(JsonInteger(j, "dim", 0, kMaxField, "model header", &s.dim));
+    HEDGEDB_RETURN_IF_ERROR(
+        JsonInteger(j, "components", 0, kMaxField, "model header", &s.components));
+    HEDGEDB_RETURN_IF_ERROR(
+        JsonInteger(j, "code_dims", 0, kMaxField, "model header", &s.code_dims));
+    HEDGEDB_RETURN_IF_ERROR(JsonInteger(j, "code_k", 0, kMaxField, "model header", &s.code_k));
+    HEDGEDB_RETURN_IF_ERROR(
+        JsonInteger(j, "dimco_hidden", 0, kMaxField, "model header", &s.dimco_hidden));
     s.match_a = j.at("match_a").get<double>();
     s.match_b = j.at("match_b").get<double>();
     s.sigma_eps2 = j.at("sigma_eps2").get<double>();
     s.min_variance = j.at("min_variance").get<double>();
-    s.input_shape = j.at("input_shape").get<std::vector<int64_t>>();
+    const nlohmann::json& shape = j.at("input_shape");
+    if (!shape.is_array()) return Status::Corruption("model header: input_shape is not an array");
+    s.input_shape.clear();
+    for (size_t i = 0; i < shape.size(); ++i) {
+      int64_t size = 0;
+      HEDGEDB_RETURN_IF_ERROR(JsonInteger(nlohmann::json{{"input_shape", shape[i]}}, "input_shape",
+                                          0, kMaxField, "model header", &size));
+      s.input_shape.push_back(size);
+    }
     s.input_mean = j.at("input_mean").get<std::vector<double>>();
     s.input_std = j.at("input_std").get<std::vector<double>>();
     const auto& b = j.at("backbone");
@@ -369,11 +451,16 @@ Status SpecFromJson(const std::string& text, ModelSpec* spec) {
                                 b.at("type").get<std::string>() + "'");
     }
     s.backbone_path = b.at("path").get<std::string>();
-    s.cnn.conv1_channels = b.at("conv1_channels").get<int64_t>();
-    s.cnn.conv2_channels = b.at("conv2_channels").get<int64_t>();
-    s.cnn.hidden = b.at("cnn_hidden").get<int64_t>();
-    s.mlp_hidden = b.at("mlp_hidden").get<int64_t>();
-    s.feature_dim = j.at("feature_dim").get<int64_t>();
+    HEDGEDB_RETURN_IF_ERROR(
+        JsonInteger(b, "conv1_channels", 0, kMaxField, "model header", &s.cnn.conv1_channels));
+    HEDGEDB_RETURN_IF_ERROR(
+        JsonInteger(b, "conv2_channels", 0, kMaxField, "model header", &s.cnn.conv2_channels));
+    HEDGEDB_RETURN_IF_ERROR(
+        JsonInteger(b, "cnn_hidden", 0, kMaxField, "model header", &s.cnn.hidden));
+    HEDGEDB_RETURN_IF_ERROR(
+        JsonInteger(b, "mlp_hidden", 0, kMaxField, "model header", &s.mlp_hidden));
+    HEDGEDB_RETURN_IF_ERROR(
+        JsonInteger(j, "feature_dim", 0, kMaxField, "model header", &s.feature_dim));
     *spec = std::move(s);
   } catch (const nlohmann::json::exception& e) {
     return Status::Corruption(std::string("model header: ") + e.what());

@@ -136,8 +136,15 @@ struct ModelCalibration {
   bool empty() const { return map.empty(); }
 };
 
+// Size limits of a model spec (besides the collection limits kMaxDim and
+// kMaxComponents of common/spec_limits.h): the width of any layer or input side,
+// and the dense-layer weights of backbone plus head (1 GiB of float32).
+constexpr int64_t kMaxLayerWidth = 65536;
+constexpr int64_t kMaxModelParameters = int64_t(1) << 28;
+
 // Checks internal consistency (kind vs method, positive sizes, k in [2,256],
-// mean/std sizes, ...). InvalidArgument with the first problem found.
+// mean/std sizes, ...) and the size limits above, before anything is built.
+// InvalidArgument with the first problem found.
 Status ValidateSpec(const ModelSpec& spec);
 
 // JSON text of a spec, and back. SpecFromJson reports unknown enum names,

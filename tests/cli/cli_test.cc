@@ -941,8 +941,12 @@ TEST_F(CliTest, BinaryPayloadsRoundTripInGetAndSearch) {
   ASSERT_EQ(lines.size(), 2u);
   for (const json& line : lines) {
     for (const json& hit : line["results"]) {
-      if (hit["id"] == 0) EXPECT_EQ(hit["payload_base64"], all_bytes) << line;
-      if (hit["id"] == 1) EXPECT_EQ(hit["payload"], "caf\xc3\xa9") << line;
+      if (hit["id"] == 0) {
+        EXPECT_EQ(hit["payload_base64"], all_bytes) << line;
+      }
+      if (hit["id"] == 1) {
+        EXPECT_EQ(hit["payload"], "caf\xc3\xa9") << line;
+      }
     }
   }
   // A line that is not base64 fails the batch, naming the file and line.

@@ -9,9 +9,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
+#include "common/spec_limits.h"
 #include "encoders/models/model_file.h"
 #include "script_module.h"
 #include "temp_dir.h"
@@ -322,6 +324,58 @@ TEST_F(ModelsTest, SpecJsonRoundTrip) {
   EXPECT_EQ(SpecToJson(back), SpecToJson(spec));
   EXPECT_TRUE(SpecFromJson("{\"format\": \"hedgedb-model\"}", &back).IsCorruption());
   EXPECT_TRUE(SpecFromJson("not json", &back).IsCorruption());
+}
+
+// Sizes in a header are JSON integers and bounded before anything is built:
+// "dim": 2.5 was read as 2, and 10^9 mixture components allocated gigabytes
+// before failing.
+TEST_F(ModelsTest, SpecSizesMustBeIntegersWithinTheLimits) {
+  const ModelSpec good = CnnSpec(Method::kHib, Kind::kMog);
+  auto with = [&](const char* field, const nlohmann::json& value) {
+    nlohmann::json j = nlohmann::json::parse(SpecToJson(good));
+    j[field] = value;
+    return j.dump();
+  };
+  ModelSpec back;
+  for (const char* field : {"dim", "components", "code_dims", "feature_dim"}) {
+    for (const nlohmann::json& value :
+         {nlohmann::json(2.5), nlohmann::json(-1), nlohmann::json("3"), nlohmann::json(1e10)}) {
+      Status s = SpecFromJson(with(field, value), &back);
+      EXPECT_TRUE(s.IsCorruption()) << field << "=" << value.dump() << ": " << s.ToString();
+      EXPECT_NE(s.message().find(field), std::string::npos) << s.ToString();
+    }
+  }
+  nlohmann::json shape = nlohmann::json::parse(SpecToJson(good));
+  shape["input_shape"] = {1, 28.5, 56};
+  EXPECT_TRUE(SpecFromJson(shape.dump(), &back).IsCorruption());
+
+  // Integers, but too large: refused by ValidateSpec, naming the field.
+  ModelSpec huge = good;
+  huge.components = 1000000000;
+  Status s = ValidateSpec(huge);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("components"), std::string::npos) << s.ToString();
+  huge = good;
+  huge.dim = kMaxDim + 1;
+  EXPECT_NE(ValidateSpec(huge).message().find("dim"), std::string::npos);
+  // Every width within its limit, the weights together too many.
+  huge = CnnSpec(Method::kHib, Kind::kGaussian);
+  huge.backbone = BackboneType::kMlp;
+  huge.input_shape = {3, 4096, 4096};
+  huge.input_mean.clear();
+  huge.input_std.clear();
+  huge.mlp_hidden = 1024;
+  s = ValidateSpec(huge);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("weights"), std::string::npos) << s.ToString();
+  // The same through a whole model file with an intact checksum.
+  huge = good;
+  huge.components = 1000000000;
+  ModelFileParts parts;
+  s = ParseModelFile("m.hdbm", EncodeModelFile(huge, "w", nullptr), &parts);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("components"), std::string::npos) << s.ToString();
+  EXPECT_TRUE(ValidateSpec(good).ok());
 }
 
 TEST_F(ModelsTest, SaveLoadRoundTripGivesIdenticalEmbeddings) {
