@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -113,6 +114,15 @@ Status SpecFromJson(const std::string& text, CollectionSpec* spec) {
     spec->components = integer(j, "components");
     spec->code_k = integer(j, "code_k");
     spec->index_factory = j.at("index_factory").get<std::string>();
+    // A number beyond float's range would become inf, which the spec
+    // cannot print back (found by fuzzing).
+    for (const char* field : {"match_a", "match_b"}) {
+      const nlohmann::json& v = j.at(field);
+      if (!v.is_number() || !(std::fabs(v.get<double>()) <= std::numeric_limits<float>::max())) {
+        return Status::Corruption(std::string("bad collection descriptor: ") + field +
+                                  " must be a finite float, got " + v.dump());
+      }
+    }
     spec->match_a = j.at("match_a").get<float>();
     spec->match_b = j.at("match_b").get<float>();
     spec->samples = integer(j, "samples");

@@ -44,6 +44,7 @@ TEST(RecordCodecTest, RoundTripAndChecks) {
 
 // Integer fields of a stored spec must be JSON integers in int's range: 2.5
 // is not read as 2, nor 1e10 wrapped.
+// Integer fields must be integers, float fields finite floats.
 TEST(SpecCodecTest, IntegerFieldsMustBeIntegers) {
   const CollectionSpec spec = MakeSpec("c", Kind::kMog, 4);
   CollectionSpec read;
@@ -62,7 +63,11 @@ TEST(SpecCodecTest, IntegerFieldsMustBeIntegers) {
                                                         {"dim", "10000000000"},
                                                         {"components", "\"2\""},
                                                         {"samples", "-1e3"},
-                                                        {"seed", "-1"}}) {
+                                                        {"seed", "-1"},
+                                                        // beyond float: would read as inf
+                                                        {"match_a", "6.6e55"},
+                                                        {"match_b", "-1e39"},
+                                                        {"match_a", "\"1\""}}) {
     Status s = storage::SpecFromJson(with(field, value), &read);
     EXPECT_TRUE(s.IsCorruption()) << field << "=" << value << ": " << s.ToString();
     EXPECT_NE(s.message().find(field), std::string::npos) << s.message();
