@@ -399,14 +399,17 @@ bool ImageEntry::IsPayloadOf(const std::string& payload) const {
 bool ParseImagePayload(const std::string& payload, ImagePayload* fields) {
   const nlohmann::json j = nlohmann::json::parse(payload, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("path") || !j["path"].is_string()) return false;
+  // Payload() writes "index" only for an IDX record (>= 0) and "label_name"
+  // only as a string: anything else is not a payload it wrote (a negative
+  // index would read back as a plain file).
+  if (j.contains("index") && (!j["index"].is_number_integer() || j["index"].get<int64_t>() < 0)) {
+    return false;
+  }
+  if (j.contains("label_name") && !j["label_name"].is_string()) return false;
   *fields = ImagePayload();
   fields->path = j["path"].get<std::string>();
-  if (j.contains("index") && j["index"].is_number_integer()) {
-    fields->index = j["index"].get<int64_t>();
-  }
-  if (j.contains("label_name") && j["label_name"].is_string()) {
-    fields->label_name = j["label_name"].get<std::string>();
-  }
+  if (j.contains("index")) fields->index = j["index"].get<int64_t>();
+  if (j.contains("label_name")) fields->label_name = j["label_name"].get<std::string>();
   return true;
 }
 

@@ -91,7 +91,8 @@ struct ImagePayload {
   std::string label_name;  // "" if none
 };
 // Reads a payload ImageEntry::Payload() wrote; false for any other payload
-// (not JSON, or no "path").
+// (not JSON, no "path", an "index" that is not an integer >= 0, or a
+// "label_name" that is not a string).
 bool ParseImagePayload(const std::string& payload, ImagePayload* fields);
 
 // Images to read, in a fixed order. IDX sources keep the decoded IDX file here

@@ -486,6 +486,13 @@ TEST(ImagePayloadTest, RoundTrip) {
   EXPECT_FALSE(file.IsPayloadOf(idx.Payload()));
   EXPECT_FALSE(ParseImagePayload("plain text", &fields));
   EXPECT_FALSE(ParseImagePayload("{\"id\": 3}", &fields));
+  // Found by fuzzing: a negative index parsed, but the payload written back
+  // for it had no index (a plain file), so the two did not agree.
+  EXPECT_FALSE(
+      ParseImagePayload("{\"index\":-7,\"path\":\"/data/t10k-images.idx3-ubyte\"}", &fields));
+  EXPECT_FALSE(ParseImagePayload("{\"index\":2.5,\"path\":\"a.idx\"}", &fields));
+  EXPECT_FALSE(ParseImagePayload("{\"index\":\"3\",\"path\":\"a.idx\"}", &fields));
+  EXPECT_FALSE(ParseImagePayload("{\"label_name\":3,\"path\":\"a.png\"}", &fields));
   EXPECT_FALSE(file.IsPayloadOf(""));
 }
 
