@@ -230,10 +230,15 @@ void RegisterTrain(CLI::App& app) {
   cmd->add_option("--backbone", t.backbone,
                   "TorchScript backbone file (torch.jit.save; input batch -> [B, F] features) "
                   "instead of the built-in CNN/MLP; fine-tuned with the head");
+  cmd->add_option("--arch", t.arch,
+                  "Built-in backbone for image data: cnn (2 conv + pool, HIB/SPE) or mlp (one "
+                  "hidden layer over the pixels, --mlp-hidden; far faster on a CPU)")
+      ->check(CLI::IsMember({"cnn", "mlp"}))
+      ->capture_default_str();
   cmd->add_option("--conv1", t.cnn_conv1, "CNN first conv layer channels (default 32)");
   cmd->add_option("--conv2", t.cnn_conv2, "CNN second conv layer channels (default 64)");
   cmd->add_option("--cnn-hidden", t.cnn_hidden, "CNN hidden FC width (default 500; 0: none)");
-  cmd->add_option("--mlp-hidden", t.mlp_hidden, "MLP hidden width for feature data")
+  cmd->add_option("--mlp-hidden", t.mlp_hidden, "MLP hidden width (feature data, or --arch mlp)")
       ->capture_default_str();
   cmd->add_option("--val-fraction", args->val_fraction,
                   "Training items held out for validation, early stopping and the calibration "

@@ -415,8 +415,17 @@ LossOutput FStatisticLoss(const torch::Tensor& embeddings, const torch::Tensor& 
   torch::Tensor between = n_a * (m_a - pair_mean).pow(2) + n_b * (m_b - pair_mean).pow(2);
   torch::Tensor within = within_class.index_select(0, a) + within_class.index_select(0, b);
   // x = s / (s + n~) = between / (between + within); clamped as in the
-  // authors' code so that log Phi and the beta derivative stay finite.
-  torch::Tensor x = (between / (between + within).clamp_min(1e-300)).clamp(1e-37, 1.0 - 1e-5);
+  // authors' code so that log Phi and the beta derivative stay finite. A
+  // dimension constant over both classes (0 / 0) separates nothing: x = 0,
+  // so top-d never picks it. The guard must not be a magic epsilon: 1e-300 is
+  // 0 in float32, which made such a dimension NaN (and top-d chose the NaN).
+  // The division runs on a denominator of 1 there so that no NaN reaches the
+  // gradient either.
+  torch::Tensor total = between + within;
+  torch::Tensor separable = total.gt(0);
+  torch::Tensor ratio = between / torch::where(separable, total, torch::ones_like(total));
+  torch::Tensor x =
+      torch::where(separable, ratio, torch::zeros_like(ratio)).clamp(1e-37, 1.0 - 1e-5);
   torch::Tensor half = torch::full({1, 1}, 0.5, torch::kDouble);
   torch::Tensor df = ((n_a + n_b - 2) / 2).to(torch::kDouble);  // [P, 1]
   torch::Tensor phi = RegularizedIncompleteBeta(x, half, df);   // [P, D]

@@ -278,7 +278,7 @@ ModelSpec MakeSpec(const TrainOptions& options, const EncoderData& data) {
     // Absolute, so that the model file finds the script from anywhere.
     spec.backbone = BackboneType::kTorchScript;
     spec.backbone_path = std::filesystem::absolute(options.backbone).lexically_normal().string();
-  } else if (spec.input_shape.size() == 3) {
+  } else if (spec.input_shape.size() == 3 && options.arch == "cnn") {
     spec.backbone = BackboneType::kCnn;
     if (options.cnn_conv1 >= 0) spec.cnn.conv1_channels = options.cnn_conv1;
     if (options.cnn_conv2 >= 0) spec.cnn.conv2_channels = options.cnn_conv2;
@@ -799,6 +799,10 @@ Status ResolveTrainOptions(TrainOptions* o) {
                                      std::to_string(o->fstat_top_dims) + ")");
     }
   }
+  if (o->arch != "cnn" && o->arch != "mlp") {
+    return Status::InvalidArgument("--arch must be cnn or mlp, not \"" + o->arch + "\"");
+  }
+  if (o->mlp_hidden < 1) return Status::InvalidArgument("--mlp-hidden must be >= 1");
   if (o->batch_size == 0 && m->family == BatchFamily::kPairs) o->batch_size = 128;
   if (o->batch_size < 0) return Status::InvalidArgument("--batch-size must be positive");
   if (m->family == BatchFamily::kPairs && o->batch_size % 2 != 0) {

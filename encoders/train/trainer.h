@@ -76,8 +76,13 @@ struct TrainOptions {
   // relative to itself when it lies beside it (the two can move together),
   // else by absolute path.
   std::string backbone;
+  // Built-in backbone for image data: "cnn" (HIB/SPE's shallow CNN) or "mlp"
+  // (one hidden ReLU layer over the flattened pixels, many times more
+  // iterations per second on a CPU; bench/RESULTS.md "Training setup").
+  // Feature vectors always get the MLP.
+  std::string arch = "cnn";
   // CNN sizes (-1: the model file defaults, 32/64 channels, 500 hidden);
-  // MLP hidden width for features.
+  // MLP hidden width.
   int64_t cnn_conv1 = -1;
   int64_t cnn_conv2 = -1;
   int64_t cnn_hidden = -1;

@@ -783,5 +783,41 @@ TEST(FStatisticLossTest, SeparatedClassesHaveSmallLossAndSingletonPairsAreSkippe
   EXPECT_EQ(none.loss.item<double>(), 0.0);
 }
 
+// A dimension that is constant over the batch (0 / 0 in the F ratio) gave NaN
+// in float32, where the old 1e-300 guard is 0, and top-d picked the NaN.
+TEST(FStatisticLossTest, ConstantDimensionIsNeverPickedInFloat32) {
+  torch::manual_seed(5);
+  torch::Tensor z64 = torch::randn({8, 3}, Double());
+  z64.index_put_({torch::indexing::Slice(), 1}, 0.25);  // dimension 1 constant
+  torch::Tensor labels = torch::tensor({0, 0, 0, 0, 1, 1, 1, 1});
+  FStatisticOptions options;
+  options.top_dims = 2;
+  torch::Tensor z32 = z64.to(torch::kFloat).requires_grad_(true);
+  LossOutput f32 = FStatisticLoss(z32, labels, options);
+  LossOutput f64 = FStatisticLoss(z64, labels, options);
+  ASSERT_TRUE(std::isfinite(f32.loss.item<double>()));
+  EXPECT_NEAR(f32.loss.item<double>(), f64.loss.item<double>(),
+              1e-3 * std::fabs(f64.loss.item<double>()));
+  f32.loss.backward();
+  EXPECT_TRUE(torch::isfinite(z32.grad()).all().item<bool>());
+  // top_dims = 2 of 3 dimensions: the constant one is the one left out, so the
+  // loss equals that of the two varying dimensions alone.
+  torch::Tensor varying = torch::cat({z64.slice(1, 0, 1), z64.slice(1, 2, 3)}, 1);
+  EXPECT_NEAR(f64.loss.item<double>(), FStatisticLoss(varying, labels, options).loss.item<double>(),
+              1e-9);
+}
+
+// Ordinary input: float32 and float64 agree.
+TEST(FStatisticLossTest, Float32AgreesWithFloat64) {
+  torch::manual_seed(6);
+  torch::Tensor z64 = torch::randn({12, 5}, Double());
+  torch::Tensor labels = torch::tensor({0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2});
+  FStatisticOptions options;
+  options.top_dims = 3;
+  const double l64 = FStatisticLoss(z64, labels, options).loss.item<double>();
+  const double l32 = FStatisticLoss(z64.to(torch::kFloat), labels, options).loss.item<double>();
+  EXPECT_NEAR(l32, l64, 1e-4 * std::fabs(l64));
+}
+
 }  // namespace
 }  // namespace hedgedb::encoders

@@ -160,7 +160,8 @@ TEST_P(MethodTest, ShortRunLowersLossAndBeatsChance) {
 INSTANTIATE_TEST_SUITE_P(Methods, MethodTest,
                          ::testing::Values("point", "hib", "spe", "pn", "dimco", "fstat"));
 
-TEST_F(TrainerTest, FashionMnistCompositesBeatChance) {
+// 2,000 training composites of 2 Fashion-MNIST items, 10% validation.
+EncoderData LoadSmallComposites() {
   DataOptions data_options;
   data_options.source = "fashion-mnist";
   data_options.items = 2;
@@ -169,7 +170,12 @@ TEST_F(TrainerTest, FashionMnistCompositesBeatChance) {
   data_options.val_fraction = 0.1;
   EncoderData data;
   const Status ls = LoadEncoderData(data_options, &data);
-  ASSERT_TRUE(ls.ok()) << ls.ToString();
+  EXPECT_TRUE(ls.ok()) << ls.ToString();
+  return data;
+}
+
+TEST_F(TrainerTest, FashionMnistCompositesBeatChance) {
+  const EncoderData data = LoadSmallComposites();
   ASSERT_GT(data.validation.size(), 0);
   TrainOptions options = QuickOptions("hib", "fmnist.model");
   options.iterations = 150;
@@ -206,6 +212,49 @@ TEST_F(TrainerTest, FashionMnistCompositesBeatChance) {
   // Occlusion removes information: corrupt pairs are not easier than clean.
   EXPECT_LE(report["verification"]["corrupt"]["average_precision"].get<double>(),
             report["verification"]["clean"]["average_precision"].get<double>() + 0.02);
+}
+
+// --arch mlp: the MLP backbone over the flattened pixels of image data, the
+// fast CPU setup of the encoder benchmark. It is recorded in the model file, so
+// the loaded model rebuilds it.
+TEST_F(TrainerTest, MlpOverPixelsLearnsAndIsRecorded) {
+  const EncoderData data = LoadSmallComposites();
+  ASSERT_GT(data.validation.size(), 0);
+  TrainOptions options = QuickOptions("point", "mlp.model");
+  options.arch = "mlp";
+  options.mlp_hidden = 64;
+  options.iterations = 150;
+  options.batch_size = 32;
+  options.eval_every = 100;
+  options.val_items = 300;
+  TrainResult result;
+  const Status s = Train(options, data, &result);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_LT(result.last_loss, result.first_loss);
+  EXPECT_EQ(result.spec.backbone, BackboneType::kMlp);
+  EXPECT_EQ(result.spec.mlp_hidden, 64);
+  std::unique_ptr<EncoderModel> model;
+  ASSERT_TRUE(EncoderModel::Load(options.out, &model).ok());
+  EXPECT_EQ(model->spec().backbone, BackboneType::kMlp);
+  EvaluationOptions eval;
+  eval.split = "test-seen";
+  eval.max_items = 400;
+  eval.verification_pairs = 1000;
+  nlohmann::json report;
+  const Status es = EvaluateModel(*model, data, eval, &report);
+  ASSERT_TRUE(es.ok()) << es.ToString();
+  EXPECT_GT(report["retrieval"]["clean"]["recall_at_1"].get<double>(),
+            3.0 / report["classes"].get<double>())
+      << report.dump();
+
+  TrainOptions bad = QuickOptions("point", "x.model");
+  bad.arch = "transformer";
+  const Status rs = ResolveTrainOptions(&bad);
+  ASSERT_TRUE(rs.IsInvalidArgument()) << rs.ToString();
+  EXPECT_NE(rs.message().find("--arch"), std::string::npos) << rs.ToString();
+  bad = QuickOptions("point", "x.model");
+  bad.mlp_hidden = 0;
+  EXPECT_FALSE(ResolveTrainOptions(&bad).ok());
 }
 
 TEST_F(TrainerTest, SameSeedSameModelAndLoadRoundTrip) {
