@@ -71,11 +71,30 @@ Status EvaluateRetrievalOn(const Similarity& similarity, const Embeddings& probe
                            const Embeddings& gallery, const std::vector<int64_t>& labels,
                            RetrievalMetrics* metrics, bool reachable_only = false);
 
-// DIMCO's I(X~; Y) estimate (nats) from the code distributions of labelled
-// items: sum over code dimensions of H(mean p_i) - sum_y freq(y) H(mean_y p_i)
-// (the paper's factorised entropies, eq. 6-7). Dimensions are treated as
-// independent, so redundant dimensions can make it exceed H(Y).
-double DimcoMutualInformation(const Embeddings& codes, const std::vector<int64_t>& labels);
+// DIMCO's estimate of I(X~; Y) (eq. 6-7, nats) over the given labelled codes:
+// sum over code dimensions of H(mean p_i) - sum_y freq(y) H(mean_y p_i).
+// Dimensions are treated as independent, so it is not a mutual information:
+// redundant dimensions count several times and it can exceed H(Y).
+double DimcoFactorisedInformation(const Embeddings& codes, const std::vector<int64_t>& labels);
+
+// The same estimate as DIMCO's supplement reports it: on class-balanced
+// batches (`classes` classes drawn at random from those with at least
+// `per_class` items, `per_class` items each), averaged over `batches`.
+struct BatchInformationOptions {
+  int64_t classes = 5;     // DIMCO supplement: 5 classes
+  int64_t per_class = 16;  // x 16 images
+  int64_t batches = 500;   // 500 batches
+  uint64_t seed = 0;
+};
+struct BatchInformation {
+  double mean_bits = 0;
+  double sd_bits = 0;  // over batches
+  int64_t batches = 0;
+  double label_entropy_bits = 0;  // H(Y) of a batch: log2(classes)
+};
+// Errors: not codes; fewer than `classes` classes with `per_class` items.
+Status DimcoBatchInformation(const Embeddings& codes, const std::vector<int64_t>& labels,
+                             const BatchInformationOptions& options, BatchInformation* out);
 
 // Embeds the split (clean and, where the data has one, corrupt twin) and
 // computes every metric; *report gets the JSON object `hedgedb evaluate`
