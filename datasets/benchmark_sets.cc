@@ -22,17 +22,27 @@ namespace fs = std::filesystem;
 constexpr int64_t kCubClasses = 200;
 constexpr int64_t kCubTrainClasses = 100;
 
-// The whitespace-separated fields of every non-blank line of ROOT/name, with
-// the 1-based line number. Errors name the file.
-Status ReadFields(const fs::path& path,
-                  std::vector<std::pair<int64_t, std::vector<std::string>>>* lines) {
-  std::ifstream in(path);
+// The whole text of an annotation file. Errors name the file.
+Status ReadAnnotationFile(const fs::path& path, std::string* text) {
+  std::ifstream in(path, std::ios::binary);
   if (!in) {
     return fs::exists(path)
                ? Status::IOError(path.string() + ": cannot open the file")
                : Status::NotFound(path.string() + ": no such file (is " +
                                   path.parent_path().string() + " a CUB-200-2011 root?)");
   }
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) return Status::IOError(path.string() + ": read error");
+  *text = buffer.str();
+  return Status::OK();
+}
+
+// The whitespace-separated fields of every non-blank line of `text`, with the
+// 1-based line number.
+void SplitFields(const std::string& text,
+                 std::vector<std::pair<int64_t, std::vector<std::string>>>* lines) {
+  std::istringstream in(text);
   std::string line;
   int64_t number = 0;
   while (std::getline(in, line)) {
@@ -43,8 +53,6 @@ Status ReadFields(const fs::path& path,
     for (std::string f; fields >> f;) parts.push_back(f);
     if (!parts.empty()) lines->emplace_back(number, std::move(parts));
   }
-  if (in.bad()) return Status::IOError(path.string() + ": read error");
-  return Status::OK();
 }
 
 std::string Where(const fs::path& path, int64_t line) {
@@ -72,9 +80,11 @@ bool ParseNumber(const std::string& text, double* value) {
 }
 
 // "<id> <rest of the line>" pairs (the rest may hold spaces), ids unique.
-Status ReadIdTable(const fs::path& path, std::map<int64_t, std::string>* table) {
+// `path` names the file in errors.
+Status ParseIdTable(const fs::path& path, const std::string& text,
+                    std::map<int64_t, std::string>* table) {
   std::vector<std::pair<int64_t, std::vector<std::string>>> lines;
-  HEDGEDB_RETURN_IF_ERROR(ReadFields(path, &lines));
+  SplitFields(text, &lines);
   for (const auto& [number, parts] : lines) {
     int64_t id = 0;
     if (parts.size() < 2 || !ParseId(parts[0], &id)) {
@@ -145,16 +155,32 @@ Status ReadCub200(const std::string& root_dir, BenchmarkSplit split, ImageSource
   if (ec || !fs::is_directory(root, ec)) {
     return Status::NotFound(root_dir + ": no such directory (the CUB-200-2011 root)");
   }
-  std::map<int64_t, std::string> images, image_classes, class_names;
-  HEDGEDB_RETURN_IF_ERROR(ReadIdTable(root / "images.txt", &images));
-  HEDGEDB_RETURN_IF_ERROR(ReadIdTable(root / "image_class_labels.txt", &image_classes));
+  CubAnnotations files;
+  HEDGEDB_RETURN_IF_ERROR(ReadAnnotationFile(root / "images.txt", &files.images));
+  HEDGEDB_RETURN_IF_ERROR(
+      ReadAnnotationFile(root / "image_class_labels.txt", &files.image_class_labels));
   // classes.txt only names the classes; without it the name is the id.
-  if (fs::exists(root / "classes.txt")) {
-    HEDGEDB_RETURN_IF_ERROR(ReadIdTable(root / "classes.txt", &class_names));
+  files.has_classes = fs::exists(root / "classes.txt");
+  if (files.has_classes) {
+    HEDGEDB_RETURN_IF_ERROR(ReadAnnotationFile(root / "classes.txt", &files.classes));
+  }
+  HEDGEDB_RETURN_IF_ERROR(ReadAnnotationFile(root / "bounding_boxes.txt", &files.bounding_boxes));
+  return ParseCub200(root.string(), files, split, source);
+}
+
+Status ParseCub200(const std::string& root_dir, const CubAnnotations& files, BenchmarkSplit split,
+                   ImageSource* source) {
+  const fs::path root = fs::path(root_dir);
+  std::map<int64_t, std::string> images, image_classes, class_names;
+  HEDGEDB_RETURN_IF_ERROR(ParseIdTable(root / "images.txt", files.images, &images));
+  HEDGEDB_RETURN_IF_ERROR(
+      ParseIdTable(root / "image_class_labels.txt", files.image_class_labels, &image_classes));
+  if (files.has_classes) {
+    HEDGEDB_RETURN_IF_ERROR(ParseIdTable(root / "classes.txt", files.classes, &class_names));
   }
   const fs::path boxes_path = root / "bounding_boxes.txt";
   std::vector<std::pair<int64_t, std::vector<std::string>>> box_lines;
-  HEDGEDB_RETURN_IF_ERROR(ReadFields(boxes_path, &box_lines));
+  SplitFields(files.bounding_boxes, &box_lines);
   std::map<int64_t, ImageEntry::Box> boxes;
   for (const auto& [number, parts] : box_lines) {
     int64_t id = 0;

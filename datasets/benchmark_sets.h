@@ -49,6 +49,20 @@ Status ResolveUnderRoot(const std::string& root, const std::string& relative,
                         const std::string& where, std::string* path);
 
 Status ReadCub200(const std::string& root, BenchmarkSplit split, ImageSource* source);
+
+// The CUB-200-2011 annotation files' contents, as ReadCub200 reads them.
+struct CubAnnotations {
+  std::string images;              // images.txt
+  std::string image_class_labels;  // image_class_labels.txt
+  std::string bounding_boxes;      // bounding_boxes.txt
+  bool has_classes = false;        // classes.txt is optional (names only)
+  std::string classes;             // classes.txt
+};
+// ReadCub200's parser: no file is opened. `root` (absolute and normal) names
+// the files in errors and is the folder the image paths resolve under
+// (root/images/...).
+Status ParseCub200(const std::string& root, const CubAnnotations& files, BenchmarkSplit split,
+                   ImageSource* source);
 Status ReadCars196(const std::string& root, BenchmarkSplit split, ImageSource* source);
 
 }  // namespace encoders

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,35 @@ TEST_F(CubTest, SplitsByClassWithNamesPathsAndBoxes) {
   ASSERT_TRUE(ParseBenchmarkSplit("test", &split));
   EXPECT_EQ(split, BenchmarkSplit::kTest);
   EXPECT_FALSE(ParseBenchmarkSplit("validation", &split));
+}
+
+// The parser behind ReadCub200 works on the files' contents alone (the fuzz
+// target drives it from memory): same entries, and errors still name the file.
+TEST_F(CubTest, ParsesTheSameFromMemory) {
+  auto slurp = [&](const char* name) {
+    std::ifstream in(fs::path(root_) / name, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  CubAnnotations files;
+  files.images = slurp("images.txt");
+  files.image_class_labels = slurp("image_class_labels.txt");
+  files.bounding_boxes = slurp("bounding_boxes.txt");
+  files.has_classes = true;
+  files.classes = slurp("classes.txt");
+  ImageSource from_files, from_memory;
+  ASSERT_TRUE(Read(BenchmarkSplit::kAll, &from_files).ok());
+  ASSERT_TRUE(ParseCub200(root_, files, BenchmarkSplit::kAll, &from_memory).ok());
+  ASSERT_EQ(from_memory.size(), from_files.size());
+  for (int64_t i = 0; i < from_files.size(); ++i) {
+    EXPECT_EQ(from_memory.entries[size_t(i)].path, from_files.entries[size_t(i)].path);
+    EXPECT_EQ(from_memory.entries[size_t(i)].label, from_files.entries[size_t(i)].label);
+    EXPECT_EQ(from_memory.entries[size_t(i)].label_name, from_files.entries[size_t(i)].label_name);
+    EXPECT_EQ(from_memory.entries[size_t(i)].box.width, from_files.entries[size_t(i)].box.width);
+  }
+  files.bounding_boxes = "1 60.0 27.0 325.0\n";
+  const Status s = ParseCub200(root_, files, BenchmarkSplit::kAll, &from_memory);
+  ASSERT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("bounding_boxes.txt line 1"), std::string::npos) << s.ToString();
 }
 
 TEST_F(CubTest, CropsToTheBoundingBoxWhenAsked) {
