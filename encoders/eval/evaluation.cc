@@ -39,16 +39,6 @@ Scoring ScoringOf(const Similarity& s) {
   return scoring;
 }
 
-// `e` as scored under `s`: SPE adds sigma_eps^2 to every variance so that MLS
-// compares instance distributions around a shared prototype.
-const Embeddings& ScoredForm(const Similarity& s, const Embeddings& e, Embeddings* storage) {
-  if (!IsSpe(s.spec) || e.var.empty()) return e;
-  *storage = e;
-  const float offset = static_cast<float>(s.spec.sigma_eps2);
-  for (float& v : storage->var) v += offset;
-  return *storage;
-}
-
 // Rows [first, first + count) of `e`.
 EmbeddingView RowsOf(const Embeddings& e, int64_t first, int64_t count) {
   EmbeddingView v = e.View();
@@ -136,10 +126,7 @@ Status SimilarityMatrix(const Similarity& similarity, const Embeddings& probes,
                         const Embeddings& gallery, std::vector<float>* matrix) {
   HEDGEDB_RETURN_IF_ERROR(CheckCompatible(similarity, probes, gallery));
   const Scoring scoring = ScoringOf(similarity);
-  Embeddings probe_storage, gallery_storage;
-  return ScoreMatrix(scoring.spec, ScoredForm(similarity, probes, &probe_storage).View(),
-                     ScoredForm(similarity, gallery, &gallery_storage).View(), scoring.options,
-                     matrix);
+  return ScoreMatrix(scoring.spec, probes.View(), gallery.View(), scoring.options, matrix);
 }
 
 Status PairSimilarities(const Similarity& similarity, const Embeddings& probes,
@@ -147,9 +134,8 @@ Status PairSimilarities(const Similarity& similarity, const Embeddings& probes,
                         std::vector<double>* scores) {
   HEDGEDB_RETURN_IF_ERROR(CheckCompatible(similarity, probes, gallery));
   const Scoring scoring = ScoringOf(similarity);
-  Embeddings probe_storage, gallery_storage;
-  const Embeddings& p = ScoredForm(similarity, probes, &probe_storage);
-  const Embeddings& g = ScoredForm(similarity, gallery, &gallery_storage);
+  const Embeddings& p = probes;
+  const Embeddings& g = gallery;
   scores->clear();
   scores->reserve(pairs.size());
   std::vector<float> score;
@@ -167,7 +153,8 @@ Status Uncertainties(const Similarity& similarity, const Embeddings& items,
   eta->clear();
   if (items.kind != Kind::kGaussian && items.kind != Kind::kMog) return Status::OK();
   HEDGEDB_RETURN_IF_ERROR(CheckFits(similarity, items));
-  // eta is the embedding's own spread: no SPE offset.
+  // eta of the stored distribution (for SPE: s^2 + sigma_eps^2, as a
+  // collection of these embeddings computes it).
   const Scoring scoring = ScoringOf(similarity);
   std::vector<float> values;
   HEDGEDB_RETURN_IF_ERROR(ItemUncertainties(scoring.spec, items.View(), scoring.options, &values));
@@ -183,9 +170,8 @@ Status EvaluateRetrievalOn(const Similarity& similarity, const Embeddings& probe
     return Status::InvalidArgument("retrieval: probes, gallery and labels differ in count");
   }
   const Scoring scoring = ScoringOf(similarity);
-  Embeddings probe_storage, gallery_storage;
-  const Embeddings& p = ScoredForm(similarity, probes, &probe_storage);
-  const EmbeddingView g = ScoredForm(similarity, gallery, &gallery_storage).View();
+  const Embeddings& p = probes;
+  const EmbeddingView g = gallery.View();
   std::mutex error_mutex;
   Status score_status;
   // One probe at a time (rows are requested from several threads): the whole

@@ -9,7 +9,8 @@
 //   protonet, fstat:          the same with a = 1, b = 0 (rank = -L2; these
 //                             methods learn no a, b)
 //   hib (gaussian, mog):      Monte Carlo match probability (HIB eq. 5)
-//   spe:                      mutual likelihood score on (mu, s2 + sigma_eps^2):
+//   spe:                      mutual likelihood score on (mu, s2 + sigma_eps^2)
+//                             (EncoderModel::Embed adds sigma_eps^2):
 //                             log N(mu1; mu2, s1 + s2 + 2 sigma_eps^2), the
 //                             likelihood that two items share an SPE prototype
 //                             (SPE learns no a, b for a match probability)

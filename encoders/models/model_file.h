@@ -100,7 +100,8 @@ struct ModelSpec {
   double match_b = 0.0;  // soft-contrastive b
   // SPE class spread sigma_eps^2 > 0. SPE appendix B initialises it from the
   // episode's support size and D; that formula is stripped from our copy of
-  // the paper, so the trainer chooses the initial value here.
+  // the paper, so the trainer chooses the initial value here. Embeddings of
+  // an SPE model carry it: their variance is s^2 + sigma_eps^2.
   double sigma_eps2 = 1.0;
 
   // Floor added to softplus variances (gaussian/mog heads).

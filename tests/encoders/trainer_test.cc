@@ -18,6 +18,8 @@
 #include "datasets/load_data.h"
 #include "encoders/embedder.h"
 #include "encoders/eval/evaluation.h"
+#include "encoders/models/model_file.h"
+#include "encoders/models/models.h"
 #include "hedgedb/npy.h"
 #include "script_module.h"
 #include "temp_dir.h"
@@ -264,6 +266,50 @@ TEST_F(TrainerTest, MlpOverPixelsLearnsAndIsRecorded) {
   bad = QuickOptions("point", "x.model");
   bad.mlp_hidden = 0;
   EXPECT_FALSE(ResolveTrainOptions(&bad).ok());
+}
+
+// SPE: the embeddings carry sigma_eps^2 (variance s^2 + sigma_eps^2), and the
+// evaluation scores them as stored, i.e. with the MLS a collection of them
+// computes: hand-checked against the formula on the stored numbers.
+TEST_F(TrainerTest, SpeEmbeddingsCarrySigmaEpsAndAreScoredAsStored) {
+  const EncoderData data = LoadFeatures(WriteFeatures(8, 20, 8));
+  TrainOptions options = QuickOptions("spe", "spe.model");
+  options.iterations = 20;
+  TrainResult result;
+  ASSERT_TRUE(Train(options, data, &result).ok());
+  std::unique_ptr<EncoderModel> model;
+  ASSERT_TRUE(EncoderModel::Load(options.out, &model).ok());
+  const ModelSpec spec = model->spec();
+  ASSERT_GT(spec.sigma_eps2, 0.0);
+  const std::vector<int64_t> items = {0, 1, 2};
+  Embeddings stored;
+  ASSERT_TRUE(model->Embed(data.test, items, /*corrupt=*/false, &stored).ok());
+  // The raw head output, from the network itself.
+  ModelSpec loaded;
+  Encoder encoder{nullptr};
+  ASSERT_TRUE(LoadModel(options.out, &loaded, &encoder).ok());
+  encoder->eval();
+  torch::NoGradGuard no_grad;
+  std::vector<float> pixels = data.test.Render(items, false);
+  std::vector<int64_t> sizes = {3};
+  sizes.insert(sizes.end(), data.test.input_shape.begin(), data.test.input_shape.end());
+  const torch::Tensor raw = encoder->forward(torch::from_blob(pixels.data(), sizes)).var;
+  ASSERT_EQ(raw.numel(), static_cast<int64_t>(stored.var.size()));
+  for (int64_t i = 0; i < raw.numel(); ++i) {
+    EXPECT_NEAR(stored.var[size_t(i)], raw.flatten()[i].item<float>() + spec.sigma_eps2, 1e-5);
+  }
+  Similarity similarity;
+  similarity.spec = spec;
+  std::vector<float> matrix;
+  ASSERT_TRUE(SimilarityMatrix(similarity, stored, stored, &matrix).ok());
+  const int64_t d = stored.dim;
+  double mls = -0.5 * d * std::log(2 * M_PI);
+  for (int64_t j = 0; j < d; ++j) {
+    const double v = double(stored.var[size_t(j)]) + stored.var[size_t(d + j)];
+    const double diff = double(stored.mean[size_t(j)]) - stored.mean[size_t(d + j)];
+    mls -= 0.5 * (diff * diff / v + std::log(v));
+  }
+  EXPECT_NEAR(matrix[1], mls, 1e-3 * std::fabs(mls));
 }
 
 TEST_F(TrainerTest, SameSeedSameModelAndLoadRoundTrip) {
