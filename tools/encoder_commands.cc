@@ -215,8 +215,8 @@ void RegisterTrain(CLI::App& app) {
   cmd->add_option("--threads", t.threads, "Torch threads (default: hardware cores)");
   cmd->add_option("--beta", t.beta, "hib: KL weight")->capture_default_str();
   cmd->add_option("--hib-likelihood", t.hib_likelihood,
-                  "hib: match term, expected (-E log p, eq. 8) or mc (-log of the Monte Carlo "
-                  "match probability, eq. 5)")
+                  "hib: match term, mc (-log of the Monte Carlo match probability, eq. 5) or "
+                  "expected (-E log p, eq. 8)")
       ->capture_default_str();
   cmd->add_option("--samples", t.samples, "hib: Monte Carlo samples K per side")
       ->capture_default_str();

@@ -62,8 +62,10 @@ struct TrainOptions {
   // How the match term is estimated from the K x K sample pairs:
   // "expected" = -E[log p(m|z1,z2)] (HIB eq. 8), "mc" = -log of the Monte
   // Carlo match probability (HIB eq. 5, Figure 2), which rewards hedging an
-  // ambiguous input across its candidate classes.
-  std::string hib_likelihood = "expected";
+  // ambiguous input across its candidate classes. "mc" by default: with it
+  // eta follows occlusion, with "expected" it does not (bench/RESULTS.md,
+  // "The HIB match term, three seeds").
+  std::string hib_likelihood = "mc";
   // Episodes (spe, pn): classes per episode (0 = all), support, query.
   int n_way = 0;
   int n_support = 5;

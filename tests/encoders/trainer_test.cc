@@ -518,6 +518,8 @@ TEST_F(TrainerTest, TrainOcclusionChangesTrainingBatchesOnly) {
 }
 
 TEST_F(TrainerTest, HibLikelihoodOption) {
+  // The default is the one under which eta follows occlusion.
+  EXPECT_EQ(TrainOptions().hib_likelihood, "mc");
   TrainOptions o = QuickOptions("hib", "x.model");
   o.hib_likelihood = "median";
   const Status s = ResolveTrainOptions(&o);
