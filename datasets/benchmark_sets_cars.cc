@@ -373,9 +373,15 @@ Status CheckMat5Elements(const std::string& mat_path) {
   // A matrix's dimensions (its second element) cannot claim more elements
   // than it has bytes: every element stores at least one byte (a struct or
   // cell element a nested matrix). Not so for sparse arrays, left as they are.
-  // matio allocates what the dimensions claim before reading anything.
+  // matio allocates what the dimensions claim before reading anything. A
+  // matrix is empty (as MATLAB writes empty struct fields) or holds at least
+  // its flags (16 bytes) and a dimensions tag (8): matio reads them whatever
+  // the size, so a shorter one has its dimensions read from the bytes after
+  // it (a 20-byte matrix claiming 2^29 doubles made it allocate 4 GB).
   auto dims_fit = [&](size_t at, size_t end) {
-    if (end - at < 24 || (u32(at + 8) & 0xFF) == MAT_C_SPARSE) return true;
+    if (end == at) return true;
+    if (end - at < 24) return false;
+    if ((u32(at + 8) & 0xFF) == MAT_C_SPARSE) return true;
     const uint32_t tag = u32(at + 16);
     const size_t n = (tag >> 16) != 0 ? tag >> 16 : u32(at + 20);
     const size_t data = (tag >> 16) != 0 ? at + 20 : at + 24;

@@ -15,6 +15,7 @@
 #include "hedgedb/npy.h"
 #include "index/index_file.h"
 #include "storage/record_store.h"
+#include "tools/payload_text.h"
 
 using namespace hedgedb;
 namespace fs = std::filesystem;
@@ -158,6 +159,18 @@ void PayloadSeeds() {
   Put("payload", "idx", R"({"index":17,"path":"/data/t10k-images.idx3-ubyte"})");
 }
 
+// Payload files as `ingest --payloads` reads them: plain lines (first byte
+// even) and base64 lines of arbitrary bytes (odd).
+void PayloadLinesSeeds() {
+  Put("payload_lines", "plain", std::string(1, '\0') + "{\"a\":1}\r\nsecond line\n\nlast");
+  std::string lines(1, '\1');
+  for (const std::string& bytes : {std::string("text"), std::string("\xff\xfe\n\0", 4),
+                                   std::string("caf\xc3\xa9"), std::string()}) {
+    lines += cli::Base64Encode(bytes) + "\n";
+  }
+  Put("payload_lines", "base64", lines);
+}
+
 matvar_t* Number(double v) {
   size_t dims[2] = {1, 1};
   return Mat_VarCreate(nullptr, MAT_C_DOUBLE, MAT_T_DOUBLE, 2, dims, &v, 0);
@@ -218,6 +231,7 @@ int main(int argc, char** argv) {
   IdxSeeds(tmp);
   CubSeeds();
   PayloadSeeds();
+  PayloadLinesSeeds();
   CarsSeed(tmp, false);
   CarsSeed(tmp, true);
   fs::remove_all(tmp);

@@ -7,6 +7,8 @@
 # under ${FUZZ_OUT:-build-fuzz/fuzz-out}/<target>/.
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   scripts/fuzz.sh --seeds     regenerates fuzz/corpus/ from the writers
+#                               (files named finding-* are inputs of fixed
+#                               findings, kept in the corpus as they are)
 # Not part of scripts/test.sh. Installs clang-14, libclang-rt-14-dev and llvm-14
 # with the other dependencies (scripts/install_deps.sh).
 set -euo pipefail
@@ -15,7 +17,7 @@ bash scripts/install_deps.sh clang-14 libclang-rt-14-dev llvm-14 >/dev/null
 BUILD_DIR=${BUILD_DIR:-build-fuzz}
 FUZZ_OUT=${FUZZ_OUT:-$BUILD_DIR/fuzz-out}
 JOBS=${JOBS:-2}
-TARGETS_ALL="npy record catalog_spec index_header calibration_map model_file idx cub cars payload"
+TARGETS_ALL="npy record catalog_spec index_header calibration_map model_file idx cub cars payload payload_lines"
 
 CC=${CC:-clang-14} CXX=${CXX:-clang++-14} cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
   -DHEDGEDB_FUZZ=ON -DHEDGEDB_WITH_ENCODERS=OFF -DHEDGEDB_BUILD_TESTS=OFF \
@@ -23,7 +25,7 @@ CC=${CC:-clang-14} CXX=${CXX:-clang++-14} cmake -S . -B "$BUILD_DIR" -DCMAKE_BUI
 cmake --build "$BUILD_DIR" --target fuzzers -j"$JOBS" >/dev/null
 
 if [[ "${1:-}" == "--seeds" ]]; then
-  rm -rf fuzz/corpus
+  find fuzz/corpus -type f ! -name 'finding-*' -delete 2>/dev/null || true
   "$BUILD_DIR/fuzz/make_seeds" fuzz/corpus
   find fuzz/corpus -type f | sort
   exit 0

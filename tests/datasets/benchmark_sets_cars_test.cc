@@ -177,6 +177,24 @@ class CarsTest : public testing_util::TempDirTest {
     EXPECT_TRUE(source.entries.empty());
     return s;
   }
+  // The bytes of a valid file of Official() annotations.
+  std::string OfficialBytes() const {
+    EXPECT_TRUE(WriteCarsMat(MatPath(), Official()));
+    std::ifstream in(MatPath(), std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  // Writes `bytes` as the annotations file, which must be refused before
+  // matio allocates what a damaged size claims.
+  void ExpectRefusedAsOversized(const std::string& bytes) {
+    std::ofstream(MatPath(), std::ios::binary | std::ios::trunc) << bytes;
+    ImageSource source;
+    const Status s = ReadCars196(dir_, BenchmarkSplit::kAll, &source);
+    EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+    EXPECT_NE(s.message().find("holds an element larger than itself"), std::string::npos)
+        << s.ToString();
+    EXPECT_EQ(source.size(), 0);
+  }
 };
 
 TEST_F(CarsTest, CarsSplitsAreClassDisjointInFileOrder) {
@@ -302,48 +320,48 @@ TEST_F(CarsTest, CarsRefusesFilesThatAreNotVersion5BeforeMatioReadsThem) {
 // claims ~1 GB inside a small uncompressed variable; matio allocated and
 // zeroed it (a minute per read). Nested elements must fit their parent.
 TEST_F(CarsTest, CarsRejectsANestedElementLargerThanItsVariable) {
-  ASSERT_TRUE(WriteCarsMat(MatPath(), Official()));
-  std::string bytes;
-  {
-    std::ifstream in(MatPath(), std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), {});
-  }
+  std::string bytes = OfficialBytes();
   // The char data of the second path: its tag (type, size) precedes it.
   const size_t at = bytes.find("car_ims/000002.jpg");
   ASSERT_NE(at, std::string::npos);
   ASSERT_GE(at, 8u);
   const char huge[4] = {0x12, 0x34, 0x00, 0x39};  // little-endian 0x39003412
   bytes.replace(at - 4, 4, huge, 4);
-  std::ofstream(MatPath(), std::ios::binary | std::ios::trunc) << bytes;
-  ImageSource source;
-  const Status s = ReadCars196(dir_, BenchmarkSplit::kAll, &source);
-  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
-  EXPECT_NE(s.message().find("holds an element larger than itself"), std::string::npos)
-      << s.ToString();
-  EXPECT_EQ(source.size(), 0);
+  ExpectRefusedAsOversized(bytes);
 }
 
 // Found by fuzzing: dimensions claiming billions of struct elements in a
 // small variable made matio's Mat_VarReadInfo allocate 5.6 GB.
 TEST_F(CarsTest, CarsRejectsDimensionsLargerThanTheVariable) {
-  ASSERT_TRUE(WriteCarsMat(MatPath(), Official()));
-  std::string bytes;
-  {
-    std::ifstream in(MatPath(), std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), {});
-  }
+  std::string bytes = OfficialBytes();
   // dims data (2 x int32), the name's tag, then "annotations".
   const size_t at = bytes.find("annotations");
   ASSERT_NE(at, std::string::npos);
   ASSERT_GE(at, 16u);
   const char huge[4] = {char(0xff), char(0xff), char(0xff), 0x7f};
   bytes.replace(at - 12, 4, huge, 4);  // the second dimension
-  std::ofstream(MatPath(), std::ios::binary | std::ios::trunc) << bytes;
-  ImageSource source;
-  const Status s = ReadCars196(dir_, BenchmarkSplit::kAll, &source);
-  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
-  EXPECT_NE(s.message().find("holds an element larger than itself"), std::string::npos)
-      << s.ToString();
+  ExpectRefusedAsOversized(bytes);
+}
+
+// Found by fuzzing: a matrix shorter than its flags and dimensions tag.
+// matio reads the dimensions anyway, from the bytes after the matrix, here
+// a small element claiming 2^29 + 1 doubles: it allocated 4 GB before failing.
+TEST_F(CarsTest, CarsRejectsAMatrixTooShortForItsDimensions) {
+  std::string bytes(116, ' ');
+  bytes.replace(0, 10, "MATLAB 5.0");
+  bytes.append(8, '\0');                  // subsystem data offset
+  bytes += std::string("\x00\x01IM", 4);  // version 0x0100, little-endian
+  auto u32 = [&](uint32_t v) {
+    for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<char>(v >> (8 * i)));
+  };
+  u32(14), u32(16);                    // miMATRIX of 16 bytes: the array flags only
+  u32(6), u32(8);                      // miUINT32 flags
+  u32(6), u32(0);                      // class double
+  u32(4u << 16 | 5), u32(0x20000001);  // read as the dimensions: [2^29 + 1]
+  u32(1), u32(16);                     // read as the name
+  bytes.append("annotations");
+  bytes.append(5, '\0');
+  ExpectRefusedAsOversized(bytes);
 }
 
 TEST_F(CarsTest, CarsRejectsATruncatedFile) {

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <set>
 
+#include "cli/cli_test_util.h"
 #include "engine_test_util.h"
 #include "index/coarse_index.h"
 #include "storage/record_store.h"
@@ -119,34 +120,39 @@ TEST(FactoryStringTest, EveryAcceptedFormIngestsSearchesRemovesAndReopens) {
   }
 }
 
-// A collection whose descriptor names a factory string this version refuses
-// (written by an older version) fails alone, can be dropped, and its name
-// used again: the new collection gets a new id, nothing of the old one shows.
-TEST(FactoryStringTest, BadCollectionFromAnOlderVersionDoesNotStopTheOthers) {
-  TempDir dir;
+// Writes, through the record store, collection "good" (20 items) and
+// collection "bad", whose descriptor names a factory string this version
+// refuses, as an older version may have written it (ids 0..4).
+void WriteGoodAndRefusedCollections(const TempDir& dir) {
   CollectionSpec good = MakeSpec("good", Kind::kGaussian, 8, "Flat");
   {
     auto db = OpenDb(dir.path());
     ASSERT_TRUE(db->CreateCollection(good).ok());
     ASSERT_TRUE(db->Ingest("good", RandomBatch(good, 20, 0, 1).ingest(), nullptr).ok());
   }
-  {
-    std::unique_ptr<storage::RecordStore> store;
-    ASSERT_TRUE(
-        storage::RecordStore::Open(storage::StoreOptions(), dir.path() + "/store", &store).ok());
-    storage::CollectionMeta bad;
-    bad.spec = MakeSpec("bad", Kind::kGaussian, 8, "HNSW0");
-    ASSERT_TRUE(store->CreateCollection(&bad).ok());
-    // Five records (ids 0..4): a gaussian row is the mean and the variances.
-    std::vector<float> row(16, 0.5f);
-    std::vector<storage::RecordWrite> puts(5);
-    for (int64_t i = 0; i < 5; ++i) {
-      puts[i].id = i;
-      puts[i].row = row.data();
-    }
-    bad.sequence = 1;
-    ASSERT_TRUE(store->Commit(bad, puts, {}).ok());
+  std::unique_ptr<storage::RecordStore> store;
+  ASSERT_TRUE(
+      storage::RecordStore::Open(storage::StoreOptions(), dir.path() + "/store", &store).ok());
+  storage::CollectionMeta bad;
+  bad.spec = MakeSpec("bad", Kind::kGaussian, 8, "HNSW0");
+  ASSERT_TRUE(store->CreateCollection(&bad).ok());
+  // Five records (ids 0..4): a gaussian row is the mean and the variances.
+  std::vector<float> row(16, 0.5f);
+  std::vector<storage::RecordWrite> puts(5);
+  for (int64_t i = 0; i < 5; ++i) {
+    puts[i].id = i;
+    puts[i].row = row.data();
   }
+  bad.sequence = 1;
+  ASSERT_TRUE(store->Commit(bad, puts, {}).ok());
+}
+
+// A collection whose descriptor names a factory string this version refuses
+// (written by an older version) fails alone, can be dropped, and its name
+// used again: the new collection gets a new id, nothing of the old one shows.
+TEST(FactoryStringTest, BadCollectionFromAnOlderVersionDoesNotStopTheOthers) {
+  TempDir dir;
+  ASSERT_NO_FATAL_FAILURE(WriteGoodAndRefusedCollections(dir));
   auto db = OpenDb(dir.path());
   std::vector<std::string> names;
   ASSERT_TRUE(db->ListCollections(&names).ok());
@@ -172,6 +178,40 @@ TEST(FactoryStringTest, BadCollectionFromAnOlderVersionDoesNotStopTheOthers) {
   ASSERT_TRUE(db->Get("bad", ids, 2, &recs).ok());
   EXPECT_FALSE(recs[0].found);
   EXPECT_TRUE(recs[1].found);
+}
+
+// The same from the command line: `stats` of every collection lists the
+// damaged one with its error beside the others' statistics and exits 1;
+// `drop` removes it, after which `stats` succeeds.
+TEST(FactoryStringTest, CliStatsListsTheOthersBesideADamagedCollection) {
+  TempDir dir, scratch;
+  ASSERT_NO_FATAL_FAILURE(WriteGoodAndRefusedCollections(dir));
+  auto run = [&](const std::vector<std::string>& args) {
+    return cli_testing::RunHedgedb(scratch.path(), args);
+  };
+  const std::vector<std::string> stats = {"stats", "--db", dir.path()};
+  cli_testing::CliRun r = run(stats);
+  EXPECT_EQ(r.exit_code, 1) << cli_testing::DescribeRun(stats, r);
+  EXPECT_NE(r.err.find("a collection cannot be opened"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("HNSW0"), std::string::npos) << r.err;
+  const std::vector<nlohmann::json> lines = cli_testing::JsonLines(r.out, true);
+  ASSERT_EQ(lines.size(), 1u) << r.out;
+  const nlohmann::json& listed = lines[0]["collections"];
+  ASSERT_EQ(listed.size(), 2u) << r.out;
+  EXPECT_EQ(listed[0]["name"], "bad");
+  EXPECT_NE(listed[0]["error"].get<std::string>().find("HNSW0"), std::string::npos) << r.out;
+  EXPECT_EQ(listed[1]["name"], "good");
+  EXPECT_EQ(listed[1]["items"], 20);
+
+  const std::vector<std::string> drop = {"drop", "--db", dir.path(), "--collection", "bad"};
+  r = run(drop);
+  ASSERT_EQ(r.exit_code, 0) << cli_testing::DescribeRun(drop, r);
+  r = run(stats);
+  ASSERT_EQ(r.exit_code, 0) << cli_testing::DescribeRun(stats, r);
+  const nlohmann::json after = cli_testing::JsonLines(r.out, true).at(0)["collections"];
+  ASSERT_EQ(after.size(), 1u) << r.out;
+  EXPECT_EQ(after[0]["name"], "good");
+  EXPECT_EQ(after[0]["items"], 20);
 }
 
 // A stored spec out of range (written by another version, or edited) fails
