@@ -30,12 +30,16 @@ bool LearnsMatchParameters(Method method) {
   return method == Method::kSoftContrastive || method == Method::kHib;
 }
 
+bool HasMatchParameters(Method method) {
+  return LearnsMatchParameters(method) || method == Method::kSpe;
+}
+
 float MatchA(const ModelSpec& model) {
-  return LearnsMatchParameters(model.method) ? static_cast<float>(model.match_a) : 1.0f;
+  return HasMatchParameters(model.method) ? static_cast<float>(model.match_a) : 1.0f;
 }
 
 float MatchB(const ModelSpec& model) {
-  return LearnsMatchParameters(model.method) ? static_cast<float>(model.match_b) : 0.0f;
+  return HasMatchParameters(model.method) ? static_cast<float>(model.match_b) : 0.0f;
 }
 
 ScoreType ModelScore(const ModelSpec& model) {

@@ -21,9 +21,13 @@ namespace encoders {
 // True for the methods whose training learns the soft-contrastive match
 // parameters a, b (softcon and HIB). Other methods' a, b are not trained.
 bool LearnsMatchParameters(Method method);
+// True for the methods whose model file's a, b are used: the learned ones,
+// and SPE's, fitted after training on validation pairs (encoders/train,
+// FitMatchParameters) so that its eta is on HIB's scale.
+bool HasMatchParameters(Method method);
 
-// The match a and b the model's embeddings are scored with: the learned ones
-// (LearnsMatchParameters), else 1 and 0.
+// The match a and b the model's embeddings are scored with: the model's
+// (HasMatchParameters), else 1 and 0.
 float MatchA(const ModelSpec& model);
 float MatchB(const ModelSpec& model);
 

@@ -341,6 +341,12 @@ EncoderOutput EncoderImpl::forward(torch::Tensor x) {
 
 torch::Tensor EncoderImpl::match_a() const { return torch::softplus(match_a_raw_); }
 torch::Tensor EncoderImpl::match_b() const { return match_b_; }
+
+void EncoderImpl::SetMatchParameters(double a, double b) {
+  torch::NoGradGuard no_grad;
+  match_a_raw_.fill_(InverseSoftplus(a));
+  match_b_.fill_(b);
+}
 torch::Tensor EncoderImpl::sigma_eps2() const { return torch::softplus(sigma_eps_raw_); }
 
 ModelSpec EncoderImpl::CurrentSpec() const {

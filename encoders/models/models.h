@@ -194,6 +194,9 @@ class EncoderImpl : public torch::nn::Module {
   // b free. Softplus rather than exp: gradients stay bounded for large a.
   torch::Tensor match_a() const;
   torch::Tensor match_b() const;
+  // Sets a (> 0) and b, for the methods whose loss does not learn them (SPE
+  // fits them after training).
+  void SetMatchParameters(double a, double b);
   // SPE class spread: sigma_eps^2 = softplus(sigma_eps_raw) > 0.
   torch::Tensor sigma_eps2() const;
 

@@ -464,6 +464,78 @@ Status FitValidationCalibration(const std::string& path, const ItemSet& validati
   return Status::OK();
 }
 
+// SPE's loss learns no match parameters, yet the uncertainty eta that the
+// database computes for every Gaussian (HIB eq. 9) scores with eq. 5's a and
+// b: at a = 1, b = 0 it cannot fall below 0.5 whatever the embedding. So they
+// are fitted after training, with the embeddings frozen, by maximum
+// likelihood of eq. 5's Monte Carlo match probability (as HIB's loss fits
+// them) on balanced validation pairs: up to kPairs matching and as many
+// non-matching, K = `samples` draws per side, all seeded.
+Status FitMatchParameters(const std::string& path, const ItemSet& validation,
+                          const std::vector<int64_t>& items, uint64_t seed, int64_t samples,
+                          double* a, double* b) {
+  constexpr int64_t kPairs = 2000;
+  constexpr int kSteps = 400;
+  std::unique_ptr<EncoderModel> model;
+  HEDGEDB_RETURN_IF_ERROR(EncoderModel::Load(path, &model));
+  Embeddings e;
+  HEDGEDB_RETURN_IF_ERROR(model->Embed(validation, items, /*corrupt=*/true, &e));
+  if (e.kind != Kind::kGaussian || e.n < 2) {
+    return Status::InvalidArgument("match parameters: needs at least 2 Gaussian validation items");
+  }
+  SeededRng rng(SeededRng::DeriveSeed(seed, 0xAB5));
+  std::vector<int64_t> first, second;
+  std::vector<float> match;
+  int64_t same = 0, different = 0;
+  for (int64_t tries = 0; tries < 100 * kPairs && (same < kPairs || different < kPairs); ++tries) {
+    const int64_t i = int64_t(rng.UniformInt(uint64_t(e.n)));
+    const int64_t j = int64_t(rng.UniformInt(uint64_t(e.n)));
+    if (i == j) continue;
+    const bool m =
+        validation.labels[size_t(items[size_t(i)])] == validation.labels[size_t(items[size_t(j)])];
+    if (m ? same >= kPairs : different >= kPairs) continue;
+    ++(m ? same : different);
+    first.push_back(i);
+    second.push_back(j);
+    match.push_back(m ? 1.0f : 0.0f);
+  }
+  if (same == 0 || different == 0) {
+    return Status::InvalidArgument("match parameters: validation pairs of one kind only");
+  }
+  const int64_t pairs = int64_t(match.size());
+  const auto rows = [&](std::vector<float>& values) {
+    return torch::from_blob(values.data(), {e.n, e.dim}, torch::kFloat).clone();
+  };
+  const torch::Tensor mean = rows(e.mean), sd = rows(e.var).sqrt();
+  const torch::Tensor i1 = torch::tensor(first, torch::kLong);
+  const torch::Tensor i2 = torch::tensor(second, torch::kLong);
+  const torch::Tensor y = torch::from_blob(match.data(), {pairs}, torch::kFloat).clone();
+  torch::Generator generator = at::detail::createCPUGenerator(seed);
+  const auto draw = [&](const torch::Tensor& index) {  // [P, K, D]
+    const torch::Tensor noise = at::randn({pairs, samples, e.dim}, generator);
+    return mean.index_select(0, index).unsqueeze(1) +
+           sd.index_select(0, index).unsqueeze(1) * noise;
+  };
+  // [P, K, 1, D] against [P, 1, K, D]: every sample pair of every item pair.
+  const torch::Tensor z1 = draw(i1).unsqueeze(2), z2 = draw(i2).unsqueeze(1);
+  torch::Tensor a_raw = torch::tensor(InverseSoftplus(1.0)).requires_grad_(true);
+  torch::Tensor b_param = torch::tensor(0.0).requires_grad_(true);
+  torch::optim::Adam optimizer({a_raw, b_param}, torch::optim::AdamOptions(0.05));
+  for (int step = 0; step < kSteps; ++step) {
+    optimizer.zero_grad();
+    const torch::Tensor p =
+        torch::sigmoid(MatchLogit(z1, z2, torch::softplus(a_raw), b_param)).mean({1, 2});
+    torch::binary_cross_entropy(p.clamp(1e-6, 1 - 1e-6), y).backward();
+    optimizer.step();
+  }
+  *a = torch::softplus(a_raw).item<double>();
+  *b = b_param.item<double>();
+  if (!std::isfinite(*a) || !(*a > 0) || !std::isfinite(*b)) {
+    return Status::Internal("match parameters: the fit diverged");
+  }
+  return Status::OK();
+}
+
 // One training run, in the steps Run() takes: build the model and optimizer
 // (fresh, or from a checkpoint), set up the data (batches, schedule,
 // validation subset), the iteration loop (a step, progress lines, validation
@@ -712,6 +784,7 @@ class TrainingRun {
   // rewrites the model file with it. A fit that fails (too few pairs, one
   // class) leaves the model without a map: training still succeeded.
   Status AddCalibration() {
+    HEDGEDB_RETURN_IF_ERROR(AddMatchParameters());
     const Clock::time_point start = Clock::now();
     ModelCalibration calibration;
     const Status fit = FitValidationCalibration(options_.out, data_.validation, val_items_,
@@ -734,6 +807,29 @@ class TrainingRun {
     log_(Tag() + line);
     r_.calibration = calibration.info;
     r_.calibrated = true;
+    return Status::OK();
+  }
+
+  // SPE: a and b fitted on the validation pairs (FitMatchParameters) and
+  // written into the saved model. A failed fit keeps a = 1, b = 0 and says so.
+  Status AddMatchParameters() {
+    if (method_->method != Method::kSpe) return Status::OK();
+    double a = 1.0, b = 0.0;
+    const Status fit = FitMatchParameters(options_.out, data_.validation, val_items_, options_.seed,
+                                          options_.samples, &a, &b);
+    if (!fit.ok()) {
+      log_(Tag() + " match parameters not fitted (a = 1, b = 0): " + fit.message());
+      return Status::OK();
+    }
+    ModelSpec spec;
+    Encoder saved{nullptr};
+    HEDGEDB_RETURN_IF_ERROR(LoadModel(options_.out, &spec, &saved));
+    saved->SetMatchParameters(a, b);
+    HEDGEDB_RETURN_IF_ERROR(SaveModel(options_.out, saved));
+    char line[120];
+    std::snprintf(line, sizeof(line),
+                  " match parameters fitted on validation pairs: a %.4g, b %.4g", a, b);
+    log_(Tag() + line);
     return Status::OK();
   }
 

@@ -36,9 +36,12 @@ TEST(EngineBridgeTest, LearnedMatchParametersOnlyForSoftconAndHib) {
       CollectionSpecForModel(Model(Method::kProtoNet, Kind::kPoint), "c");
   EXPECT_FLOAT_EQ(protonet.match_a, 1.0f);
   EXPECT_FLOAT_EQ(protonet.match_b, 0.0f);
+  // SPE's a, b are fitted after training (for eta), and used.
+  EXPECT_FALSE(LearnsMatchParameters(Method::kSpe));
+  EXPECT_TRUE(HasMatchParameters(Method::kSpe));
   const CollectionSpec spe = CollectionSpecForModel(Model(Method::kSpe, Kind::kGaussian), "c");
-  EXPECT_FLOAT_EQ(spe.match_a, 1.0f);
-  EXPECT_FLOAT_EQ(spe.match_b, 0.0f);
+  EXPECT_FLOAT_EQ(spe.match_a, 3.5f);
+  EXPECT_FLOAT_EQ(spe.match_b, 1.25f);
 }
 
 TEST(EngineBridgeTest, KindsAndSizes) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -17,10 +18,12 @@
 
 #include "datasets/load_data.h"
 #include "encoders/embedder.h"
+#include "encoders/engine_bridge.h"
 #include "encoders/eval/evaluation.h"
 #include "encoders/models/model_file.h"
 #include "encoders/models/models.h"
 #include "hedgedb/npy.h"
+#include "hedgedb/score.h"
 #include "script_module.h"
 #include "temp_dir.h"
 
@@ -310,6 +313,61 @@ TEST_F(TrainerTest, SpeEmbeddingsCarrySigmaEpsAndAreScoredAsStored) {
     mls -= 0.5 * (diff * diff / v + std::log(v));
   }
   EXPECT_NEAR(matrix[1], mls, 1e-3 * std::fabs(mls));
+}
+
+// SPE learns no match a, b, yet the database's eta of a Gaussian uses them:
+// at a = 1, b = 0 eta never falls below 0.5. Training fits them on the
+// validation pairs; the fitted eq. 5 probability, scored by the database (its
+// own sampler, not the trainer's), explains the test pairs better than
+// (1, 0), and eta uses the whole range.
+TEST_F(TrainerTest, SpeMatchParametersAreFittedOnValidationPairs) {
+  const EncoderData data = LoadFeatures(WriteFeatures(8, 30, 8), /*val_fraction=*/0.2);
+  ASSERT_GT(data.validation.size(), 0);
+  TrainOptions options = QuickOptions("spe", "spe.model");
+  options.iterations = 100;
+  options.eval_every = 50;
+  TrainResult result;
+  const Status s = Train(options, data, &result);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  std::unique_ptr<EncoderModel> model;
+  ASSERT_TRUE(EncoderModel::Load(options.out, &model).ok());
+  const ModelSpec fitted = model->spec();
+  EXPECT_GT(fitted.match_a, 0.0);
+  EXPECT_FALSE(fitted.match_a == 1.0 && fitted.match_b == 0.0);
+  ModelSpec unfitted = fitted;
+  unfitted.match_a = 1.0;
+  unfitted.match_b = 0.0;
+
+  std::vector<int64_t> items(size_t(std::min<int64_t>(60, data.test.size())));
+  for (size_t i = 0; i < items.size(); ++i) items[i] = int64_t(i);
+  Embeddings e;
+  ASSERT_TRUE(model->Embed(data.test, items, /*corrupt=*/false, &e).ok());
+  auto log_likelihood = [&](const ModelSpec& spec) {
+    ScoreOptions mc;
+    mc.score = ScoreType::kMc;
+    std::vector<float> p;
+    EXPECT_TRUE(ScoreMatrix(CollectionSpecForModel(spec, "c"), e.View(), e.View(), mc, &p).ok());
+    double sum = 0;
+    for (int64_t i = 0; i < e.n; ++i) {
+      for (int64_t j = 0; j < e.n; ++j) {
+        if (i == j) continue;
+        const double pij = std::clamp(double(p[size_t(i * e.n + j)]), 1e-6, 1 - 1e-6);
+        const bool same = data.test.labels[size_t(i)] == data.test.labels[size_t(j)];
+        sum += same ? std::log(pij) : std::log(1 - pij);
+      }
+    }
+    return sum / double(e.n * (e.n - 1));
+  };
+  EXPECT_GT(log_likelihood(fitted), log_likelihood(unfitted));
+  Similarity similarity;
+  similarity.spec = fitted;
+  std::vector<double> eta;
+  ASSERT_TRUE(Uncertainties(similarity, e, &eta).ok());
+  ASSERT_EQ(eta.size(), items.size());
+  EXPECT_LT(*std::min_element(eta.begin(), eta.end()), 0.5);
+  similarity.spec = unfitted;
+  ASSERT_TRUE(Uncertainties(similarity, e, &eta).ok());
+  EXPECT_GE(*std::min_element(eta.begin(), eta.end()), 0.5);
 }
 
 TEST_F(TrainerTest, SameSeedSameModelAndLoadRoundTrip) {
