@@ -378,14 +378,26 @@ Status CheckMat5Elements(const std::string& mat_path) {
   // its flags (16 bytes) and a dimensions tag (8): matio reads them whatever
   // the size, so a shorter one has its dimensions read from the bytes after
   // it (a 20-byte matrix claiming 2^29 doubles made it allocate 4 GB).
-  auto dims_fit = [&](size_t at, size_t end) {
+  auto header_fits = [&](size_t at, size_t end) {
     if (end == at) return true;
     if (end - at < 24) return false;
-    if ((u32(at + 8) & 0xFF) == MAT_C_SPARSE) return true;
     const uint32_t tag = u32(at + 16);
-    const size_t n = (tag >> 16) != 0 ? tag >> 16 : u32(at + 20);
-    const size_t data = (tag >> 16) != 0 ? at + 20 : at + 24;
+    const bool small_dims = (tag >> 16) != 0;
+    const size_t n = small_dims ? tag >> 16 : u32(at + 20);
+    const size_t data = small_dims ? at + 20 : at + 24;
     if (data > end || n > end - data) return false;
+    // The array name follows the dimensions and is miINT8 (empty inside
+    // structs and cells). matio reads a name of another type as absent and
+    // takes its data for the next tag (a flipped type byte made it allocate
+    // 2^64 - 16M bytes).
+    const size_t name = small_dims ? at + 24 : data + (n + 7) / 8 * 8;
+    if (name > end || end - name < 8) return false;
+    const uint32_t name_tag = u32(name);
+    const bool name_ok = (name_tag >> 16) != 0
+                             ? (name_tag & 0xFFFF) == MAT_T_INT8 && (name_tag >> 16) <= 4
+                             : name_tag == MAT_T_INT8;
+    if (!name_ok) return false;
+    if ((u32(at + 8) & 0xFF) == MAT_C_SPARSE) return true;
     uint64_t product = 1;
     for (size_t i = 0; i + 4 <= n; i += 4) {
       const uint64_t d = u32(data + i);
@@ -396,7 +408,7 @@ Status CheckMat5Elements(const std::string& mat_path) {
     return product <= end - at;
   };
   std::function<bool(size_t, size_t, int)> nested_fit = [&](size_t at, size_t end, int depth) {
-    if (depth > 16 || !dims_fit(at, end)) return false;
+    if (depth > 16 || !header_fits(at, end)) return false;
     while (end - at >= 8) {
       const uint32_t type = u32(at);
       if ((type >> 16) != 0) {  // small element
@@ -426,7 +438,8 @@ Status CheckMat5Elements(const std::string& mat_path) {
     }
     if (type == MAT_T_MATRIX && !nested_fit(pos + 8, pos + 8 + size, 0)) {
       return Status::Corruption(mat_path + ": data element " + std::to_string(element) +
-                                " holds an element larger than itself");
+                                " holds a malformed element (larger than its parent, or a "
+                                "matrix without its flags, dimensions and name)");
     }
     if (type == MAT_T_COMPRESSED) {
       const std::string problem = InflateProblem(b + pos + 8, size);
