@@ -326,9 +326,22 @@ struct EvaluateArgs {
   DataSetFlags data_flags;
   std::string model;
   encoders::EvaluationOptions options;
+  std::string protocol;
   int threads = 0;
   std::string plots;
 };
+
+// `evaluate --protocol NAME`: a paper's evaluation settings, applied to the
+// flags not given explicitly. hib-table1: HIB's Table 1 protocol (classes
+// seen in training, the whole test split, 5 Monte Carlo repeats).
+void ApplyProtocol(const std::string& name, const CLI::App& cmd,
+                   encoders::EvaluationOptions* options) {
+  if (name.empty()) return;
+  if (name != "hib-table1") UsageError("--protocol: unknown protocol '" + name + "' (hib-table1)");
+  if (cmd.count("--split") == 0) options->split = "test-seen";
+  if (cmd.count("--max-items") == 0) options->max_items = 0;
+  if (cmd.count("--mc-repeats") == 0) options->mc_repeats = 5;
+}
 
 void RunEvaluate(const EvaluateArgs& args) {
   encoders::SetEncoderThreads(args.threads);
@@ -339,6 +352,7 @@ void RunEvaluate(const EvaluateArgs& args) {
   CalibrationReport calibration;
   Check(encoders::EvaluateModel(*model, data, args.options, &report, &calibration));
   report["model"] = args.model;
+  if (!args.protocol.empty()) report["protocol"] = args.protocol;
   if (!report.contains("calibration_error")) {
     json c;
     c["score"] = ScoreName(calibration.info.score);
@@ -383,8 +397,19 @@ void RegisterEvaluate(CLI::App& app) {
                   "Directory for the calibration pictures (reliability.png, uncertainty.png)");
   cmd->add_option("--seed", o.seed, "Seed of the subset, pairs and Monte Carlo samples")
       ->capture_default_str();
+  cmd->add_option("--mc-repeats", o.mc_repeats,
+                  "Monte Carlo repeats on the same items and pairs: numbers that vary become "
+                  "{mean, sd, repeats} (Gaussian and mixture models)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--protocol", args->protocol,
+                  "A paper's settings for the flags not given: hib-table1 (--split test-seen "
+                  "--max-items 0 --mc-repeats 5)");
   cmd->add_option("--threads", args->threads, "Torch threads (default: hardware cores)");
-  cmd->callback([args] { RunEvaluate(*args); });
+  cmd->callback([args, cmd] {
+    ApplyProtocol(args->protocol, *cmd, &args->options);
+    RunEvaluate(*args);
+  });
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "encoders/data/batch_samplers.h"
 #include "encoders/engine_bridge.h"
 #include "hedgedb/calibration.h"
 #include "hedgedb/score.h"
@@ -289,13 +290,54 @@ Status DimcoBatchInformation(const Embeddings& codes, const std::vector<int64_t>
   return Status::OK();
 }
 
+json MergeRepeats(const std::vector<json>& runs) {
+  const json& first = runs.front();
+  if (runs.size() == 1) return first;
+  if (first.is_object()) {
+    json merged = json::object();
+    for (const auto& [key, value] : first.items()) {
+      std::vector<json> parts;
+      for (const json& run : runs) parts.push_back(run.contains(key) ? run[key] : value);
+      merged[key] = MergeRepeats(parts);
+    }
+    return merged;
+  }
+  if (first.is_array()) {
+    for (const json& run : runs) {
+      if (!run.is_array() || run.size() != first.size()) return first;
+    }
+    json merged = json::array();
+    for (size_t i = 0; i < first.size(); ++i) {
+      std::vector<json> parts;
+      for (const json& run : runs) parts.push_back(run[i]);
+      merged.push_back(MergeRepeats(parts));
+    }
+    return merged;
+  }
+  if (!first.is_number()) return first;
+  double sum = 0;
+  bool all_equal = true;
+  for (const json& run : runs) {
+    if (!run.is_number()) return first;
+    sum += run.get<double>();
+    all_equal = all_equal && run == first;
+  }
+  if (all_equal) return first;
+  const double n = static_cast<double>(runs.size()), mean = sum / n;
+  double squares = 0;
+  for (const json& run : runs) squares += (run.get<double>() - mean) * (run.get<double>() - mean);
+  return {{"mean", mean}, {"sd", std::sqrt(squares / (n - 1))}, {"repeats", runs.size()}};
+}
+
 Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
                      const EvaluationOptions& options, json* report,
                      CalibrationReport* calibration) {
   const ItemSet* set = nullptr;
   HEDGEDB_RETURN_IF_ERROR(SelectSplit(data, options.split, &set));
-  if (options.samples < 1 || options.eta_bins < 2 || options.verification_pairs < 2) {
-    return Status::InvalidArgument("evaluation needs samples >= 1, eta bins >= 2, pairs >= 2");
+  if (options.samples < 1 || options.eta_bins < 2 || options.verification_pairs < 2 ||
+      options.mc_repeats < 1) {
+    return Status::InvalidArgument(
+        "evaluation needs samples >= 1, eta bins >= 2, pairs >= 2, Monte Carlo repeats >= 1");
   }
   const ModelSpec spec = model.spec();
   const std::vector<int64_t> items = SubsetItems(*set, options.max_items, options.seed);
@@ -347,76 +389,94 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
   std::vector<uint8_t> matches;
   for (const auto& p : pairs) matches.push_back(p.match ? 1 : 0);
 
-  std::vector<double> eta_clean, eta_corrupt;
-  HEDGEDB_RETURN_IF_ERROR(Uncertainties(similarity, clean, &eta_clean));
-  if (data.has_corrupt) HEDGEDB_RETURN_IF_ERROR(Uncertainties(similarity, corrupt, &eta_corrupt));
-  if (stochastic) {
-    auto mean = [](const std::vector<double>& v) {
-      double s = 0;
-      for (double x : v) s += x;
-      return v.empty() ? 0.0 : s / v.size();
+  // What draws Monte Carlo samples (eta; scores of stochastic models) is
+  // measured once per repeat, each with its own sample seed, on the same
+  // items and pairs; MergeRepeats reports the spread.
+  const auto measure = [&](const Similarity& similarity, json& out, std::vector<double>& eta_clean,
+                           std::vector<double>& eta_corrupt) -> Status {
+    HEDGEDB_RETURN_IF_ERROR(Uncertainties(similarity, clean, &eta_clean));
+    if (data.has_corrupt) HEDGEDB_RETURN_IF_ERROR(Uncertainties(similarity, corrupt, &eta_corrupt));
+    if (stochastic) {
+      auto mean = [](const std::vector<double>& v) {
+        double s = 0;
+        for (double x : v) s += x;
+        return v.empty() ? 0.0 : s / v.size();
+      };
+      out["mean_eta"]["clean"] = mean(eta_clean);
+      if (data.has_corrupt) out["mean_eta"]["corrupt"] = mean(eta_corrupt);
+    }
+
+    // Verification (HIB 4.3): pairs of clean images, pairs of corrupt images.
+    struct VerificationCase {
+      const char* name;
+      const Embeddings* embeddings;
+      const std::vector<double>* eta;
     };
-    out["mean_eta"]["clean"] = mean(eta_clean);
-    if (data.has_corrupt) out["mean_eta"]["corrupt"] = mean(eta_corrupt);
-  }
-
-  // Verification (HIB 4.3): pairs of clean images, pairs of corrupt images.
-  struct VerificationCase {
-    const char* name;
-    const Embeddings* embeddings;
-    const std::vector<double>* eta;
-  };
-  std::vector<VerificationCase> verification = {{"clean", &clean, &eta_clean}};
-  if (data.has_corrupt) verification.push_back({"corrupt", &corrupt, &eta_corrupt});
-  for (const VerificationCase& c : verification) {
-    std::vector<double> scores;
-    HEDGEDB_RETURN_IF_ERROR(
-        PairSimilarities(similarity, *c.embeddings, *c.embeddings, pairs, &scores));
-    double ap = 0;
-    HEDGEDB_RETURN_IF_ERROR(AveragePrecision(scores, matches, &ap));
-    json v;
-    v["average_precision"] = ap;
-    v["pairs"] = static_cast<int64_t>(pairs.size());
-    if (stochastic) {
-      std::vector<double> pair_eta;
-      for (const auto& p : pairs) {
-        pair_eta.push_back(0.5 * ((*c.eta)[p.first] + (*c.eta)[p.second]));
+    std::vector<VerificationCase> verification = {{"clean", &clean, &eta_clean}};
+    if (data.has_corrupt) verification.push_back({"corrupt", &corrupt, &eta_corrupt});
+    for (const VerificationCase& c : verification) {
+      std::vector<double> scores;
+      HEDGEDB_RETURN_IF_ERROR(
+          PairSimilarities(similarity, *c.embeddings, *c.embeddings, pairs, &scores));
+      double ap = 0;
+      HEDGEDB_RETURN_IF_ERROR(AveragePrecision(scores, matches, &ap));
+      json v;
+      v["average_precision"] = ap;
+      v["pairs"] = static_cast<int64_t>(pairs.size());
+      if (stochastic) {
+        std::vector<double> pair_eta;
+        for (const auto& p : pairs) {
+          pair_eta.push_back(0.5 * ((*c.eta)[p.first] + (*c.eta)[p.second]));
+        }
+        UncertaintyCalibration calibration;
+        HEDGEDB_RETURN_IF_ERROR(
+            CalibrateAveragePrecision(pair_eta, scores, matches, options.eta_bins, &calibration));
+        v["eta_calibration"] = CalibrationJson(calibration);
       }
-      UncertaintyCalibration calibration;
-      HEDGEDB_RETURN_IF_ERROR(
-          CalibrateAveragePrecision(pair_eta, scores, matches, options.eta_bins, &calibration));
-      v["eta_calibration"] = CalibrationJson(calibration);
+      out["verification"][c.name] = v;
     }
-    out["verification"][c.name] = v;
-  }
 
-  // Identification (HIB 4.3 and appendix G): clean probes against a clean
-  // gallery ("clean") and against the corrupt twins ("corrupt", Table 1);
-  // corrupt probes against the clean gallery ("corrupt_probe", Table 6).
-  struct RetrievalCase {
-    const char* name;
-    const Embeddings* probes;
-    const Embeddings* gallery;
-    const std::vector<double>* probe_eta;
-  };
-  std::vector<RetrievalCase> retrieval = {{"clean", &clean, &clean, &eta_clean}};
-  if (data.has_corrupt) {
-    retrieval.push_back({"corrupt", &clean, &corrupt, &eta_clean});
-    retrieval.push_back({"corrupt_probe", &corrupt, &clean, &eta_corrupt});
-  }
-  for (const RetrievalCase& c : retrieval) {
-    RetrievalMetrics metrics;
-    HEDGEDB_RETURN_IF_ERROR(
-        EvaluateRetrievalOn(similarity, *c.probes, *c.gallery, labels, &metrics));
-    json r = RetrievalJson(metrics);
-    if (stochastic) {
-      UncertaintyCalibration calibration;
-      HEDGEDB_RETURN_IF_ERROR(
-          CalibrateAccuracy(*c.probe_eta, metrics.knn_correct, options.eta_bins, &calibration));
-      r["eta_calibration"] = CalibrationJson(calibration);
+    // Identification (HIB 4.3 and appendix G): clean probes against a clean
+    // gallery ("clean") and against the corrupt twins ("corrupt", Table 1);
+    // corrupt probes against the clean gallery ("corrupt_probe", Table 6).
+    struct RetrievalCase {
+      const char* name;
+      const Embeddings* probes;
+      const Embeddings* gallery;
+      const std::vector<double>* probe_eta;
+    };
+    std::vector<RetrievalCase> retrieval = {{"clean", &clean, &clean, &eta_clean}};
+    if (data.has_corrupt) {
+      retrieval.push_back({"corrupt", &clean, &corrupt, &eta_clean});
+      retrieval.push_back({"corrupt_probe", &corrupt, &clean, &eta_corrupt});
     }
-    out["retrieval"][c.name] = r;
+    for (const RetrievalCase& c : retrieval) {
+      RetrievalMetrics metrics;
+      HEDGEDB_RETURN_IF_ERROR(
+          EvaluateRetrievalOn(similarity, *c.probes, *c.gallery, labels, &metrics));
+      json r = RetrievalJson(metrics);
+      if (stochastic) {
+        UncertaintyCalibration calibration;
+        HEDGEDB_RETURN_IF_ERROR(
+            CalibrateAccuracy(*c.probe_eta, metrics.knn_correct, options.eta_bins, &calibration));
+        r["eta_calibration"] = CalibrationJson(calibration);
+      }
+      out["retrieval"][c.name] = r;
+    }
+    return Status::OK();
+  };
+  std::vector<double> eta_clean, eta_corrupt;
+  const int repeats = stochastic ? options.mc_repeats : 1;
+  std::vector<json> runs(static_cast<size_t>(repeats));
+  for (int r = 0; r < repeats; ++r) {
+    Similarity repeat = similarity;
+    if (r > 0) repeat.seed = SeededRng::DeriveSeed(options.seed, 0x5EED0000u + uint64_t(r));
+    std::vector<double> other_clean, other_corrupt;
+    HEDGEDB_RETURN_IF_ERROR(measure(repeat, runs[size_t(r)], r == 0 ? eta_clean : other_clean,
+                                    r == 0 ? eta_corrupt : other_corrupt));
   }
+  out.update(MergeRepeats(runs));
+  out["mc_repeats"] = repeats;
 
   if (calibration) {
     // Clean probes against the clean gallery, each leaving itself out: the

@@ -41,6 +41,10 @@ struct EvaluationOptions {
   int samples = 8;                     // Monte Carlo K per side
   int eta_bins = 20;                   // HIB section 4.4
   uint64_t seed = 0;
+  // Monte Carlo repeats (HIB reports means over repeats): the metrics that
+  // draw samples are computed with this many sample seeds on the same items
+  // and pairs (repeat 0 uses `seed`). Ignored for point and code models.
+  int mc_repeats = 1;
 };
 
 // How two sets of embeddings are compared (see the file comment).
@@ -96,6 +100,11 @@ struct BatchInformation {
 // Errors: not codes; fewer than `classes` classes with `per_class` items.
 Status DimcoBatchInformation(const Embeddings& codes, const std::vector<int64_t>& labels,
                              const BatchInformationOptions& options, BatchInformation* out);
+
+// The reports of several Monte Carlo repeats merged into one: a number that
+// differs between them becomes {"mean", "sd" (n - 1), "repeats"}; anything
+// else is the first report's. `runs` must not be empty.
+nlohmann::json MergeRepeats(const std::vector<nlohmann::json>& runs);
 
 // Embeds the split (clean and, where the data has one, corrupt twin) and
 // computes every metric; *report gets the JSON object `hedgedb evaluate`

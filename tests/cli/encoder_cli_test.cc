@@ -232,6 +232,22 @@ TEST_F(EncoderCliTest, EvaluatePrintsThePapersMetrics) {
   EXPECT_EQ(clean["eta_calibration"]["bin_performance"].size(), 20u);
   EXPECT_TRUE(clean["eta_calibration"].contains("kendall_tau"));
   EXPECT_EQ(report["items"], 180);
+  EXPECT_EQ(report["mc_repeats"], 1);
+
+  // Three Monte Carlo repeats on the same items and pairs: the numbers that
+  // depend on the samples become {mean, sd, repeats}; counts stay numbers.
+  const json repeated = Ok({"evaluate", "--model", Path("hib.model"), "--data", data, "--pairs",
+                            "500", "--max-items", "0", "--mc-repeats", "3"});
+  EXPECT_EQ(repeated["mc_repeats"], 3);
+  EXPECT_EQ(repeated["items"], 180);
+  const json& ap = repeated["verification"]["clean"]["average_precision"];
+  ASSERT_TRUE(ap.is_object()) << repeated.dump();
+  EXPECT_EQ(ap["repeats"], 3);
+  EXPECT_GT(ap["sd"].get<double>(), 0.0);
+  EXPECT_NEAR(ap["mean"].get<double>(),
+              report["verification"]["clean"]["average_precision"].get<double>(),
+              5 * ap["sd"].get<double>() + 1e-3);
+  EXPECT_EQ(repeated["verification"]["clean"]["pairs"], 500);
 }
 
 TEST_F(EncoderCliTest, FashionMnistTinyRun) {
@@ -279,6 +295,24 @@ TEST_F(EncoderCliTest, FashionMnistTinyRun) {
   EXPECT_TRUE(report["verification"].contains("corrupt"));
   EXPECT_TRUE(report["retrieval"].contains("corrupt"));
   EXPECT_TRUE(report["retrieval"].contains("corrupt_probe"));
+
+  // HIB's Table 1 settings for the flags not given: the seen classes, the
+  // whole split; a point model draws no samples, so one repeat.
+  std::vector<std::string> table1 = {"evaluate", "--model",    Path("fm.model"), "--pairs",
+                                     "400",      "--protocol", "hib-table1"};
+  table1.insert(table1.end(), data.begin(), data.end());
+  const json preset = Ok(table1);
+  EXPECT_EQ(preset["protocol"], "hib-table1");
+  EXPECT_EQ(preset["split"], "test-seen");
+  EXPECT_EQ(preset["mc_repeats"], 1);
+  EXPECT_GT(preset["items"].get<int64_t>(), 10);
+  // An explicit flag wins over the preset.
+  table1.push_back("--max-items");
+  table1.push_back("30");
+  EXPECT_EQ(Ok(table1)["items"], 30);
+  std::replace(table1.begin(), table1.end(), std::string("hib-table1"),
+               std::string("spe-table9"));
+  Fails(table1, {"--protocol", "spe-table9"}, 2);
 }
 
 TEST_F(EncoderCliTest, BadInputFailsClearly) {

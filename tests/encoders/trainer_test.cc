@@ -370,6 +370,25 @@ TEST_F(TrainerTest, SpeMatchParametersAreFittedOnValidationPairs) {
   EXPECT_GE(*std::min_element(eta.begin(), eta.end()), 0.5);
 }
 
+// Repeats merged by hand: differing numbers get mean and sample sd, equal
+// ones and non-numbers stay, arrays merge element by element.
+TEST(MergeRepeatsTest, MeanAndSampleSdOfWhatDiffers) {
+  const std::vector<nlohmann::json> runs = {
+      {{"ap", 0.5}, {"pairs", 10}, {"name", "a"}, {"bins", {1.0, 2.0}}},
+      {{"ap", 0.7}, {"pairs", 10}, {"name", "b"}, {"bins", {1.0, 4.0}}},
+      {{"ap", 0.9}, {"pairs", 10}, {"name", "c"}, {"bins", {1.0, 6.0}}}};
+  const nlohmann::json merged = MergeRepeats(runs);
+  EXPECT_NEAR(merged["ap"]["mean"].get<double>(), 0.7, 1e-12);
+  EXPECT_NEAR(merged["ap"]["sd"].get<double>(), 0.2, 1e-12);  // sqrt((0.04 + 0 + 0.04) / 2)
+  EXPECT_EQ(merged["ap"]["repeats"], 3);
+  EXPECT_EQ(merged["pairs"], 10);
+  EXPECT_EQ(merged["name"], "a");
+  EXPECT_EQ(merged["bins"][0], 1.0);
+  EXPECT_NEAR(merged["bins"][1]["mean"].get<double>(), 4.0, 1e-12);
+  EXPECT_NEAR(merged["bins"][1]["sd"].get<double>(), 2.0, 1e-12);
+  EXPECT_EQ(MergeRepeats({runs[1]}), runs[1]);
+}
+
 TEST_F(TrainerTest, SameSeedSameModelAndLoadRoundTrip) {
   const EncoderData data = LoadFeatures(WriteFeatures(8, 20, 8));
   TrainOptions a = QuickOptions("hib", "a.model");
