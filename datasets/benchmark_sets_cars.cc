@@ -381,8 +381,14 @@ Status CheckMat5Elements(const std::string& mat_path) {
   auto header_fits = [&](size_t at, size_t end) {
     if (end == at) return true;
     if (end - at < 24) return false;
+    // matio reads the array flags as one miUINT32 element of 8 bytes and the
+    // dimensions as miINT32 whatever their tags say; a flags tag claiming
+    // more would hide the elements after it from this walk (a flipped byte
+    // made class_names' flags cover its cells, one of which then claimed 8 GB).
+    if (u32(at) != MAT_T_UINT32 || u32(at + 4) != 8) return false;
     const uint32_t tag = u32(at + 16);
     const bool small_dims = (tag >> 16) != 0;
+    if ((tag & 0xFFFF) != MAT_T_INT32) return false;
     const size_t n = small_dims ? tag >> 16 : u32(at + 20);
     const size_t data = small_dims ? at + 20 : at + 24;
     if (data > end || n > end - data) return false;

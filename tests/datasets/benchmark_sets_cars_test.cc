@@ -379,6 +379,22 @@ TEST_F(CarsTest, CarsRejectsAMatrixNameThatIsNotInt8) {
   ExpectRefusedAsOversized(bytes);
 }
 
+// Found by fuzzing: class_names' array flags retyped to claim 0x2908 bytes,
+// which hid its cells from the element walk, and a cell whose dimensions tag
+// claimed ~4 GB: matio reads the flags as 8 bytes whatever the tag says,
+// reached the cell and asked for 8 GB.
+TEST_F(CarsTest, CarsRejectsArrayFlagsOfAnotherSize) {
+  std::string bytes = OfficialBytes();
+  const size_t names = bytes.find("class_names");
+  ASSERT_NE(names, std::string::npos);
+  // The flags tag of class_names: the first miUINT32 tag before its name.
+  const std::string flags_tag("\x06\0\0\0\x08\0\0\0", 8);
+  const size_t flags = bytes.rfind(flags_tag, names);
+  ASSERT_NE(flags, std::string::npos);
+  bytes[flags + 5] = '\x29';  // size 0x2908
+  ExpectRefusedAsOversized(bytes);
+}
+
 TEST_F(CarsTest, CarsRejectsATruncatedFile) {
   ASSERT_TRUE(WriteCarsMat(MatPath(), Official()));
   const auto size = fs::file_size(MatPath());
