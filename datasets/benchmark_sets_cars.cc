@@ -378,7 +378,11 @@ Status CheckMat5Elements(const std::string& mat_path) {
   // its flags (16 bytes) and a dimensions tag (8): matio reads them whatever
   // the size, so a shorter one has its dimensions read from the bytes after
   // it (a 20-byte matrix claiming 2^29 doubles made it allocate 4 GB).
-  auto header_fits = [&](size_t at, size_t end) {
+  // `field`: the matrix is a field of a struct, whose name matio skips as an
+  // 8-byte tag without its data (names of fields are in the struct's header),
+  // so a non-empty name would shift every read after it (a name of 11 bytes
+  // made the name's padding a data tag claiming 2^64 - 7M bytes).
+  auto header_fits = [&](size_t at, size_t end, bool field) {
     if (end == at) return true;
     if (end - at < 24) return false;
     // matio reads the array flags as one miUINT32 element of 8 bytes and the
@@ -403,6 +407,7 @@ Status CheckMat5Elements(const std::string& mat_path) {
                              ? (name_tag & 0xFFFF) == MAT_T_INT8 && (name_tag >> 16) <= 4
                              : name_tag == MAT_T_INT8;
     if (!name_ok) return false;
+    if (field && (name_tag >> 16) == 0 && u32(name + 4) != 0) return false;
     if ((u32(at + 8) & 0xFF) == MAT_C_SPARSE) return true;
     uint64_t product = 1;
     for (size_t i = 0; i + 4 <= n; i += 4) {
@@ -413,8 +418,10 @@ Status CheckMat5Elements(const std::string& mat_path) {
     }
     return product <= end - at;
   };
-  std::function<bool(size_t, size_t, int)> nested_fit = [&](size_t at, size_t end, int depth) {
-    if (depth > 16 || !header_fits(at, end)) return false;
+  std::function<bool(size_t, size_t, int, bool)> nested_fit = [&](size_t at, size_t end, int depth,
+                                                                  bool field) {
+    if (depth > 16 || !header_fits(at, end, field)) return false;
+    const bool is_struct = end > at && (u32(at + 8) & 0xFF) == MAT_C_STRUCT;
     while (end - at >= 8) {
       const uint32_t type = u32(at);
       if ((type >> 16) != 0) {  // small element
@@ -423,7 +430,9 @@ Status CheckMat5Elements(const std::string& mat_path) {
       }
       const size_t size = u32(at + 4);
       if (size > end - at - 8) return false;
-      if (type == MAT_T_MATRIX && !nested_fit(at + 8, at + 8 + size, depth + 1)) return false;
+      if (type == MAT_T_MATRIX && !nested_fit(at + 8, at + 8 + size, depth + 1, is_struct)) {
+        return false;
+      }
       at += 8 + std::min<size_t>((size + 7) / 8 * 8, end - at - 8);
     }
     return true;
@@ -442,7 +451,7 @@ Status CheckMat5Elements(const std::string& mat_path) {
                                 " needs " + std::to_string(size) + " bytes, " +
                                 std::to_string(available) + " remain");
     }
-    if (type == MAT_T_MATRIX && !nested_fit(pos + 8, pos + 8 + size, 0)) {
+    if (type == MAT_T_MATRIX && !nested_fit(pos + 8, pos + 8 + size, 0, false)) {
       return Status::Corruption(mat_path + ": data element " + std::to_string(element) +
                                 " holds a malformed element (larger than its parent, or a "
                                 "matrix without its flags, dimensions and name)");

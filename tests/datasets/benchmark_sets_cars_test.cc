@@ -395,6 +395,21 @@ TEST_F(CarsTest, CarsRejectsArrayFlagsOfAnotherSize) {
   ExpectRefusedAsOversized(bytes);
 }
 
+// Found by fuzzing: a struct field (a path) with an 11-byte name. matio
+// skips a field's name tag without its data, so it read the name's padding
+// as the data tag and asked for 2^64 - 7M bytes.
+TEST_F(CarsTest, CarsRejectsAStructFieldWithAName) {
+  std::string bytes = OfficialBytes();
+  const size_t path = bytes.find("car_ims/000002.jpg");
+  ASSERT_NE(path, std::string::npos);
+  // The field's empty name tag (miINT8, 0 bytes) just before its data tag.
+  const size_t name = bytes.rfind(std::string("\x01\0\0\0\0\0\0\0", 8), path);
+  ASSERT_NE(name, std::string::npos);
+  ASSERT_GT(name, path - 40);
+  bytes[name + 4] = '\x0b';
+  ExpectRefusedAsOversized(bytes);
+}
+
 TEST_F(CarsTest, CarsRejectsATruncatedFile) {
   ASSERT_TRUE(WriteCarsMat(MatPath(), Official()));
   const auto size = fs::file_size(MatPath());
