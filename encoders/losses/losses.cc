@@ -93,6 +93,26 @@ LossOutput SoftContrastiveLoss(const torch::Tensor& z1, const torch::Tensor& z2,
   return out;
 }
 
+LossOutput ContrastiveLoss(const torch::Tensor& z1, const torch::Tensor& z2,
+                           const torch::Tensor& is_match, double margin) {
+  TORCH_CHECK(z1.dim() == 2 && z1.sizes() == z2.sizes(),
+              "contrastive: z1 and z2 must both be [B, D], got ", z1.sizes(), " and ", z2.sizes());
+  TORCH_CHECK(is_match.dim() == 1 && is_match.size(0) == z1.size(0),
+              "contrastive: is_match must be [B]");
+  TORCH_CHECK(margin > 0 && std::isfinite(margin), "contrastive: the margin must be > 0");
+  const torch::Tensor distance = Euclidean(z1 - z2);
+  const torch::Tensor m = MatchAsFloat(is_match, distance);
+  const torch::Tensor shortfall = (margin - distance).clamp_min(0);
+  const torch::Tensor per_pair = m * distance.pow(2) + (1 - m) * shortfall.pow(2);
+  LossOutput out;
+  out.loss = per_pair.mean();
+  out.terms["loss"] = Item(out.loss);
+  const double negatives = Item((1 - m).sum());
+  out.terms["active_negatives"] =
+      negatives > 0 ? Item(((1 - m) * shortfall.gt(0).to(m.dtype())).sum()) / negatives : 0.0;
+  return out;
+}
+
 // ---------------------------------------------------------------------------
 // HIB
 // ---------------------------------------------------------------------------

@@ -43,6 +43,14 @@ LossOutput SoftContrastiveLoss(const torch::Tensor& z1, const torch::Tensor& z2,
                                const torch::Tensor& is_match, const torch::Tensor& a,
                                const torch::Tensor& b);
 
+// The margin ("hard") contrastive loss (Hadsell et al. 2006; HIB eq. 1), the
+// baseline of HIB appendix B: mean over pairs of ||z1 - z2||^2 for a match and
+// max(margin - ||z1 - z2||, 0)^2 for a non-match. z1, z2: [B, D]; is_match
+// [B]; margin > 0. Terms: "loss", "active_negatives" (share of non-matching
+// pairs closer than the margin, the ones that still push).
+LossOutput ContrastiveLoss(const torch::Tensor& z1, const torch::Tensor& z2,
+                           const torch::Tensor& is_match, double margin);
+
 // ---------------------------------------------------------------------------
 // HIB: variational information bottleneck for stochastic embeddings (eq. 8).
 // ---------------------------------------------------------------------------

@@ -41,6 +41,7 @@ constexpr MethodEntry kMethods[] = {
     {Method::kProtoNet, "protonet", "pn"},
     {Method::kDimco, "dimco", nullptr},
     {Method::kFStatistic, "fstat", nullptr},
+    {Method::kContrastive, "contrastive", nullptr},
 };
 
 struct BackboneEntry {
@@ -190,6 +191,7 @@ bool MethodAllowsKind(Method method, Kind kind) {
     case Method::kSoftContrastive:
     case Method::kProtoNet:
     case Method::kFStatistic:
+    case Method::kContrastive:
       return kind == Kind::kPoint;
     case Method::kHib:
       return kind == Kind::kGaussian || kind == Kind::kMog;

@@ -52,9 +52,10 @@ enum class Method {
   kProtoNet,         // point, prototypical network
   kDimco,            // codes, DIMCO eq. 10
   kFStatistic,       // point, F-statistic loss
+  kContrastive,      // point embeddings, the margin contrastive loss (HIB eq. 1)
 };
 // The name model files store ("softcon", "hib", "spe", "protonet", "dimco",
-// "fstat").
+// "fstat", "contrastive").
 const char* MethodName(Method method);
 // Accepts the stored names and the older training-flag aliases ("point" for
 // softcon, "pn" for protonet), so old model files and old flags keep working.

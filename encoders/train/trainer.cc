@@ -61,6 +61,7 @@ constexpr MethodDefaults kMethodTable[] = {
     {Method::kProtoNet, BatchFamily::kEpisodes},
     {Method::kDimco, BatchFamily::kClassBalanced},
     {Method::kFStatistic, BatchFamily::kClassBalanced},
+    {Method::kContrastive, BatchFamily::kPairs},
 };
 
 const MethodDefaults* FindMethod(Method method) {
@@ -201,11 +202,16 @@ LossOutput ComputeLoss(const TrainOptions& options, Method method, Encoder& enco
                        const EncoderOutput& out, const TrainBatch& batch) {
   switch (method) {
     case Method::kSoftContrastive:
+    case Method::kContrastive:
     case Method::kHib: {
       const torch::Tensor first = Int64Tensor(batch.first), second = Int64Tensor(batch.second);
       const torch::Tensor match =
           torch::tensor(std::vector<int64_t>(batch.match.begin(), batch.match.end()))
               .to(torch::kBool);
+      if (method == Method::kContrastive) {
+        return ContrastiveLoss(out.point.index_select(0, first), out.point.index_select(0, second),
+                               match, options.margin);
+      }
       if (method == Method::kSoftContrastive) {
         return SoftContrastiveLoss(out.point.index_select(0, first),
                                    out.point.index_select(0, second), match, encoder->match_a(),
@@ -253,6 +259,7 @@ ModelSpec MakeSpec(const TrainOptions& options, const EncoderData& data) {
     case Method::kSoftContrastive:
     case Method::kProtoNet:
     case Method::kFStatistic:
+    case Method::kContrastive:
       spec.kind = Kind::kPoint;
       break;
     case Method::kHib:
@@ -914,6 +921,9 @@ Status ResolveTrainOptions(TrainOptions* o) {
     // Stratified mixture sampling needs K to be a multiple of C.
     o->samples =
         (o->samples / static_cast<int>(o->components) + 1) * static_cast<int>(o->components);
+  }
+  if (!(o->margin > 0) || !std::isfinite(o->margin)) {
+    return Status::InvalidArgument("--margin must be > 0");
   }
   if (o->beta < 0) return Status::InvalidArgument("--beta must be >= 0");
   std::error_code ec;

@@ -70,6 +70,10 @@ struct TrainOptions {
   int n_way = 0;
   int n_support = 5;
   int n_query = 5;
+  // contrastive (HIB eq. 1): the distance non-matching pairs are pushed
+  // beyond. Only its ratio to the embedding's scale matters, and the loss
+  // sets that scale itself; HIB appendix B sweeps it.
+  double margin = 1.0;
   // F-statistic: dimensions separated per class pair.
   int fstat_top_dims = 3;
   // A TorchScript backbone (torch.jit.save of a module mapping an input batch

@@ -310,9 +310,14 @@ TEST_F(EncoderCliTest, FashionMnistTinyRun) {
   table1.push_back("--max-items");
   table1.push_back("30");
   EXPECT_EQ(Ok(table1)["items"], 30);
-  std::replace(table1.begin(), table1.end(), std::string("hib-table1"),
-               std::string("spe-table9"));
-  Fails(table1, {"--protocol", "spe-table9"}, 2);
+  // HIB Tables 2 and 5: the same items, 10 repeats (none for a point model).
+  std::replace(table1.begin(), table1.end(), std::string("hib-table1"), std::string("hib-table2"));
+  const json table2 = Ok(table1);
+  EXPECT_EQ(table2["protocol"], "hib-table2");
+  EXPECT_EQ(table2["split"], "test-seen");
+  EXPECT_EQ(table2["items"], 30);
+  std::replace(table1.begin(), table1.end(), std::string("hib-table2"), std::string("spe-table9"));
+  Fails(table1, {"--protocol", "spe-table9", "hib-table1", "hib-table2"}, 2);
 }
 
 TEST_F(EncoderCliTest, BadInputFailsClearly) {

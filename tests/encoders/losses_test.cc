@@ -127,6 +127,40 @@ TEST(SoftContrastiveLossTest, IdenticalPointsHaveFiniteGradient) {
   EXPECT_TRUE(torch::isfinite(z.grad()).all().item<bool>());
 }
 
+// Four pairs worked by hand, margin 2: a match at distance 5 costs 5^2 = 25;
+// a non-match at distance 1 costs (2 - 1)^2 = 1, one at distance 3 costs 0
+// (beyond the margin); a match at distance 0.5 costs 0.25. Mean 6.5625.
+TEST(ContrastiveLossTest, MatchesHandComputedValues) {
+  torch::Tensor z1 = torch::tensor({0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0}, Double()).view({4, 2});
+  torch::Tensor z2 = torch::tensor({3.0, 4.0, 0.6, 0.8, 1.0, 4.0, 0.0, 0.5}, Double()).view({4, 2});
+  torch::Tensor match = torch::tensor({1, 0, 0, 1}, torch::kLong);
+  LossOutput out = ContrastiveLoss(z1, z2, match, 2.0);
+  EXPECT_NEAR(out.loss.item<double>(), 6.5625, 1e-9);
+  EXPECT_NEAR(out.terms.at("loss"), 6.5625, 1e-9);
+  EXPECT_DOUBLE_EQ(out.terms.at("active_negatives"), 0.5);  // one of the two non-matches
+  // A larger margin reaches the far non-match too: (4 - 3)^2 = 1 more, and
+  // the near one costs (4 - 1)^2 = 9.
+  EXPECT_NEAR(ContrastiveLoss(z1, z2, match, 4.0).loss.item<double>(), (25 + 9 + 1 + 0.25) / 4,
+              1e-9);
+}
+
+TEST(ContrastiveLossTest, GradientsMatchFiniteDifferencesAndBadMarginIsRefused) {
+  UseFewThreads();
+  torch::manual_seed(3);
+  torch::Tensor z1 = torch::randn({6, 3}, Double());
+  torch::Tensor z2 = torch::randn({6, 3}, Double());
+  torch::Tensor match = torch::tensor({1, 0, 1, 0, 0, 1}, torch::kLong);
+  // Margin 2.5: random N(0, I) pairs in 3-D sit on both sides of it.
+  ExpectGradientsMatchFiniteDifferences(
+      [&](const std::vector<torch::Tensor>& in) {
+        return ContrastiveLoss(in[0], in[1], match, 2.5).loss;
+      },
+      {z1, z2});
+  EXPECT_THROW(ContrastiveLoss(z1, z2, match, 0.0), c10::Error);
+  EXPECT_THROW(ContrastiveLoss(z1, z2, match, std::nan("")), c10::Error);
+  EXPECT_THROW(ContrastiveLoss(z1, z2.slice(0, 0, 5), match, 1.0), c10::Error);
+}
+
 // ---------------------------------------------------------------------------
 // HIB
 // ---------------------------------------------------------------------------

@@ -84,7 +84,7 @@ class TrainerTest : public testing_util::TempDirTest {
     o.progress_seconds = 1e9;
     o.log = [](const std::string&) {};
     if (method == "fstat") o.dim = 8;
-    if (method == "point" || method == "hib") o.batch_size = 64;
+    if (method == "point" || method == "hib" || method == "contrastive") o.batch_size = 64;
     return o;
   }
 
@@ -172,7 +172,8 @@ TEST_P(MethodTest, ShortRunLowersLossAndBeatsChance) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Methods, MethodTest,
-                         ::testing::Values("point", "hib", "spe", "pn", "dimco", "fstat"));
+                         ::testing::Values("point", "hib", "spe", "pn", "dimco", "fstat",
+                                           "contrastive"));
 
 // 2,000 training composites of 2 Fashion-MNIST items, 10% validation.
 EncoderData LoadSmallComposites() {
@@ -679,6 +680,15 @@ TEST_F(TrainerTest, BadOptionsAndData) {
   o = QuickOptions("point", "x.model");
   o.batch_size = 33;
   EXPECT_FALSE(ResolveTrainOptions(&o).ok());
+  for (const double margin : {0.0, -1.0, std::nan("")}) {
+    o = QuickOptions("contrastive", "x.model");
+    o.margin = margin;
+    s = ResolveTrainOptions(&o);
+    ASSERT_TRUE(s.IsInvalidArgument()) << margin;
+    EXPECT_NE(s.message().find("--margin"), std::string::npos) << s.ToString();
+  }
+  ASSERT_TRUE(ParseMethod("contrastive", &method));
+  EXPECT_EQ(method, Method::kContrastive);
   o = QuickOptions("hib", "x.model");
   o.components = 3;
   ASSERT_TRUE(ResolveTrainOptions(&o).ok());
