@@ -433,6 +433,11 @@ void RegisterEvaluate(CLI::App& app) {
                   "{mean, sd, repeats} (Gaussian and mixture models)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
+  cmd->add_option(
+      "--pq", o.pq,
+      "Point models: also rank product-quantized embeddings (FAISS PQ, MxB = M sub-codes "
+      "of B bits, e.g. 2x8 = 16 bits, DIMCO's default code) by asymmetric distance; "
+      "report \"pq\"");
   cmd->add_option("--protocol", args->protocol,
                   "A paper's settings for the flags not given: " + ProtocolsText());
   cmd->add_option("--threads", args->threads, "Torch threads (default: hardware cores)");

@@ -12,6 +12,7 @@
 
 #include "encoders/data/batch_samplers.h"
 #include "encoders/engine_bridge.h"
+#include "encoders/eval/pq_baseline.h"
 #include "hedgedb/calibration.h"
 #include "hedgedb/score.h"
 
@@ -340,6 +341,15 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
         "evaluation needs samples >= 1, eta bins >= 2, pairs >= 2, Monte Carlo repeats >= 1");
   }
   const ModelSpec spec = model.spec();
+  PqOptions pq;
+  if (!options.pq.empty()) {  // checked before any embedding is computed
+    HEDGEDB_RETURN_IF_ERROR(ParsePqSpec(options.pq, &pq));
+    if (spec.kind != Kind::kPoint) {
+      return Status::InvalidArgument("product quantization (" + options.pq +
+                                     ") needs a point model; this one is " + KindName(spec.kind));
+    }
+    pq.seed = options.seed;
+  }
   const std::vector<int64_t> items = SubsetItems(*set, options.max_items, options.seed);
   if (items.size() < 10) {
     return Status::InvalidArgument("the " + options.split + " split has only " +
@@ -497,6 +507,27 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
         options.seed, nullptr, calibration);
     // The other metrics stand without it (e.g. a split with one class).
     if (!s.ok()) out["calibration_error"] = s.ToString();
+  }
+
+  if (!options.pq.empty()) {
+    Embeddings train;
+    HEDGEDB_RETURN_IF_ERROR(model.Embed(
+        data.train, SubsetItems(data.train, pq.max_train, options.seed), false, &train));
+    json& j = out["pq"];
+    j["spec"] = options.pq;
+    j["code_bits"] = pq.subquantizers * pq.bits;
+    j["train_items"] = train.n;
+    struct PqCase {
+      const char* name;
+      const Embeddings* gallery;
+    };
+    std::vector<PqCase> cases = {{"clean", &clean}};
+    if (data.has_corrupt) cases.push_back({"corrupt", &corrupt});
+    for (const PqCase& c : cases) {  // clean probes, uncompressed, against coded items
+      RetrievalMetrics metrics;
+      HEDGEDB_RETURN_IF_ERROR(PqRetrieval(train, clean, *c.gallery, labels, pq, &metrics));
+      j["retrieval"][c.name] = RetrievalJson(metrics);
+    }
   }
 
   if (spec.kind == Kind::kCodes) {

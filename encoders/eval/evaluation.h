@@ -45,6 +45,10 @@ struct EvaluationOptions {
   // draw samples are computed with this many sample seeds on the same items
   // and pairs (repeat 0 uses `seed`). Ignored for point and code models.
   int mc_repeats = 1;
+  // Product quantization of a point model's embeddings, "MxB" (e.g. "2x8";
+  // pq_baseline.h), trained on up to 20,000 training-split items: the
+  // baseline of DIMCO's codes at equal bits. Empty: none.
+  std::string pq;
 };
 
 // How two sets of embeddings are compared (see the file comment).

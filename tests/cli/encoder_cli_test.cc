@@ -310,6 +310,23 @@ TEST_F(EncoderCliTest, FashionMnistTinyRun) {
   table1.push_back("--max-items");
   table1.push_back("30");
   EXPECT_EQ(Ok(table1)["items"], 30);
+
+  // DIMCO's baseline: the point embeddings product-quantized to 2 x 8 bits,
+  // the codebooks trained on the training split.
+  std::vector<std::string> pq = evaluate;
+  pq.insert(pq.end(), {"--pq", "2x8"});
+  const json quantized = Ok(pq);
+  EXPECT_EQ(quantized["pq"]["code_bits"], 16);
+  EXPECT_GT(quantized["pq"]["train_items"].get<int64_t>(), 256);
+  for (const char* gallery : {"clean", "corrupt"}) {
+    const double r1 = quantized["pq"]["retrieval"][gallery]["recall_at_1"].get<double>();
+    EXPECT_GE(r1, 0.0);
+    EXPECT_LE(r1, 1.0);
+  }
+  pq.back() = "3x8";  // 3 sub-codes do not divide D = 2
+  Fails(pq, {"3 sub-codes", "dimension 2"});
+  pq.back() = "2x";
+  Fails(pq, {"MxB", "2x"});
   // HIB Tables 2 and 5: the same items, 10 repeats (none for a point model).
   std::replace(table1.begin(), table1.end(), std::string("hib-table1"), std::string("hib-table2"));
   const json table2 = Ok(table1);
