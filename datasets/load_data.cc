@@ -165,6 +165,7 @@ Status LoadImageData(const std::string& dir, const std::string& name, const Data
   const double p = options.train_occlusion;
   data->description = name + " " + std::to_string(options.items) + "-item composites";
   data->has_corrupt = true;
+  data->factor_sizes.assign(static_cast<size_t>(options.items), config.num_base_classes);
   data->num_train_classes = static_cast<int64_t>(composites.train_classes.size());
   data->train = CompositeItemSet(std::make_shared<const CompositeSet>(composites.train), p);
   if (composites.validation.size() > 0) {

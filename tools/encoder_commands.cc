@@ -438,6 +438,10 @@ void RegisterEvaluate(CLI::App& app) {
       "Point models: also rank product-quantized embeddings (FAISS PQ, MxB = M sub-codes "
       "of B bits, e.g. 2x8 = 16 bits, DIMCO's default code) by asymmetric distance; "
       "report \"pq\"");
+  cmd->add_flag("--disentanglement", o.disentanglement,
+                "Composites: modularity and explicitness of the embedding (point vectors or "
+                "Gaussian means) with the items at each position as the factors (F-statistic "
+                "paper, section 4); report \"disentanglement\"");
   cmd->add_option("--protocol", args->protocol,
                   "A paper's settings for the flags not given: " + ProtocolsText());
   cmd->add_option("--threads", args->threads, "Torch threads (default: hardware cores)");

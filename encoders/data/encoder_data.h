@@ -48,6 +48,10 @@ struct EncoderData {
   ItemSet test;         // composites: seen + unseen test classes (HIB's test set)
   ItemSet test_seen;    // composites only (features: same as test)
   ItemSet test_unseen;  // composites only (features: same as test)
+  // Composites: the number of values of the item at each position, leftmost
+  // first (label = sum_p item_p * prod_{q > p} factor_sizes[q]); these are
+  // the factors the disentanglement metrics score. Empty for other data.
+  std::vector<int64_t> factor_sizes;
 };
 
 // Picks the split by name: train, validation, test, test-seen, test-unseen.

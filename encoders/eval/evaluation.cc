@@ -12,6 +12,7 @@
 
 #include "encoders/data/batch_samplers.h"
 #include "encoders/engine_bridge.h"
+#include "encoders/eval/disentanglement.h"
 #include "encoders/eval/pq_baseline.h"
 #include "hedgedb/calibration.h"
 #include "hedgedb/score.h"
@@ -350,6 +351,16 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
     }
     pq.seed = options.seed;
   }
+  if (options.disentanglement) {
+    if (data.factor_sizes.empty()) {
+      return Status::InvalidArgument("disentanglement needs data with factors (N-item composites)");
+    }
+    if (spec.kind != Kind::kPoint && spec.kind != Kind::kGaussian) {
+      return Status::InvalidArgument(
+          std::string("disentanglement needs point or Gaussian embeddings; this model's are ") +
+          KindName(spec.kind));
+    }
+  }
   const std::vector<int64_t> items = SubsetItems(*set, options.max_items, options.seed);
   if (items.size() < 10) {
     return Status::InvalidArgument("the " + options.split + " split has only " +
@@ -528,6 +539,41 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
       HEDGEDB_RETURN_IF_ERROR(PqRetrieval(train, clean, *c.gallery, labels, pq, &metrics));
       j["retrieval"][c.name] = RetrievalJson(metrics);
     }
+  }
+
+  if (options.disentanglement) {
+    constexpr int64_t kTrainItems = 5000;
+    const std::vector<int64_t> train_items = SubsetItems(data.train, kTrainItems, options.seed);
+    Embeddings train;
+    HEDGEDB_RETURN_IF_ERROR(model.Embed(data.train, train_items, false, &train));
+    std::vector<int64_t> train_labels;
+    for (int64_t i : train_items) train_labels.push_back(data.train.labels[size_t(i)]);
+    const auto matrix = [](const Embeddings& e) {  // point vectors or Gaussian means
+      return EmbeddingMatrix{e.kind == Kind::kPoint ? e.vec.data() : e.mean.data(), e.n, e.dim};
+    };
+    std::vector<int64_t> train_factors, test_factors;
+    HEDGEDB_RETURN_IF_ERROR(FactorsOfLabels(train_labels, data.factor_sizes, &train_factors));
+    HEDGEDB_RETURN_IF_ERROR(FactorsOfLabels(labels, data.factor_sizes, &test_factors));
+    json& j = out["disentanglement"];
+    j["factors"] = data.factor_sizes;
+    constexpr int kBins = 20;  // the F-statistic paper's histogram
+    ModularityResult modularity;
+    const Status ms =
+        Modularity(matrix(clean), test_factors, data.factor_sizes, kBins, &modularity);
+    if (ms.ok()) {
+      j["modularity"] = modularity.modularity;
+      j["modularity_dimensions"] = modularity.dimensions_scored;
+      j["modularity_bins"] = kBins;
+    } else {
+      j["modularity_error"] = ms.ToString();  // e.g. one factor: N - 1 = 0
+    }
+    ExplicitnessResult explicitness;
+    HEDGEDB_RETURN_IF_ERROR(Explicitness(matrix(train), train_factors, matrix(clean), test_factors,
+                                         data.factor_sizes, ExplicitnessOptions(), &explicitness));
+    j["explicitness"] = explicitness.explicitness;
+    j["explicitness_per_factor"] = explicitness.per_factor;
+    j["explicitness_values"] = explicitness.values_scored;
+    j["train_items"] = train.n;
   }
 
   if (spec.kind == Kind::kCodes) {

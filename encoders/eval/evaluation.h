@@ -49,6 +49,10 @@ struct EvaluationOptions {
   // pq_baseline.h), trained on up to 20,000 training-split items: the
   // baseline of DIMCO's codes at equal bits. Empty: none.
   std::string pq;
+  // Modularity and explicitness (disentanglement.h) of point embeddings or
+  // Gaussian means, the factors being the composite's items; the explicitness
+  // classifiers are fitted on up to 5,000 training-split items.
+  bool disentanglement = false;
 };
 
 // How two sets of embeddings are compared (see the file comment).

@@ -248,6 +248,12 @@ TEST_F(EncoderCliTest, EvaluatePrintsThePapersMetrics) {
               report["verification"]["clean"]["average_precision"].get<double>(),
               5 * ap["sd"].get<double>() + 1e-3);
   EXPECT_EQ(repeated["verification"]["clean"]["pairs"], 500);
+  // Feature vectors have no factors to disentangle, and a point-only
+  // baseline refuses a Gaussian model, both before embedding anything.
+  Fails({"evaluate", "--model", Path("hib.model"), "--data", data, "--disentanglement"},
+        {"disentanglement", "composites"});
+  Fails({"evaluate", "--model", Path("hib.model"), "--data", data, "--pq", "2x4"},
+        {"needs a point model"});
 }
 
 TEST_F(EncoderCliTest, FashionMnistTinyRun) {
@@ -327,6 +333,17 @@ TEST_F(EncoderCliTest, FashionMnistTinyRun) {
   Fails(pq, {"3 sub-codes", "dimension 2"});
   pq.back() = "2x";
   Fails(pq, {"MxB", "2x"});
+
+  // The F-statistic paper's disentanglement, the two items as the factors.
+  std::vector<std::string> factors = evaluate;
+  factors.push_back("--disentanglement");
+  const json disentangled = Ok(factors)["disentanglement"];
+  EXPECT_EQ(disentangled["factors"], json::array({10, 10}));
+  EXPECT_GE(disentangled["modularity"].get<double>(), 0.0);
+  EXPECT_LE(disentangled["modularity"].get<double>(), 1.0);
+  EXPECT_EQ(disentangled["modularity_dimensions"], 2);
+  EXPECT_GT(disentangled["explicitness"].get<double>(), 0.5);  // trained, if briefly
+  EXPECT_EQ(disentangled["explicitness_values"], 20);
   // HIB Tables 2 and 5: the same items, 10 repeats (none for a point model).
   std::replace(table1.begin(), table1.end(), std::string("hib-table1"), std::string("hib-table2"));
   const json table2 = Ok(table1);
