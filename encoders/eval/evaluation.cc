@@ -13,6 +13,7 @@
 #include "encoders/data/batch_samplers.h"
 #include "encoders/engine_bridge.h"
 #include "encoders/eval/disentanglement.h"
+#include "encoders/eval/episodes.h"
 #include "encoders/eval/pq_baseline.h"
 #include "hedgedb/calibration.h"
 #include "hedgedb/score.h"
@@ -351,6 +352,11 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
     }
     pq.seed = options.seed;
   }
+  if (options.episodes > 0 && !HasEpisodeRule(spec)) {
+    return Status::InvalidArgument(std::string("episodic accuracy needs an SPE or a point model; "
+                                               "this one is ") +
+                                   MethodName(spec.method));
+  }
   if (options.disentanglement) {
     if (data.factor_sizes.empty()) {
       return Status::InvalidArgument("disentanglement needs data with factors (N-item composites)");
@@ -538,6 +544,33 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
       RetrievalMetrics metrics;
       HEDGEDB_RETURN_IF_ERROR(PqRetrieval(train, clean, *c.gallery, labels, pq, &metrics));
       j["retrieval"][c.name] = RetrievalJson(metrics);
+    }
+  }
+
+  if (options.episodes > 0) {
+    EpisodicOptions eo;
+    eo.episodes = options.episodes;
+    eo.shots = options.shots;
+    eo.queries = options.queries;
+    eo.samples = options.samples;
+    eo.seed = options.seed;
+    EpisodeResult episodes;
+    HEDGEDB_RETURN_IF_ERROR(EvaluateEpisodes(spec, clean, data.has_corrupt ? corrupt : Embeddings(),
+                                             labels, eo, &episodes));
+    json& j = out["episodes"];
+    j["episodes"] = eo.episodes;
+    j["shots"] = eo.shots;
+    j["queries"] = eo.queries;
+    j["classes"] = episodes.classes;
+    j["skipped_classes"] = episodes.skipped_classes;
+    j["rule"] = spec.kind == Kind::kPoint ? "nearest support mean" : "SPE posterior";
+    const auto accuracy = [](const EpisodeAccuracy& a) {
+      return json{{"mean", a.mean}, {"sd_over_episodes", a.sd}};
+    };
+    j["accuracy"]["clean"] = accuracy(episodes.clean);
+    if (data.has_corrupt) {
+      j["accuracy"]["corrupt_support"] = accuracy(episodes.corrupt_support);
+      j["accuracy"]["corrupt_query"] = accuracy(episodes.corrupt_query);
     }
   }
 

@@ -53,6 +53,10 @@ struct EvaluationOptions {
   // Gaussian means, the factors being the composite's items; the explicitness
   // classifiers are fitted on up to 5,000 training-split items.
   bool disentanglement = false;
+  // Episodic few-shot accuracy (episodes.h) of SPE and point models; 0: none.
+  int64_t episodes = 0;
+  int64_t shots = 5;    // support items per class and episode
+  int64_t queries = 5;  // query items per class and episode
 };
 
 // How two sets of embeddings are compared (see the file comment).

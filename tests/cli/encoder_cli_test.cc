@@ -254,6 +254,8 @@ TEST_F(EncoderCliTest, EvaluatePrintsThePapersMetrics) {
         {"disentanglement", "composites"});
   Fails({"evaluate", "--model", Path("hib.model"), "--data", data, "--pq", "2x4"},
         {"needs a point model"});
+  Fails({"evaluate", "--model", Path("hib.model"), "--data", data, "--episodes", "3"},
+        {"episodic accuracy needs an SPE or a point model"});
 }
 
 TEST_F(EncoderCliTest, FashionMnistTinyRun) {
@@ -344,6 +346,28 @@ TEST_F(EncoderCliTest, FashionMnistTinyRun) {
   EXPECT_EQ(disentangled["modularity_dimensions"], 2);
   EXPECT_GT(disentangled["explicitness"].get<double>(), 0.5);  // trained, if briefly
   EXPECT_EQ(disentangled["explicitness_values"], 20);
+
+  // SPE's episodic protocol; a point model classifies by the nearest
+  // support mean. The same draws for the three conditions.
+  std::vector<std::string> episodic = evaluate;
+  episodic.insert(episodic.end(), {"--episodes", "4", "--shots", "2", "--queries", "1"});
+  const json episodes = Ok(episodic)["episodes"];
+  EXPECT_EQ(episodes["episodes"], 4);
+  EXPECT_EQ(episodes["rule"], "nearest support mean");
+  EXPECT_GE(episodes["classes"].get<int64_t>(), 2);
+  for (const char* condition : {"clean", "corrupt_support", "corrupt_query"}) {
+    const double accuracy = episodes["accuracy"][condition]["mean"].get<double>();
+    EXPECT_GE(accuracy, 0.0) << condition;
+    EXPECT_LE(accuracy, 1.0) << condition;
+  }
+  // The preset's 100 episodes of 5 + 5 items, overridden to fit this tiny split.
+  std::vector<std::string> spe_preset = {"evaluate", "--model",    Path("fm.model"), "--pairs",
+                                         "400",      "--protocol", "spe-episodes"};
+  spe_preset.insert(spe_preset.end(), {"--episodes", "3", "--shots", "2", "--queries", "1"});
+  spe_preset.insert(spe_preset.end(), data.begin(), data.end());
+  const json preset_episodes = Ok(spe_preset);
+  EXPECT_EQ(preset_episodes["protocol"], "spe-episodes");
+  EXPECT_EQ(preset_episodes["episodes"]["episodes"], 3);
   // HIB Tables 2 and 5: the same items, 10 repeats (none for a point model).
   std::replace(table1.begin(), table1.end(), std::string("hib-table1"), std::string("hib-table2"));
   const json table2 = Ok(table1);
