@@ -349,9 +349,10 @@ constexpr EvaluationProtocol kProtocols[] = {
     // Section 4.4: "we repeat each evaluation 10 times". Table 5 (beta = 0 vs
     // 1e-4) reports Table 1's and Table 2's numbers, so it uses this one.
     {"hib-table2", 10, 0, "HIB Tables 2 and 5: Kendall's tau of eta against AP and KNN accuracy"},
-    // SPE's N-digit tables: episodes over all seen classes. The support size
-    // is lost from our copy of the paper; 5 shots, 5 queries are our choice.
-    {"spe-episodes", 1, 100,
+    // SPE's N-digit tables (its Table 2): 1000 episodes over all seen
+    // classes. The support size is lost from our copy of the paper; 5 shots,
+    // 5 queries are our choice.
+    {"spe-episodes", 1, 1000,
      "SPE's N-digit tables: episodic accuracy, clean and corrupt support and queries"},
 };
 

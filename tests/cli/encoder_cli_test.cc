@@ -360,7 +360,7 @@ TEST_F(EncoderCliTest, FashionMnistTinyRun) {
     EXPECT_GE(accuracy, 0.0) << condition;
     EXPECT_LE(accuracy, 1.0) << condition;
   }
-  // The preset's 100 episodes of 5 + 5 items, overridden to fit this tiny split.
+  // The preset's 1000 episodes of 5 + 5 items, overridden to fit this tiny split.
   std::vector<std::string> spe_preset = {"evaluate", "--model",    Path("fm.model"), "--pairs",
                                          "400",      "--protocol", "spe-episodes"};
   spe_preset.insert(spe_preset.end(), {"--episodes", "3", "--shots", "2", "--queries", "1"});

@@ -1,0 +1,516 @@
+#!/usr/bin/env python3
+"""The papers' encoder claims, measured on N-item Fashion-MNIST composites.
+
+Trains every model of the reproduction for BUDGET seconds of wall time per
+seed, evaluates it with a paper protocol of `hedgedb evaluate`, and writes:
+
+  OUT/tables.md        every metric, mean +- sd over the seeds, per model
+  OUT/claims.md        each claim of the papers: the paper's number, ours,
+                       a verdict (holds / does not hold / within noise)
+  OUT/ellipses.png     HIB Figure 3: 2-D Gaussian embeddings of clean and
+                       corrupt test composites as 3-sd ellipses
+  OUT/*.extra.json     per model, one more evaluation (one Monte Carlo repeat)
+                       with --disentanglement, for point models --pq at
+                       DIMCO's 16 bits, for SPE, PN and point --episodes 1000
+  OUT/uncertainty.png  KNN accuracy of the inputs kept against the share of
+                       the most uncertain dropped (eta), per model
+
+A run is resumable: a model or evaluation whose JSON exists is not redone,
+so a larger --budget needs a new OUT. The binary and its libraries are copied
+into OUT/bin first, so rebuilding the tree does not change a running
+reproduction. Needs python3-numpy and python3-matplotlib (Debian).
+
+  bench/reproduce_papers.py --build build --out /tmp/repro --budget 60
+  bench/reproduce_papers.py --out /tmp/repro --summarize-only
+
+bench/RESULTS.md ("Paper reproduction") holds a run and its command.
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+# name -> (train flags, whether --dim applies). The paper each tests:
+#   point, contrastive: HIB appendix B (soft vs margin contrastive loss)
+#   hib1, hib2:         HIB Table 1/2 (MoG-1, MoG-2); hib1-beta0: Table 5
+#   spe, pn:            SPE against the prototypical network
+#   dimco, fstat:       the discrete codes and the F-statistic loss
+MODELS = {
+    "point": ("--method point", True),
+    "contrastive": ("--method contrastive", True),
+    "hib1": ("--method hib --components 1", True),
+    "hib2": ("--method hib --components 2", True),
+    "hib1-beta0": ("--method hib --components 1 --beta 0", True),
+    "spe": ("--method spe", True),
+    "pn": ("--method pn", True),
+    "dimco": ("--method dimco", False),
+    "fstat": ("--method fstat", False),
+}
+UNCERTAIN = ["hib1", "hib2", "hib1-beta0", "spe"]  # models with an eta
+POINT = ["point", "contrastive", "pn", "fstat"]  # point embeddings: the PQ baseline applies
+DISENTANGLE = POINT + ["hib1", "hib1-beta0", "spe"]  # point vectors or Gaussian means
+EPISODIC = ["point", "pn", "spe"]  # SPE's Table 2: episodic accuracy (point: PN's rule)
+DIMCO_BITS = 16  # `train --method dimco` defaults: 4 dimensions of k = 16
+
+
+def pq_spec(dim):
+    """M x B for FAISS PQ at DIMCO's bits: M divides D, B = bits / M <= 8
+    (k-means with 256 centroids per sub-code at most); else D sub-codes of
+    floor(bits / D) bits, fewer bits than DIMCO's."""
+    for m in range(1, dim + 1):
+        if dim % m == 0 and DIMCO_BITS % m == 0 and DIMCO_BITS // m <= 8:
+            return "%dx%d" % (m, DIMCO_BITS // m)
+    return "%dx%d" % (dim, max(1, DIMCO_BITS // dim))
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default="build", help="build directory with bin/hedgedb (default: build)")
+    p.add_argument("--out", required=True, help="output directory (resumable)")
+    p.add_argument("--budget", type=float, default=60, help="seconds of training per model and seed (default 60)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="training seeds (default 1 2 3)")
+    p.add_argument("--items", type=int, nargs="+", default=[2], help="digits per composite N (default 2; HIB: 2 3)")
+    p.add_argument("--dims", type=int, nargs="+", default=[2], help="embedding dimensions D (default 2; HIB: 2 3)")
+    p.add_argument("--models", default=",".join(MODELS), help="comma-separated subset of: " + ", ".join(MODELS))
+    p.add_argument("--setup", default="--arch mlp --mlp-hidden 256",
+                   help="backbone flags (default: the MLP over pixels, bench/RESULTS.md 'Training setup')")
+    p.add_argument("--protocol", default="hib-table2", help="evaluate --protocol (default hib-table2)")
+    p.add_argument("--mc-repeats", type=int, default=3,
+                   help="Monte Carlo repeats per evaluation; 0: the protocol's (hib-table2: 10)")
+    p.add_argument("--max-items", type=int, default=0,
+                   help="test items evaluated; 0: the protocol's (the whole split)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1)")
+    p.add_argument("--summarize-only", action="store_true", help="only write tables, claims and pictures")
+    return p.parse_args()
+
+
+def run(cmd, stdout_path, log_path):
+    """Runs cmd; its stdout (JSON) goes to stdout_path only when it succeeds."""
+    started = time.time()
+    with open(log_path, "w") as log:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+    if proc.returncode != 0:
+        sys.exit("failed (exit %d, see %s): %s" % (proc.returncode, log_path, " ".join(cmd)))
+    with open(stdout_path + ".tmp", "w") as f:
+        f.write(proc.stdout)
+    os.replace(stdout_path + ".tmp", stdout_path)
+    return time.time() - started
+
+
+def snapshot_binary(build, out):
+    """OUT/bin/hedgedb and OUT/lib/*.so*: a rebuild of the tree leaves the run alone."""
+    bindir, libdir = os.path.join(out, "bin"), os.path.join(out, "lib")
+    os.makedirs(bindir, exist_ok=True)
+    os.makedirs(libdir, exist_ok=True)
+    shutil.copy2(os.path.join(build, "bin", "hedgedb"), bindir)
+    for lib in glob.glob(os.path.join(build, "**", "libhedgedb*.so*"), recursive=True):
+        if "CMakeFiles" not in lib:
+            shutil.copy2(lib, libdir, follow_symlinks=True)
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = libdir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    os.environ.update(env)
+    return os.path.join(bindir, "hedgedb")
+
+
+def cells(args):
+    """(items, dim, model) of the run; models without --dim run once per N."""
+    chosen = [m.strip() for m in args.models.split(",") if m.strip()]
+    for m in chosen:
+        if m not in MODELS:
+            sys.exit("unknown model '%s' (known: %s)" % (m, ", ".join(MODELS)))
+    for n in args.items:
+        for d in args.dims:
+            for m in chosen:
+                if MODELS[m][1] or d == args.dims[0]:
+                    yield n, d if MODELS[m][1] else None, m
+
+
+def cell_name(n, d, model):
+    return "n%d-%s-%s" % (n, "d%d" % d if d else "own", model)
+
+
+def train_and_evaluate(args, binary):
+    todo = [(n, d, m, s) for n, d, m in cells(args) for s in args.seeds]
+    print("%d models, %.0f s of training each: about %.0f min of training plus evaluation" %
+          (len(todo), args.budget, len(todo) * args.budget / 60), flush=True)
+    for n, d, model, seed in todo:
+        base = os.path.join(args.out, "%s-s%d" % (cell_name(n, d, model), seed))
+        data = ["--data", "fashion-mnist", "--items", str(n)]
+        if not os.path.exists(base + ".train.json"):
+            flags = MODELS[model][0].split() + (["--dim", str(d)] if d else [])
+            cmd = [binary, "train"] + data + flags + args.setup.split() + [
+                "--max-seconds", str(args.budget), "--iterations", "100000000", "--eval-every", "1000",
+                "--threads", str(args.threads), "--seed", str(seed), "--progress-seconds", "1000",
+                "--out", base + ".model"]
+            secs = run(cmd, base + ".train.json", base + ".train.log")
+            print("trained %s seed %d (%.0f s)" % (cell_name(n, d, model), seed, secs), flush=True)
+        if not os.path.exists(base + ".eval.json"):
+            cmd = [binary, "evaluate"] + data + ["--model", base + ".model", "--protocol", args.protocol,
+                                                 "--pairs", "10000", "--seed", str(seed),
+                                                 "--threads", str(args.threads)]
+            if args.mc_repeats > 0:
+                cmd += ["--mc-repeats", str(args.mc_repeats)]
+            if args.max_items > 0:
+                cmd += ["--max-items", str(args.max_items)]
+            secs = run(cmd, base + ".eval.json", base + ".eval.log")
+            print("evaluated %s seed %d (%.0f s)" % (cell_name(n, d, model), seed, secs), flush=True)
+        if model in DISENTANGLE and not os.path.exists(base + ".extra.json"):
+            spec = json.load(open(base + ".train.json"))["create_flags"]["dim"]
+            cmd = [binary, "evaluate"] + data + ["--model", base + ".model", "--protocol", args.protocol,
+                                                 "--mc-repeats", "1", "--pairs", "10000", "--seed", str(seed),
+                                                 "--threads", str(args.threads), "--disentanglement"]
+            if model in POINT:
+                cmd += ["--pq", pq_spec(int(spec))]
+            if model in EPISODIC:
+                cmd += ["--episodes", "1000"]  # SPE's Table 2
+            if args.max_items > 0:
+                cmd += ["--max-items", str(args.max_items)]
+            secs = run(cmd, base + ".extra.json", base + ".extra.log")
+            print("evaluated %s seed %d: disentanglement%s (%.0f s)" % (
+                cell_name(n, d, model), seed, ", PQ" if model in POINT else "", secs), flush=True)
+    # Embeddings for the ellipse picture: the first seed's 2-D MoG-1 model.
+    for n in args.items:
+        if 2 not in args.dims or "hib1" not in args.models:
+            continue
+        base = os.path.join(args.out, "%s-s%d" % (cell_name(n, 2, "hib1"), args.seeds[0]))
+        for corrupt in (False, True):
+            prefix = base + (".corrupt" if corrupt else ".clean")
+            if os.path.exists(prefix + ".embed.json"):
+                continue
+            cmd = [binary, "embed", "--data", "fashion-mnist", "--items", str(n), "--model", base + ".model",
+                   "--split", "test-seen", "--max-items", "400", "--out", prefix,
+                   "--threads", str(args.threads)] + (["--corrupt"] if corrupt else [])
+            run(cmd, prefix + ".embed.json", prefix + ".embed.log")
+
+
+# ----------------------------------------------------------------- summary
+
+def value(x):
+    """A number of a report: plain, or the mean of a Monte Carlo repeat object."""
+    if isinstance(x, dict) and "mean" in x:
+        return x["mean"]
+    return x
+
+
+def get(report, path):
+    x = report
+    for key in path.split("."):
+        if not isinstance(x, dict) or key not in x:
+            return None
+        x = x[key]
+    return value(x)
+
+
+def load(out):
+    """{(cell, seed): (train, eval)} of every finished model in OUT."""
+    runs = {}
+    for path in glob.glob(os.path.join(out, "*.eval.json")):
+        base = path[:-len(".eval.json")]
+        cell, seed = base.rsplit("-s", 1)
+        try:
+            report = json.load(open(path))
+            if os.path.exists(base + ".extra.json"):
+                report["extra"] = json.load(open(base + ".extra.json"))
+            runs[(os.path.basename(cell), int(seed))] = (json.load(open(base + ".train.json")), report)
+        except (OSError, ValueError):
+            continue
+    return runs
+
+
+def mean_sd(xs):
+    xs = [x for x in xs if x is not None and not (isinstance(x, float) and math.isnan(x))]
+    if not xs:
+        return None, None, 0
+    m = sum(xs) / len(xs)
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else float("nan")
+    return m, sd, len(xs)
+
+
+def fmt(stat, digits=3):
+    m, sd, n = stat
+    if m is None:
+        return "-"
+    if n < 2:
+        return "%.*f" % (digits, m)
+    return "%.*f ± %.*f" % (digits, m, digits, sd)
+
+
+METRICS = [  # column, report path
+    ("iterations", "train:iterations"),
+    ("AP clean", "verification.clean.average_precision"),
+    ("AP corrupt", "verification.corrupt.average_precision"),
+    ("KNN clean", "retrieval.clean.knn_accuracy"),
+    ("KNN corrupt gallery", "retrieval.corrupt.knn_accuracy"),
+    ("KNN corrupt probe", "retrieval.corrupt_probe.knn_accuracy"),
+    ("R@1 clean", "retrieval.clean.recall_at_1"),
+    ("MAP@R clean", "retrieval.clean.map_at_r"),
+    ("tau AP clean", "verification.clean.eta_calibration.kendall_tau"),
+    ("tau AP corrupt", "verification.corrupt.eta_calibration.kendall_tau"),
+    ("tau KNN clean", "retrieval.clean.eta_calibration.kendall_tau"),
+    ("tau KNN corrupt probe", "retrieval.corrupt_probe.eta_calibration.kendall_tau"),
+    ("eta clean", "mean_eta.clean"),
+    ("eta corrupt", "mean_eta.corrupt"),
+]
+
+
+def metric(train, report, path):
+    if path.startswith("train:"):
+        return train.get(path[len("train:"):])
+    return get(report, path)
+
+
+def per_seed(runs, cell, path):
+    return [metric(t, e, path) for (c, _), (t, e) in sorted(runs.items()) if c == cell]
+
+
+def tables(runs, args):
+    lines = ["# Paper reproduction: every metric", "",
+             "Budget %.0f s of training per model and seed (%s), seeds %s; `evaluate --protocol %s%s`. "
+             "Mean ± sd over seeds." % (args.budget, args.setup, " ".join(map(str, args.seeds)), args.protocol,
+                                         " --mc-repeats %d" % args.mc_repeats if args.mc_repeats else ""), ""]
+    cellnames = sorted({c for c, _ in runs})
+    lines.append("| model | seeds | " + " | ".join(name for name, _ in METRICS) + " |")
+    lines.append("|---" * (len(METRICS) + 2) + "|")
+    for cell in cellnames:
+        seeds = len([1 for c, _ in runs if c == cell])
+        row = [fmt(mean_sd(per_seed(runs, cell, path)), 0 if name == "iterations" else 3)
+               for name, path in METRICS]
+        lines.append("| %s | %d | %s |" % (cell, seeds, " | ".join(row)))
+    lines += ["", "Disentanglement (F-statistic paper, section 4; factors: the items at each position) and "
+              "product quantization at DIMCO's %d bits (point models; clean probes, ADC), and SPE's "
+              "episodic accuracy (1,000 episodes, 5 shots, 5 queries; point models by PN's rule), from one "
+              "more evaluation with one Monte Carlo repeat:" % DIMCO_BITS, "",
+              "| model | modularity | explicitness | PQ | PQ R@1 clean | PQ MAP@R clean | unquantized R@1 clean "
+              "| episodic clean | episodic corrupt support | episodic corrupt query |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for cell in cellnames:
+        if not any(c == cell and "extra" in e for (c, _), (_, e) in runs.items()):
+            continue
+        specs = sorted({e["extra"].get("pq", {}).get("spec", "-") for (c, _), (_, e) in runs.items()
+                        if c == cell and "extra" in e})
+        episodic = [fmt(mean_sd(per_seed(runs, cell, "extra.episodes.accuracy.%s.mean" % c)))
+                    for c in ("clean", "corrupt_support", "corrupt_query")]
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            cell, fmt(mean_sd(per_seed(runs, cell, "extra.disentanglement.modularity"))),
+            fmt(mean_sd(per_seed(runs, cell, "extra.disentanglement.explicitness"))), ", ".join(specs),
+            fmt(mean_sd(per_seed(runs, cell, "extra.pq.retrieval.clean.recall_at_1"))),
+            fmt(mean_sd(per_seed(runs, cell, "extra.pq.retrieval.clean.map_at_r"))),
+            fmt(mean_sd(per_seed(runs, cell, "retrieval.clean.recall_at_1"))), " | ".join(episodic)))
+    extra = []
+    for cell in cellnames:
+        if cell.endswith("-dimco"):
+            extra.append("- %s: DIMCO eq. 6-7 on 5 x 16 balanced batches %s bits (H(Y) of a batch %.2f bits)" % (
+                cell, fmt(mean_sd(per_seed(runs, cell, "dimco.factorised_information_batches.mean_bits")), 2),
+                math.log2(5)))
+    return "\n".join(lines + [""] + extra) + "\n"
+
+
+def verdict(diff, se):
+    """'holds' when the claimed difference is > 2 standard errors, the reverse
+    'does not hold', else 'within noise'."""
+    if diff is None or se is None or math.isnan(se):
+        return "n/a (fewer than 2 seeds)"
+    if diff > 2 * se:
+        return "holds"
+    if diff < -2 * se:
+        return "does not hold"
+    return "within noise"
+
+
+def compare(a, b):
+    """Claim a > b over seeds: difference of means and its standard error (unpaired)."""
+    ma, sa, na = mean_sd(a)
+    mb, sb, nb = mean_sd(b)
+    if ma is None or mb is None or na < 2 or nb < 2:
+        return None, None
+    return ma - mb, math.sqrt(sa ** 2 / na + sb ** 2 / nb)
+
+
+def paired(a, b):
+    """Claim a > b within each seed's model: the mean paired difference and its standard error."""
+    d = [x - y for x, y in zip(a, b) if x is not None and y is not None]
+    m, sd, n = mean_sd(d)
+    if m is None or n < 2:
+        return None, None
+    return m, sd / math.sqrt(n)
+
+
+def claims(runs, args):
+    n, d = args.items[0], args.dims[0]
+    cell = lambda m: cell_name(n, d if MODELS[m][1] else None, m)
+    s = lambda m, path: per_seed(runs, cell(m), path)
+    rows = []
+
+    def claim(text, paper, ours_a, ours_b, diff_se, path_label):
+        diff, se = diff_se
+        ours = fmt(mean_sd(ours_a)) + ("" if ours_b is None else " vs " + fmt(mean_sd(ours_b)))
+        difference = "-" if diff is None else "%+.3f ± %.3f" % (diff, se)
+        rows.append("| %s | %s | %s (%s) | %s | %s |" % (
+            text, paper, ours, path_label, difference, verdict(diff, se)))
+
+    knn_c, knn_x = "retrieval.corrupt.knn_accuracy", "retrieval.clean.knn_accuracy"
+    ap_x = "verification.corrupt.average_precision"
+    claim("HIB T1: MoG-1 beats point on corrupt verification", "AP 0.907 vs 0.880",
+          s("hib1", ap_x), s("point", ap_x), compare(s("hib1", ap_x), s("point", ap_x)), "AP corrupt")
+    claim("HIB T1: MoG-1 beats point on corrupt identification", "KNN 0.760 vs 0.583",
+          s("hib1", knn_c), s("point", knn_c), compare(s("hib1", knn_c), s("point", knn_c)), "KNN corrupt gallery")
+    claim("HIB T1: MoG-1 beats point on clean identification", "KNN 0.879 vs 0.871",
+          s("hib1", knn_x), s("point", knn_x), compare(s("hib1", knn_x), s("point", knn_x)), "KNN clean")
+    claim("HIB T1: MoG-2 beats MoG-1 on corrupt verification", "AP 0.912 vs 0.907",
+          s("hib2", ap_x), s("hib1", ap_x), compare(s("hib2", ap_x), s("hib1", ap_x)), "AP corrupt")
+    claim("HIB Fig. 3: corrupt inputs get larger embeddings (higher eta)", "qualitative",
+          s("hib1", "mean_eta.corrupt"), s("hib1", "mean_eta.clean"),
+          paired(s("hib1", "mean_eta.corrupt"), s("hib1", "mean_eta.clean")), "MoG-1 mean eta corrupt vs clean")
+    for path, label, paper in [
+            ("retrieval.clean.eta_calibration.kendall_tau", "tau KNN clean", "0.71"),
+            ("retrieval.corrupt_probe.eta_calibration.kendall_tau", "tau KNN corrupt probe", "0.47"),
+            ("verification.corrupt.eta_calibration.kendall_tau", "tau AP corrupt", "0.81")]:
+        zero = [0.0] * len(s("hib1", path))
+        claim("HIB T2: eta predicts failure, MoG-1 (" + label + " > 0)", paper,
+              s("hib1", path), None, paired(s("hib1", path), zero), label)
+    tau = "retrieval.clean.eta_calibration.kendall_tau"
+    claim("HIB T5: the KL term (beta 1e-4 vs 0) improves the uncertainty", "tau KNN clean 0.685 vs -0.080 (N3 D3)",
+          s("hib1", tau), s("hib1-beta0", tau), compare(s("hib1", tau), s("hib1-beta0", tau)), "tau KNN clean")
+    claim("HIB T5: the KL term improves identification", "KNN 0.730 vs 0.685 (N3 D3)",
+          s("hib1", knn_x), s("hib1-beta0", knn_x), compare(s("hib1", knn_x), s("hib1-beta0", knn_x)), "KNN clean")
+    ap = "verification.clean.average_precision"
+    claim("HIB App. B: soft contrastive beats the margin loss (AP)", "soft above hard for every M (Fig. 9)",
+          s("point", ap), s("contrastive", ap), compare(s("point", ap), s("contrastive", ap)), "AP clean")
+    claim("HIB App. B: soft contrastive beats the margin loss (KNN)", "soft above hard for every M (Fig. 9)",
+          s("point", knn_x), s("contrastive", knn_x), compare(s("point", knn_x), s("contrastive", knn_x)),
+          "KNN clean")
+    for condition, paper in [("clean", "93.0% vs 91.1%"), ("corrupt_support", "92.4% vs 72.7%"),
+                             ("corrupt_query", "53.7% vs 53.1%")]:
+        path = "extra.episodes.accuracy.%s.mean" % condition
+        claim("SPE T2: SPE beats the prototypical network, %s" % condition.replace("_", " "),
+              paper + " (N2 D2, seen)", s("spe", path), s("pn", path), compare(s("spe", path), s("pn", path)),
+              "episodic accuracy, 5-shot")
+    claim("SPE: corrupt inputs get higher eta", "SPE's variances grow with corruption",
+          s("spe", "mean_eta.corrupt"), s("spe", "mean_eta.clean"),
+          paired(s("spe", "mean_eta.corrupt"), s("spe", "mean_eta.clean")), "mean eta corrupt vs clean")
+    r1, pq_r1 = "retrieval.clean.recall_at_1", "extra.pq.retrieval.clean.recall_at_1"
+    mapr, pq_mapr = "retrieval.clean.map_at_r", "extra.pq.retrieval.clean.map_at_r"
+    claim("DIMCO: its codes beat PQ at equal bits (R@1)", "DIMCO above PQ at every k, d (its Table 2)",
+          s("dimco", r1), s("point", pq_r1), compare(s("dimco", r1), s("point", pq_r1)),
+          "R@1 clean, point model PQ at %d bits" % DIMCO_BITS)
+    claim("DIMCO: its codes beat PQ at equal bits (MAP@R)", "as above",
+          s("dimco", mapr), s("point", pq_mapr), compare(s("dimco", mapr), s("point", pq_mapr)),
+          "MAP@R clean, point model PQ at %d bits" % DIMCO_BITS)
+    claim("F-statistic: recall@1 matches or beats the other losses", "state of the art on CUB/Cars R@1",
+          s("fstat", r1), s("point", r1), compare(s("fstat", r1), s("point", r1)), "R@1 clean, vs soft contrastive")
+    mod = "extra.disentanglement.modularity"
+    claim("F-statistic: more modular than distance losses", "best modularity (its Fig. 3, vs triplet)",
+          s("fstat", mod), s("contrastive", mod), compare(s("fstat", mod), s("contrastive", mod)),
+          "modularity, vs margin contrastive")
+    ex = "extra.disentanglement.explicitness"
+    claim("F-statistic: at least as explicit as distance losses", "best or tied explicitness (its Fig. 3)",
+          s("fstat", ex), s("contrastive", ex), compare(s("fstat", ex), s("contrastive", ex)),
+          "explicitness, vs margin contrastive")
+    head = ["# Paper reproduction: claims", "",
+            "N = %d, D = %d; %.0f s of training per model and seed (%s), seeds %s; `evaluate --protocol %s%s`. "
+            "Ours: mean ± sd over seeds, the side claimed better first. Difference: claimed minus other, ± its "
+            "standard error (unpaired across models, paired over seeds within one model). Verdict: holds when "
+            "the difference exceeds two standard errors, does not hold when it is below minus two, else "
+            "within noise." % (
+                n, d, args.budget, args.setup, " ".join(map(str, args.seeds)), args.protocol,
+                " --mc-repeats %d" % args.mc_repeats if args.mc_repeats else ""), "",
+            "| claim | paper | ours (metric) | difference | verdict |", "|---|---|---|---|---|"]
+    return "\n".join(head + rows) + "\n"
+
+
+def pictures(runs, args):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.patches import Ellipse
+
+    written = []
+    n, d = args.items[0], args.dims[0]
+    base = os.path.join(args.out, "%s-s%d" % (cell_name(n, 2, "hib1"), args.seeds[0]))
+    if os.path.exists(base + ".clean.mean.npy") and os.path.exists(base + ".corrupt.mean.npy"):
+        fig, axes = plt.subplots(1, 2, figsize=(12, 6), sharex=True, sharey=True)
+        cmap = plt.get_cmap("tab10")
+        for ax, which in zip(axes, ("clean", "corrupt")):
+            mean = np.load("%s.%s.mean.npy" % (base, which))
+            var = np.load("%s.%s.var.npy" % (base, which))
+            labels = np.load("%s.%s.labels.npy" % (base, which))
+            first = labels // (10 ** (n - 1))  # the composite's leftmost item
+            for m, v, c in zip(mean, var, first):  # 3 sd, as HIB Figure 4 draws them
+                ax.add_patch(Ellipse(m, 6 * math.sqrt(v[0]), 6 * math.sqrt(v[1]), facecolor=cmap(int(c) % 10),
+                                     edgecolor=cmap(int(c) % 10), linewidth=0.5, alpha=0.3))
+            ax.scatter(mean[:, 0], mean[:, 1], s=4, c=[cmap(int(c) % 10) for c in first])
+            ax.set_title("%s test composites (%d), mean sd %.3g" % (
+                which, len(mean), float(np.mean((var[:, 0] * var[:, 1]) ** 0.25))))
+            ax.set_xlabel("z1")
+            ax.set_aspect("equal")
+        axes[0].set_ylabel("z2")
+        fig.suptitle("HIB MoG-1, N = %d, D = 2, seed %d: means and 3-sd ellipses, colour = leftmost item's class"
+                     % (n, args.seeds[0]))
+        fig.tight_layout()
+        path = os.path.join(args.out, "ellipses.png")
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5), sharey=True)
+    drew = False
+    for ax, (split, title) in zip(axes, (("clean", "clean probes"), ("corrupt_probe", "corrupt probes"))):
+        for model in UNCERTAIN:
+            c = cell_name(n, d, model)
+            curves = []
+            for (cc, _), (_, e) in sorted(runs.items()):
+                bins = (e.get("retrieval", {}).get(split, {}).get("eta_calibration", {}) or {}).get("bin_performance")
+                if cc != c or not bins:
+                    continue
+                perf = [value(x) for x in bins]  # equal-count bins, least uncertain first
+                curves.append([sum(perf[:len(perf) - k]) / (len(perf) - k) for k in range(len(perf))])
+            if not curves:
+                continue
+            arr = np.array(curves)
+            x = np.arange(arr.shape[1]) / arr.shape[1]
+            ax.plot(x, arr.mean(0), label="%s (%d seeds)" % (model, len(curves)))
+            if len(curves) > 1:
+                ax.fill_between(x, arr.mean(0) - arr.std(0, ddof=1), arr.mean(0) + arr.std(0, ddof=1), alpha=0.2)
+            drew = True
+        ax.set_title("KNN accuracy, %s" % title)
+        ax.set_xlabel("share of the most uncertain inputs dropped (by eta)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("KNN accuracy of the inputs kept")
+    axes[0].legend()
+    fig.suptitle("Uncertainty against accuracy (HIB Fig. 5 as a drop curve), N = %d, D = %d, mean ± sd over seeds"
+                 % (n, d))
+    fig.tight_layout()
+    if drew:
+        path = os.path.join(args.out, "uncertainty.png")
+        fig.savefig(path, dpi=100)
+        written.append(path)
+    plt.close(fig)
+    return written
+
+
+def main():
+    args = parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    if not args.summarize_only:
+        binary = snapshot_binary(args.build, args.out)
+        train_and_evaluate(args, binary)
+    runs = load(args.out)
+    if not runs:
+        sys.exit("no finished evaluations in " + args.out)
+    with open(os.path.join(args.out, "tables.md"), "w") as f:
+        f.write(tables(runs, args))
+    with open(os.path.join(args.out, "claims.md"), "w") as f:
+        f.write(claims(runs, args))
+    for path in pictures(runs, args):
+        print("wrote", path)
+    print("wrote", os.path.join(args.out, "tables.md"), "and", os.path.join(args.out, "claims.md"))
+
+
+if __name__ == "__main__":
+    main()
