@@ -396,8 +396,8 @@ Status CheckMat5Elements(const std::string& mat_path) {
     const size_t n = small_dims ? tag >> 16 : u32(at + 20);
     const size_t data = small_dims ? at + 20 : at + 24;
     if (data > end || n > end - data) return false;
-    // The array name follows the dimensions and is miINT8 (empty inside
-    // structs and cells). matio reads a name of another type as absent and
+    // The array name follows the dimensions and is miINT8; a struct field's
+    // must be empty (matio skips it unread). matio reads a name of another type as absent and
     // takes its data for the next tag (a flipped type byte made it allocate
     // 2^64 - 16M bytes).
     const size_t name = small_dims ? at + 24 : data + (n + 7) / 8 * 8;

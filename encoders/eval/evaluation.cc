@@ -419,18 +419,20 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
   // What draws Monte Carlo samples (eta; scores of stochastic models) is
   // measured once per repeat, each with its own sample seed, on the same
   // items and pairs; MergeRepeats reports the spread.
-  const auto measure = [&](const Similarity& similarity, json& out, std::vector<double>& eta_clean,
-                           std::vector<double>& eta_corrupt) -> Status {
-    HEDGEDB_RETURN_IF_ERROR(Uncertainties(similarity, clean, &eta_clean));
-    if (data.has_corrupt) HEDGEDB_RETURN_IF_ERROR(Uncertainties(similarity, corrupt, &eta_corrupt));
+  const auto measure = [&](const Similarity& run_similarity, json& run,
+                           std::vector<double>& run_eta_clean,
+                           std::vector<double>& run_eta_corrupt) -> Status {
+    HEDGEDB_RETURN_IF_ERROR(Uncertainties(run_similarity, clean, &run_eta_clean));
+    if (data.has_corrupt)
+      HEDGEDB_RETURN_IF_ERROR(Uncertainties(run_similarity, corrupt, &run_eta_corrupt));
     if (stochastic) {
       auto mean = [](const std::vector<double>& v) {
         double s = 0;
         for (double x : v) s += x;
         return v.empty() ? 0.0 : s / v.size();
       };
-      out["mean_eta"]["clean"] = mean(eta_clean);
-      if (data.has_corrupt) out["mean_eta"]["corrupt"] = mean(eta_corrupt);
+      run["mean_eta"]["clean"] = mean(run_eta_clean);
+      if (data.has_corrupt) run["mean_eta"]["corrupt"] = mean(run_eta_corrupt);
     }
 
     // Verification (HIB 4.3): pairs of clean images, pairs of corrupt images.
@@ -439,12 +441,12 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
       const Embeddings* embeddings;
       const std::vector<double>* eta;
     };
-    std::vector<VerificationCase> verification = {{"clean", &clean, &eta_clean}};
-    if (data.has_corrupt) verification.push_back({"corrupt", &corrupt, &eta_corrupt});
+    std::vector<VerificationCase> verification = {{"clean", &clean, &run_eta_clean}};
+    if (data.has_corrupt) verification.push_back({"corrupt", &corrupt, &run_eta_corrupt});
     for (const VerificationCase& c : verification) {
       std::vector<double> scores;
       HEDGEDB_RETURN_IF_ERROR(
-          PairSimilarities(similarity, *c.embeddings, *c.embeddings, pairs, &scores));
+          PairSimilarities(run_similarity, *c.embeddings, *c.embeddings, pairs, &scores));
       double ap = 0;
       HEDGEDB_RETURN_IF_ERROR(AveragePrecision(scores, matches, &ap));
       json v;
@@ -460,7 +462,7 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
             CalibrateAveragePrecision(pair_eta, scores, matches, options.eta_bins, &calibration));
         v["eta_calibration"] = CalibrationJson(calibration);
       }
-      out["verification"][c.name] = v;
+      run["verification"][c.name] = v;
     }
 
     // Identification (HIB 4.3 and appendix G): clean probes against a clean
@@ -472,15 +474,15 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
       const Embeddings* gallery;
       const std::vector<double>* probe_eta;
     };
-    std::vector<RetrievalCase> retrieval = {{"clean", &clean, &clean, &eta_clean}};
+    std::vector<RetrievalCase> retrieval = {{"clean", &clean, &clean, &run_eta_clean}};
     if (data.has_corrupt) {
-      retrieval.push_back({"corrupt", &clean, &corrupt, &eta_clean});
-      retrieval.push_back({"corrupt_probe", &corrupt, &clean, &eta_corrupt});
+      retrieval.push_back({"corrupt", &clean, &corrupt, &run_eta_clean});
+      retrieval.push_back({"corrupt_probe", &corrupt, &clean, &run_eta_corrupt});
     }
     for (const RetrievalCase& c : retrieval) {
       RetrievalMetrics metrics;
       HEDGEDB_RETURN_IF_ERROR(
-          EvaluateRetrievalOn(similarity, *c.probes, *c.gallery, labels, &metrics));
+          EvaluateRetrievalOn(run_similarity, *c.probes, *c.gallery, labels, &metrics));
       json r = RetrievalJson(metrics);
       if (stochastic) {
         UncertaintyCalibration calibration;
@@ -488,7 +490,7 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
             CalibrateAccuracy(*c.probe_eta, metrics.knn_correct, options.eta_bins, &calibration));
         r["eta_calibration"] = CalibrationJson(calibration);
       }
-      out["retrieval"][c.name] = r;
+      run["retrieval"][c.name] = r;
     }
     return Status::OK();
   };
