@@ -416,21 +416,16 @@ Embeddings SelectRows(const Embeddings& e, const std::vector<int64_t>& rows) {
   return out;
 }
 
-// Fits the calibration map of the model at `path` on `items` of the
-// validation split: every sampled query item paired with every other item,
-// scored as a collection created from the model scores them (engine bridge:
-// spec, score, samples and seed), at most max_pairs pairs. The embeddings are
-// the validation's (stored occlusions), so the pairs look like the ones
-// validation ranked.
-Status FitValidationCalibration(const std::string& path, const ItemSet& validation,
-                                const std::vector<int64_t>& items, uint64_t seed,
-                                ModelCalibration* calibration) {
+// Fits the calibration map of a model with `spec` on the embeddings `e` of
+// `items` of the validation split: every sampled query item paired with every
+// other item, scored as a collection created from the model scores them
+// (engine bridge: spec, score, samples and seed), at most max_pairs pairs. The
+// embeddings are the validation's (stored occlusions), so the pairs look like
+// the ones validation ranked.
+Status FitValidationCalibration(const ModelSpec& spec, const Embeddings& e,
+                                const ItemSet& validation, const std::vector<int64_t>& items,
+                                uint64_t seed, ModelCalibration* calibration) {
   constexpr int64_t kMaxPairs = 1000000;
-  std::unique_ptr<EncoderModel> model;
-  HEDGEDB_RETURN_IF_ERROR(EncoderModel::Load(path, &model));
-  const ModelSpec spec = model->spec();
-  Embeddings e;
-  HEDGEDB_RETURN_IF_ERROR(model->Embed(validation, items, /*corrupt=*/true, &e));
   const int64_t n = e.n;
   if (n < 2) return Status::InvalidArgument("fewer than 2 validation items");
   // Whole query rows until the cap, drawn with a fixed seed.
@@ -477,16 +472,13 @@ Status FitValidationCalibration(const std::string& path, const ItemSet& validati
 // are fitted after training, with the embeddings frozen, by maximum
 // likelihood of eq. 5's Monte Carlo match probability (as HIB's loss fits
 // them) on balanced validation pairs: up to kPairs matching and as many
-// non-matching, K = `samples` draws per side, all seeded.
-Status FitMatchParameters(const std::string& path, const ItemSet& validation,
+// non-matching, K = `samples` draws per side, all seeded. `e`: the embeddings
+// of `items` of the validation split, as stored (s^2 + sigma_eps^2).
+Status FitMatchParameters(const Embeddings& e, const ItemSet& validation,
                           const std::vector<int64_t>& items, uint64_t seed, int64_t samples,
                           double* a, double* b) {
   constexpr int64_t kPairs = 2000;
   constexpr int kSteps = 400;
-  std::unique_ptr<EncoderModel> model;
-  HEDGEDB_RETURN_IF_ERROR(EncoderModel::Load(path, &model));
-  Embeddings e;
-  HEDGEDB_RETURN_IF_ERROR(model->Embed(validation, items, /*corrupt=*/true, &e));
   if (e.kind != Kind::kGaussian || e.n < 2) {
     return Status::InvalidArgument("match parameters: needs at least 2 Gaussian validation items");
   }
@@ -510,8 +502,8 @@ Status FitMatchParameters(const std::string& path, const ItemSet& validation,
     return Status::InvalidArgument("match parameters: validation pairs of one kind only");
   }
   const int64_t pairs = int64_t(match.size());
-  const auto rows = [&](std::vector<float>& values) {
-    return torch::from_blob(values.data(), {e.n, e.dim}, torch::kFloat).clone();
+  const auto rows = [&](const std::vector<float>& values) {  // from_blob only reads: clone
+    return torch::from_blob(const_cast<float*>(values.data()), {e.n, e.dim}, torch::kFloat).clone();
   };
   const torch::Tensor mean = rows(e.mean), sd = rows(e.var).sqrt();
   const torch::Tensor i1 = torch::tensor(first, torch::kLong);
@@ -787,24 +779,42 @@ class TrainingRun {
     return Status::OK();
   }
 
-  // Fits the saved model's calibration map on the validation items and
-  // rewrites the model file with it. A fit that fails (too few pairs, one
-  // class) leaves the model without a map: training still succeeded.
+  // Fits, on one embedding of the validation items, what the saved model
+  // gets after training: SPE's match a, b (FitMatchParameters) and the
+  // calibration map of its search score; then rewrites the model file once.
+  // A fit that fails (too few pairs, one class) leaves that part out (a = 1,
+  // b = 0; no map) and says so: training still succeeded.
   Status AddCalibration() {
-    HEDGEDB_RETURN_IF_ERROR(AddMatchParameters());
     const Clock::time_point start = Clock::now();
+    ModelSpec spec;
+    Encoder saved{nullptr};
+    HEDGEDB_RETURN_IF_ERROR(LoadModel(options_.out, &spec, &saved));
+    const std::unique_ptr<EncoderModel> model = EncoderModel::Borrow(saved);
+    Embeddings e;
+    HEDGEDB_RETURN_IF_ERROR(model->Embed(data_.validation, val_items_, /*corrupt=*/true, &e));
+    if (method_->method == Method::kSpe) {
+      double a = 1.0, b = 0.0;
+      const Status fit = FitMatchParameters(e, data_.validation, val_items_, options_.seed,
+                                            options_.samples, &a, &b);
+      if (fit.ok()) {
+        saved->SetMatchParameters(a, b);
+        char line[120];
+        std::snprintf(line, sizeof(line),
+                      " match parameters fitted on validation pairs: a %.4g, b %.4g", a, b);
+        log_(Tag() + line);
+      } else {
+        log_(Tag() + " match parameters not fitted (a = 1, b = 0): " + fit.message());
+      }
+    }
     ModelCalibration calibration;
-    const Status fit = FitValidationCalibration(options_.out, data_.validation, val_items_,
+    const Status fit = FitValidationCalibration(model->spec(), e, data_.validation, val_items_,
                                                 options_.seed, &calibration);
+    HEDGEDB_RETURN_IF_ERROR(SaveModel(options_.out, saved, fit.ok() ? &calibration : nullptr));
     if (!fit.ok()) {
       r_.calibration_note = "no calibration map: " + fit.message();
       log_(Tag() + " " + r_.calibration_note);
       return Status::OK();
     }
-    ModelSpec spec;
-    Encoder saved{nullptr};
-    HEDGEDB_RETURN_IF_ERROR(LoadModel(options_.out, &spec, &saved));
-    HEDGEDB_RETURN_IF_ERROR(SaveModel(options_.out, saved, &calibration));
     char line[200];
     std::snprintf(line, sizeof(line),
                   " calibration map (%s, %s) on %lld validation pairs, base rate %.4g (%.1f s)",
@@ -814,29 +824,6 @@ class TrainingRun {
     log_(Tag() + line);
     r_.calibration = calibration.info;
     r_.calibrated = true;
-    return Status::OK();
-  }
-
-  // SPE: a and b fitted on the validation pairs (FitMatchParameters) and
-  // written into the saved model. A failed fit keeps a = 1, b = 0 and says so.
-  Status AddMatchParameters() {
-    if (method_->method != Method::kSpe) return Status::OK();
-    double a = 1.0, b = 0.0;
-    const Status fit = FitMatchParameters(options_.out, data_.validation, val_items_, options_.seed,
-                                          options_.samples, &a, &b);
-    if (!fit.ok()) {
-      log_(Tag() + " match parameters not fitted (a = 1, b = 0): " + fit.message());
-      return Status::OK();
-    }
-    ModelSpec spec;
-    Encoder saved{nullptr};
-    HEDGEDB_RETURN_IF_ERROR(LoadModel(options_.out, &spec, &saved));
-    saved->SetMatchParameters(a, b);
-    HEDGEDB_RETURN_IF_ERROR(SaveModel(options_.out, saved));
-    char line[120];
-    std::snprintf(line, sizeof(line),
-                  " match parameters fitted on validation pairs: a %.4g, b %.4g", a, b);
-    log_(Tag() + line);
     return Status::OK();
   }
 
