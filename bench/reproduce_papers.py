@@ -179,8 +179,10 @@ def train_and_evaluate(args, binary):
             if args.extra_items > 0:
                 cmd += ["--max-items", str(args.extra_items)]
             secs = run(cmd, base + ".extra.json", base + ".extra.log")
-            print("evaluated %s seed %d: disentanglement%s (%.0f s)" % (
-                cell_name(n, d, model), seed, ", PQ" if model in POINT else "", secs), flush=True)
+            parts = [name for name, models in (("disentanglement", DISENTANGLE), ("PQ", POINT),
+                                               ("episodes", EPISODIC)) if model in models]
+            print("evaluated %s seed %d: extra (%s) (%.0f s)" % (
+                cell_name(n, d, model), seed, ", ".join(parts) or "retrieval", secs), flush=True)
     # Embeddings for the ellipse picture: the first seed's 2-D MoG-1 model.
     for n in args.items:
         if 2 not in args.dims or "hib1" not in args.models:
