@@ -185,7 +185,7 @@ def train_and_evaluate(args, binary):
                 cell_name(n, d, model), seed, ", ".join(parts) or "retrieval", secs), flush=True)
     # Embeddings for the ellipse picture: the first seed's 2-D MoG-1 model.
     for n in args.items:
-        if 2 not in args.dims or "hib1" not in args.models:
+        if 2 not in args.dims or "hib1" not in [m.strip() for m in args.models.split(",")]:
             continue
         base = os.path.join(args.out, "%s-s%d" % (cell_name(n, 2, "hib1"), args.seeds[0]))
         for corrupt in (False, True):
@@ -295,7 +295,8 @@ def tables(runs, args):
               "product quantization at DIMCO's %d bits (point models; clean probes, ADC), and SPE's "
               "episodic accuracy (1,000 episodes, 5 shots, 5 queries; point models by PN's rule), from one "
               "more evaluation with one Monte Carlo repeat on %s test items (so its unquantized R@1 differs "
-              "from the table above):" % (DIMCO_BITS, args.extra_items or "all"), "",
+              "from the table above):" % (DIMCO_BITS, " or ".join(str(i) for i in sorted(
+                  {e["extra"]["items"] for (_, _), (_, e) in runs.items() if "extra" in e})) or "no"), "",
               "| model | modularity | explicitness | PQ | PQ R@1 clean | PQ MAP@R clean | unquantized R@1 clean "
               "| episodic clean | episodic corrupt support | episodic corrupt query |",
               "|---|---|---|---|---|---|---|---|---|---|"]
@@ -363,6 +364,10 @@ def claims(runs, args):
 
     def claim(text, paper, ours_a, ours_b, diff_se, path_label, no_difference=False):
         diff, se = diff_se
+        if not [x for x in ours_a if x is not None] or (
+                ours_b is not None and not [x for x in ours_b if x is not None]):
+            rows.append("| %s | %s | - (%s) | - | not in this run |" % (text, paper, path_label))
+            return
         ours = fmt(mean_sd(ours_a)) + ("" if ours_b is None else " vs " + fmt(mean_sd(ours_b)))
         difference = "-" if diff is None else "%+.3f ± %.3f" % (diff, se)
         rows.append("| %s | %s | %s (%s) | %s | %s |" % (
