@@ -477,7 +477,7 @@ def pictures(runs, args):
         axes[0].set_ylabel("z2")
         fig.suptitle("HIB MoG-1, N = %d, D = 2, seed %d: means and 3-sd ellipses, colour = leftmost item's class"
                      % (n, args.seeds[0]))
-        fig.tight_layout()
+        fig.tight_layout(rect=(0, 0, 1, 0.95))  # room for the title
         path = os.path.join(args.out, "ellipses.png")
         fig.savefig(path, dpi=100)
         plt.close(fig)
@@ -510,7 +510,7 @@ def pictures(runs, args):
     axes[0].legend()
     fig.suptitle("Uncertainty against accuracy (HIB Fig. 5 as a drop curve), N = %d, D = %d, mean ± sd over seeds"
                  % (n, d))
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     if drew:
         path = os.path.join(args.out, "uncertainty.png")
         fig.savefig(path, dpi=100)
