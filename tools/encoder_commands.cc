@@ -336,7 +336,7 @@ struct EvaluateArgs {
 
 // `evaluate --protocol NAME`: a paper's evaluation settings, applied to the
 // flags not given explicitly. All score classes seen in training on the
-// whole test split; they differ in Monte Carlo repeats.
+// whole test split; they differ in Monte Carlo repeats and episodes.
 struct EvaluationProtocol {
   const char* name;
   int mc_repeats;

@@ -66,14 +66,17 @@ bool HasEpisodeRule(const ModelSpec& spec) {
   return spec.kind == Kind::kPoint || (spec.method == Method::kSpe && spec.kind == Kind::kGaussian);
 }
 
+Status RequireEpisodeRule(const ModelSpec& spec) {
+  if (HasEpisodeRule(spec)) return Status::OK();
+  return Status::InvalidArgument(std::string("episodic accuracy needs an SPE or a point model; "
+                                             "this one is ") +
+                                 MethodName(spec.method));
+}
+
 Status EvaluateEpisodes(const ModelSpec& spec, const Embeddings& clean, const Embeddings& corrupt,
                         const std::vector<int64_t>& labels, const EpisodicOptions& options,
                         EpisodeResult* result) {
-  if (!HasEpisodeRule(spec)) {
-    return Status::InvalidArgument(std::string("episodic accuracy needs an SPE or a point model; "
-                                               "this one is ") +
-                                   MethodName(spec.method));
-  }
+  HEDGEDB_RETURN_IF_ERROR(RequireEpisodeRule(spec));
   if (options.episodes < 1 || options.shots < 1 || options.queries < 1 || options.samples < 1) {
     return Status::InvalidArgument("episodes, shots, queries and samples must be >= 1");
   }

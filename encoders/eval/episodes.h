@@ -55,6 +55,9 @@ Status EvaluateEpisodes(const ModelSpec& spec, const Embeddings& clean, const Em
 
 // True when EvaluateEpisodes has a rule for the model.
 bool HasEpisodeRule(const ModelSpec& spec);
+// OK when it has; else the InvalidArgument EvaluateEpisodes returns, so that
+// a caller can refuse the model before embedding anything.
+Status RequireEpisodeRule(const ModelSpec& spec);
 
 }  // namespace encoders
 }  // namespace hedgedb

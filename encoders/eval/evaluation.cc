@@ -352,11 +352,7 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
     }
     pq.seed = options.seed;
   }
-  if (options.episodes > 0 && !HasEpisodeRule(spec)) {
-    return Status::InvalidArgument(std::string("episodic accuracy needs an SPE or a point model; "
-                                               "this one is ") +
-                                   MethodName(spec.method));
-  }
+  if (options.episodes > 0) HEDGEDB_RETURN_IF_ERROR(RequireEpisodeRule(spec));
   if (options.disentanglement) {
     if (data.factor_sizes.empty()) {
       return Status::InvalidArgument("disentanglement needs data with factors (N-item composites)");
