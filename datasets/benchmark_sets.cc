@@ -3,6 +3,7 @@
 
 #include "datasets/benchmark_sets.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -115,6 +116,42 @@ bool InSplit(int64_t label, int64_t train_classes, BenchmarkSplit split) {
 
 }  // namespace
 
+Status TrainClassesOf(int64_t class_split, int64_t official, int64_t classes,
+                      int64_t* train_classes) {
+  if (class_split < 0 || class_split >= classes) {
+    return Status::InvalidArgument("--class-split must be in [1, " + std::to_string(classes - 1) +
+                                   "] (0: the official " + std::to_string(official) + "), got " +
+                                   std::to_string(class_split));
+  }
+  *train_classes = class_split > 0 ? class_split : official;
+  return Status::OK();
+}
+
+std::string SplitClassesText(BenchmarkSplit split, int64_t train_classes, int64_t classes) {
+  switch (split) {
+    case BenchmarkSplit::kTrain:
+      return "classes 1-" + std::to_string(train_classes);
+    case BenchmarkSplit::kTest:
+      return "classes " + std::to_string(train_classes + 1) + "-" + std::to_string(classes);
+    case BenchmarkSplit::kAll:
+      break;
+  }
+  return "classes 1-" + std::to_string(classes);
+}
+
+Status EmptySplitError(const std::string& where, const char* data_set, BenchmarkSplit split,
+                       int64_t train_classes, int64_t classes, int64_t min_label,
+                       int64_t max_label) {
+  std::string message = where + ": no " + data_set + " images in the " + BenchmarkSplitName(split) +
+                        " split (" + SplitClassesText(split, train_classes, classes) + ")";
+  if (min_label > 0) {
+    message += "; the annotations hold classes " + std::to_string(min_label) + "-" +
+               std::to_string(max_label) +
+               ": for a subset, --class-split K trains on classes 1..K and tests on the rest";
+  }
+  return Status::InvalidArgument(message);
+}
+
 Status ResolveUnderRoot(const std::string& root, const std::string& relative,
                         const std::string& where, std::string* path) {
   const fs::path rel = fs::path(relative).lexically_normal();
@@ -149,7 +186,8 @@ bool ParseBenchmarkSplit(const std::string& name, BenchmarkSplit* split) {
   return false;
 }
 
-Status ReadCub200(const std::string& root_dir, BenchmarkSplit split, ImageSource* source) {
+Status ReadCub200(const std::string& root_dir, BenchmarkSplit split, ImageSource* source,
+                  int64_t class_split) {
   std::error_code ec;
   const fs::path root = fs::absolute(root_dir, ec).lexically_normal();
   if (ec || !fs::is_directory(root, ec)) {
@@ -165,11 +203,15 @@ Status ReadCub200(const std::string& root_dir, BenchmarkSplit split, ImageSource
     HEDGEDB_RETURN_IF_ERROR(ReadAnnotationFile(root / "classes.txt", &files.classes));
   }
   HEDGEDB_RETURN_IF_ERROR(ReadAnnotationFile(root / "bounding_boxes.txt", &files.bounding_boxes));
-  return ParseCub200(root.string(), files, split, source);
+  return ParseCub200(root.string(), files, split, source, class_split);
 }
 
 Status ParseCub200(const std::string& root_dir, const CubAnnotations& files, BenchmarkSplit split,
-                   ImageSource* source) {
+                   ImageSource* source, int64_t class_split) {
+  int64_t train_classes = 0;
+  HEDGEDB_RETURN_IF_ERROR(
+      TrainClassesOf(class_split, kCubTrainClasses, kCubClasses, &train_classes));
+  int64_t min_label = 0, max_label = 0;
   const fs::path root = fs::path(root_dir);
   std::map<int64_t, std::string> images, image_classes, class_names;
   HEDGEDB_RETURN_IF_ERROR(ParseIdTable(root / "images.txt", files.images, &images));
@@ -220,7 +262,9 @@ Status ParseCub200(const std::string& root_dir, const CubAnnotations& files, Ben
       return Status::Corruption(boxes_path.string() + ": no bounding box for image " +
                                 std::to_string(id) + " (" + relative + ")");
     }
-    if (!InSplit(label, kCubTrainClasses, split)) continue;
+    min_label = min_label == 0 ? label : std::min(min_label, label);
+    max_label = std::max(max_label, label);
+    if (!InSplit(label, train_classes, split)) continue;
     ImageEntry e;
     HEDGEDB_RETURN_IF_ERROR(ResolveUnderRoot(
         (root / "images").string(), relative,
@@ -234,8 +278,8 @@ Status ParseCub200(const std::string& root_dir, const CubAnnotations& files, Ben
     out.entries.push_back(std::move(e));
   }
   if (out.entries.empty()) {
-    return Status::InvalidArgument(root_dir + ": no CUB-200-2011 images in the " +
-                                   BenchmarkSplitName(split) + " split");
+    return EmptySplitError(root_dir, "CUB-200-2011", split, train_classes, kCubClasses, min_label,
+                           max_label);
   }
   *source = std::move(out);
   return Status::OK();

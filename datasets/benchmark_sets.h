@@ -25,6 +25,7 @@
 // Torch- and OpenCV-free; the Cars reader needs libmatio (benchmark_sets_cars.cc).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "datasets/image_set.h"
@@ -33,7 +34,10 @@
 namespace hedgedb {
 namespace encoders {
 
-// Which classes of the class-disjoint protocol to read.
+// Which classes of the class-disjoint protocol to read. The official split
+// is by class id (CUB 1-100 / 101-200, Cars 1-98 / 99-196); a `class_split`
+// K > 0 moves the boundary (classes 1..K train, the others test), for subsets
+// of a data set that keep only some classes.
 enum class BenchmarkSplit {
   kTrain,  // CUB 1-100, Cars 1-98
   kTest,   // CUB 101-200, Cars 99-196
@@ -48,7 +52,8 @@ bool ParseBenchmarkSplit(const std::string& name, BenchmarkSplit* split);
 Status ResolveUnderRoot(const std::string& root, const std::string& relative,
                         const std::string& where, std::string* path);
 
-Status ReadCub200(const std::string& root, BenchmarkSplit split, ImageSource* source);
+Status ReadCub200(const std::string& root, BenchmarkSplit split, ImageSource* source,
+                  int64_t class_split = 0);
 
 // The CUB-200-2011 annotation files' contents, as ReadCub200 reads them.
 struct CubAnnotations {
@@ -62,8 +67,21 @@ struct CubAnnotations {
 // the files in errors and is the folder the image paths resolve under
 // (root/images/...).
 Status ParseCub200(const std::string& root, const CubAnnotations& files, BenchmarkSplit split,
-                   ImageSource* source);
-Status ReadCars196(const std::string& root, BenchmarkSplit split, ImageSource* source);
+                   ImageSource* source, int64_t class_split = 0);
+Status ReadCars196(const std::string& root, BenchmarkSplit split, ImageSource* source,
+                   int64_t class_split = 0);
+
+// The last training class id: `official` for class_split 0, else
+// class_split, which must leave both sides a class (in [1, classes - 1]).
+Status TrainClassesOf(int64_t class_split, int64_t official, int64_t classes,
+                      int64_t* train_classes);
+// The classes of `split`: "classes 101-200" (K = 0: the official split).
+std::string SplitClassesText(BenchmarkSplit split, int64_t train_classes, int64_t classes);
+// The error of a split without images: names the split's classes and the
+// class ids the annotations hold, and the flag that moves the boundary.
+Status EmptySplitError(const std::string& where, const char* data_set, BenchmarkSplit split,
+                       int64_t train_classes, int64_t classes, int64_t min_label,
+                       int64_t max_label);
 
 }  // namespace encoders
 }  // namespace hedgedb

@@ -9,6 +9,7 @@
 #include <matio.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -502,7 +503,8 @@ Status ReadClassNames(mat_t* mat, const std::string& mat_path, std::vector<std::
 
 // Reads the existing `mat_path`; entries go to `source` only if all are valid.
 Status ReadMat(const fs::path& root_path, const std::string& mat_path, BenchmarkSplit split,
-               ImageSource* source) {
+               int64_t train_classes, ImageSource* source) {
+  int64_t min_label = 0, max_label = 0;
   HEDGEDB_RETURN_IF_ERROR(CheckMat5Elements(mat_path));
 
   MatFilePtr mat(Mat_Open(mat_path.c_str(), MAT_ACC_RDONLY));
@@ -610,7 +612,9 @@ Status ReadMat(const fs::path& root_path, const std::string& mat_path, Benchmark
     }
 
     const int64_t label = static_cast<int64_t>(class_value);
-    const bool train = label <= kCarsTrainClasses;
+    min_label = min_label == 0 ? label : std::min(min_label, label);
+    max_label = std::max(max_label, label);
+    const bool train = label <= train_classes;
     if ((split == BenchmarkSplit::kTrain && !train) || (split == BenchmarkSplit::kTest && train)) {
       continue;
     }
@@ -631,8 +635,8 @@ Status ReadMat(const fs::path& root_path, const std::string& mat_path, Benchmark
     entries.push_back(std::move(e));
   }
   if (entries.empty()) {
-    return Status::InvalidArgument(mat_path + ": no Cars-196 images in the " +
-                                   std::string(BenchmarkSplitName(split)) + " split");
+    return EmptySplitError(mat_path, "Cars-196", split, train_classes, kCarsClasses, min_label,
+                           max_label);
   }
   source->entries = std::move(entries);
   return Status::OK();
@@ -640,8 +644,12 @@ Status ReadMat(const fs::path& root_path, const std::string& mat_path, Benchmark
 
 }  // namespace
 
-Status ReadCars196(const std::string& root, BenchmarkSplit split, ImageSource* source) {
+Status ReadCars196(const std::string& root, BenchmarkSplit split, ImageSource* source,
+                   int64_t class_split) {
   *source = ImageSource();
+  int64_t train_classes = 0;
+  HEDGEDB_RETURN_IF_ERROR(
+      TrainClassesOf(class_split, kCarsTrainClasses, kCarsClasses, &train_classes));
   std::error_code ec;
   const fs::path root_path = fs::absolute(root, ec).lexically_normal();
   if (ec) return Status::InvalidArgument(root + ": cannot resolve the Cars-196 root");
@@ -659,7 +667,7 @@ Status ReadCars196(const std::string& root, BenchmarkSplit split, ImageSource* s
     return Status::InvalidArgument(mat_path + ": not a regular file");
   }
   try {
-    return ReadMat(root_path, mat_path, split, source);
+    return ReadMat(root_path, mat_path, split, train_classes, source);
   } catch (const std::bad_alloc&) {
     // Sizes taken from a corrupt file; the matio objects are freed by then.
     *source = ImageSource();

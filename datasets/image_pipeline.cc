@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "encoders/engine_bridge.h"
@@ -66,6 +68,41 @@ Status OpenDb(const std::string& path, Options options, bool create, std::unique
   return s;
 }
 
+// The images of `source` that `collection` already holds, by entry (payloads
+// that ImageEntry::Payload wrote: the same path and IDX index). *first_id is
+// the stored id of the first one.
+Status FindStoredImages(DB& db, const std::string& collection, const ImageSource& source,
+                        std::vector<bool>* stored, int64_t* first_id) {
+  std::vector<int64_t> ids;
+  HEDGEDB_RETURN_IF_ERROR(db.ListIds(collection, &ids));
+  std::unordered_map<std::string, int64_t> id_of;  // "path\nindex" -> id
+  const auto key = [](const std::string& path, int64_t index) {
+    return path + '\n' + std::to_string(index);
+  };
+  constexpr size_t kChunk = 4096;
+  for (size_t first = 0; first < ids.size(); first += kChunk) {
+    std::vector<Record> records;
+    HEDGEDB_RETURN_IF_ERROR(
+        db.Get(collection, ids.data() + first, std::min(kChunk, ids.size() - first), &records));
+    for (const Record& r : records) {
+      ImagePayload fields;
+      if (r.found && ParseImagePayload(r.payload, &fields)) {
+        id_of.emplace(key(fields.path, fields.index), r.id);
+      }
+    }
+  }
+  stored->assign(source.entries.size(), false);
+  *first_id = -1;
+  for (size_t i = 0; i < source.entries.size(); ++i) {
+    const ImageEntry& e = source.entries[i];
+    const auto it = id_of.find(key(e.path, e.idx_index));
+    if (it == id_of.end()) continue;
+    (*stored)[i] = true;
+    if (*first_id < 0) *first_id = it->second;
+  }
+  return Status::OK();
+}
+
 // First pass of the abort policy: every image decoded and checked.
 Status CheckAllImages(const ImageSource& source, const ImageInputOptions& input,
                       const ImageBatchOptions& options) {
@@ -82,10 +119,18 @@ Status CheckAllImages(const ImageSource& source, const ImageInputOptions& input,
   if (options.on_bad_image) {
     for (const ImageError& e : errors) options.on_bad_image(e);
   }
+  const bool all = static_cast<int64_t>(errors.size()) == total;
+  const bool size_errors =
+      input.fit == ImageFit::kExact && errors.front().message.find("--fit") != std::string::npos;
+  // The hint must fit the case: when every image fails, skipping them leaves
+  // nothing, and a fit problem wants --fit, not --on-error.
+  std::string hint = all ? (size_errors ? "no image can be used as it is: --fit resize or --fit "
+                                          "crop fits images of other sizes to the model"
+                                        : "no image can be used: check the source and the model")
+                         : "skipping bad images (--on-error skip) ingests the others";
   return Status::InvalidArgument(errors.front().message + " (" + std::to_string(errors.size()) +
                                  " of " + std::to_string(total) +
-                                 " images cannot be used; nothing was ingested; skipping bad "
-                                 "images (--on-error skip) ingests the others)");
+                                 " images cannot be used; nothing was ingested; " + hint + ")");
 }
 
 }  // namespace
@@ -112,14 +157,35 @@ std::vector<int> RecallCutoffs(int k) {
   return cutoffs;
 }
 
+const char* ExistingImagesName(ExistingImages policy) {
+  switch (policy) {
+    case ExistingImages::kSkip:
+      return "skip";
+    case ExistingImages::kRefuse:
+      return "refuse";
+    case ExistingImages::kAdd:
+      break;
+  }
+  return "add";
+}
+
+bool ParseExistingImages(const std::string& name, ExistingImages* policy) {
+  for (ExistingImages p : {ExistingImages::kSkip, ExistingImages::kRefuse, ExistingImages::kAdd}) {
+    if (name == ExistingImagesName(p)) {
+      *policy = p;
+      return true;
+    }
+  }
+  return false;
+}
+
 Status IngestImages(const std::string& db_path, const std::string& collection,
-                    const ImageEncoder& encoder, const ImageSource& source,
+                    const ImageEncoder& encoder, const ImageSource& all_images,
                     const IngestImagesOptions& options, IngestImagesResult* result) {
   *result = IngestImagesResult();
   HEDGEDB_RETURN_IF_ERROR(CheckBatchOptions(encoder, options));
   const ImageInputOptions input = InputOptions(encoder, options);
-  const int64_t total = source.size(), batch = options.batch_size;
-  result->images = total;
+  result->images = all_images.size();
 
   // An existing database is opened (and its collection checked) before the
   // long work; a new one is only created once there is something to write.
@@ -130,6 +196,38 @@ Status IngestImages(const std::string& db_path, const std::string& collection,
     HEDGEDB_RETURN_IF_ERROR(OpenDb(db_path, options.db_options, /*create=*/false, &db));
     HEDGEDB_RETURN_IF_ERROR(FindCollection(*db, collection, encoder, &collection_exists));
   }
+  // Images the collection holds already: skipped, refused or added again.
+  ImageSource new_images;
+  std::vector<int64_t> original_entry;  // entry of new_images -> of all_images
+  const ImageSource* images = &all_images;
+  if (collection_exists && options.existing != ExistingImages::kAdd) {
+    std::vector<bool> stored;
+    int64_t first_id = -1;
+    HEDGEDB_RETURN_IF_ERROR(FindStoredImages(*db, collection, all_images, &stored, &first_id));
+    const int64_t present = std::count(stored.begin(), stored.end(), true);
+    if (present > 0 && options.existing == ExistingImages::kRefuse) {
+      const size_t first = std::find(stored.begin(), stored.end(), true) - stored.begin();
+      return Status::InvalidArgument(
+          std::to_string(present) + " of the " + std::to_string(all_images.size()) +
+          " images are in collection '" + collection + "' already (the first: " +
+          all_images.entries[first].Name() + ", id " + std::to_string(first_id) +
+          "); nothing was ingested (--existing skip ingests only the new ones, --existing add "
+          "adds them again)");
+    }
+    if (present > 0) {
+      new_images.idx_images = all_images.idx_images;
+      for (size_t i = 0; i < stored.size(); ++i) {
+        if (stored[i]) continue;
+        new_images.entries.push_back(all_images.entries[i]);
+        original_entry.push_back(static_cast<int64_t>(i));
+      }
+      images = &new_images;
+      result->already_present = present;
+      if (new_images.entries.empty()) return Status::OK();  // nothing new
+    }
+  }
+  const ImageSource& source = *images;
+  const int64_t total = source.size(), batch = options.batch_size;
   if (!options.skip_bad_images) HEDGEDB_RETURN_IF_ERROR(CheckAllImages(source, input, options));
 
   const auto written_so_far = [result] {
@@ -148,8 +246,10 @@ Status IngestImages(const std::string& db_path, const std::string& collection,
         return Status::IOError(e.message + " (the image changed during the run; " +
                                written_so_far() + "this batch; nothing of this batch was written)");
       }
-      if (options.on_bad_image) options.on_bad_image(e);
-      result->skipped.push_back(e);
+      ImageError reported = e;  // entries count in all_images
+      if (!original_entry.empty()) reported.entry = original_entry[e.entry];
+      if (options.on_bad_image) options.on_bad_image(reported);
+      result->skipped.push_back(reported);
     }
     if (decoded->size() > 0) {
       Embeddings embeddings;
@@ -161,6 +261,7 @@ Status IngestImages(const std::string& db_path, const std::string& collection,
       if (!collection_exists) {
         CollectionSpec spec = CollectionSpecForModel(encoder.spec, collection);
         spec.index_factory = options.index_factory;
+        spec.metadata = options.metadata;
         HEDGEDB_RETURN_IF_ERROR(db->CreateCollection(spec));
         collection_exists = result->created = true;
         if (!encoder.calibration.empty()) {
@@ -203,7 +304,8 @@ Status IngestImages(const std::string& db_path, const std::string& collection,
     }
     Report(options, "ingest", std::min(total, first + batch), total);
   }
-  if (result->ingested == 0) {
+  // Nothing new that could be used is no error when the rest was stored.
+  if (result->ingested == 0 && result->already_present == 0) {
     return Status::InvalidArgument("none of the " + std::to_string(total) +
                                    " images could be used; nothing was ingested");
   }

@@ -68,12 +68,26 @@ struct ImageBatchOptions {
   ImageProgressFn progress;
 };
 
+// What ingest does with an image the collection already holds (the same
+// path, and IDX index, in a stored item's payload): re-running an ingest must
+// not duplicate the gallery.
+enum class ExistingImages {
+  kSkip,    // leave it, ingest the new ones
+  kRefuse,  // fail, naming it; nothing is written
+  kAdd,     // ingest it again under a new id
+};
+const char* ExistingImagesName(ExistingImages policy);
+bool ParseExistingImages(const std::string& name, ExistingImages* policy);
+
 struct IngestImagesOptions : ImageBatchOptions {
   // Opening the database: a missing database is created (with these options)
   // only once there is a batch to write.
   Options db_options;
   // FAISS factory string of a new collection; empty: the kind's default.
   std::string index_factory;
+  ExistingImages existing = ExistingImages::kSkip;
+  // CollectionSpec::metadata of a new collection (an existing one keeps its).
+  std::string metadata;
 };
 
 struct IngestImagesResult {
@@ -88,6 +102,7 @@ struct IngestImagesResult {
   int64_t first_id = -1, last_id = -1;  // -1: nothing ingested
   int64_t batches = 0;
   std::vector<ImageError> skipped;  // with skip_bad_images
+  int64_t already_present = 0;      // images the collection held (kSkip)
 };
 
 // Embeds every image of `source` and ingests it into `collection` of the
@@ -95,7 +110,9 @@ struct IngestImagesResult {
 // not exist (an existing one must match the model: CheckCollectionFitsModel);
 // a created collection starts with the model's calibration map, if it has one.
 // Labels come from the entries (only when all of a batch have one); every
-// item's payload is ImageEntry::Payload(). Fails when no image could be used.
+// item's payload is ImageEntry::Payload(). Images the collection already
+// holds follow options.existing. Fails when no image could be used (unless
+// all were present already).
 // On a failure after some batches were written, *result says what was
 // ingested and the message names the batch that was not.
 Status IngestImages(const std::string& db_path, const std::string& collection,

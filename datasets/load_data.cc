@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <memory>
+#include <sstream>
+#include <string>
 #include <utility>
 
 #include "datasets/benchmark_sets.h"
@@ -254,8 +257,7 @@ Status LoadFeatureData(const std::string& spec, const DataOptions& options, Enco
   data->train = FeatureItemSet(shared, train_rows);
   if (!val_rows.empty()) data->validation = FeatureItemSet(shared, val_rows);
   data->test = FeatureItemSet(shared, test_rows);
-  data->test_seen = data->test;
-  data->test_unseen = data->test;
+  data->test_unseen = data->test;  // every test class is unseen; none is seen
   return Status::OK();
 }
 
@@ -288,8 +290,8 @@ Status LoadBenchmarkImageData(const std::string& name, const std::string& root,
   }
   auto read = name == "cub" ? ReadCub200 : ReadCars196;
   ImageSource train_all, test;
-  HEDGEDB_RETURN_IF_ERROR(read(root, BenchmarkSplit::kTrain, &train_all));
-  HEDGEDB_RETURN_IF_ERROR(read(root, BenchmarkSplit::kTest, &test));
+  HEDGEDB_RETURN_IF_ERROR(read(root, BenchmarkSplit::kTrain, &train_all, options.class_split));
+  HEDGEDB_RETURN_IF_ERROR(read(root, BenchmarkSplit::kTest, &test, options.class_split));
   // Validation: a seeded share of every training class.
   std::map<int64_t, std::vector<int64_t>> by_class;
   for (int64_t i = 0; i < train_all.size(); ++i) {
@@ -344,22 +346,22 @@ Status LoadBenchmarkImageData(const std::string& name, const std::string& root,
   data->train = DecodedImageItemSet(train_images, train);
   if (val_images) data->validation = DecodedImageItemSet(val_images, validation);
   data->test = DecodedImageItemSet(test_images, test);
-  data->test_seen = data->test;
-  data->test_unseen = data->test;
+  data->test_unseen = data->test;  // every test class is unseen; none is seen
   return Status::OK();
 }
 
-}  // namespace
-
-Status LoadEncoderData(const DataOptions& options, EncoderData* data) {
+Status LoadEncoderDataOnly(const DataOptions& options, EncoderData* data) {
   *data = EncoderData();
   const std::string& source = options.source;
   if (options.train_total < 1 || options.test_total < 1) {
     return Status::InvalidArgument("data set sizes must be >= 1");
   }
-  const bool benchmark = source.rfind("cub:", 0) == 0 || source.rfind("cars:", 0) == 0;
-  if (!benchmark && (options.bbox || options.image_size != DataOptions().image_size)) {
-    return Status::InvalidArgument(std::string(options.bbox ? "--bbox" : "--image-size") +
+  const bool benchmark = std::string(DataFamily(source)) == "benchmark";
+  if (!benchmark &&
+      (options.bbox || options.image_size != DataOptions().image_size || options.class_split)) {
+    return Status::InvalidArgument(std::string(options.bbox               ? "--bbox"
+                                               : options.class_split != 0 ? "--class-split"
+                                                                          : "--image-size") +
                                    " applies to cub:ROOT and cars:ROOT data only, not '" + source +
                                    "'");
   }
@@ -388,6 +390,50 @@ Status LoadEncoderData(const DataOptions& options, EncoderData* data) {
   return Status::InvalidArgument("unknown data source '" + source +
                                  "' (expected fashion-mnist, mnist, idx:DIR, cub:ROOT, cars:ROOT "
                                  "or features:FEATS.npy,LABELS.npy)");
+}
+
+// `source` with the paths it names made absolute, so that a model file
+// records data it can find from any working directory.
+std::string AbsoluteSource(const std::string& source) {
+  const size_t colon = source.find(':');
+  if (colon == std::string::npos) return source;  // fashion-mnist, mnist
+  std::string out = source.substr(0, colon + 1);
+  std::stringstream paths(source.substr(colon + 1));
+  std::string path;
+  for (bool first = true; std::getline(paths, path, ','); first = false) {
+    std::error_code ec;
+    const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+    out += (first ? "" : ",") + (ec || path.empty() ? path : absolute.lexically_normal().string());
+  }
+  return out;
+}
+
+}  // namespace
+
+DataSettings SettingsOf(const DataOptions& options) {
+  DataSettings s;
+  s.recorded = true;
+  s.source = AbsoluteSource(options.source);
+  s.seed = options.seed;
+  const std::string family = DataFamily(options.source);
+  if (family == "composites") {
+    s.items = options.items;
+    s.train_total = options.train_total;
+    s.test_total = options.test_total;
+    s.image_fit = "exact";
+  } else if (family == "benchmark") {
+    s.image_size = options.image_size;
+    s.bbox = options.bbox;
+    s.class_split = options.class_split;
+    s.image_fit = "resize";
+  }
+  return s;
+}
+
+Status LoadEncoderData(const DataOptions& options, EncoderData* data) {
+  HEDGEDB_RETURN_IF_ERROR(LoadEncoderDataOnly(options, data));
+  data->settings = SettingsOf(options);
+  return Status::OK();
 }
 
 }  // namespace encoders

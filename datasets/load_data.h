@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <string>
 
+#include "encoders/data/data_settings.h"
 #include "encoders/data/encoder_data.h"
 #include "hedgedb/status.h"
 
@@ -46,7 +47,13 @@ struct DataOptions {
   // --fit resize [--bbox]).
   int64_t image_size = 64;
   bool bbox = false;
+  // cub:/cars: the last training class id (0: the official 100 / 98).
+  int64_t class_split = 0;
 };
+
+// The settings of `options` that its source uses, as a model file records
+// them (recorded = true).
+DataSettings SettingsOf(const DataOptions& options);
 
 // Loads the data set. Errors name the missing file, the bad option or the
 // inconsistency (e.g. labels out of range, too few items per class).

@@ -64,6 +64,11 @@ Status ValidateSpec(const CollectionSpec& s) {
                                    std::to_string(s.match_a));
   }
   if (!std::isfinite(s.match_b)) return Status::InvalidArgument("match-b must be finite");
+  if (s.metadata.size() > kMaxCollectionMetadata) {
+    return Status::InvalidArgument("metadata must be at most " +
+                                   std::to_string(kMaxCollectionMetadata) + " bytes, got " +
+                                   std::to_string(s.metadata.size()));
+  }
   if (s.samples < 1 || s.samples > 4096) {
     return Status::InvalidArgument("samples must be in [1, 4096], got " +
                                    std::to_string(s.samples));
@@ -426,6 +431,14 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
   if (!s.ok() && result) result->index_warning = index_note_.empty() ? s.ToString() : index_note_;
   if (ids_out) *ids_out = std::move(ids);
   return Status::OK();
+}
+
+void Collection::ListIds(std::vector<int64_t>* ids) const {
+  std::shared_lock<RwMutex> lock(state_mutex_);
+  ids->clear();
+  ids->reserve(live_rows_.size());
+  for (int64_t r : live_rows_) ids->push_back(row_ids_[r]);
+  std::sort(ids->begin(), ids->end());
 }
 
 Status Collection::Get(const int64_t* ids, size_t n, std::vector<Record>* records) {

@@ -54,6 +54,7 @@ class Collection {
   // durable.
   Status Ingest(const IngestBatch& batch, std::vector<int64_t>* ids, IngestResult* result);
   Status Get(const int64_t* ids, size_t n, std::vector<Record>* records);
+  void ListIds(std::vector<int64_t>* ids) const;
   Status Remove(const int64_t* ids, size_t n, int64_t* removed);
   Status Search(const EmbeddingView& queries, const SearchOptions& options,
                 std::vector<SearchResult>* results);

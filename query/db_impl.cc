@@ -173,6 +173,13 @@ class DBImpl : public DB {
     return c->Get(ids, n, records);
   }
 
+  Status ListIds(const std::string& name, std::vector<int64_t>* ids) override {
+    std::shared_ptr<query::Collection> c;
+    HEDGEDB_RETURN_IF_ERROR(Find(name, &c));
+    c->ListIds(ids);
+    return Status::OK();
+  }
+
   Status Remove(const std::string& name, const int64_t* ids, size_t n, int64_t* removed) override {
     std::shared_ptr<query::Collection> c;
     HEDGEDB_RETURN_IF_ERROR(Find(name, &c));

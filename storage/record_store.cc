@@ -90,6 +90,8 @@ std::string SpecToJson(const CollectionSpec& spec) {
                       {"code_k", spec.code_k},   {"index_factory", spec.index_factory},
                       {"match_a", spec.match_a}, {"match_b", spec.match_b},
                       {"samples", spec.samples}, {"seed", spec.seed}};
+  // Absent when empty: descriptors without metadata keep their old bytes.
+  if (!spec.metadata.empty()) j["metadata"] = spec.metadata;
   return j.dump();
 }
 
@@ -131,6 +133,7 @@ Status SpecFromJson(const std::string& text, CollectionSpec* spec) {
                                 j.at("seed").dump());
     }
     spec->seed = j.at("seed").get<uint64_t>();
+    spec->metadata = j.contains("metadata") ? j.at("metadata").get<std::string>() : "";
   } catch (const std::exception& e) {
     return Status::Corruption(std::string("bad collection descriptor: ") + e.what());
   }

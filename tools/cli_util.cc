@@ -260,6 +260,7 @@ nlohmann::json SpecDisplayJson(const CollectionSpec& spec) {
   }
   if (spec.kind == Kind::kGaussian || spec.kind == Kind::kMog) j["samples"] = spec.samples;
   j["seed"] = spec.seed;
+  if (!spec.metadata.empty()) j["metadata"] = spec.metadata;
   return j;
 }
 

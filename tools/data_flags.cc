@@ -29,5 +29,20 @@ std::string ResolveDataSet(const DataSetFlags& flags) {
   return flags.data;
 }
 
+bool DataSetGiven(const DataSetFlags& flags) {
+  return (flags.data_option != nullptr && flags.data_option->count() > 0) || !flags.cub.empty() ||
+         !flags.cars.empty();
+}
+
+std::string DataSetName(const std::string& source) { return source.substr(0, source.find(':')); }
+
+bool RecordedSettings::Given(const std::string& flag) const { return cmd_.count(flag) > 0; }
+
+void RecordedSettings::Conflict(const std::string& flag, const std::string& given,
+                                const std::string& recorded) const {
+  UsageError(flag + " " + given + " contradicts " + owner_ + ", " + verb_ + " with " + flag + " " +
+             recorded + "; leave " + flag + " out to use the recorded value");
+}
+
 }  // namespace cli
 }  // namespace hedgedb

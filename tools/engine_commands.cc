@@ -100,6 +100,8 @@ void RegisterCreate(CLI::App& app) {
                   "Match probability sigmoid(-a*||z1-z2|| + b): a (> 0)")
       ->capture_default_str();
   cmd->add_option("--match-b", args->spec.match_b, "Match probability: b")->capture_default_str();
+  cmd->add_option("--metadata", args->spec.metadata,
+                  "Free text kept with the collection (at most 64 KiB; describe prints it)");
   args->samples_option =
       cmd->add_option("--samples", args->spec.samples,
                       "Default Monte Carlo samples per side (mog: a multiple of C; the default is "

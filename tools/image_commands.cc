@@ -114,6 +114,7 @@ struct SourceArgs {
   DataSetFlags data;           // --data cub:ROOT / --cub ROOT, cars likewise
   std::string split = "test";  // CUB / Cars: class-disjoint split
   bool bbox = false;           // CUB / Cars: crop to the annotated box
+  int64_t class_split = 0;     // CUB / Cars: last training class (0: official)
   CLI::Option* split_option = nullptr;
   std::vector<std::string> files;  // query-image: positional IMAGE...
 };
@@ -137,6 +138,11 @@ void AddSourceOptions(CLI::App* cmd, SourceArgs* args) {
                       "Cars 99-196) or all")
           ->capture_default_str()
           ->check(CLI::IsMember({"train", "test", "all"}));
+  cmd->add_option("--class-split", args->class_split,
+                  "CUB/Cars: classes 1..K are the train split, the others test (0: the official "
+                  "split; default: the model's)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
 }
 
 ImageSource LoadSourceOrFail(const SourceArgs& args) {
@@ -168,15 +174,19 @@ ImageSource LoadSourceOrFail(const SourceArgs& args) {
       UsageError("--split picks the classes of --cub or --cars; the other sources have none");
     }
     if (args.bbox) UsageError("--bbox needs annotated boxes: only --cub and --cars have them");
+    if (args.class_split != 0) {
+      UsageError(
+          "--class-split splits the classes of --cub or --cars; the other sources have none");
+    }
   }
   ImageSource source;
   encoders::BenchmarkSplit split = encoders::BenchmarkSplit::kTest;
   if (!encoders::ParseBenchmarkSplit(args.split, &split))
     UsageError("unknown --split " + args.split);
   if (!cub.empty()) {
-    Check(encoders::ReadCub200(cub, split, &source));
+    Check(encoders::ReadCub200(cub, split, &source, args.class_split));
   } else if (!cars.empty()) {
-    Check(encoders::ReadCars196(cars, split, &source));
+    Check(encoders::ReadCars196(cars, split, &source, args.class_split));
   } else if (!args.dir.empty()) {
     Check(encoders::ListImageDirectory(args.dir, &source));
   } else if (!args.list.empty()) {
@@ -197,7 +207,7 @@ ImageSource LoadSourceOrFail(const SourceArgs& args) {
 
 struct ModelArgs {
   std::string model;
-  std::string fit = "exact";
+  std::string fit = "exact";  // see ApplyModelSettings
   int64_t batch_size = 256;
   int threads = 0;
   bool no_progress = false;
@@ -210,12 +220,11 @@ void AddModelOptions(CLI::App* cmd, ModelArgs* args) {
   cmd->add_option("--fit", args->fit,
                   "Images whose size or channels differ from the model's input: exact (an "
                   "error), resize (convert channels, resize) or crop (convert channels, centre "
-                  "crop to the model's aspect ratio, resize)")
-      ->capture_default_str()
+                  "crop to the model's aspect ratio, resize). Default: resize for --cub/--cars "
+                  "(as training reads them), else the fit of the model's training data (exact "
+                  "for composites)")
       ->check(CLI::IsMember(kFitNames));
-  cmd->add_option("--batch-size", args->batch_size,
-                  "Images decoded, embedded (and ingested) "
-                  "per batch")
+  cmd->add_option("--batch-size", args->batch_size, "Images decoded and embedded per batch")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--threads", args->threads, "Torch threads (default: hardware cores)");
@@ -228,6 +237,101 @@ encoders::ImageEncoder LoadModelOrFail(const ModelArgs& args) {
   const Status s = encoders::LoadImageEncoder(args.model, &encoder);
   if (!s.ok()) Fail(s.message());
   return encoder;
+}
+
+// The defaults the model's recorded training data gives the image flags:
+// --fit (CUB/Cars sources: resize, as training reads them; others: the fit
+// of the training data), and for a source of the data set the model was
+// trained on, --bbox and --class-split. Defaults only: reading a gallery
+// otherwise than training did is a choice; the collection's record
+// (ApplyCollectionRecord) then keeps every later command to it.
+void ApplyModelSettings(const CLI::App& cmd, const ModelSpec& model, const std::string& path,
+                        SourceArgs* source, ModelArgs* args) {
+  const std::string data = ResolveDataSet(source->data);
+  const bool benchmark = !data.empty() && std::string(encoders::DataFamily(data)) == "benchmark";
+  const encoders::DataSettings& recorded = model.data;
+  RecordedSettings settings(cmd, "the model '" + path + "'");
+  std::string fit = "exact";
+  if (benchmark) {
+    fit = "resize";
+  } else if (recorded.recorded && !recorded.image_fit.empty()) {
+    fit = recorded.image_fit;
+  }
+  settings.Default("--fit", &args->fit, fit);
+  if (recorded.recorded && benchmark && DataSetName(data) == DataSetName(recorded.source)) {
+    settings.Default("--bbox", &source->bbox, recorded.bbox);
+    settings.Default("--class-split", &source->class_split, recorded.class_split);
+  }
+}
+
+// ---------------------------------------------------------------- the collection's record
+
+// How ingest-images read a collection's images, kept in the collection's
+// metadata as {"images": {"fit": F, "data_set": "cub", "bbox": B,
+// "class_split": K}} (data_set, bbox and class_split for CUB/Cars sources
+// only), so that later ingests and queries read theirs the same way.
+std::string ImageRecordText(const SourceArgs& source, const ModelArgs& model) {
+  json images = {{"fit", model.fit}};
+  const std::string data = ResolveDataSet(source.data);
+  if (!data.empty()) {
+    images["data_set"] = DataSetName(data);
+    images["bbox"] = source.bbox;
+    images["class_split"] = source.class_split;
+  }
+  return json{{"images", images}}.dump();
+}
+
+// The record of a collection; null when it has none (created by `create`
+// or before collections kept one).
+json ImageRecordOf(const CollectionSpec& spec) {
+  const json metadata = json::parse(spec.metadata, nullptr, /*allow_exceptions=*/false);
+  if (!metadata.is_object() || !metadata.contains("images") || !metadata["images"].is_object()) {
+    return json();
+  }
+  return metadata["images"];
+}
+
+// The collection's record as defaults of the image flags, after the model's
+// (ApplyModelSettings): the collection's wins, since its items were read that
+// way. Ingesting more images must read them as the record says (a
+// contradicting flag is an error); queries must crop as the gallery was
+// cropped, and take its fit as the default.
+void ApplyCollectionRecord(const CLI::App& cmd, const CollectionSpec& spec, bool ingest,
+                           SourceArgs* source, ModelArgs* model) {
+  const json record = ImageRecordOf(spec);
+  if (record.is_null()) return;
+  RecordedSettings settings(cmd, "collection '" + spec.name + "'", "ingested");
+  if (record.contains("fit") && record["fit"].is_string()) {
+    const std::string fit = record["fit"];
+    if (ingest) {
+      settings.Check("--fit", &model->fit, fit);
+    } else {
+      settings.Default("--fit", &model->fit, fit);
+    }
+  }
+  const std::string data = ResolveDataSet(source->data);
+  if (data.empty() || !record.contains("data_set") || record["data_set"] != DataSetName(data)) {
+    return;
+  }
+  if (record.contains("bbox") && record["bbox"].is_boolean()) {
+    settings.Check("--bbox", &source->bbox, record["bbox"].get<bool>());
+  }
+  if (ingest && record.contains("class_split") && record["class_split"].is_number_integer()) {
+    settings.Check("--class-split", &source->class_split, record["class_split"].get<int64_t>());
+  }
+}
+
+// The spec of `collection` if the database and the collection exist.
+bool ExistingCollection(const std::string& db_path, const std::string& collection,
+                        CollectionSpec* spec) {
+  std::error_code ec;
+  if (!fs::is_directory(db_path, ec)) return false;
+  std::unique_ptr<DB> db = OpenDatabase(db_path, /*create_if_missing=*/false);
+  std::vector<std::string> names;
+  Check(db->ListCollections(&names));
+  if (std::find(names.begin(), names.end(), collection) == names.end()) return false;
+  *spec = DescribeOrFail(*db, collection);
+  return true;
 }
 
 // The pipeline options the model, source and --on-error flags set.
@@ -256,18 +360,27 @@ encoders::ImageProgressFn ProgressBars(bool enabled, const std::string& label) {
 // ---------------------------------------------------------------- ingest-images
 
 struct IngestImagesArgs {
-  std::string db, collection, on_error = "abort", index;
+  std::string db, collection, on_error = "abort", index, existing = "skip";
   SourceArgs source;
   ModelArgs model;
 };
 
-void RunIngestImages(const IngestImagesArgs& args) {
+void RunIngestImages(IngestImagesArgs& args, const CLI::App& cmd) {
   const Clock::time_point start = Clock::now();
-  const ImageSource source = LoadSourceOrFail(args.source);
   const encoders::ImageEncoder encoder = LoadModelOrFail(args.model);
+  ApplyModelSettings(cmd, encoder.spec, args.model.model, &args.source, &args.model);
+  CollectionSpec existing;
+  if (ExistingCollection(args.db, args.collection, &existing)) {
+    ApplyCollectionRecord(cmd, existing, /*ingest=*/true, &args.source, &args.model);
+  }
+  const ImageSource source = LoadSourceOrFail(args.source);
   encoders::IngestImagesOptions options;
   SetBatchOptions(args.model, args.source, args.on_error, &options);
   options.index_factory = args.index;
+  options.metadata = ImageRecordText(args.source, args.model);
+  if (!encoders::ParseExistingImages(args.existing, &options.existing)) {
+    UsageError("unknown --existing " + args.existing);
+  }
   options.db_options.create_if_missing = true;
   options.progress = ProgressBars(!args.model.no_progress, "ingest-images");
   const bool skip = options.skip_bad_images;
@@ -304,6 +417,13 @@ void RunIngestImages(const IngestImagesArgs& args) {
   }
   out["images"] = result.images;
   out["ingested"] = result.ingested;
+  out["already_present"] = result.already_present;
+  if (result.already_present > 0) {
+    std::fprintf(
+        stderr, "hedgedb: %lld of the images are in collection '%s' already: %s\n",
+        static_cast<long long>(result.already_present), args.collection.c_str(),
+        result.ingested > 0 ? "skipped them, ingested the others" : "nothing new to ingest");
+  }
   out["first_id"] = result.first_id;
   out["last_id"] = result.last_id;
   out["batches"] = result.batches;
@@ -345,7 +465,12 @@ void RegisterIngestImages(CLI::App& app) {
       ->check(CLI::IsMember({"abort", "skip"}));
   cmd->add_option("--index", args->index,
                   "FAISS factory string for a new collection (default: the kind's default)");
-  cmd->callback([args] { RunIngestImages(*args); });
+  cmd->add_option("--existing", args->existing,
+                  "An image the collection holds already (same path): skip it (re-running an "
+                  "ingest adds nothing twice), refuse (fail, write nothing) or add it again")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"skip", "refuse", "add"}));
+  cmd->callback([args, cmd] { RunIngestImages(*args, *cmd); });
 }
 
 // ---------------------------------------------------------------- query-image
@@ -465,11 +590,15 @@ void PrintAnswer(const encoders::ImageAnswer& a, const std::string& format,
   }
 }
 
-void RunQueryImage(QueryImageArgs& args) {
+void RunQueryImage(QueryImageArgs& args, const CLI::App& cmd) {
   encoders::QueryImagesOptions options;
   options.search = ResolveSearchFlags(args.search);
-  const ImageSource source = LoadSourceOrFail(args.source);
   const encoders::ImageEncoder encoder = LoadModelOrFail(args.model);
+  ApplyModelSettings(cmd, encoder.spec, args.model.model, &args.source, &args.model);
+  std::unique_ptr<DB> db = OpenDatabase(args.db, /*create_if_missing=*/false);
+  const CollectionSpec spec = DescribeOrFail(*db, args.collection);
+  ApplyCollectionRecord(cmd, spec, /*ingest=*/false, &args.source, &args.model);
+  const ImageSource source = LoadSourceOrFail(args.source);
   SetBatchOptions(args.model, args.source, args.on_error, &options);
   options.exclude_self = args.exclude_self;
   options.progress =
@@ -479,8 +608,6 @@ void RunQueryImage(QueryImageArgs& args) {
       std::fprintf(stderr, "%shedgedb: skipped: %s\n", ::isatty(2) ? "\n" : "", e.message.c_str());
     }
   };
-  std::unique_ptr<DB> db = OpenDatabase(args.db, /*create_if_missing=*/false);
-  const CollectionSpec spec = DescribeOrFail(*db, args.collection);
   const ScoreType score = ResolveScore(spec.kind, options.search.score);
   const std::string score_name =
       score == ScoreType::kMc || score == ScoreType::kMatch ? "match_prob" : ScoreName(score);
@@ -517,8 +644,11 @@ void RegisterQueryImage(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "query-image", "Embed query images with a model and print their top-k matches");
   cmd->footer(
-      "Queries: IMAGE arguments, or --dir/--list/--idx (labelled queries add recall@1 and "
-      "recall@k to the summary). Output per query (--format json): {\"query\": i, \"image\": "
+      "Queries: IMAGE arguments, or --dir/--list/--idx, or the images of --split of --cub ROOT / "
+      "--cars ROOT (labelled queries add recall@1 and recall@k to the summary). The images are "
+      "read as the collection's were (its record of --fit, --bbox) unless flags say "
+      "otherwise; a --bbox that contradicts the gallery's is an error. Output per query (--format "
+      "json): {\"query\": i, \"image\": "
       "path, \"label\", \"query_uncertainty\": eta, \"results\": [{\"id\", \"score\", "
       "\"uncertainty\", \"label\", \"path\", \"label_name\"}, ...]}, best first. --format table "
       "prints the same readably with a summary line; --format summary prints only "
@@ -548,7 +678,7 @@ void RegisterQueryImage(CLI::App& app) {
   cmd->add_flag("--exclude-self", args->exclude_self,
                 "Drop results whose image is the query's own file (leave-one-out recall of "
                 "images already in the collection)");
-  cmd->callback([args] { RunQueryImage(*args); });
+  cmd->callback([args, cmd] { RunQueryImage(*args, *cmd); });
 }
 
 // ---------------------------------------------------------------- export-images

@@ -29,6 +29,12 @@ Status SelectSplit(const EncoderData& data, const std::string& split, const Item
   } else if (split == "test") {
     *set = &data.test;
   } else if (split == "test-seen") {
+    if (data.test_seen.size() == 0) {
+      return Status::InvalidArgument(
+          "--split test-seen: " + data.description +
+          " has no test items of classes seen in training (its test classes are disjoint from "
+          "the training classes); use --split test");
+    }
     *set = &data.test_seen;
   } else if (split == "test-unseen") {
     *set = &data.test_unseen;

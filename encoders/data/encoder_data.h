@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "encoders/data/batch_samplers.h"
+#include "encoders/data/data_settings.h"
 #include "hedgedb/status.h"
 
 namespace hedgedb {
@@ -44,14 +45,19 @@ struct EncoderData {
   // Input normalisation the model should use (per channel / per feature).
   std::vector<double> input_mean, input_std;
   ItemSet train;
-  ItemSet validation;   // empty when val_fraction is 0
-  ItemSet test;         // composites: seen + unseen test classes (HIB's test set)
-  ItemSet test_seen;    // composites only (features: same as test)
-  ItemSet test_unseen;  // composites only (features: same as test)
+  ItemSet validation;  // empty when val_fraction is 0
+  ItemSet test;        // composites: seen + unseen test classes (HIB's test set)
+  // Composites: test classes seen in training, and unseen ones. Features and
+  // CUB/Cars test on classes disjoint from training's: test_unseen is test,
+  // and test_seen is empty (SelectSplit refuses it).
+  ItemSet test_seen;
+  ItemSet test_unseen;
   // Composites: the number of values of the item at each position, leftmost
   // first (label = sum_p item_p * prod_{q > p} factor_sizes[q]); these are
   // the factors the disentanglement metrics score. Empty for other data.
   std::vector<int64_t> factor_sizes;
+  // The settings the data was loaded with (a trained model records them).
+  DataSettings settings;
 };
 
 // Picks the split by name: train, validation, test, test-seen, test-unseen.

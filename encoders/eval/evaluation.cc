@@ -393,6 +393,12 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
   out["data"] = data.description;
   out["split"] = options.split;
   out["items"] = static_cast<int64_t>(items.size());
+  out["split_items"] = set->size();
+  // A subset's numbers are not the split's benchmark numbers: say so beside them.
+  if (static_cast<int64_t>(items.size()) < set->size()) {
+    out["subset"] = std::to_string(items.size()) + " of the " + std::to_string(set->size()) +
+                    " items of the split (--max-items 0 scores them all)";
+  }
   out["classes"] = [&] {
     std::vector<int64_t> c = labels;
     std::sort(c.begin(), c.end());

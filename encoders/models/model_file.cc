@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "common/coding.h"
 #include "common/crc32c.h"
@@ -404,6 +405,18 @@ std::string SpecToJson(const ModelSpec& s) {
                    {"cnn_hidden", s.cnn.hidden},
                    {"mlp_hidden", s.mlp_hidden}};
   j["feature_dim"] = s.feature_dim;
+  if (s.data.recorded) {
+    const DataSettings& d = s.data;
+    j["data"] = {{"source", d.source},
+                 {"seed", d.seed},
+                 {"items", d.items},
+                 {"train_total", d.train_total},
+                 {"test_total", d.test_total},
+                 {"image_size", d.image_size},
+                 {"bbox", d.bbox},
+                 {"class_split", d.class_split},
+                 {"image_fit", d.image_fit}};
+  }
   return j.dump(2);
 }
 
@@ -463,6 +476,25 @@ Status SpecFromJson(const std::string& text, ModelSpec* spec) {
         JsonInteger(b, "mlp_hidden", 0, kMaxField, "model header", &s.mlp_hidden));
     HEDGEDB_RETURN_IF_ERROR(
         JsonInteger(j, "feature_dim", 0, kMaxField, "model header", &s.feature_dim));
+    if (j.contains("data")) {
+      const nlohmann::json& d = j.at("data");
+      s.data.recorded = true;
+      s.data.source = d.at("source").get<std::string>();
+      s.data.seed = d.at("seed").get<uint64_t>();
+      for (auto [field, value] : {std::pair{"items", &s.data.items},
+                                  {"train_total", &s.data.train_total},
+                                  {"test_total", &s.data.test_total},
+                                  {"image_size", &s.data.image_size},
+                                  {"class_split", &s.data.class_split}}) {
+        HEDGEDB_RETURN_IF_ERROR(JsonInteger(d, field, 0, kMaxField, "model header data", value));
+      }
+      s.data.bbox = d.at("bbox").get<bool>();
+      s.data.image_fit = d.at("image_fit").get<std::string>();
+      if (s.data.image_fit != "" && s.data.image_fit != "exact" && s.data.image_fit != "resize") {
+        return Status::Corruption("model header data: unknown image_fit '" + s.data.image_fit +
+                                  "'");
+      }
+    }
     *spec = std::move(s);
   } catch (const nlohmann::json::exception& e) {
     return Status::Corruption(std::string("model header: ") + e.what());

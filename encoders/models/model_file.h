@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "encoders/data/data_settings.h"
 #include "hedgedb/calibration.h"
 #include "hedgedb/status.h"
 #include "hedgedb/types.h"
@@ -124,6 +125,9 @@ struct ModelSpec {
   int64_t mlp_hidden = 1024;  // kMlp: F -> mlp_hidden ReLU -> head
   // Backbone output size; filled in when the encoder is built (0 = unknown).
   int64_t feature_dim = 0;
+  // The data the model was trained on ("data" in the header; absent in
+  // files written before it was recorded: data.recorded is false).
+  DataSettings data;
 };
 
 // The calibration map a model file may carry: fitted by `train` on its

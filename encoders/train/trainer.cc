@@ -281,6 +281,7 @@ ModelSpec MakeSpec(const TrainOptions& options, const EncoderData& data) {
   spec.input_shape = data.train.input_shape;
   spec.input_mean = data.input_mean;
   spec.input_std = data.input_std;
+  spec.data = data.settings;
   if (!options.backbone.empty()) {
     // Absolute, so that the model file finds the script from anywhere.
     spec.backbone = BackboneType::kTorchScript;

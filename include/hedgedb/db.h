@@ -105,6 +105,10 @@ class HEDGEDB_EXPORT DB {
   virtual Status Get(const std::string& collection, const int64_t* ids, size_t n,
                      std::vector<Record>* records) = 0;
 
+  // The ids of the collection's live items, ascending (a consistent view:
+  // writes that commit meanwhile are either all in it or all out).
+  virtual Status ListIds(const std::string& collection, std::vector<int64_t>* ids) = 0;
+
   // Removes the items with these ids; unknown ids are an error (nothing is
   // removed). `removed` (if not null) receives the count removed.
   virtual Status Remove(const std::string& collection, const int64_t* ids, size_t n,

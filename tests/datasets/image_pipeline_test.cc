@@ -132,10 +132,28 @@ TEST_F(ImagePipelineTest, IngestThenQueryWithExcludeSelf) {
   EXPECT_EQ(progress.back(), "ingest 10/10");
 
   {
-    // The collection is the model's (engine_bridge.h) and a second ingest
-    // appends to it.
+    // Ingesting the same images again adds nothing (the default, kSkip):
+    // the 9 stored are recognised by path; bad.png is new, and still bad.
     IngestImagesResult again;
     ASSERT_TRUE(IngestImages(db_path, "c", encoder_, source, options, &again).ok());
+    EXPECT_EQ(again.already_present, 9);
+    EXPECT_EQ(again.ingested, 0);
+    ASSERT_EQ(again.skipped.size(), 1u);
+    EXPECT_EQ(again.skipped[0].entry, result.skipped[0].entry);  // counted in `source`
+    IngestImagesOptions refuse = options;
+    refuse.existing = ExistingImages::kRefuse;
+    const Status refused = IngestImages(db_path, "c", encoder_, source, refuse, &again);
+    EXPECT_TRUE(refused.IsInvalidArgument()) << refused.ToString();
+    EXPECT_NE(refused.message().find("9 of the 10 images"), std::string::npos)
+        << refused.ToString();
+  }
+  {
+    // The collection is the model's (engine_bridge.h) and, with kAdd, a
+    // second ingest appends to it.
+    IngestImagesResult again;
+    IngestImagesOptions add = options;
+    add.existing = ExistingImages::kAdd;
+    ASSERT_TRUE(IngestImages(db_path, "c", encoder_, source, add, &again).ok());
     EXPECT_FALSE(again.created);
     EXPECT_EQ(again.first_id, 9);
     std::unique_ptr<DB> db;
@@ -282,6 +300,7 @@ TEST_F(ImagePipelineTest, NewCollectionStartsWithTheModelsCalibration) {
     ASSERT_TRUE(db->RemoveCalibration("c", ScoreType::kMc).ok());
   }
   // An existing collection is left as it is.
+  options.existing = ExistingImages::kAdd;
   ASSERT_TRUE(IngestImages(db_path, "c", encoder, source, options, &result).ok());
   EXPECT_FALSE(result.created);
   EXPECT_FALSE(result.calibrated);

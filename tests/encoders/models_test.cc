@@ -326,6 +326,38 @@ TEST_F(ModelsTest, SpecJsonRoundTrip) {
   EXPECT_TRUE(SpecFromJson("not json", &back).IsCorruption());
 }
 
+// The training data's settings survive the header; a header without them
+// (older files) reads as "not recorded", and a bad record is Corruption.
+TEST_F(ModelsTest, SpecJsonKeepsTheTrainingData) {
+  ModelSpec spec = CnnSpec(Method::kHib, Kind::kGaussian);
+  ModelSpec back;
+  ASSERT_TRUE(SpecFromJson(SpecToJson(spec), &back).ok());
+  EXPECT_FALSE(back.data.recorded);
+  EXPECT_EQ(SpecToJson(spec).find("\"data\""), std::string::npos);
+  spec.data.recorded = true;
+  spec.data.source = "cub:/data/CUB_200_2011";
+  spec.data.seed = 7;
+  spec.data.image_size = 96;
+  spec.data.bbox = true;
+  spec.data.class_split = 20;
+  spec.data.image_fit = "resize";
+  ASSERT_TRUE(SpecFromJson(SpecToJson(spec), &back).ok());
+  EXPECT_TRUE(back.data.recorded);
+  EXPECT_EQ(back.data.source, "cub:/data/CUB_200_2011");
+  EXPECT_EQ(back.data.seed, 7u);
+  EXPECT_EQ(back.data.image_size, 96);
+  EXPECT_TRUE(back.data.bbox);
+  EXPECT_EQ(back.data.class_split, 20);
+  EXPECT_EQ(back.data.image_fit, "resize");
+  EXPECT_EQ(SpecToJson(back), SpecToJson(spec));
+  std::string text = SpecToJson(spec);
+  text.replace(text.find("\"resize\""), 8, "\"stretch\"");
+  EXPECT_TRUE(SpecFromJson(text, &back).IsCorruption());
+  text = SpecToJson(spec);
+  text.replace(text.find("96"), 2, "-1");
+  EXPECT_TRUE(SpecFromJson(text, &back).IsCorruption());
+}
+
 // Sizes in a header are JSON integers and bounded before anything is built:
 // "dim": 2.5 was read as 2, and 10^9 mixture components allocated gigabytes
 // before failing.

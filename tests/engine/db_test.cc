@@ -78,6 +78,48 @@ TEST(DBTest, CreateRejectsBadSpecs) {
   EXPECT_TRUE(names.empty());
 }
 
+// Metadata is kept with the collection across a reopen, and bounded.
+TEST(DBTest, MetadataIsKeptAndBounded) {
+  TempDir dir;
+  auto db = OpenDb(dir.path());
+  CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 4);
+  spec.metadata = "{\"images\": {\"fit\": \"resize\", \"bbox\": true}}";
+  ASSERT_TRUE(db->CreateCollection(spec).ok());
+  CollectionSpec big = MakeSpec("big", Kind::kGaussian, 4);
+  big.metadata.assign(kMaxCollectionMetadata + 1, 'x');
+  const Status s = db->CreateCollection(big);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("metadata"), std::string::npos) << s.ToString();
+  db.reset();
+  db = OpenDb(dir.path());
+  CollectionSpec got;
+  ASSERT_TRUE(db->DescribeCollection("c", &got).ok());
+  EXPECT_EQ(got.metadata, spec.metadata);
+  EXPECT_TRUE(db->DescribeCollection("big", &got).IsNotFound());
+}
+
+// ListIds: the live ids, ascending, before and after a remove and a reopen.
+TEST(DBTest, ListIdsGivesTheLiveIds) {
+  TempDir dir;
+  auto db = OpenDb(dir.path());
+  const CollectionSpec spec = MakeSpec("c", Kind::kPoint, 3, "Flat");
+  ASSERT_TRUE(db->CreateCollection(spec).ok());
+  std::vector<int64_t> ids;
+  ASSERT_TRUE(db->ListIds("c", &ids).ok());
+  EXPECT_TRUE(ids.empty());
+  ASSERT_TRUE(db->Ingest("c", RandomBatch(spec, 5, 10, 1).ingest(), nullptr).ok());
+  ASSERT_TRUE(db->Ingest("c", RandomBatch(spec, 3, 2, 2).ingest(), nullptr).ok());
+  ASSERT_TRUE(db->ListIds("c", &ids).ok());
+  EXPECT_EQ(ids, (std::vector<int64_t>{2, 3, 4, 10, 11, 12, 13, 14}));
+  const int64_t gone[] = {3, 12};
+  ASSERT_TRUE(db->Remove("c", gone, 2, nullptr).ok());
+  db.reset();
+  db = OpenDb(dir.path());
+  ASSERT_TRUE(db->ListIds("c", &ids).ok());
+  EXPECT_EQ(ids, (std::vector<int64_t>{2, 4, 10, 11, 13, 14}));
+  EXPECT_TRUE(db->ListIds("nope", &ids).IsNotFound());
+}
+
 class DBKindTest : public ::testing::TestWithParam<Kind> {};
 
 // Stage 1 must really run in these tests: the default IVF index would still be

@@ -42,6 +42,20 @@ TEST(RecordCodecTest, RoundTripAndChecks) {
   EXPECT_TRUE(storage::RecordStore::DecodeRecord(key, value, 8, &r).IsCorruption());
 }
 
+// The metadata survives the descriptor; an empty one is not written, so that
+// descriptors without metadata keep their bytes, and old ones read as empty.
+TEST(SpecCodecTest, MetadataRoundTrip) {
+  CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 4);
+  const std::string plain = storage::SpecToJson(spec);
+  EXPECT_EQ(plain.find("metadata"), std::string::npos);
+  CollectionSpec read;
+  ASSERT_TRUE(storage::SpecFromJson(plain, &read).ok());
+  EXPECT_TRUE(read.metadata.empty());
+  spec.metadata = "{\"images\": {\"fit\": \"resize\"}}";
+  ASSERT_TRUE(storage::SpecFromJson(storage::SpecToJson(spec), &read).ok());
+  EXPECT_EQ(read.metadata, spec.metadata);
+}
+
 // Integer fields of a stored spec must be JSON integers in int's range: 2.5
 // is not read as 2, nor 1e10 wrapped.
 // Integer fields must be integers, float fields finite floats.
