@@ -42,10 +42,14 @@ float MatchB(const ModelSpec& model) {
   return HasMatchParameters(model.method) ? static_cast<float>(model.match_b) : 0.0f;
 }
 
+ScoreType RankingScore(const ModelSpec& model) {
+  return model.kind == Kind::kPoint ? ScoreType::kL2 : ModelScore(model);
+}
+
 ScoreType ModelScore(const ModelSpec& model) {
   switch (model.kind) {
     case Kind::kPoint:
-      return ScoreType::kL2;
+      return ScoreType::kMatch;
     case Kind::kGaussian:
     case Kind::kMog:
       return model.method == Method::kSpe ? ScoreType::kMls : ScoreType::kMc;

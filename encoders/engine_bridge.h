@@ -31,13 +31,20 @@ bool HasMatchParameters(Method method);
 float MatchA(const ModelSpec& model);
 float MatchB(const ModelSpec& model);
 
-// The score a model's embeddings are compared with, per its training:
-//   point (softcon, protonet, fstat)  l2 (ranks like the match probability of
-//                                     any a > 0 but does not saturate to ties)
+// The score a model's embeddings are searched with, per its training, and
+// the one its calibration map is fitted for; it is also the default score of
+// the collection kind, so a collection of the model needs no --score:
+//   point (softcon, protonet, fstat,  match, sigmoid(-a ||z1 - z2|| + b) with the
+//   contrastive)                      model's a, b (1, 0 for the last three)
 //   hib (gaussian, mog)               mc, the Monte Carlo match probability
 //   spe                               mls, the mutual likelihood score
 //   dimco (codes)                     logprob
 ScoreType ModelScore(const ModelSpec& model);
+
+// The score `evaluate` ranks with: ModelScore, except l2 for points. Both
+// rank alike (the database breaks float ties of match by the exact distance,
+// PreparedQuery::TieBreakKeys); l2 keeps that order in a float matrix too.
+ScoreType RankingScore(const ModelSpec& model);
 
 // Samples per side a mixture needs by default: the engine's 8, rounded up to
 // a multiple of the component count (stratified mixture sampling).

@@ -621,6 +621,43 @@ void SortBestFirst(const std::vector<int64_t>& row_ids, std::vector<std::pair<in
   v->resize(keep);
 }
 
+// SortBestFirst, with equal scores ordered by the prepared query's exact
+// keys where it has them (PreparedQuery::TieBreakKeys), so that a float tie
+// does not fall back to id order. Only candidates that score at least the
+// keep-th score can enter the top `keep` once ties are broken: they alone
+// get keys.
+void RankBestFirst(const PreparedQuery& prepared, const uint8_t* arena, size_t row_bytes,
+                   const std::vector<int64_t>& row_ids, std::vector<std::pair<int64_t, float>>* v,
+                   size_t keep) {
+  keep = std::min(keep, v->size());
+  if (keep == 0 || !prepared.TieBreakKeys(arena, row_bytes, nullptr, 0, nullptr)) {
+    SortBestFirst(row_ids, v, keep);
+    return;
+  }
+  auto better = [&](const std::pair<int64_t, float>& a, const std::pair<int64_t, float>& b) {
+    return a.second > b.second;
+  };
+  std::partial_sort(v->begin(), v->begin() + keep, v->end(), better);
+  const float cutoff = (*v)[keep - 1].second;
+  const auto end =
+      std::partition(v->begin() + keep, v->end(),
+                     [cutoff](const std::pair<int64_t, float>& p) { return p.second >= cutoff; });
+  std::vector<std::pair<int64_t, float>> group(v->begin(), end);
+  std::vector<int64_t> rows(group.size());
+  for (size_t j = 0; j < group.size(); ++j) rows[j] = group[j].first;
+  std::vector<double> keys(group.size());
+  prepared.TieBreakKeys(arena, row_bytes, rows.data(), rows.size(), keys.data());
+  std::vector<size_t> order(group.size());
+  for (size_t j = 0; j < order.size(); ++j) order[j] = j;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (group[a].second != group[b].second) return group[a].second > group[b].second;
+    if (keys[a] != keys[b]) return keys[a] > keys[b];
+    return row_ids[group[a].first] < row_ids[group[b].first];
+  });
+  v->resize(keep);
+  for (size_t j = 0; j < keep; ++j) (*v)[j] = group[order[j]];
+}
+
 }  // namespace
 
 Status Collection::ThresholdSearchLocked(const SearchPlan& plan, const SearchOptions& options,
@@ -691,7 +728,7 @@ Status Collection::ThresholdSearchLocked(const SearchPlan& plan, const SearchOpt
     if (map.Apply(rs.second) >= options.min_prob) hits.push_back(rs);
   }
   res->truncated = int64_t(hits.size()) > options.max_results;
-  SortBestFirst(row_ids_, &hits, size_t(options.max_results));
+  RankBestFirst(*prepared, arena_.data(), row_bytes_, row_ids_, &hits, size_t(options.max_results));
   std::vector<int64_t> hit_rows(hits.size());
   std::vector<float> hit_scores(hits.size());
   for (size_t j = 0; j < hits.size(); ++j) {
@@ -776,7 +813,11 @@ Status Collection::RescoreLocked(const SearchPlan& plan, const SearchOptions& op
     // at the samples it used (measured at the top of the last round), so
     // `refined` is not empty and `prepared` is not needed below.
   }
-  SortBestFirst(row_ids_, &scored, k);
+  if (prepared != nullptr) {
+    RankBestFirst(*prepared, arena_.data(), row_bytes_, row_ids_, &scored, k);
+  } else {
+    SortBestFirst(row_ids_, &scored, k);  // mc (moved into by_samples): no ties to break
+  }
   std::vector<int64_t> hit_rows(scored.size());
   std::vector<float> hit_scores(scored.size());
   std::vector<int> samples;

@@ -21,6 +21,10 @@ Status ScoreParamsFor(const CollectionSpec& spec, ScoreType score, int samples, 
   return ValidateScoreParams(RowShapeOf(spec), *params);
 }
 
+bool PreparedQuery::TieBreakKeys(const void*, size_t, const int64_t*, size_t, double*) const {
+  return false;
+}
+
 void PreparedQuery::StdErrorRows(const void*, size_t, const int64_t*, size_t n, float* out) const {
   std::fill(out, out + n, std::numeric_limits<float>::quiet_NaN());
 }
@@ -236,6 +240,31 @@ class MomentPreparedQuery : public PreparedQuery {
         }
       }
     }
+  }
+
+  // match: the exact distance (a larger key is closer). The mean distance,
+  // as ScoreRows uses it, in double.
+  bool TieBreakKeys(const void* base, size_t row_stride_bytes, const int64_t* rows, size_t n,
+                    double* out) const override {
+    if (score_ != ScoreType::kMatch) return false;
+    const int dim = shape_.dim;
+    std::vector<double> mean(dim), var(dim, 0.0);
+    for (size_t r = 0; r < n; ++r) {
+      const float* row = reinterpret_cast<const float*>(static_cast<const char*>(base) +
+                                                        rows[r] * row_stride_bytes);
+      if (shape_.kind == Kind::kPoint) {
+        for (int d = 0; d < dim; ++d) mean[d] = row[d];
+      } else {
+        RowMoments(shape_, row, mean.data(), var.data());
+      }
+      double sq = 0.0;
+      for (int d = 0; d < dim; ++d) {
+        const double delta = mean_[d] - mean[d];
+        sq += delta * delta;
+      }
+      out[r] = -sq;
+    }
+    return true;
   }
 
  private:

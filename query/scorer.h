@@ -84,6 +84,13 @@ class PreparedQuery {
   // that are not Monte Carlo.
   virtual void StdErrorRows(const void* base, size_t row_stride_bytes, const int64_t* rows,
                             size_t n, float* out) const;
+  // Keys that order rows whose float scores tie although the exact quantity
+  // differs: `match` is a sigmoid of the distance, and near 0 or 1 many
+  // distances round to one float. A larger key ranks first among equal
+  // scores. Returns false (out untouched) for scores that need none; n = 0
+  // asks only that.
+  virtual bool TieBreakKeys(const void* base, size_t row_stride_bytes, const int64_t* rows,
+                            size_t n, double* out) const;
 };
 
 // Prepares `query_row` (query_row_size() floats) for scoring. Validates the

@@ -27,7 +27,7 @@ using nlohmann::json;
 bool IsSpe(const ModelSpec& spec) { return spec.method == Method::kSpe; }
 
 // How `s` scores embeddings: as a collection of the model's embeddings
-// (engine bridge) searched with the model's score, samples and seed.
+// (engine bridge) searched with the model's ranking score, samples and seed.
 struct Scoring {
   CollectionSpec spec;
   ScoreOptions options;
@@ -36,7 +36,7 @@ struct Scoring {
 Scoring ScoringOf(const Similarity& s) {
   Scoring scoring;
   scoring.spec = CollectionSpecForModel(s.spec, "evaluation");
-  scoring.options.score = ModelScore(s.spec);
+  scoring.options.score = RankingScore(s.spec);
   scoring.options.samples = s.samples;
   scoring.options.has_seed = true;
   scoring.options.seed = s.seed;
@@ -515,13 +515,16 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
     // are a seeded random subset, so the first rows are a random sample.
     const int64_t n = static_cast<int64_t>(labels.size());
     const int64_t probes = std::min<int64_t>(n, std::max<int64_t>(1, 1000000 / n));
+    // The collection's score (match for points), which calibrate maps.
+    Scoring scoring = ScoringOf(similarity);
+    scoring.options.score = ModelScore(similarity.spec);
     std::vector<float> matrix;
-    HEDGEDB_RETURN_IF_ERROR(SimilarityMatrix(similarity, HeadRows(clean, probes), clean, &matrix));
+    HEDGEDB_RETURN_IF_ERROR(ScoreMatrix(scoring.spec, HeadRows(clean, probes).View(), clean.View(),
+                                        scoring.options, &matrix));
     std::vector<int64_t> self(static_cast<size_t>(probes));
     for (int64_t q = 0; q < probes; ++q) self[size_t(q)] = q;
     std::vector<float> probe_eta(eta_clean.begin(),
                                  eta_clean.begin() + (eta_clean.empty() ? 0 : probes));
-    const Scoring scoring = ScoringOf(similarity);
     const Status s = CalibrateScoreMatrix(
         ResolveScore(scoring.spec.kind, scoring.options.score), matrix.data(), probes, n,
         labels.data(), labels.data(), self.data(), probe_eta.empty() ? nullptr : probe_eta.data(),

@@ -259,9 +259,26 @@ TEST_F(CarsTest, CarsRejectsAnEmptySplitAndPathsOutsideTheRoot) {
   ImageSource source;
   Status s = ReadCars196(dir_, BenchmarkSplit::kTest, &source);
   ASSERT_TRUE(s.IsInvalidArgument()) << s.ToString();
-  EXPECT_NE(s.message().find("no Cars-196 images in the test split"), std::string::npos)
+  EXPECT_NE(s.message().find("no Cars-196 images in the test split (classes 99-196)"),
+            std::string::npos)
       << s.ToString();
+  // The error names the classes the file holds and the flag for subsets.
+  EXPECT_NE(s.message().find("classes 1-98"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("--class-split"), std::string::npos) << s.ToString();
   ASSERT_TRUE(ReadCars196(dir_, BenchmarkSplit::kTrain, &source).ok());
+  // A class split moves the boundary: classes 1..K train, the others test.
+  ASSERT_TRUE(ReadCars196(dir_, BenchmarkSplit::kTest, &source, 50).ok());
+  ASSERT_EQ(source.size(), 1);
+  EXPECT_EQ(source.entries[0].label, 98);
+  ASSERT_TRUE(ReadCars196(dir_, BenchmarkSplit::kTrain, &source, 50).ok());
+  ASSERT_EQ(source.size(), 1);
+  EXPECT_EQ(source.entries[0].label, 1);
+  for (int64_t bad : {-1, 196, 500}) {
+    s = ReadCars196(dir_, BenchmarkSplit::kTest, &source, bad);
+    EXPECT_TRUE(s.IsInvalidArgument()) << bad << ": " << s.ToString();
+    EXPECT_NE(s.message().find("--class-split must be in [1, 195]"), std::string::npos)
+        << s.ToString();
+  }
 
   std::vector<Annotation> escaping = Official();
   escaping[2].path = "../outside.jpg";

@@ -61,8 +61,15 @@ TEST(EngineBridgeTest, KindsAndSizes) {
 }
 
 TEST(EngineBridgeTest, ScorePerMethod) {
-  EXPECT_EQ(ModelScore(Model(Method::kSoftContrastive, Kind::kPoint)), ScoreType::kL2);
-  EXPECT_EQ(ModelScore(Model(Method::kProtoNet, Kind::kPoint)), ScoreType::kL2);
+  // Points: the collection kind's default (match), so that a collection of
+  // the model needs no --score; evaluate ranks by l2, which orders alike.
+  for (Method m :
+       {Method::kSoftContrastive, Method::kProtoNet, Method::kFStatistic, Method::kContrastive}) {
+    EXPECT_EQ(ModelScore(Model(m, Kind::kPoint)), ScoreType::kMatch);
+    EXPECT_EQ(ModelScore(Model(m, Kind::kPoint)), ResolveScore(Kind::kPoint, ScoreType::kDefault));
+    EXPECT_EQ(RankingScore(Model(m, Kind::kPoint)), ScoreType::kL2);
+  }
+  EXPECT_EQ(RankingScore(Model(Method::kHib, Kind::kGaussian)), ScoreType::kMc);
   EXPECT_EQ(ModelScore(Model(Method::kHib, Kind::kGaussian)), ScoreType::kMc);
   EXPECT_EQ(ModelScore(Model(Method::kHib, Kind::kMog)), ScoreType::kMc);
   EXPECT_EQ(ModelScore(Model(Method::kSpe, Kind::kGaussian)), ScoreType::kMls);

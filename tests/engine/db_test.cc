@@ -120,6 +120,49 @@ TEST(DBTest, ListIdsGivesTheLiveIds) {
   EXPECT_TRUE(db->ListIds("nope", &ids).IsNotFound());
 }
 
+// A float match probability rounds close distances to one value (here all to
+// 1.0f: b = 40); the order must still be the distance's, not the ids'.
+TEST(DBTest, MatchTiesAreBrokenByTheExactDistance) {
+  TempDir dir;
+  auto db = OpenDb(dir.path());
+  CollectionSpec spec = MakeSpec("p", Kind::kPoint, 2, "Flat");
+  spec.match_b = 40.0f;
+  ASSERT_TRUE(db->CreateCollection(spec).ok());
+  // Item i at distance (10 - i) / 100 from the origin: the largest id is the
+  // closest, so id order is the reverse of the true order.
+  std::vector<float> vec;
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 10; ++i) {
+    vec.insert(vec.end(), {0.01f * float(10 - i), 0.0f});
+    ids.push_back(i);
+  }
+  IngestBatch batch;
+  batch.data.n = 10;
+  batch.data.vec = vec.data();
+  batch.ids = ids.data();
+  ASSERT_TRUE(db->Ingest("p", batch, nullptr).ok());
+  const float origin[2] = {0.0f, 0.0f};
+  EmbeddingView query;
+  query.n = 1;
+  query.vec = origin;
+  for (bool exhaustive : {false, true}) {
+    SearchOptions options;
+    options.k = 4;
+    options.exhaustive = exhaustive;
+    std::vector<SearchResult> results;
+    ASSERT_TRUE(db->Search("p", query, options, &results).ok());
+    ASSERT_EQ(results[0].hits.size(), 4u);
+    for (size_t r = 0; r < 4; ++r) {
+      EXPECT_EQ(results[0].hits[r].id, 9 - int64_t(r)) << "rank " << r;
+      EXPECT_EQ(results[0].hits[r].score, 1.0f);  // the tie
+    }
+    // l2 orders alike.
+    options.score = ScoreType::kL2;
+    ASSERT_TRUE(db->Search("p", query, options, &results).ok());
+    for (size_t r = 0; r < 4; ++r) EXPECT_EQ(results[0].hits[r].id, 9 - int64_t(r));
+  }
+}
+
 class DBKindTest : public ::testing::TestWithParam<Kind> {};
 
 // Stage 1 must really run in these tests: the default IVF index would still be

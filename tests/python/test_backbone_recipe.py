@@ -1,0 +1,77 @@
+"""The CUB recipe with a backbone exported from Python (docs/images.md).
+
+A TorchScript backbone written by scripts/export_backbone.py (python3-torch)
+goes under a hedgedb head: `hedgedb train --cub ROOT --backbone net.pt`, then
+`hedgedb evaluate --protocol benchmark` prints recall@1/2/4/8 and MAP@R on the
+whole test split with their Monte Carlo spread. The CUB root is a fixture in
+the official layout: classes 1-4 (a subset, --class-split 2), colour PPM
+images of varying sizes with bounding boxes.
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from cub_fixture import write_cub
+
+torch = pytest.importorskip("torch")
+
+SOURCE = pathlib.Path(__file__).resolve().parents[2]
+HEDGEDB = os.environ.get("HEDGEDB_BIN", str(SOURCE / "build" / "bin" / "hedgedb"))
+EXPORT = SOURCE / "scripts" / "export_backbone.py"
+
+
+def run(args, cwd, expect=0):
+    result = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert result.returncode == expect, (args, result.returncode, result.stderr)
+    return result
+
+
+def last_json(stdout):
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def cub(tmp_path_factory):
+    root = tmp_path_factory.mktemp("recipe") / "CUB_200_2011"
+    write_cub(root)
+    return root
+
+
+def test_exported_backbone_trains_and_benchmarks(cub, tmp_path):
+    exported = last_json(run([sys.executable, str(EXPORT), "--arch", "small", "--image-size", "32",
+                              "--out", "net.pt"], tmp_path).stdout)
+    assert exported["features"] == 128
+    trained = last_json(run([
+        HEDGEDB, "train", "--cub", str(cub), "--class-split", "2", "--image-size", "32", "--bbox",
+        "--backbone", "net.pt", "--method", "hib", "--dim", "4", "--iterations", "6",
+        "--batch-size", "8", "--val-fraction", "0", "--threads", "2", "--out", "m.hdbm"],
+        tmp_path).stdout)
+    assert trained["iterations"] == 6
+    assert trained["items_per_second"] > 0
+    # No data flag: the model carries the root, size, boxes and class split.
+    report = last_json(run([HEDGEDB, "evaluate", "--model", "m.hdbm", "--protocol", "benchmark",
+                            "--bins", "3", "--threads", "2"], tmp_path).stdout)
+    assert report["protocol"] == "benchmark"
+    assert report["items"] == report["split_items"] == 12  # classes 3 and 4, all of them
+    assert "subset" not in report
+    assert report["samples"] == 64 and report["mc_repeats"] == 3
+    clean = report["retrieval"]["clean"]
+    for key in ("recall_at_1", "recall_at_2", "recall_at_4", "recall_at_8", "map_at_r"):
+        value = clean[key]
+        # Monte Carlo statistics come as {mean, sd, repeats} when they vary.
+        mean = value["mean"] if isinstance(value, dict) else value
+        assert 0.0 <= mean <= 1.0, (key, value)
+
+
+def test_a_broken_backbone_is_named(cub, tmp_path):
+    (tmp_path / "broken.pt").write_bytes(b"not a TorchScript archive")
+    result = run([HEDGEDB, "train", "--cub", str(cub), "--class-split", "2", "--image-size", "32",
+                  "--backbone", "broken.pt", "--method", "hib", "--iterations", "2",
+                  "--out", "m.hdbm"], tmp_path, expect=1)
+    assert "broken.pt" in result.stderr
+    assert not (tmp_path / "m.hdbm").exists()
