@@ -75,3 +75,29 @@ def test_a_broken_backbone_is_named(cub, tmp_path):
                   "--out", "m.hdbm"], tmp_path, expect=1)
     assert "broken.pt" in result.stderr
     assert not (tmp_path / "m.hdbm").exists()
+
+
+def test_benchmark_script_is_one_command_and_repeatable(cub, tmp_path):
+    script = str(SOURCE / "scripts" / "benchmark.py")
+    args = [sys.executable, script, "--cub", str(cub), "--out", "run", "--class-split", "2",
+            "--image-size", "16", "--bbox", "--recipe", "mlp", "--dim", "4", "--threads", "2", "--bins", "3",
+            "--", "--iterations", "6", "--batch-size", "8", "--mlp-hidden", "16",
+            "--val-fraction", "0"]
+    env = dict(os.environ, HEDGEDB_BIN=HEDGEDB)
+    first = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, env=env,
+                           timeout=600)
+    assert first.returncode == 0, first.stderr
+    assert "recall@1" in first.stdout and "12 test queries" in first.stdout
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["queries"] == summary["split_items"] == 12
+    assert summary["database_queries"] == 12
+    assert summary["collection_items"] == 12
+    assert [row["metric"] for row in summary["metrics"]] == [
+        "recall@1", "recall@2", "recall@4", "recall@8", "MAP@R"]
+    # Again: the model is reused, nothing is ingested twice, the numbers stay.
+    second = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, env=env,
+                            timeout=600)
+    assert second.returncode == 0, second.stderr
+    assert "hedgedb train" not in second.stderr
+    again = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert again == summary
