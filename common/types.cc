@@ -21,6 +21,12 @@ constexpr ScoreEntry kScores[] = {{ScoreType::kDefault, "default"}, {ScoreType::
                                   {ScoreType::kLogprob, "logprob"}};
 }  // namespace
 
+int DefaultSamples(int components) {
+  const int k = CollectionSpec().samples;
+  const int c = components > 0 ? components : 1;
+  return c * ((k + c - 1) / c);
+}
+
 const char* KindName(Kind kind) {
   for (const auto& e : kKinds)
     if (e.kind == kind) return e.name;

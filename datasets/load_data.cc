@@ -398,9 +398,12 @@ std::string AbsoluteSource(const std::string& source) {
   const size_t colon = source.find(':');
   if (colon == std::string::npos) return source;  // fashion-mnist, mnist
   std::string out = source.substr(0, colon + 1);
+  // features: names two files; the other sources one path (which may hold a
+  // comma).
+  const char separator = source.rfind("features:", 0) == 0 ? ',' : '\0';
   std::stringstream paths(source.substr(colon + 1));
   std::string path;
-  for (bool first = true; std::getline(paths, path, ','); first = false) {
+  for (bool first = true; std::getline(paths, path, separator); first = false) {
     std::error_code ec;
     const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
     out += (first ? "" : ",") + (ec || path.empty() ? path : absolute.lexically_normal().string());

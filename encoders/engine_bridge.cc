@@ -60,10 +60,8 @@ ScoreType ModelScore(const ModelSpec& model) {
 }
 
 int DefaultSamplesFor(const ModelSpec& model) {
-  const int defaults = CollectionSpec().samples;
-  if (model.kind != Kind::kMog) return defaults;
-  const int c = static_cast<int>(model.components);
-  return c * ((defaults + c - 1) / c);
+  return model.kind == Kind::kMog ? DefaultSamples(static_cast<int>(model.components))
+                                  : CollectionSpec().samples;
 }
 
 CollectionSpec CollectionSpecForModel(const ModelSpec& model, const std::string& name) {

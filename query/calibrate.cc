@@ -124,24 +124,43 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
       std::vector<float> scores(labelled.size());
       prepared->ScoreRows(arena_.data(), row_bytes_, labelled.data(), labelled.size(),
                           scores.data());
-      calibration::QueryPairs& qp = per_query[size_t(i)];
-      qp.pairs.reserve(labelled.size());
+      // Ties of float scores are ordered as search orders them
+      // (PreparedQuery::TieBreakKeys), so that the calibrated top-1 is the
+      // hit a search returns.
+      std::vector<double> keys;
+      if (prepared->TieBreakKeys(arena_.data(), row_bytes_, nullptr, 0, nullptr)) {
+        keys.resize(labelled.size());
+        prepared->TieBreakKeys(arena_.data(), row_bytes_, labelled.data(), labelled.size(),
+                               keys.data());
+      }
+      const auto better = [&](size_t a, size_t b) {
+        if (scores[a] != scores[b]) return scores[a] > scores[b];
+        return !keys.empty() && keys[a] > keys[b];
+      };
+      std::vector<size_t> order;
+      order.reserve(labelled.size());
       for (size_t j = 0; j < labelled.size(); ++j) {
-        if (labelled[j] == self) continue;
-        const bool match = row_labels_[labelled[j]] == qlabel;
-        qp.pairs.push_back({double(scores[j]), match});
-        if (!qp.has_top || scores[j] > qp.top_score) {
+        if (labelled[j] != self) order.push_back(j);
+      }
+      calibration::QueryPairs& qp = per_query[size_t(i)];
+      size_t top = 0;
+      for (size_t j : order) {
+        if (!qp.has_top || better(j, top)) {
           qp.has_top = true;
-          qp.top_score = scores[j];
-          qp.top_correct = match;
+          top = j;
         }
       }
-      if (o.top_ranks > 0 && int64_t(qp.pairs.size()) > o.top_ranks) {
-        std::nth_element(qp.pairs.begin(), qp.pairs.begin() + o.top_ranks, qp.pairs.end(),
-                         [](const calibration::ScoredPair& a, const calibration::ScoredPair& b) {
-                           return a.score > b.score;
-                         });
-        qp.pairs.resize(size_t(o.top_ranks));
+      if (qp.has_top) {
+        qp.top_score = scores[top];
+        qp.top_correct = row_labels_[labelled[top]] == qlabel;
+      }
+      if (o.top_ranks > 0 && int64_t(order.size()) > o.top_ranks) {
+        std::nth_element(order.begin(), order.begin() + o.top_ranks, order.end(), better);
+        order.resize(size_t(o.top_ranks));
+      }
+      qp.pairs.reserve(order.size());
+      for (size_t j : order) {
+        qp.pairs.push_back({double(scores[j]), row_labels_[labelled[j]] == qlabel});
       }
       if (with_eta) qp.eta = Uncertainty(shape, params, qrow);
     }

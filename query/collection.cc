@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <unordered_map>
 #include <unordered_set>
@@ -68,6 +69,12 @@ Status ValidateSpec(const CollectionSpec& s) {
     return Status::InvalidArgument("metadata must be at most " +
                                    std::to_string(kMaxCollectionMetadata) + " bytes, got " +
                                    std::to_string(s.metadata.size()));
+  }
+  // The descriptor is JSON, which holds UTF-8 text only.
+  try {
+    (void)nlohmann::json(s.metadata).dump();
+  } catch (const nlohmann::json::exception&) {
+    return Status::InvalidArgument("metadata must be UTF-8 text");
   }
   if (s.samples < 1 || s.samples > 4096) {
     return Status::InvalidArgument("samples must be in [1, 4096], got " +
@@ -649,7 +656,7 @@ void RankBestFirst(const PreparedQuery& prepared, const uint8_t* arena, size_t r
   prepared.TieBreakKeys(arena, row_bytes, rows.data(), rows.size(), keys.data());
   std::vector<size_t> order(group.size());
   for (size_t j = 0; j < order.size(); ++j) order[j] = j;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+  std::partial_sort(order.begin(), order.begin() + keep, order.end(), [&](size_t a, size_t b) {
     if (group[a].second != group[b].second) return group[a].second > group[b].second;
     if (keys[a] != keys[b]) return keys[a] > keys[b];
     return row_ids[group[a].first] < row_ids[group[b].first];

@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -109,11 +110,15 @@ def main():
             train += ["--backbone", str(pathlib.Path(args.recipe).resolve())]
         trained = hedgedb(args.hedgedb, train + threads + args.train_extra, out)
         (out / "train.json").write_text(json.dumps(trained) + "\n")
+        # A new model embeds into a new space: the old collection goes.
+        shutil.rmtree(out / "db", ignore_errors=True)
 
-    # The model carries its data set and settings: no data flag from here on.
+    # The model carries its settings (image size, boxes, class split); the
+    # root is named so that evaluate, ingest and query read the same data
+    # (a model trained on another data set or with other flags is refused).
     report = hedgedb(args.hedgedb,
-                     ["evaluate", "--model", model, "--protocol", "benchmark", "--bins", args.bins]
-                     + threads, out)
+                     ["evaluate", "--model", model, f"--{data_set}", root, "--protocol", "benchmark",
+                      "--bins", args.bins] + threads, out)
     (out / "evaluate.json").write_text(json.dumps(report) + "\n")
     ingest = hedgedb(args.hedgedb, ["ingest-images", "--db", str(out / "db"), "--collection",
                                     "test", "--model", model, f"--{data_set}", root,

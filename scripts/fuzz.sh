@@ -20,7 +20,7 @@ JOBS=${JOBS:-2}
 TARGETS_ALL="npy record catalog_spec index_header calibration_map model_file idx cub cars payload payload_lines"
 
 CC=${CC:-clang-14} CXX=${CXX:-clang++-14} cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
-  -DHEDGEDB_FUZZ=ON -DHEDGEDB_WITH_ENCODERS=OFF -DHEDGEDB_BUILD_TESTS=OFF \
+  -DHEDGEDB_FUZZ=ON -DHEDGEDB_WITH_ENCODERS=OFF -DHEDGEDB_WITH_PYTHON=OFF -DHEDGEDB_BUILD_TESTS=OFF \
   -DHEDGEDB_BUILD_BENCH=OFF >/dev/null
 cmake --build "$BUILD_DIR" --target fuzzers -j"$JOBS" >/dev/null
 

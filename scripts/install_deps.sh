@@ -12,7 +12,7 @@ PACKAGES=(
   libtorch-dev
   libopencv-imgcodecs-dev libopencv-imgproc-dev libmatio-dev libcairo2-dev
   dataset-fashion-mnist
-  python3-pytest python3-torch
+  python3-pytest python3-torch python3-dev python3-numpy pybind11-dev python3-distributed
 )
 PACKAGES+=("$@")
 

@@ -51,7 +51,7 @@ fi
 start=$SECONDS
 # RelWithDebInfo: optimised like the release build, with line numbers in reports.
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEDGEDB_SANITIZE="$mode" \
-  -DHEDGEDB_WITH_ENCODERS="$encoders" -DHEDGEDB_BUILD_BENCH=OFF
+  -DHEDGEDB_WITH_ENCODERS="$encoders" -DHEDGEDB_BUILD_BENCH=OFF -DHEDGEDB_WITH_PYTHON=OFF
 if [[ "$mode" == address ]]; then
   cmake --build "$build_dir" -j"$jobs"
 else

@@ -106,8 +106,12 @@ DataOptions DataForModel(const CLI::App& cmd, DataOptions options, const DataSet
     apply("--test-total", &options.test_total, recorded.test_total);
   } else if (family == "benchmark") {
     apply("--image-size", &options.image_size, recorded.image_size);
-    apply("--bbox", &options.bbox, recorded.bbox);
-    apply("--class-split", &options.class_split, recorded.class_split);
+    // Class ids and boxes belong to one data set: CUB's split says nothing
+    // of Cars'.
+    if (same_set) {
+      apply("--bbox", &options.bbox, recorded.bbox);
+      apply("--class-split", &options.class_split, recorded.class_split);
+    }
   }
   return options;
 }

@@ -66,9 +66,8 @@ void RunCreate(CreateArgs& args) {
   // Mixture sampling is stratified (the same count per component): without an
   // explicit --samples, round the default up to a multiple of C rather than
   // make every mog user with C not dividing 8 pass one.
-  if (args.spec.kind == Kind::kMog && args.samples_option->count() == 0 &&
-      args.spec.components > 0 && args.spec.samples % args.spec.components != 0) {
-    args.spec.samples += args.spec.components - args.spec.samples % args.spec.components;
+  if (args.spec.kind == Kind::kMog && args.samples_option->count() == 0) {
+    args.spec.samples = DefaultSamples(args.spec.components);
   }
   std::unique_ptr<DB> db = OpenDatabase(args.db, /*create_if_missing=*/true);
   Check(db->CreateCollection(args.spec));
@@ -101,7 +100,7 @@ void RegisterCreate(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--match-b", args->spec.match_b, "Match probability: b")->capture_default_str();
   cmd->add_option("--metadata", args->spec.metadata,
-                  "Free text kept with the collection (at most 64 KiB; describe prints it)");
+                  "Free UTF-8 text kept with the collection (at most 4096 bytes; stats prints it)");
   args->samples_option =
       cmd->add_option("--samples", args->spec.samples,
                       "Default Monte Carlo samples per side (mog: a multiple of C; the default is "

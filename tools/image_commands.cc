@@ -270,8 +270,24 @@ void ApplyModelSettings(const CLI::App& cmd, const ModelSpec& model, const std::
 // metadata as {"images": {"fit": F, "data_set": "cub", "bbox": B,
 // "class_split": K}} (data_set, bbox and class_split for CUB/Cars sources
 // only), so that later ingests and queries read theirs the same way.
+// The identity of a model file: the checksum its last 4 bytes hold
+// (encoders/models/model_file.h), as hex; "" if unreadable.
+std::string ModelChecksum(const std::string& path) {
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
+  if (!file || file.tellg() < 4) return "";
+  file.seekg(-4, std::ios::end);
+  unsigned char bytes[4] = {};
+  file.read(reinterpret_cast<char*>(bytes), 4);
+  if (!file) return "";
+  char hex[9];
+  std::snprintf(hex, sizeof(hex), "%02x%02x%02x%02x", bytes[3], bytes[2], bytes[1], bytes[0]);
+  return hex;
+}
+
 std::string ImageRecordText(const SourceArgs& source, const ModelArgs& model) {
-  json images = {{"fit", model.fit}};
+  json images = {{"fit", model.fit},
+                 {"model", fs::absolute(model.model).lexically_normal().string()},
+                 {"model_checksum", ModelChecksum(model.model)}};
   const std::string data = ResolveDataSet(source.data);
   if (!data.empty()) {
     images["data_set"] = DataSetName(data);
@@ -300,6 +316,19 @@ void ApplyCollectionRecord(const CLI::App& cmd, const CollectionSpec& spec, bool
                            SourceArgs* source, ModelArgs* model) {
   const json record = ImageRecordOf(spec);
   if (record.is_null()) return;
+  // Embeddings of two models are not comparable: the collection's items and
+  // these images must come from the same model file.
+  if (record.contains("model_checksum") && record["model_checksum"].is_string()) {
+    const std::string have = record["model_checksum"], now = ModelChecksum(model->model);
+    if (!have.empty() && have != now) {
+      Fail("collection '" + spec.name + "' holds embeddings of another model (" +
+           record.value("model", std::string("?")) + ", checksum " + have + "); '" + model->model +
+           "' (checksum " + now + ") embeds into another space, so " +
+           (ingest ? "its embeddings cannot join them"
+                   : "its queries cannot be compared with them") +
+           ": use the collection's model, or ingest into a new collection");
+    }
+  }
   RecordedSettings settings(cmd, "collection '" + spec.name + "'", "ingested");
   if (record.contains("fit") && record["fit"].is_string()) {
     const std::string fit = record["fit"];
@@ -316,8 +345,13 @@ void ApplyCollectionRecord(const CLI::App& cmd, const CollectionSpec& spec, bool
   if (record.contains("bbox") && record["bbox"].is_boolean()) {
     settings.Check("--bbox", &source->bbox, record["bbox"].get<bool>());
   }
-  if (ingest && record.contains("class_split") && record["class_split"].is_number_integer()) {
-    settings.Check("--class-split", &source->class_split, record["class_split"].get<int64_t>());
+  if (record.contains("class_split") && record["class_split"].is_number_integer()) {
+    // Queries default to the gallery's classes; another split is a choice.
+    if (ingest) {
+      settings.Check("--class-split", &source->class_split, record["class_split"].get<int64_t>());
+    } else {
+      settings.Default("--class-split", &source->class_split, record["class_split"].get<int64_t>());
+    }
   }
 }
 

@@ -417,7 +417,9 @@ std::string SpecToJson(const ModelSpec& s) {
                  {"class_split", d.class_split},
                  {"image_fit", d.image_fit}};
   }
-  return j.dump(2);
+  // A path that is not UTF-8 (the recorded data source) is written with
+  // replacement characters rather than failing the save of a trained model.
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 Status SpecFromJson(const std::string& text, ModelSpec* spec) {
@@ -480,6 +482,10 @@ Status SpecFromJson(const std::string& text, ModelSpec* spec) {
       const nlohmann::json& d = j.at("data");
       s.data.recorded = true;
       s.data.source = d.at("source").get<std::string>();
+      if (!d.at("seed").is_number_unsigned()) {
+        return Status::Corruption("model header data: seed must be an integer >= 0, got " +
+                                  d.at("seed").dump());
+      }
       s.data.seed = d.at("seed").get<uint64_t>();
       for (auto [field, value] : {std::pair{"items", &s.data.items},
                                   {"train_total", &s.data.train_total},
@@ -487,6 +493,19 @@ Status SpecFromJson(const std::string& text, ModelSpec* spec) {
                                   {"image_size", &s.data.image_size},
                                   {"class_split", &s.data.class_split}}) {
         HEDGEDB_RETURN_IF_ERROR(JsonInteger(d, field, 0, kMaxField, "model header data", value));
+      }
+      // The commands use these as flag values: the flags' own bounds hold.
+      const auto bad = [](const char* field, int64_t v, const char* range) {
+        return Status::Corruption(std::string("model header data: ") + field + " " +
+                                  std::to_string(v) + " is not in " + range);
+      };
+      if (s.data.items > 4) return bad("items", s.data.items, "[0, 4]");
+      if (s.data.image_size != 0 && (s.data.image_size < 8 || s.data.image_size > 1024)) {
+        return bad("image_size", s.data.image_size, "{0} or [8, 1024]");
+      }
+      if (s.data.class_split > 1000) return bad("class_split", s.data.class_split, "[0, 1000]");
+      if (!d.at("bbox").is_boolean()) {
+        return Status::Corruption("model header data: bbox must be true or false");
       }
       s.data.bbox = d.at("bbox").get<bool>();
       s.data.image_fit = d.at("image_fit").get<std::string>();

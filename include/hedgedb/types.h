@@ -59,13 +59,19 @@ struct CollectionSpec {
   // Default Monte Carlo samples per side (a multiple of C for mog) and seed.
   int samples = 8;
   uint64_t seed = 0;
-  // Free text the application keeps with the collection, at most
-  // kMaxCollectionMetadata bytes; hedgedb stores it and never interprets it.
+  // Free UTF-8 text the application keeps with the collection, at most
+  // kMaxCollectionMetadata bytes (it is stored with the collection's
+  // descriptor, which every write rewrites); hedgedb never interprets it.
   // `hedgedb ingest-images` records how it read the images here (JSON), so
   // that later commands read queries the same way.
   std::string metadata;
 };
-constexpr size_t kMaxCollectionMetadata = 64 * 1024;
+constexpr size_t kMaxCollectionMetadata = 4096;
+
+// The default Monte Carlo samples per side of a collection with `components`
+// mixture components: CollectionSpec().samples, rounded up to a multiple of
+// the components (stratified mixture sampling needs one).
+HEDGEDB_EXPORT int DefaultSamples(int components);
 
 // A batch of embeddings as borrowed row-major float buffers. Which pointers are
 // used depends on the kind; n is the number of rows.

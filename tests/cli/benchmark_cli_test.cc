@@ -213,6 +213,12 @@ TEST_F(BenchmarkCliTest, IngestTwiceAddsNothing) {
   r = Ok(Ingest("boxes.hdbm", "g", {"--cub", Shared("CUB"), "--existing", "add"}));
   EXPECT_EQ(r["ingested"], 12) << r;
   EXPECT_EQ(Items("g"), 36);
+  // Embeddings of another model cannot join the collection, nor query it.
+  Fails(Ingest("whole.hdbm", "g", {"--cub", Shared("CUB")}), 1,
+        {"collection 'g' holds embeddings of another model", "boxes.hdbm", "whole.hdbm"});
+  Fails(Query("whole.hdbm", "g", {"--cub", Shared("CUB")}), 1,
+        {"holds embeddings of another model", "queries cannot be compared"});
+  EXPECT_EQ(Items("g"), 36);
   // More images must be read as the collection's were.
   Fails(Ingest("boxes.hdbm", "g", {"--cub", Shared("CUB"), "--fit", "crop"}), 2,
         {"--fit crop", "collection 'g'", "--fit resize"});

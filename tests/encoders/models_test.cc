@@ -356,6 +356,33 @@ TEST_F(ModelsTest, SpecJsonKeepsTheTrainingData) {
   text = SpecToJson(spec);
   text.replace(text.find("96"), 2, "-1");
   EXPECT_TRUE(SpecFromJson(text, &back).IsCorruption());
+  // Wrong types and values outside the flags' bounds are Corruption, not a
+  // crash or a wrapped number.
+  const std::string good = SpecToJson(spec);
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string t = good;
+    const size_t at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return t.replace(at, from.size(), to);
+  };
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"\"seed\": 7", "\"seed\": -1"},
+           {"\"seed\": 7", "\"seed\": 2.5"},
+           {"\"bbox\": true", "\"bbox\": \"yes\""},
+           {"\"image_size\": 96", "\"image_size\": 4"},
+           {"\"image_size\": 96", "\"image_size\": 100000"},
+           {"\"class_split\": 20", "\"class_split\": 5000"},
+           {"\"items\": 0", "\"items\": 9"},
+           {"\"source\": \"cub:/data/CUB_200_2011\"", "\"source\": 5"}}) {
+    const Status s = SpecFromJson(with(from, to), &back);
+    EXPECT_TRUE(s.IsCorruption()) << to << ": " << s.ToString();
+  }
+  std::string not_object = good;
+  const size_t data_at = not_object.find("\"data\": {");
+  ASSERT_NE(data_at, std::string::npos);
+  not_object = not_object.substr(0, data_at) + "\"data\": 5, " +
+               not_object.substr(not_object.find('}', data_at) + 3);
+  EXPECT_TRUE(SpecFromJson(not_object, &back).IsCorruption()) << not_object;
 }
 
 // Sizes in a header are JSON integers and bounded before anything is built:

@@ -90,11 +90,17 @@ TEST(DBTest, MetadataIsKeptAndBounded) {
   const Status s = db->CreateCollection(big);
   EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
   EXPECT_NE(s.message().find("metadata"), std::string::npos) << s.ToString();
+  CollectionSpec latin1 = MakeSpec("latin1", Kind::kGaussian, 4);
+  latin1.metadata = "caf\xe9";  // not UTF-8: the JSON descriptor cannot hold it
+  const Status l = db->CreateCollection(latin1);
+  EXPECT_TRUE(l.IsInvalidArgument()) << l.ToString();
+  EXPECT_NE(l.message().find("UTF-8"), std::string::npos) << l.ToString();
   db.reset();
   db = OpenDb(dir.path());
   CollectionSpec got;
   ASSERT_TRUE(db->DescribeCollection("c", &got).ok());
   EXPECT_EQ(got.metadata, spec.metadata);
+  EXPECT_TRUE(db->DescribeCollection("latin1", &got).IsNotFound());
   EXPECT_TRUE(db->DescribeCollection("big", &got).IsNotFound());
 }
 

@@ -28,7 +28,7 @@ if [[ -n "$internal" ]]; then
 fi
 # The size of the public API, as docs/design.md states it: a new exported
 # function updates both.
-expected_symbols=24
+expected_symbols=25
 count=$(echo "$exported" | grep -c -E '^hedgedb::' || true)
 if [[ "$count" -ne "$expected_symbols" ]]; then
   echo "libhedgedb.so exports $count hedgedb symbols, expected $expected_symbols:" >&2
@@ -66,3 +66,16 @@ if ldd "$work/example/storage_backend" | grep -q torch; then
   exit 1
 fi
 LD_LIBRARY_PATH="$work/prefix/lib" "$work/example/storage_backend" "$work/db"
+# The Python package, when built, installs beside the library and imports
+# from the prefix with no environment but PYTHONPATH (its RPATH finds
+# libhedgedb.so relative to itself).
+package=$(ls -d "$work"/prefix/lib/python3*/dist-packages/hedgedb 2>/dev/null || true)
+if [[ -n "$package" ]]; then
+  PYTHONPATH=$(dirname "$package") /usr/bin/python3 -c "
+import hedgedb, numpy as np, sys
+with hedgedb.open(sys.argv[1]) as db:
+    db.create_collection('p', kind='point', dim=3, index='Flat')
+    db.ingest('p', vec=np.eye(3, dtype=np.float32))
+    assert db.search('p', vec=np.eye(3, dtype=np.float32)[:1], k=1).ids[0, 0] == 0
+" "$work/pydb"
+fi

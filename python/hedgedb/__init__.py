@@ -1,0 +1,27 @@
+"""hedgedb: a vector database for uncertain embeddings.
+
+    import numpy as np, hedgedb
+    with hedgedb.open("db") as db:
+        db.create_collection("faces", kind="gaussian", dim=16)
+        db.ingest("faces", mean=mean, var=var, labels=labels)
+        res = db.search("faces", mean=q_mean, var=q_var, k=10)
+        res.ids, res.scores, res.probs, res.uncertainties, res.query_uncertainty
+
+Arrays that are C-contiguous float32 (int32 codes, int64 ids and labels) are
+used where they lie, without a copy; others are converted once. The GIL is
+released while the engine works. Errors raise hedgedb.Error with the engine's
+message (NotFoundError, InvalidArgumentError for those cases). See
+docs/python.md.
+"""
+
+from ._hedgedb import (  # noqa: F401
+    DB,
+    Error,
+    InvalidArgumentError,
+    NotFoundError,
+    SearchResults,
+    _conversions,
+    open,
+)
+
+__all__ = ["DB", "Error", "InvalidArgumentError", "NotFoundError", "SearchResults", "open"]

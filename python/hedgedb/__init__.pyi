@@ -1,0 +1,96 @@
+# Type stubs of the hedgedb package (the extension module hedgedb._hedgedb).
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import numpy as np
+import numpy.typing as npt
+
+ArrayLike = npt.ArrayLike
+
+class Error(Exception): ...
+class NotFoundError(Error, KeyError): ...
+class InvalidArgumentError(Error, ValueError): ...
+
+class SearchResults:
+    ids: npt.NDArray[np.int64]
+    scores: npt.NDArray[np.float32]
+    probs: npt.NDArray[np.float32]
+    uncertainties: npt.NDArray[np.float32]
+    std_errors: npt.NDArray[np.float32]
+    labels: npt.NDArray[np.int64]
+    query_uncertainty: npt.NDArray[np.float32]
+    payloads: List[List[bytes]]
+    scored: npt.NDArray[np.int64]
+
+class DB:
+    def close(self) -> None: ...
+    def __enter__(self) -> "DB": ...
+    def __exit__(self, *args: Any) -> None: ...
+    def create_collection(
+        self,
+        name: str,
+        kind: str,
+        dim: int,
+        components: int = 1,
+        code_k: int = 0,
+        index: str = "",
+        match_a: float = 1.0,
+        match_b: float = 0.0,
+        samples: int = 0,
+        seed: int = 0,
+        metadata: str = "",
+    ) -> None: ...
+    def drop_collection(self, name: str) -> None: ...
+    def list_collections(self) -> List[str]: ...
+    def describe(self, name: str) -> Dict[str, Any]: ...
+    def ingest(
+        self,
+        collection: str,
+        *,
+        vec: Optional[ArrayLike] = None,
+        mean: Optional[ArrayLike] = None,
+        var: Optional[ArrayLike] = None,
+        weights: Optional[ArrayLike] = None,
+        codes: Optional[ArrayLike] = None,
+        ids: Optional[ArrayLike] = None,
+        labels: Optional[ArrayLike] = None,
+        payloads: Optional[Sequence[Union[str, bytes]]] = None,
+        token: str = "",
+    ) -> npt.NDArray[np.int64]: ...
+    def search(
+        self,
+        collection: str,
+        *,
+        vec: Optional[ArrayLike] = None,
+        mean: Optional[ArrayLike] = None,
+        var: Optional[ArrayLike] = None,
+        weights: Optional[ArrayLike] = None,
+        logp: Optional[ArrayLike] = None,
+        k: int = 10,
+        score: str = "",
+        samples: int = 0,
+        seed: Optional[int] = None,
+        exhaustive: bool = False,
+        candidates: int = 0,
+        nprobe: int = 0,
+        ef_search: int = 0,
+        with_uncertainty: bool = True,
+        with_payload: bool = False,
+        adaptive_samples: bool = False,
+        min_prob: float = 0.0,
+        max_results: int = 1000,
+    ) -> SearchResults: ...
+    def get(self, collection: str, ids: ArrayLike) -> List[Dict[str, Any]]: ...
+    def remove(self, collection: str, ids: ArrayLike) -> int: ...
+    def list_ids(self, collection: str) -> npt.NDArray[np.int64]: ...
+    def stats(self, collection: str) -> Dict[str, Any]: ...
+    def flush(self) -> None: ...
+
+def open(
+    path: str,
+    *,
+    create_if_missing: bool = True,
+    error_if_exists: bool = False,
+    sync: bool = False,
+    threads: int = 0,
+) -> DB: ...
+def _conversions() -> int: ...

@@ -1,0 +1,614 @@
+// `import hedgedb`: the Python binding of the public C++ API (hedgedb/db.h),
+// built with pybind11 as the extension module hedgedb._hedgedb; the package
+// python/hedgedb/__init__.py re-exports it (docs/python.md).
+//
+// Arrays: a float32 (int32 codes, int64 ids and labels) C-contiguous NumPy
+// array is used where it lies, without a copy; any other array or sequence
+// is converted once (counted by _conversions(), which the tests read). Every
+// array's shape is checked against the collection's kind and sizes before
+// the engine reads it, since EmbeddingView carries pointers only.
+// The GIL is released while the engine ingests, searches, gets, removes and
+// flushes. A Status error becomes hedgedb.Error (NotFoundError for NotFound,
+// InvalidArgumentError for InvalidArgument) with the Status message.
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "hedgedb/db.h"
+
+namespace py = pybind11;
+
+namespace hedgedb {
+namespace python {
+namespace {
+
+std::atomic<int64_t> g_conversions{0};
+
+PyObject* g_error = nullptr;
+PyObject* g_not_found = nullptr;
+PyObject* g_invalid = nullptr;
+
+[[noreturn]] void Raise(const Status& s) {
+  PyObject* type = s.IsNotFound() ? g_not_found : s.IsInvalidArgument() ? g_invalid : g_error;
+  PyErr_SetString(type, s.message().c_str());
+  throw py::error_already_set();
+}
+
+void Check(const Status& s) {
+  if (!s.ok()) Raise(s);
+}
+
+[[noreturn]] void Invalid(const std::string& message) { Raise(Status::InvalidArgument(message)); }
+
+// `obj` as a C-contiguous array of T: the array itself when it already is
+// one (no copy), else a converted copy. `name` names the argument in errors.
+template <typename T>
+py::array_t<T, py::array::c_style> AsArray(const py::handle& obj, const char* name) {
+  using Exact = py::array_t<T, py::array::c_style>;
+  if (py::isinstance<Exact>(obj)) return py::reinterpret_borrow<Exact>(obj);
+  py::array_t<T, py::array::c_style | py::array::forcecast> converted;
+  try {
+    converted = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(obj);
+  } catch (const py::error_already_set&) {
+    converted = {};
+  }
+  if (!converted) {
+    PyErr_Clear();
+    Invalid(std::string(name) + ": expected a numeric array");
+  }
+  ++g_conversions;
+  return converted;
+}
+
+std::string ShapeText(const py::array& a) {
+  std::string text = "(";
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) text += (i ? ", " : "") + std::to_string(a.shape(i));
+  return text + (a.ndim() == 1 ? ",)" : ")");
+}
+
+// Checks that `a` has `dims` (-1: any, the row count n is dims[0]).
+void CheckShape(const py::array& a, const char* name, const std::vector<py::ssize_t>& dims,
+                const std::string& expected) {
+  bool ok = a.ndim() == static_cast<py::ssize_t>(dims.size());
+  for (size_t i = 0; ok && i < dims.size(); ++i) ok = dims[i] < 0 || a.shape(i) == dims[i];
+  if (!ok) Invalid(std::string(name) + ": expected shape " + expected + ", got " + ShapeText(a));
+}
+
+// The arrays of one batch of embeddings, kept alive while the engine reads
+// them, and the view over them.
+struct Embeddings {
+  std::vector<py::object> keep;
+  EmbeddingView view;
+};
+
+// Reads the keyword arrays of `kind` for a collection `spec`; queries of a
+// codes collection are logp tables (n, d, k), items are codes (n, d).
+Embeddings ReadEmbeddings(const CollectionSpec& spec, bool queries, const py::object& vec,
+                          const py::object& mean, const py::object& var, const py::object& weights,
+                          const py::object& codes, const py::object& logp) {
+  Embeddings e;
+  const py::ssize_t D = spec.dim, C = spec.components;
+  auto refuse_others = [&](std::initializer_list<std::pair<const char*, const py::object*>> used) {
+    const std::pair<const char*, const py::object*> all[] = {
+        {"vec", &vec},         {"mean", &mean},   {"var", &var},
+        {"weights", &weights}, {"codes", &codes}, {"logp", &logp}};
+    for (const auto& [name, obj] : all) {
+      if (obj->is_none()) continue;
+      bool allowed = false;
+      for (const auto& [u, _] : used) allowed = allowed || std::string(u) == name;
+      if (!allowed) {
+        Invalid(std::string(name) + " does not apply to the " + KindName(spec.kind) +
+                " collection '" + spec.name + "'");
+      }
+    }
+  };
+  auto need = [&](const py::object& obj, const char* name) {
+    if (obj.is_none()) {
+      Invalid(std::string(KindName(spec.kind)) + " collection '" + spec.name + "' needs " + name);
+    }
+  };
+  const std::string d = std::to_string(D), c = std::to_string(C);
+  switch (spec.kind) {
+    case Kind::kPoint: {
+      refuse_others({{"vec", &vec}});
+      need(vec, "vec");
+      auto a = AsArray<float>(vec, "vec");
+      CheckShape(a, "vec", {-1, D}, "(n, " + d + ")");
+      e.view.n = a.shape(0);
+      e.view.vec = a.data();
+      e.keep.push_back(a);
+      break;
+    }
+    case Kind::kGaussian:
+    case Kind::kMog: {
+      const bool mog = spec.kind == Kind::kMog;
+      if (mog) {
+        refuse_others({{"mean", &mean}, {"var", &var}, {"weights", &weights}});
+      } else {
+        refuse_others({{"mean", &mean}, {"var", &var}});
+      }
+      need(mean, "mean");
+      need(var, "var");
+      auto m = AsArray<float>(mean, "mean");
+      const std::vector<py::ssize_t> shape =
+          mog ? std::vector<py::ssize_t>{-1, C, D} : std::vector<py::ssize_t>{-1, D};
+      const std::string text = mog ? "(n, " + c + ", " + d + ")" : "(n, " + d + ")";
+      CheckShape(m, "mean", shape, text);
+      const py::ssize_t n = m.shape(0);
+      auto v = AsArray<float>(var, "var");
+      std::vector<py::ssize_t> var_shape = shape;
+      var_shape[0] = n;
+      CheckShape(v, "var", var_shape,
+                 mog ? "(" + std::to_string(n) + ", " + c + ", " + d + ")"
+                     : "(" + std::to_string(n) + ", " + d + ")");
+      e.view.n = n;
+      e.view.mean = m.data();
+      e.view.var = v.data();
+      e.keep.push_back(m);
+      e.keep.push_back(v);
+      if (mog && !weights.is_none()) {
+        auto w = AsArray<float>(weights, "weights");
+        CheckShape(w, "weights", {n, C}, "(" + std::to_string(n) + ", " + c + ")");
+        e.view.weights = w.data();
+        e.keep.push_back(w);
+      }
+      break;
+    }
+    case Kind::kCodes: {
+      if (queries) {
+        refuse_others({{"logp", &logp}});
+        need(logp, "logp (queries of a codes collection are log-probability tables)");
+        auto a = AsArray<float>(logp, "logp");
+        CheckShape(a, "logp", {-1, D, spec.code_k},
+                   "(n, " + d + ", " + std::to_string(spec.code_k) + ")");
+        e.view.n = a.shape(0);
+        e.view.logp = a.data();
+        e.keep.push_back(a);
+      } else {
+        refuse_others({{"codes", &codes}});
+        need(codes, "codes");
+        auto a = AsArray<int32_t>(codes, "codes");
+        CheckShape(a, "codes", {-1, D}, "(n, " + d + ")");
+        e.view.n = a.shape(0);
+        e.view.codes = a.data();
+        e.keep.push_back(a);
+      }
+      break;
+    }
+  }
+  return e;
+}
+
+py::dict SpecDict(const CollectionSpec& s) {
+  py::dict d;
+  d["name"] = s.name;
+  d["kind"] = KindName(s.kind);
+  d["dim"] = s.dim;
+  d["components"] = s.components;
+  d["code_k"] = s.code_k;
+  d["index"] = s.index_factory;
+  d["match_a"] = s.match_a;
+  d["match_b"] = s.match_b;
+  d["samples"] = s.samples;
+  d["seed"] = s.seed;
+  d["metadata"] = s.metadata;
+  return d;
+}
+
+// Top-k results of Q queries as (Q, k) arrays; rows with fewer hits are
+// padded with id -1 and NaN.
+struct SearchResults {
+  py::array_t<int64_t> ids;
+  py::array_t<float> scores, probs, uncertainties, std_errors;
+  py::array_t<int64_t> labels;  // -1 where an item has no label
+  py::array_t<float> query_uncertainty;
+  py::list payloads;  // with with_payload: Q lists of bytes
+  py::array_t<int64_t> scored;
+};
+
+class PyDB {
+ public:
+  explicit PyDB(std::unique_ptr<DB> db, std::string path) : db_(std::move(db)), path_(path) {}
+
+  DB& db() {
+    if (db_ == nullptr) Invalid("the database '" + path_ + "' is closed");
+    return *db_;
+  }
+
+  void Close() {
+    std::unique_ptr<DB> db = std::move(db_);
+    py::gil_scoped_release release;
+    db.reset();  // flushes
+  }
+
+  CollectionSpec Describe(const std::string& name) {
+    CollectionSpec spec;
+    Check(db().DescribeCollection(name, &spec));
+    return spec;
+  }
+
+  void Create(const std::string& name, const std::string& kind, int dim, int components, int code_k,
+              const std::string& index, float match_a, float match_b, int samples, uint64_t seed,
+              const std::string& metadata) {
+    CollectionSpec spec;
+    spec.name = name;
+    if (!ParseKind(kind, &spec.kind)) {
+      Invalid("unknown kind '" + kind + "' (expected point, gaussian, mog or codes)");
+    }
+    spec.dim = dim;
+    spec.components = spec.kind == Kind::kMog ? components : 1;
+    if (spec.kind != Kind::kMog && components != 1) {
+      Invalid("components applies to mog collections only");
+    }
+    spec.code_k = code_k;
+    spec.index_factory = index;
+    spec.match_a = match_a;
+    spec.match_b = match_b;
+    spec.samples = samples > 0 ? samples : DefaultSamples(spec.components);
+    spec.seed = seed;
+    spec.metadata = metadata;
+    Check(db().CreateCollection(spec));
+  }
+
+  py::array_t<int64_t> Ingest(const std::string& collection, const py::object& vec,
+                              const py::object& mean, const py::object& var,
+                              const py::object& weights, const py::object& codes,
+                              const py::object& ids, const py::object& labels,
+                              const py::object& payloads, const std::string& token) {
+    const CollectionSpec spec = Describe(collection);
+    Embeddings e = ReadEmbeddings(spec, false, vec, mean, var, weights, codes, py::none());
+    const py::ssize_t n = e.view.n;
+    IngestBatch batch;
+    batch.data = e.view;
+    batch.token = token;
+    if (!ids.is_none()) {
+      auto a = AsArray<int64_t>(ids, "ids");
+      CheckShape(a, "ids", {n}, "(" + std::to_string(n) + ",)");
+      batch.ids = a.data();
+      e.keep.push_back(a);
+    }
+    if (!labels.is_none()) {
+      auto a = AsArray<int64_t>(labels, "labels");
+      CheckShape(a, "labels", {n}, "(" + std::to_string(n) + ",)");
+      batch.labels = a.data();
+      e.keep.push_back(a);
+    }
+    std::vector<std::string> texts;
+    if (!payloads.is_none()) {
+      for (const py::handle& p : payloads) {
+        if (py::isinstance<py::bytes>(p)) {
+          texts.push_back(p.cast<std::string>());
+        } else if (py::isinstance<py::str>(p)) {
+          texts.push_back(p.cast<std::string>());
+        } else {
+          Invalid("payloads: expected str or bytes items");
+        }
+      }
+      if (static_cast<py::ssize_t>(texts.size()) != n) {
+        Invalid("payloads: expected " + std::to_string(n) + " items, got " +
+                std::to_string(texts.size()));
+      }
+      batch.payloads = texts.data();
+    }
+    std::vector<int64_t> written;
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = db().Ingest(collection, batch, &written);
+    }
+    Check(s);
+    py::array_t<int64_t> out(static_cast<py::ssize_t>(written.size()));
+    std::copy(written.begin(), written.end(), out.mutable_data());
+    return out;
+  }
+
+  SearchResults Search(const std::string& collection, const py::object& vec, const py::object& mean,
+                       const py::object& var, const py::object& weights, const py::object& logp,
+                       int k, const std::string& score, int samples, const py::object& seed,
+                       bool exhaustive, int64_t candidates, int nprobe, int ef_search,
+                       bool with_uncertainty, bool with_payload, bool adaptive_samples,
+                       double min_prob, int64_t max_results) {
+    const CollectionSpec spec = Describe(collection);
+    Embeddings e = ReadEmbeddings(spec, true, vec, mean, var, weights, py::none(), logp);
+    SearchOptions options;
+    options.k = k;
+    if (!score.empty() && !ParseScore(score, &options.score)) {
+      Invalid("unknown score '" + score + "' (expected mc, csd, mls, l2, match or logprob)");
+    }
+    options.samples = samples;
+    if (!seed.is_none()) {
+      options.has_seed = true;
+      options.seed = seed.cast<uint64_t>();
+    }
+    options.exhaustive = exhaustive;
+    options.candidates = candidates;
+    options.nprobe = nprobe;
+    options.ef_search = ef_search;
+    options.with_uncertainty = with_uncertainty;
+    options.with_payload = with_payload;
+    options.adaptive_samples = adaptive_samples;
+    options.min_prob = min_prob;
+    options.max_results = max_results;
+    std::vector<SearchResult> results;
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = db().Search(collection, e.view, options, &results);
+    }
+    Check(s);
+    const py::ssize_t q = static_cast<py::ssize_t>(results.size());
+    py::ssize_t width = min_prob > 0 ? 0 : k;
+    for (const SearchResult& r : results) {
+      width = std::max<py::ssize_t>(width, static_cast<py::ssize_t>(r.hits.size()));
+    }
+    SearchResults out;
+    out.ids = py::array_t<int64_t>({q, width});
+    out.scores = py::array_t<float>({q, width});
+    out.probs = py::array_t<float>({q, width});
+    out.uncertainties = py::array_t<float>({q, width});
+    out.std_errors = py::array_t<float>({q, width});
+    out.labels = py::array_t<int64_t>({q, width});
+    out.query_uncertainty = py::array_t<float>(q);
+    out.scored = py::array_t<int64_t>(q);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    auto ids = out.ids.mutable_unchecked<2>();
+    auto scores = out.scores.mutable_unchecked<2>();
+    auto probs = out.probs.mutable_unchecked<2>();
+    auto unc = out.uncertainties.mutable_unchecked<2>();
+    auto se = out.std_errors.mutable_unchecked<2>();
+    auto labels = out.labels.mutable_unchecked<2>();
+    for (py::ssize_t i = 0; i < q; ++i) {
+      const SearchResult& r = results[size_t(i)];
+      out.query_uncertainty.mutable_at(i) = r.query_uncertainty;
+      out.scored.mutable_at(i) = r.scored;
+      py::list row_payloads;
+      for (py::ssize_t j = 0; j < width; ++j) {
+        const bool hit = j < static_cast<py::ssize_t>(r.hits.size());
+        const SearchHit* h = hit ? &r.hits[size_t(j)] : nullptr;
+        ids(i, j) = hit ? h->id : -1;
+        scores(i, j) = hit ? h->score : nan;
+        probs(i, j) = hit ? h->prob : nan;
+        unc(i, j) = hit ? h->uncertainty : nan;
+        se(i, j) = hit ? h->std_error : nan;
+        labels(i, j) = hit && h->has_label ? h->label : -1;
+        if (with_payload && hit) row_payloads.append(py::bytes(h->payload));
+      }
+      if (with_payload) out.payloads.append(row_payloads);
+    }
+    return out;
+  }
+
+  py::list Get(const std::string& collection, const py::object& ids_obj) {
+    auto ids = AsArray<int64_t>(ids_obj, "ids");
+    if (ids.ndim() != 1) Invalid("ids: expected a 1-D array, got shape " + ShapeText(ids));
+    std::vector<Record> records;
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = db().Get(collection, ids.data(), static_cast<size_t>(ids.shape(0)), &records);
+    }
+    Check(s);
+    py::list out;
+    auto floats = [](const std::vector<float>& v) {
+      py::array_t<float> a(static_cast<py::ssize_t>(v.size()));
+      std::copy(v.begin(), v.end(), a.mutable_data());
+      return a;
+    };
+    for (const Record& r : records) {
+      py::dict d;
+      d["id"] = r.id;
+      d["found"] = r.found;
+      if (r.found) {
+        d["label"] = r.has_label ? py::object(py::int_(r.label)) : py::object(py::none());
+        d["payload"] = py::bytes(r.payload);
+        if (!r.vec.empty()) d["vec"] = floats(r.vec);
+        if (!r.mean.empty()) d["mean"] = floats(r.mean);
+        if (!r.var.empty()) d["var"] = floats(r.var);
+        if (!r.weights.empty()) d["weights"] = floats(r.weights);
+        if (!r.codes.empty()) {
+          py::array_t<int32_t> c(static_cast<py::ssize_t>(r.codes.size()));
+          std::copy(r.codes.begin(), r.codes.end(), c.mutable_data());
+          d["codes"] = c;
+        }
+      }
+      out.append(d);
+    }
+    return out;
+  }
+
+  int64_t Remove(const std::string& collection, const py::object& ids_obj) {
+    auto ids = AsArray<int64_t>(ids_obj, "ids");
+    if (ids.ndim() != 1) Invalid("ids: expected a 1-D array, got shape " + ShapeText(ids));
+    int64_t removed = 0;
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = db().Remove(collection, ids.data(), static_cast<size_t>(ids.shape(0)), &removed);
+    }
+    Check(s);
+    return removed;
+  }
+
+  py::array_t<int64_t> ListIds(const std::string& collection) {
+    std::vector<int64_t> ids;
+    Check(db().ListIds(collection, &ids));
+    py::array_t<int64_t> out(static_cast<py::ssize_t>(ids.size()));
+    std::copy(ids.begin(), ids.end(), out.mutable_data());
+    return out;
+  }
+
+  py::dict Stats(const std::string& collection) {
+    CollectionStats st;
+    Check(db().GetStats(collection, &st));
+    py::dict d = SpecDict(st.spec);
+    d["items"] = st.items;
+    d["max_id"] = st.max_id;
+    d["sequence"] = st.sequence;
+    d["index_sequence"] = st.index_sequence;
+    d["index_vectors"] = st.index_vectors;
+    d["index_trained"] = st.index_trained;
+    d["index_stale"] = st.index_stale;
+    d["index_note"] = st.index_note;
+    d["index_description"] = st.index_description;
+    py::list calibrations;
+    for (const CalibrationInfo& c : st.calibrations) {
+      py::dict cd;
+      cd["score"] = ScoreName(c.score);
+      cd["method"] = c.method;
+      cd["pairs"] = c.pairs;
+      cd["base_rate"] = c.base_rate;
+      calibrations.append(cd);
+    }
+    d["calibrations"] = calibrations;
+    return d;
+  }
+
+  void Flush() {
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = db().Flush();
+    }
+    Check(s);
+  }
+
+ private:
+  std::unique_ptr<DB> db_;
+  std::string path_;
+};
+
+}  // namespace
+}  // namespace python
+}  // namespace hedgedb
+
+PYBIND11_MODULE(_hedgedb, m) {
+  using namespace hedgedb;
+  using namespace hedgedb::python;
+  m.doc() = "hedgedb: a vector database for uncertain embeddings (docs/python.md)";
+  // Created once and kept for the process (the module is never unloaded).
+  auto exception = [&](const char* name, const char* doc, py::tuple bases) {
+    PyObject* type = PyErr_NewExceptionWithDoc(name, doc, bases.ptr(), nullptr);
+    if (type == nullptr) throw py::error_already_set();
+    m.attr(std::string(name).substr(std::string("hedgedb.").size()).c_str()) =
+        py::reinterpret_borrow<py::object>(type);
+    return type;
+  };
+  g_error = exception("hedgedb.Error", "A hedgedb error; the message is the engine's.",
+                      py::make_tuple(py::handle(PyExc_Exception)));
+  g_not_found = exception("hedgedb.NotFoundError", "A collection that does not exist.",
+                          py::make_tuple(py::handle(g_error), py::handle(PyExc_KeyError)));
+  // KeyError quotes its message; print it as the engine wrote it.
+  py::setattr(g_not_found, "__str__",
+              py::handle(reinterpret_cast<PyObject*>(PyExc_Exception)).attr("__str__"));
+  g_invalid = exception("hedgedb.InvalidArgumentError", "Bad input: shapes, values, options.",
+                        py::make_tuple(py::handle(g_error), py::handle(PyExc_ValueError)));
+
+  m.def(
+      "_conversions", [] { return g_conversions.load(); },
+      "Arrays converted (copied) so far because they were not C-contiguous arrays of the "
+      "dtype the engine reads (float32; int32 codes; int64 ids and labels).");
+
+  py::class_<SearchResults>(m, "SearchResults",
+                            "Top-k results of Q queries: (Q, k) arrays, best first; rows with "
+                            "fewer hits are padded with id -1 and NaN.")
+      .def_readonly("ids", &SearchResults::ids, "int64 (Q, k) ids; -1 pads")
+      .def_readonly("scores", &SearchResults::scores, "float32 (Q, k) scores of the score used")
+      .def_readonly("probs", &SearchResults::probs,
+                    "float32 (Q, k) calibrated P(same label); NaN without a calibration")
+      .def_readonly("uncertainties", &SearchResults::uncertainties,
+                    "float32 (Q, k) eta of each result (gaussian, mog); NaN otherwise")
+      .def_readonly("std_errors", &SearchResults::std_errors,
+                    "float32 (Q, k) Monte Carlo standard error of each mc score; NaN otherwise")
+      .def_readonly("labels", &SearchResults::labels, "int64 (Q, k) labels; -1 where none")
+      .def_readonly("query_uncertainty", &SearchResults::query_uncertainty,
+                    "float32 (Q,) eta of each query; NaN for kinds without one")
+      .def_readonly("payloads", &SearchResults::payloads,
+                    "with with_payload=True: Q lists of bytes")
+      .def_readonly("scored", &SearchResults::scored, "int64 (Q,) items scored exactly");
+
+  py::class_<PyDB>(m, "DB", "An open hedgedb database (hedgedb.open).")
+      .def("close", &PyDB::Close, "Flush and close; later calls raise hedgedb.Error.")
+      .def("__enter__", [](PyDB& self) -> PyDB& { return self; })
+      .def("__exit__", [](PyDB& self, py::args) { self.Close(); })
+      .def("create_collection", &PyDB::Create, py::arg("name"), py::arg("kind"), py::arg("dim"),
+           py::arg("components") = 1, py::arg("code_k") = 0, py::arg("index") = "",
+           py::arg("match_a") = 1.0f, py::arg("match_b") = 0.0f, py::arg("samples") = 0,
+           py::arg("seed") = 0, py::arg("metadata") = "",
+           "Create a collection: kind point, gaussian, mog or codes; dim D (codes: d); "
+           "components C (mog); code_k (codes); index: a FAISS factory string (empty: the "
+           "kind's default); match_a, match_b: p = sigmoid(-a ||z1 - z2|| + b); samples: "
+           "Monte Carlo K per side (0: 8, mog 4C).")
+      .def(
+          "drop_collection",
+          [](PyDB& self, const std::string& name) { Check(self.db().DropCollection(name)); },
+          py::arg("name"))
+      .def(
+          "list_collections",
+          [](PyDB& self) {
+            std::vector<std::string> names;
+            Check(self.db().ListCollections(&names));
+            return names;
+          },
+          "Names of the collections, sorted.")
+      .def(
+          "describe",
+          [](PyDB& self, const std::string& name) { return SpecDict(self.Describe(name)); },
+          py::arg("name"), "The collection's spec as a dict.")
+      .def("ingest", &PyDB::Ingest, py::arg("collection"), py::kw_only(),
+           py::arg("vec") = py::none(), py::arg("mean") = py::none(), py::arg("var") = py::none(),
+           py::arg("weights") = py::none(), py::arg("codes") = py::none(),
+           py::arg("ids") = py::none(), py::arg("labels") = py::none(),
+           py::arg("payloads") = py::none(), py::arg("token") = "",
+           "Write one batch atomically; returns the int64 ids written. point: vec (n, D); "
+           "gaussian: mean, var (n, D); mog: mean, var (n, C, D), weights (n, C) or None; "
+           "codes: codes (n, d) int32. ids (n,) int64 or None (continue after the largest), "
+           "labels (n,) int64, payloads: n str/bytes, token: makes a retry idempotent.")
+      .def("search", &PyDB::Search, py::arg("collection"), py::kw_only(),
+           py::arg("vec") = py::none(), py::arg("mean") = py::none(), py::arg("var") = py::none(),
+           py::arg("weights") = py::none(), py::arg("logp") = py::none(), py::arg("k") = 10,
+           py::arg("score") = "", py::arg("samples") = 0, py::arg("seed") = py::none(),
+           py::arg("exhaustive") = false, py::arg("candidates") = 0, py::arg("nprobe") = 0,
+           py::arg("ef_search") = 0, py::arg("with_uncertainty") = true,
+           py::arg("with_payload") = false, py::arg("adaptive_samples") = false,
+           py::arg("min_prob") = 0.0, py::arg("max_results") = 1000,
+           "Top-k of each query (the item layout of the kind; codes: logp (n, d, k) tables). "
+           "Returns SearchResults.")
+      .def("get", &PyDB::Get, py::arg("collection"), py::arg("ids"),
+           "One dict per id: id, found, and for found items label, payload and the vectors.")
+      .def("remove", &PyDB::Remove, py::arg("collection"), py::arg("ids"),
+           "Remove items; an unknown id removes nothing and raises. Returns the count.")
+      .def("list_ids", &PyDB::ListIds, py::arg("collection"), "The live ids, ascending.")
+      .def("stats", &PyDB::Stats, py::arg("collection"), "Statistics of the collection.")
+      .def("flush", &PyDB::Flush, "Bring every coarse index up to date and save it.");
+
+  m.def(
+      "open",
+      [](const std::string& path, bool create_if_missing, bool error_if_exists, bool sync,
+         int threads) {
+        Options options;
+        options.create_if_missing = create_if_missing;
+        options.error_if_exists = error_if_exists;
+        options.sync = sync;
+        options.threads = threads;
+        std::unique_ptr<DB> db;
+        Status s;
+        {
+          py::gil_scoped_release release;
+          s = DB::Open(options, path, &db);
+        }
+        Check(s);
+        return std::make_unique<PyDB>(std::move(db), path);
+      },
+      py::arg("path"), py::kw_only(), py::arg("create_if_missing") = true,
+      py::arg("error_if_exists") = false, py::arg("sync") = false, py::arg("threads") = 0,
+      "Open (or create) the database in directory `path`; use as a context manager.");
+}
