@@ -16,6 +16,7 @@
 #include <pybind11/stl.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -472,6 +473,42 @@ class PyDB {
     return d;
   }
 
+  // Seconds per single-query Search through the C++ API, no Python between
+  // calls: the baseline that bench/python_overhead.py compares db.search
+  // against in the same process. Queries are searched one at a time,
+  // `repeats` rounds.
+  double NativeSearchSeconds(const std::string& collection, const py::object& vec,
+                             const py::object& mean, const py::object& var, int k, int repeats) {
+    const CollectionSpec spec = Describe(collection);
+    if (spec.kind != Kind::kPoint && spec.kind != Kind::kGaussian) {
+      Invalid("_native_search_seconds takes point and gaussian collections");
+    }
+    Embeddings e = ReadEmbeddings(spec, true, vec, mean, var, py::none(), py::none(), py::none());
+    SearchOptions options;
+    options.k = k;
+    const int64_t n = e.view.n, d = spec.dim;
+    std::vector<SearchResult> results;
+    Status s;
+    double seconds = 0;
+    {
+      py::gil_scoped_release release;
+      const auto start = std::chrono::steady_clock::now();
+      for (int r = 0; r < repeats && s.ok(); ++r) {
+        for (int64_t q = 0; q < n && s.ok(); ++q) {
+          EmbeddingView one = e.view;
+          one.n = 1;
+          if (one.vec) one.vec += q * d;
+          if (one.mean) one.mean += q * d;
+          if (one.var) one.var += q * d;
+          s = db().Search(collection, one, options, &results);
+        }
+      }
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    Check(s);
+    return seconds / double(std::max<int64_t>(1, n * repeats));
+  }
+
   void Flush() {
     Status s;
     {
@@ -588,7 +625,12 @@ PYBIND11_MODULE(_hedgedb, m) {
            "Remove items; an unknown id removes nothing and raises. Returns the count.")
       .def("list_ids", &PyDB::ListIds, py::arg("collection"), "The live ids, ascending.")
       .def("stats", &PyDB::Stats, py::arg("collection"), "Statistics of the collection.")
-      .def("flush", &PyDB::Flush, "Bring every coarse index up to date and save it.");
+      .def("flush", &PyDB::Flush, "Bring every coarse index up to date and save it.")
+      .def("_native_search_seconds", &PyDB::NativeSearchSeconds, py::arg("collection"),
+           py::kw_only(), py::arg("vec") = py::none(), py::arg("mean") = py::none(),
+           py::arg("var") = py::none(), py::arg("k") = 10, py::arg("repeats") = 1,
+           "Benchmark baseline (point and gaussian): seconds per one-query Search through the "
+           "C++ API in a loop without Python.");
 
   m.def(
       "open",

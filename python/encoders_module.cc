@@ -1,0 +1,245 @@
+// hedgedb._encoders (hedgedb.encoders.Model): a trained model file embeds
+// images (files, or NumPy arrays) into the arrays `DB.ingest` and
+// `DB.search` take, through the same code as `hedgedb ingest-images`
+// (datasets/image_set.h decoding and fitting, EncoderModel::Embed). Built only
+// with the encoders (LibTorch); docs/python.md, "Encoders".
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "datasets/idx_reader.h"
+#include "datasets/image_set.h"
+#include "encoders/embedder.h"
+#include "encoders/engine_bridge.h"
+#include "encoders/models/model_file.h"
+
+namespace py = pybind11;
+
+namespace hedgedb {
+namespace python {
+namespace {
+
+[[noreturn]] void Raise(const Status& s) {
+  py::object hedgedb = py::module_::import("hedgedb");
+  const char* type = s.IsNotFound() ? "NotFoundError" : "InvalidArgumentError";
+  PyErr_SetString(hedgedb.attr(type).ptr(), s.message().c_str());
+  throw py::error_already_set();
+}
+
+void Check(const Status& s) {
+  if (!s.ok()) Raise(s);
+}
+
+template <typename T>
+py::array_t<T> Array(const std::vector<T>& values, std::vector<py::ssize_t> shape) {
+  py::array_t<T> a(shape);
+  std::copy(values.begin(), values.end(), a.mutable_data());
+  return a;
+}
+
+class PyModel {
+ public:
+  PyModel(const std::string& path, int threads) : path_(path) {
+    encoders::SetEncoderThreads(threads);
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = encoders::EncoderModel::Load(path, &model_);
+    }
+    if (!s.ok())
+      Raise(Status::InvalidArgument("cannot load model '" + path + "': " + s.ToString()));
+    spec_ = model_->spec();
+  }
+
+  py::dict Spec() const {
+    py::dict d;
+    d["method"] = encoders::MethodName(spec_.method);
+    d["kind"] = KindName(spec_.kind);
+    d["dim"] = spec_.dim;
+    d["components"] = spec_.components;
+    d["code_dims"] = spec_.code_dims;
+    d["code_k"] = spec_.code_k;
+    d["input_shape"] = spec_.input_shape;
+    d["search_score"] = ScoreName(encoders::ModelScore(spec_));
+    if (spec_.data.recorded) d["data"] = spec_.data.source;
+    return d;
+  }
+
+  // db.create_collection(name, **model.create_kwargs) makes the collection
+  // ingest-images would make for this model.
+  py::dict CreateKwargs() const {
+    const CollectionSpec c = encoders::CollectionSpecForModel(spec_, "");
+    py::dict d;
+    d["kind"] = KindName(c.kind);
+    d["dim"] = c.dim;
+    if (c.kind == Kind::kMog) d["components"] = c.components;
+    if (c.kind == Kind::kCodes) d["code_k"] = c.code_k;
+    if (c.kind != Kind::kCodes) {
+      d["match_a"] = c.match_a;
+      d["match_b"] = c.match_b;
+    }
+    d["samples"] = c.samples;
+    return d;
+  }
+
+  py::dict EmbedImages(const std::vector<std::string>& paths, const std::string& fit_name,
+                       int64_t batch_size, bool queries) {
+    if (spec_.input_shape.size() != 3) {
+      Raise(Status::InvalidArgument("the model '" + path_ + "' takes feature vectors, not images"));
+    }
+    encoders::ImageInputOptions input;
+    input.input_shape = spec_.input_shape;
+    // The fit the training data used (resize for CUB/Cars), else exact.
+    const std::string fit =
+        !fit_name.empty()
+            ? fit_name
+            : (spec_.data.recorded && !spec_.data.image_fit.empty() ? spec_.data.image_fit
+                                                                    : "exact");
+    if (!encoders::ParseImageFit(fit, &input.fit)) {
+      Raise(Status::InvalidArgument("unknown fit '" + fit + "' (expected exact, resize or crop)"));
+    }
+    const encoders::ImageSource source = encoders::ImageFilesSource(paths);
+    auto decoded = std::make_shared<encoders::DecodedImages>();
+    encoders::Embeddings e;
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = encoders::DecodeImages(source, 0, source.size(), input, decoded.get());
+      if (s.ok() && !decoded->errors.empty()) {
+        s = Status::InvalidArgument(decoded->errors.front().message + " (" +
+                                    std::to_string(decoded->errors.size()) + " of " +
+                                    std::to_string(source.size()) + " images cannot be used)");
+      }
+      if (s.ok()) {
+        const encoders::ItemSet set = encoders::DecodedImageItemSet(decoded, source);
+        s = Embed(set, batch_size, &e);
+      }
+    }
+    Check(s);
+    return Arrays(e, queries);
+  }
+
+  py::dict EmbedArrays(const py::array& inputs, int64_t batch_size, bool queries) {
+    // uint8 pixels are scaled to [0, 1], as decoding does; floats are used
+    // as they are (pixels in [0, 1], or feature vectors).
+    py::array_t<float, py::array::c_style | py::array::forcecast> floats;
+    if (py::isinstance<py::array_t<uint8_t>>(inputs)) {
+      auto bytes = py::array_t<uint8_t, py::array::c_style | py::array::forcecast>::ensure(inputs);
+      floats = py::array_t<float, py::array::c_style>(
+          std::vector<py::ssize_t>(bytes.shape(), bytes.shape() + bytes.ndim()));
+      // The scaling of training pixels and decoded files: the same floats.
+      encoders::PixelsToFloat(bytes.data(), bytes.size(), floats.mutable_data());
+    } else {
+      floats = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(inputs);
+      if (!floats) {
+        PyErr_Clear();
+        Raise(Status::InvalidArgument("inputs: expected a numeric array"));
+      }
+    }
+    std::vector<py::ssize_t> want = {-1};
+    std::string text = "(n";
+    for (int64_t s : spec_.input_shape) {
+      want.push_back(s);
+      text += ", " + std::to_string(s);
+    }
+    text += ")";
+    bool ok = floats.ndim() == static_cast<py::ssize_t>(want.size());
+    for (size_t i = 1; ok && i < want.size(); ++i) ok = floats.shape(i) == want[i];
+    if (!ok) {
+      std::string got = "(";
+      for (py::ssize_t i = 0; i < floats.ndim(); ++i) {
+        got += (i ? ", " : "") + std::to_string(floats.shape(i));
+      }
+      Raise(Status::InvalidArgument("inputs: the model takes " + text + ", got " + got + ")"));
+    }
+    const int64_t n = floats.shape(0);
+    const float* data = floats.data();
+    const int64_t per_item = floats.size() / std::max<int64_t>(1, n);
+    encoders::ItemSet set;
+    set.labels.assign(static_cast<size_t>(n), 0);
+    set.input_shape = spec_.input_shape;
+    set.render = [data, per_item](const std::vector<int64_t>& items, bool, float* out) {
+      for (size_t i = 0; i < items.size(); ++i) {
+        std::copy(data + items[i] * per_item, data + (items[i] + 1) * per_item, out + i * per_item);
+      }
+    };
+    encoders::Embeddings e;
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = Embed(set, batch_size, &e);
+    }
+    Check(s);
+    return Arrays(e, queries);
+  }
+
+ private:
+  Status Embed(const encoders::ItemSet& set, int64_t batch_size, encoders::Embeddings* e) const {
+    std::vector<int64_t> items(static_cast<size_t>(set.size()));
+    for (int64_t i = 0; i < set.size(); ++i) items[size_t(i)] = i;
+    return model_->Embed(set, items, /*corrupt=*/false, e, batch_size);
+  }
+
+  // The keyword arrays of DB.ingest (queries=False) or DB.search (True).
+  static py::dict Arrays(const encoders::Embeddings& e, bool queries) {
+    py::dict d;
+    const py::ssize_t n = e.n, D = e.dim, C = e.components;
+    switch (e.kind) {
+      case Kind::kPoint:
+        d["vec"] = Array(e.vec, {n, D});
+        break;
+      case Kind::kGaussian:
+        d["mean"] = Array(e.mean, {n, D});
+        d["var"] = Array(e.var, {n, D});
+        break;
+      case Kind::kMog:
+        d["mean"] = Array(e.mean, {n, C, D});
+        d["var"] = Array(e.var, {n, C, D});
+        d["weights"] = Array(e.weights, {n, C});
+        break;
+      case Kind::kCodes:
+        if (queries) {
+          d["logp"] = Array(e.logp, {n, D, static_cast<py::ssize_t>(e.code_k)});
+        } else {
+          d["codes"] = Array(e.codes, {n, D});
+        }
+        break;
+    }
+    return d;
+  }
+
+  std::string path_;
+  std::unique_ptr<encoders::EncoderModel> model_;
+  encoders::ModelSpec spec_;
+};
+
+}  // namespace
+}  // namespace python
+}  // namespace hedgedb
+
+PYBIND11_MODULE(_encoders, m) {
+  using hedgedb::python::PyModel;
+  m.doc() = "hedgedb.encoders: embed images with a trained model file (docs/python.md)";
+  py::class_<PyModel>(m, "Model", "A trained model file (hedgedb train --out), loaded.")
+      .def(py::init<const std::string&, int>(), py::arg("path"), py::kw_only(),
+           py::arg("threads") = 0, "Load a model file; threads: torch threads (0: all cores).")
+      .def_property_readonly("spec", &PyModel::Spec, "The model's kind, sizes and score.")
+      .def_property_readonly("create_kwargs", &PyModel::CreateKwargs,
+                             "db.create_collection(name, **model.create_kwargs): the collection "
+                             "ingest-images makes for this model.")
+      .def("embed_images", &PyModel::EmbedImages, py::arg("paths"), py::kw_only(),
+           py::arg("fit") = "", py::arg("batch_size") = 256, py::arg("queries") = false,
+           "Decode, fit (exact, resize, crop; default: the training data's) and embed image "
+           "files. Returns the keyword arrays of DB.ingest, or of DB.search with queries=True "
+           "(codes models: logp tables). One unreadable image fails the call, naming it.")
+      .def("embed_arrays", &PyModel::EmbedArrays, py::arg("inputs"), py::kw_only(),
+           py::arg("batch_size") = 256, py::arg("queries") = false,
+           "Embed inputs of shape (n, *input_shape): uint8 pixels (scaled to [0, 1]) or "
+           "float32 values as the model reads them.");
+}

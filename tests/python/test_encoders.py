@@ -1,0 +1,103 @@
+"""hedgedb.encoders.Model: images -> the arrays DB.ingest takes, as
+`hedgedb ingest-images` embeds them (bitwise), from files or NumPy arrays."""
+
+import os
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+
+hedgedb = pytest.importorskip("hedgedb")
+try:
+    import hedgedb.encoders as encoders
+except ImportError:
+    pytest.skip("hedgedb was built without the encoders", allow_module_level=True)
+
+SOURCE = pathlib.Path(__file__).resolve().parents[2]
+HEDGEDB = os.environ.get("HEDGEDB_BIN", str(SOURCE / "build" / "bin" / "hedgedb"))
+DATA = ["--data", "fashion-mnist", "--items", "2", "--train-total", "2000", "--test-total", "400"]
+
+
+def cli(args, cwd):
+    result = subprocess.run([HEDGEDB] + args, cwd=cwd, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, (args, result.stderr)
+    return result
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    work = tmp_path_factory.mktemp("encoders")
+    cli(["train", "--method", "hib", "--arch", "mlp", "--mlp-hidden", "16", "--iterations", "5",
+         "--batch-size", "16", "--val-fraction", "0", "--threads", "2", "--out", "m.hdbm"]
+        + DATA, work)
+    cli(["export-images", "--count", "12", "--out", "gallery"] + DATA, work)
+    paths = sorted(str(p) for p in (work / "gallery").rglob("*.png"))
+    assert len(paths) == 12
+    return work, paths
+
+
+def test_embeddings_equal_ingest_images(trained):
+    work, paths = trained
+    model = encoders.Model(str(work / "m.hdbm"), threads=2)
+    assert model.spec["kind"] == "gaussian" and model.spec["input_shape"] == [1, 28, 56]
+    arrays = model.embed_images(paths)
+    assert arrays["mean"].shape == arrays["var"].shape == (12, 2)
+    db_path = str(work / "cli_db")
+    cli(["ingest-images", "--db", db_path, "--collection", "c", "--model", "m.hdbm", "--dir",
+         "gallery", "--no-progress", "--threads", "2"], work)
+    with hedgedb.open(db_path, create_if_missing=False) as db:
+        ids = db.list_ids("c")
+        for record in db.get("c", ids):
+            path = __import__("json").loads(record["payload"])["path"]
+            row = paths.index(path)
+            np.testing.assert_array_equal(record["mean"], arrays["mean"][row])
+            np.testing.assert_array_equal(record["var"], arrays["var"][row])
+
+
+def test_arrays_embed_as_the_same_pixels_in_files(trained, tmp_path):
+    work, _ = trained
+    model = encoders.Model(str(work / "m.hdbm"), threads=2)
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, size=(5, 1, 28, 56), dtype=np.uint8)
+    files = []
+    for i, image in enumerate(pixels):
+        path = tmp_path / f"{i}.pgm"
+        path.write_bytes(b"P5\n56 28\n255\n" + image[0].tobytes())
+        files.append(str(path))
+    from_files = model.embed_images(files)
+    from_arrays = model.embed_arrays(pixels)
+    for name in ("mean", "var"):
+        np.testing.assert_array_equal(from_files[name], from_arrays[name])
+    # floats in [0, 1] are the same pixels
+    floats = model.embed_arrays(pixels.astype(np.float32) / 255.0)
+    np.testing.assert_allclose(floats["mean"], from_arrays["mean"], rtol=1e-6)
+
+
+def test_images_to_a_collection_in_five_lines(trained, tmp_path):
+    work, paths = trained
+    model = encoders.Model(str(work / "m.hdbm"), threads=2)
+    with hedgedb.open(str(tmp_path / "db")) as db:
+        db.create_collection("photos", **model.create_kwargs)
+        db.ingest("photos", **model.embed_images(paths), labels=np.arange(12) % 3)
+        res = db.search("photos", **model.embed_images(paths[:2], queries=True), k=3,
+                        exhaustive=True)
+    assert res.ids.shape == (2, 3) and np.all(res.ids >= 0)
+
+
+def test_errors_name_the_problem(trained, tmp_path):
+    work, paths = trained
+    model = encoders.Model(str(work / "m.hdbm"), threads=2)
+    with pytest.raises(hedgedb.InvalidArgumentError, match="no_such.png"):
+        model.embed_images(paths[:2] + [str(tmp_path / "no_such.png")])
+    truncated = tmp_path / "cut.png"
+    truncated.write_bytes(pathlib.Path(paths[0]).read_bytes()[:40])
+    with pytest.raises(hedgedb.InvalidArgumentError, match="cut.png"):
+        model.embed_images([str(truncated)])
+    with pytest.raises(hedgedb.InvalidArgumentError, match=r"takes \(n, 1, 28, 56\)"):
+        model.embed_arrays(np.zeros((2, 28, 56), np.uint8))
+    with pytest.raises(hedgedb.InvalidArgumentError, match="unknown fit"):
+        model.embed_images(paths[:1], fit="stretch")
+    with pytest.raises(hedgedb.InvalidArgumentError, match="cannot load model"):
+        encoders.Model(str(tmp_path / "absent.hdbm"))
