@@ -29,6 +29,16 @@ def rss_bytes():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def median_latency(search, queries=100):
+    """Median seconds of a one-query search, over `queries` queries."""
+    times = []
+    for q in range(queries):
+        start = time.perf_counter()
+        search(q)
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
 def make(n, d, seed=0):
     rng = np.random.default_rng(seed)
     centers = rng.normal(size=(2000, d)).astype(np.float32)
@@ -52,7 +62,9 @@ def run_single(work, mean, var, labels, queries, batch, k):
         for first in range(0, queries, 100):
             db.search("g", mean=mean[first:first + 100], var=var[first:first + 100], k=k)
         search = queries / (time.perf_counter() - start)
-    return ingest, search
+        latency = median_latency(lambda q: db.search("g", mean=mean[q:q + 1], var=var[q:q + 1],
+                                                     k=k))
+    return ingest, search, latency
 
 
 def run_sharded(work, shards, mean, var, labels, queries, batch, k):
@@ -76,10 +88,12 @@ def run_sharded(work, shards, mean, var, labels, queries, batch, k):
         for first in range(0, queries, 100):
             sharded.search(mean=mean[first:first + 100], var=var[first:first + 100], k=k)
         search = queries / (time.perf_counter() - start)
+        latency = median_latency(lambda q: sharded.search(mean=mean[q:q + 1], var=var[q:q + 1],
+                                                          k=k))
         per_item = sum(after[w] - before[w] for w in after) / len(mean)
         sharded.close()
     cluster.close()
-    return ingest, search, per_item
+    return ingest, search, latency, per_item
 
 
 def main():
@@ -94,19 +108,20 @@ def main():
     mean, var, labels = make(args.items, args.dim)
     rows = []
     with tempfile.TemporaryDirectory() as work:
-        ingest, search = run_single(work, mean, var, labels, args.queries, args.batch, args.k)
-        rows.append(("1 process, no Dask (baseline)", ingest, search, None))
+        ingest, search, latency = run_single(work, mean, var, labels, args.queries, args.batch,
+                                             args.k)
+        rows.append(("1 process, no Dask (baseline)", ingest, search, latency, None))
         for shards in (1, 2):
-            ingest, search, per_item = run_sharded(work, shards, mean, var, labels, args.queries,
-                                                   args.batch, args.k)
-            rows.append((f"Dask, {shards} worker(s) = shard(s)", ingest, search, per_item))
+            rows.append((f"Dask, {shards} worker(s) = shard(s)",) + run_sharded(
+                work, shards, mean, var, labels, args.queries, args.batch, args.k))
     print(f"{args.items} Gaussian items, D = {args.dim}, batches of {args.batch}, "
           f"{args.queries} queries in batches of 100, k = {args.k}")
-    print("| setup | ingest items/s | search queries/s | worker RSS per item |")
-    print("|---|---|---|---|")
-    for name, ingest, search, per_item in rows:
+    print("| setup | ingest items/s | search queries/s (batches of 100) "
+          "| one-query latency (median) | worker RSS per item |")
+    print("|---|---|---|---|---|")
+    for name, ingest, search, latency, per_item in rows:
         memory = "-" if per_item is None else f"{per_item:.0f} B"
-        print(f"| {name} | {ingest:,.0f} | {search:,.0f} | {memory} |")
+        print(f"| {name} | {ingest:,.0f} | {search:,.0f} | {latency * 1e3:.2f} ms | {memory} |")
 
 
 if __name__ == "__main__":
