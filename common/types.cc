@@ -1,5 +1,9 @@
 #include "hedgedb/types.h"
 
+#include <cmath>
+#include <cstdio>
+#include <string>
+
 namespace hedgedb {
 
 namespace {
@@ -20,6 +24,68 @@ constexpr ScoreEntry kScores[] = {{ScoreType::kDefault, "default"}, {ScoreType::
                                   {ScoreType::kL2, "l2"},           {ScoreType::kMatch, "match"},
                                   {ScoreType::kLogprob, "logprob"}};
 }  // namespace
+
+const char* VarianceFormName(VarianceForm form) {
+  switch (form) {
+    case VarianceForm::kVar:
+      return "var";
+    case VarianceForm::kStd:
+      return "std";
+    case VarianceForm::kLogVar:
+      return "log_var";
+    case VarianceForm::kLogStd:
+      break;
+  }
+  return "log_std";
+}
+
+bool ParseVarianceForm(const std::string& name, VarianceForm* form) {
+  for (VarianceForm f :
+       {VarianceForm::kVar, VarianceForm::kStd, VarianceForm::kLogVar, VarianceForm::kLogStd}) {
+    if (name == VarianceFormName(f)) {
+      *form = f;
+      return true;
+    }
+  }
+  return false;
+}
+
+Status ToVariance(VarianceForm form, const float* in, int64_t items, int64_t per_item, float* out) {
+  const int64_t n = items * per_item;
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = in[i];
+    double v = x;
+    bool ok = std::isfinite(x);
+    switch (form) {
+      case VarianceForm::kVar:
+        break;
+      case VarianceForm::kStd:
+        ok = ok && x > 0;
+        v = x * x;
+        break;
+      case VarianceForm::kLogVar:
+        v = std::exp(x);
+        break;
+      case VarianceForm::kLogStd:
+        v = std::exp(2 * x);
+        break;
+    }
+    const float f = static_cast<float>(v);
+    // var itself is checked by the engine (> 0, finite), which names it.
+    if (form != VarianceForm::kVar && (!ok || !(f > 0) || !std::isfinite(f))) {
+      char value[32];
+      std::snprintf(value, sizeof(value), "%g", x);
+      return Status::InvalidArgument(
+          std::string(VarianceFormName(form)) + " of item " + std::to_string(i / per_item) +
+          " (value " + std::to_string(i % per_item) + ") is " + value +
+          (ok                           ? ", whose variance is outside float's range"
+           : form == VarianceForm::kStd ? ": a std must be finite and > 0"
+                                        : ": it must be finite"));
+    }
+    out[i] = f;
+  }
+  return Status::OK();
+}
 
 int DefaultSamples(int components) {
   const int k = CollectionSpec().samples;

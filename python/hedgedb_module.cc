@@ -95,7 +95,8 @@ struct Embeddings {
 // codes collection are logp tables (n, d, k), items are codes (n, d).
 Embeddings ReadEmbeddings(const CollectionSpec& spec, bool queries, const py::object& vec,
                           const py::object& mean, const py::object& var, const py::object& weights,
-                          const py::object& codes, const py::object& logp) {
+                          const py::object& codes, const py::object& logp,
+                          VarianceForm form = VarianceForm::kVar) {
   Embeddings e;
   const py::ssize_t D = spec.dim, C = spec.components;
   auto refuse_others = [&](std::initializer_list<std::pair<const char*, const py::object*>> used) {
@@ -138,7 +139,7 @@ Embeddings ReadEmbeddings(const CollectionSpec& spec, bool queries, const py::ob
         refuse_others({{"mean", &mean}, {"var", &var}});
       }
       need(mean, "mean");
-      need(var, "var");
+      need(var, "var (or std, log_var, log_std)");
       auto m = AsArray<float>(mean, "mean");
       const std::vector<py::ssize_t> shape =
           mog ? std::vector<py::ssize_t>{-1, C, D} : std::vector<py::ssize_t>{-1, D};
@@ -151,6 +152,14 @@ Embeddings ReadEmbeddings(const CollectionSpec& spec, bool queries, const py::ob
       CheckShape(v, "var", var_shape,
                  mog ? "(" + std::to_string(n) + ", " + c + ", " + d + ")"
                      : "(" + std::to_string(n) + ", " + d + ")");
+      if (form != VarianceForm::kVar) {
+        // Another form of the variances: converted once into a new array.
+        py::array_t<float, py::array::c_style> converted(
+            std::vector<py::ssize_t>(v.shape(), v.shape() + v.ndim()));
+        Check(ToVariance(form, v.data(), n, v.size() / std::max<py::ssize_t>(n, 1),
+                         converted.mutable_data()));
+        v = converted;
+      }
       e.view.n = n;
       e.view.mean = m.data();
       e.view.var = v.data();
@@ -187,6 +196,24 @@ Embeddings ReadEmbeddings(const CollectionSpec& spec, bool queries, const py::ob
     }
   }
   return e;
+}
+
+// The one variance argument among var, std, log_var, log_std, and its form.
+std::pair<py::object, VarianceForm> VarianceArgument(const py::object& var, const py::object& stdev,
+                                                     const py::object& log_var,
+                                                     const py::object& log_std) {
+  std::pair<py::object, VarianceForm> out{py::none(), VarianceForm::kVar};
+  int given = 0;
+  for (const auto& [obj, form] : {std::pair{&var, VarianceForm::kVar},
+                                  {&stdev, VarianceForm::kStd},
+                                  {&log_var, VarianceForm::kLogVar},
+                                  {&log_std, VarianceForm::kLogStd}}) {
+    if (obj->is_none()) continue;
+    ++given;
+    out = {*obj, form};
+  }
+  if (given > 1) Invalid("give the variances once: var, std, log_var or log_std");
+  return out;
 }
 
 py::dict SpecDict(const CollectionSpec& s) {
@@ -262,11 +289,15 @@ class PyDB {
 
   py::array_t<int64_t> Ingest(const std::string& collection, const py::object& vec,
                               const py::object& mean, const py::object& var,
-                              const py::object& weights, const py::object& codes,
-                              const py::object& ids, const py::object& labels,
-                              const py::object& payloads, const std::string& token) {
+                              const py::object& stdev, const py::object& log_var,
+                              const py::object& log_std, const py::object& weights,
+                              const py::object& codes, const py::object& ids,
+                              const py::object& labels, const py::object& payloads,
+                              const std::string& token) {
     const CollectionSpec spec = Describe(collection);
-    Embeddings e = ReadEmbeddings(spec, false, vec, mean, var, weights, codes, py::none());
+    const auto [variance, form] = VarianceArgument(var, stdev, log_var, log_std);
+    Embeddings e =
+        ReadEmbeddings(spec, false, vec, mean, variance, weights, codes, py::none(), form);
     const py::ssize_t n = e.view.n;
     IngestBatch batch;
     batch.data = e.view;
@@ -313,13 +344,15 @@ class PyDB {
   }
 
   SearchResults Search(const std::string& collection, const py::object& vec, const py::object& mean,
-                       const py::object& var, const py::object& weights, const py::object& logp,
+                       const py::object& var, const py::object& stdev, const py::object& log_var,
+                       const py::object& log_std, const py::object& weights, const py::object& logp,
                        int k, const std::string& score, int samples, const py::object& seed,
                        bool exhaustive, int64_t candidates, int nprobe, int ef_search,
                        bool with_uncertainty, bool with_payload, bool adaptive_samples,
                        double min_prob, int64_t max_results) {
     const CollectionSpec spec = Describe(collection);
-    Embeddings e = ReadEmbeddings(spec, true, vec, mean, var, weights, py::none(), logp);
+    const auto [variance, form] = VarianceArgument(var, stdev, log_var, log_std);
+    Embeddings e = ReadEmbeddings(spec, true, vec, mean, variance, weights, py::none(), logp, form);
     SearchOptions options;
     options.k = k;
     if (!score.empty() && !ParseScore(score, &options.score)) {
@@ -602,21 +635,25 @@ PYBIND11_MODULE(_hedgedb, m) {
           py::arg("name"), "The collection's spec as a dict.")
       .def("ingest", &PyDB::Ingest, py::arg("collection"), py::kw_only(),
            py::arg("vec") = py::none(), py::arg("mean") = py::none(), py::arg("var") = py::none(),
-           py::arg("weights") = py::none(), py::arg("codes") = py::none(),
-           py::arg("ids") = py::none(), py::arg("labels") = py::none(),
-           py::arg("payloads") = py::none(), py::arg("token") = "",
+           py::arg("std") = py::none(), py::arg("log_var") = py::none(),
+           py::arg("log_std") = py::none(), py::arg("weights") = py::none(),
+           py::arg("codes") = py::none(), py::arg("ids") = py::none(),
+           py::arg("labels") = py::none(), py::arg("payloads") = py::none(), py::arg("token") = "",
            "Write one batch atomically; returns the int64 ids written. point: vec (n, D); "
-           "gaussian: mean, var (n, D); mog: mean, var (n, C, D), weights (n, C) or None; "
+           "gaussian: mean, var (n, D); mog: mean, var (n, C, D), weights (n, C) or None "
+           "(instead of var: std, log_var or log_std, converted once); "
            "codes: codes (n, d) int32. ids (n,) int64 or None (continue after the largest), "
            "labels (n,) int64, payloads: n str/bytes, token: makes a retry idempotent.")
       .def("search", &PyDB::Search, py::arg("collection"), py::kw_only(),
            py::arg("vec") = py::none(), py::arg("mean") = py::none(), py::arg("var") = py::none(),
-           py::arg("weights") = py::none(), py::arg("logp") = py::none(), py::arg("k") = 10,
-           py::arg("score") = "", py::arg("samples") = 0, py::arg("seed") = py::none(),
-           py::arg("exhaustive") = false, py::arg("candidates") = 0, py::arg("nprobe") = 0,
-           py::arg("ef_search") = 0, py::arg("with_uncertainty") = true,
-           py::arg("with_payload") = false, py::arg("adaptive_samples") = false,
-           py::arg("min_prob") = 0.0, py::arg("max_results") = 1000,
+           py::arg("std") = py::none(), py::arg("log_var") = py::none(),
+           py::arg("log_std") = py::none(), py::arg("weights") = py::none(),
+           py::arg("logp") = py::none(), py::arg("k") = 10, py::arg("score") = "",
+           py::arg("samples") = 0, py::arg("seed") = py::none(), py::arg("exhaustive") = false,
+           py::arg("candidates") = 0, py::arg("nprobe") = 0, py::arg("ef_search") = 0,
+           py::arg("with_uncertainty") = true, py::arg("with_payload") = false,
+           py::arg("adaptive_samples") = false, py::arg("min_prob") = 0.0,
+           py::arg("max_results") = 1000,
            "Top-k of each query (the item layout of the kind; codes: logp (n, d, k) tables). "
            "Returns SearchResults.")
       .def("get", &PyDB::Get, py::arg("collection"), py::arg("ids"),

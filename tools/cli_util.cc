@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <tuple>
 
 #include "tools/payload_text.h"
 
@@ -135,6 +136,7 @@ namespace {
 
 void RequireFlags(const char* kind, const std::vector<std::pair<const char*, bool>>& allowed,
                   const EmbeddingFiles& files, bool for_query) {
+  // --std, --log-var and --log-std stand for --var (LoadedEmbeddings::Load).
   const std::vector<std::pair<const char*, const std::string*>> given = {
       {"--vec", &files.vec},         {"--mean", &files.mean},   {"--var", &files.var},
       {"--weights", &files.weights}, {"--codes", &files.codes}, {"--logp", &files.logp}};
@@ -160,9 +162,32 @@ void RequireFlags(const char* kind, const std::vector<std::pair<const char*, boo
 
 }  // namespace
 
-void LoadedEmbeddings::Load(const EmbeddingFiles& files, const CollectionSpec& spec,
+void LoadedEmbeddings::Load(const EmbeddingFiles& given_files, const CollectionSpec& spec,
                             bool for_query) {
   view_ = EmbeddingView();
+  // The variances come in one of four forms; the file is read as --var and
+  // converted once (ToVariance).
+  EmbeddingFiles files = given_files;
+  VarianceForm form = VarianceForm::kVar;
+  std::string variance_flag = "--var";
+  int forms = 0;
+  for (const auto& [flag, path, f] :
+       {std::tuple{"--var", &given_files.var, VarianceForm::kVar},
+        std::tuple{"--std", &given_files.std, VarianceForm::kStd},
+        std::tuple{"--log-var", &given_files.log_var, VarianceForm::kLogVar},
+        std::tuple{"--log-std", &given_files.log_std, VarianceForm::kLogStd}}) {
+    if (path->empty()) continue;
+    ++forms;
+    files.var = *path;
+    form = f;
+    variance_flag = flag;
+  }
+  if (forms > 1) UsageError("give the variances once: --var, --std, --log-var or --log-std");
+  const auto convert = [&](int64_t n, int64_t per_item) {
+    if (form == VarianceForm::kVar) return;
+    const Status s = ToVariance(form, var_.data(), n, per_item, var_.data());
+    if (!s.ok()) Fail(files.var + " (" + variance_flag + "): " + s.message());
+  };
   const int64_t d = spec.dim;
   const int64_t c = spec.components;
   // The first file fixes the number of rows; the others must agree with it.
@@ -177,6 +202,7 @@ void LoadedEmbeddings::Load(const EmbeddingFiles& files, const CollectionSpec& s
       RequireFlags("gaussian", {{"--mean", true}, {"--var", true}}, files, for_query);
       mean_ = ReadFloatRows(files.mean, "means", &n, {d});
       var_ = ReadFloatRows(files.var, "variances", &n, {d});
+      convert(n, d);
       view_.mean = mean_.data();
       view_.var = var_.data();
       break;
@@ -185,6 +211,7 @@ void LoadedEmbeddings::Load(const EmbeddingFiles& files, const CollectionSpec& s
                    for_query);
       mean_ = ReadFloatRows(files.mean, "component means", &n, {c, d});
       var_ = ReadFloatRows(files.var, "component variances", &n, {c, d});
+      convert(n, c * d);
       view_.mean = mean_.data();
       view_.var = var_.data();
       if (!files.weights.empty()) {

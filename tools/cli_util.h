@@ -74,7 +74,10 @@ void AddPayloadJson(const std::string& payload, nlohmann::json* j);
 struct EmbeddingFiles {
   std::string vec;      // point: N x D
   std::string mean;     // gaussian: N x D; mog: N x C x D
-  std::string var;      // as mean
+  std::string var;      // as mean: variances, or (one of) the other forms below
+  std::string std;      // as mean: standard deviations (--std)
+  std::string log_var;  // as mean: log variances (--log-var)
+  std::string log_std;  // as mean: log standard deviations (--log-std)
   std::string weights;  // mog: N x C (optional, uniform when empty)
   std::string codes;    // codes items: N x d integers
   std::string logp;     // codes queries: Q x d x k log-probabilities

@@ -37,7 +37,13 @@ void AddEmbeddingOptions(CLI::App* cmd, EmbeddingFiles* files, bool for_query) {
   cmd->add_option("--mean", files->mean,
                   "gaussian: means, N x D; mog: component means, N x C x D (.npy)");
   cmd->add_option("--var", files->var,
-                  "gaussian/mog: diagonal variances (> 0), same shape as --mean (.npy)");
+                  "gaussian/mog: diagonal variances (> 0), same shape as --mean (.npy); or give "
+                  "--std, --log-var or --log-std instead");
+  cmd->add_option("--std", files->std, "gaussian/mog: standard deviations (> 0) instead of --var");
+  cmd->add_option("--log-var", files->log_var,
+                  "gaussian/mog: log variances (PFE's log_sigma_sq) instead of --var");
+  cmd->add_option("--log-std", files->log_std,
+                  "gaussian/mog: log standard deviations (PCME++) instead of --var");
   cmd->add_option("--weights", files->weights,
                   "mog: component weights, N x C (.npy; default uniform 1/C)");
   if (for_query) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "hedgedb/export.h"
+#include "hedgedb/status.h"
 
 namespace hedgedb {
 
@@ -67,6 +68,23 @@ struct CollectionSpec {
   std::string metadata;
 };
 constexpr size_t kMaxCollectionMetadata = 4096;
+
+// How a batch gives its diagonal variances; all are converted to variances
+// once, on input (ToVariance):
+//   var       sigma^2 (what the engine stores)
+//   std       sigma > 0
+//   log_var   log sigma^2 (PFE's log_sigma_sq)
+//   log_std   log sigma (PCME++)
+enum class VarianceForm { kVar, kStd, kLogVar, kLogStd };
+HEDGEDB_EXPORT const char* VarianceFormName(VarianceForm form);  // "var", "std", ...
+HEDGEDB_EXPORT bool ParseVarianceForm(const std::string& name, VarianceForm* form);
+// Writes the variances of `items` x `per_item` values of `form` to `out`
+// (which may be `in`). InvalidArgument naming the form, item and value when
+// a value is not finite, a std is not > 0, or the variance leaves float's
+// range (0 or infinite): the batch is then refused, nothing half-converted
+// is kept by the callers.
+HEDGEDB_EXPORT Status ToVariance(VarianceForm form, const float* in, int64_t items,
+                                 int64_t per_item, float* out);
 
 // The default Monte Carlo samples per side of a collection with `components`
 // mixture components: CollectionSpec().samples, rounded up to a multiple of

@@ -623,6 +623,55 @@ TEST_F(CliErrorTest, InvalidValuesAreRejectedByTheDatabase) {
   ExpectMentionsOneOf(r, {"nan", "finite"});
 }
 
+// --std, --log-var and --log-std are converted to the same stored variances
+// as --var; a bad value names the file, the form and the item.
+TEST_F(CliErrorTest, VarianceFormsConvertOnceAndAreChecked) {
+  const Items it = MakeItems(K::kGaussian, 100, 3);
+  std::vector<float> std_dev, log_var, log_std;
+  for (float v : it.var) {
+    std_dev.push_back(std::sqrt(v));
+    log_var.push_back(std::log(v));
+    log_std.push_back(0.5f * std::log(v));
+  }
+  const std::string mean = Write("f.mean.npy", MakeNpy(it.mean, {3, kDim}));
+  const std::vector<std::pair<std::string, const std::vector<float>*>> forms = {
+      {"--std", &std_dev}, {"--log-var", &log_var}, {"--log-std", &log_std}};
+  int64_t first = 200;
+  for (const auto& [flag, values] : forms) {
+    const std::string file = Write("f" + flag + ".npy", MakeNpy(*values, {3, kDim}));
+    const std::string ids = Write("f" + flag + ".ids.npy",
+                                  MakeNpy(std::vector<int64_t>{first, first + 1, first + 2}, {3}));
+    Ok(Concat(Cmd("ingest", "g"), {"--mean", mean, flag, file, "--ids", ids}));
+    const std::vector<json> got = Ok(Cmd("get", "g", {"--ids", ids})).JsonLines();
+    ASSERT_EQ(got.size(), 3u);
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < kDim; ++j) {
+        EXPECT_NEAR(got[size_t(i)]["var"][size_t(j)].get<double>(), it.var[size_t(i * kDim + j)],
+                    1e-5 * it.var[size_t(i * kDim + j)])
+            << flag;
+      }
+    }
+    first += 10;
+  }
+  const int64_t items = ItemCount("g");
+  // A std that is not > 0, a log that overflows: refused, naming the item.
+  std::vector<float> bad = std_dev;
+  bad[kDim + 1] = -0.5f;
+  Fails(Concat(Cmd("ingest", "g"),
+               {"--mean", mean, "--std", Write("bad_std.npy", MakeNpy(bad, {3, kDim}))}),
+        1, {"bad_std.npy (--std)", "std of item 1", "must be finite and > 0"});
+  bad = log_var;
+  bad[2 * kDim] = 500.f;
+  Fails(Concat(Cmd("ingest", "g"),
+               {"--mean", mean, "--log-var", Write("bad_lv.npy", MakeNpy(bad, {3, kDim}))}),
+        1, {"log_var of item 2", "outside float's range"});
+  // One form at a time.
+  Fails(Concat(Cmd("ingest", "g"),
+               {"--mean", mean, "--std", Path("f--std.npy"), "--var", Path("f--std.npy")}),
+        2, {"give the variances once"});
+  EXPECT_EQ(ItemCount("g"), items);
+}
+
 TEST_F(CliErrorTest, CodeSymbolsOutsideTheAlphabet) {
   Create("codes", K::kCodes);
   Ok(Concat(Cmd("ingest", "codes"), ItemFlags(K::kCodes, MakeItems(K::kCodes, 0, 4), "c0")));

@@ -195,3 +195,23 @@ def test_results_equal_the_cli_and_a_numpy_reference(tmp_path):
         assert [h["id"] for h in line["results"]] == mc.ids[q].tolist()
         np.testing.assert_allclose([h["score"] for h in line["results"]], mc.scores[q],
                                    rtol=1e-6)
+
+
+def test_variance_forms_are_converted_once(db):
+    db.create_collection("g", kind="gaussian", dim=4, index="Flat")
+    mean, var = gaussians(6, 4)
+    forms = {"std": np.sqrt(var), "log_var": np.log(var), "log_std": 0.5 * np.log(var)}
+    for i, (name, values) in enumerate(forms.items()):
+        db.ingest("g", mean=mean, ids=np.arange(6) + 10 * i, **{name: values.astype(np.float32)})
+        for record, row in zip(db.get("g", np.arange(6) + 10 * i), var):
+            np.testing.assert_allclose(record["var"], row, rtol=1e-5)
+    by_var = db.search("g", mean=mean[:2], var=var[:2], k=3, exhaustive=True)
+    by_std = db.search("g", mean=mean[:2], std=np.sqrt(var[:2]), k=3, exhaustive=True)
+    np.testing.assert_array_equal(by_var.ids, by_std.ids)
+    bad = np.sqrt(var)
+    bad[1, 2] = -1
+    with pytest.raises(hedgedb.InvalidArgumentError, match="std of item 1"):
+        db.ingest("g", mean=mean, std=bad)
+    with pytest.raises(hedgedb.InvalidArgumentError, match="give the variances once"):
+        db.ingest("g", mean=mean, var=var, std=np.sqrt(var))
+    assert db.stats("g")["items"] == 18
