@@ -200,13 +200,7 @@ class MomentPreparedQuery : public PreparedQuery {
     std::vector<double> mean(dim), var(dim, 0.0);
     const double log_two_pi = std::log(2.0 * 3.14159265358979323846);
     for (size_t r = 0; r < n; ++r) {
-      const float* row = reinterpret_cast<const float*>(static_cast<const char*>(base) +
-                                                        rows[r] * row_stride_bytes);
-      if (shape_.kind == Kind::kPoint) {
-        for (int d = 0; d < dim; ++d) mean[d] = row[d];
-      } else {
-        RowMoments(shape_, row, mean.data(), var.data());
-      }
+      LoadMoments(base, row_stride_bytes, rows[r], mean.data(), var.data());
       double sq = 0.0;
       switch (score_) {
         case ScoreType::kCsd: {
@@ -230,11 +224,7 @@ class MomentPreparedQuery : public PreparedQuery {
           break;
         }
         default: {  // l2, match
-          for (int d = 0; d < dim; ++d) {
-            const double delta = mean_[d] - mean[d];
-            sq += delta * delta;
-          }
-          const float dist = static_cast<float>(std::sqrt(sq));
+          const float dist = static_cast<float>(std::sqrt(SquaredDistance(mean.data())));
           out[r] = score_ == ScoreType::kL2 ? -dist : Sigmoid(-match_a_ * dist + match_b_);
           break;
         }
@@ -250,24 +240,35 @@ class MomentPreparedQuery : public PreparedQuery {
     const int dim = shape_.dim;
     std::vector<double> mean(dim), var(dim, 0.0);
     for (size_t r = 0; r < n; ++r) {
-      const float* row = reinterpret_cast<const float*>(static_cast<const char*>(base) +
-                                                        rows[r] * row_stride_bytes);
-      if (shape_.kind == Kind::kPoint) {
-        for (int d = 0; d < dim; ++d) mean[d] = row[d];
-      } else {
-        RowMoments(shape_, row, mean.data(), var.data());
-      }
-      double sq = 0.0;
-      for (int d = 0; d < dim; ++d) {
-        const double delta = mean_[d] - mean[d];
-        sq += delta * delta;
-      }
-      out[r] = -sq;
+      LoadMoments(base, row_stride_bytes, rows[r], mean.data(), var.data());
+      out[r] = -SquaredDistance(mean.data());
     }
     return true;
   }
 
  private:
+  // The moments of row `row` (points: the vector, variance 0), in double.
+  void LoadMoments(const void* base, size_t row_stride_bytes, int64_t row, double* mean,
+                   double* var) const {
+    const float* f =
+        reinterpret_cast<const float*>(static_cast<const char*>(base) + row * row_stride_bytes);
+    if (shape_.kind == Kind::kPoint) {
+      for (int d = 0; d < shape_.dim; ++d) mean[d] = f[d];
+    } else {
+      RowMoments(shape_, f, mean, var);
+    }
+  }
+  // ||query mean - mean||^2, the distance l2 and match use (ScoreRows) and
+  // the key that breaks match's float ties (TieBreakKeys).
+  double SquaredDistance(const double* mean) const {
+    double sq = 0.0;
+    for (int d = 0; d < shape_.dim; ++d) {
+      const double delta = mean_[d] - mean[d];
+      sq += delta * delta;
+    }
+    return sq;
+  }
+
   RowShape shape_;
   ScoreType score_;
   float match_a_;
