@@ -3,6 +3,7 @@
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexIDMap.h>
 #include <faiss/IndexIVF.h>
+#include <faiss/IndexPQ.h>
 #include <faiss/impl/IDSelector.h>
 #include <faiss/impl/io.h>
 #include <faiss/index_io.h>
@@ -153,15 +154,20 @@ Status CoarseIndex::Ids(std::vector<int64_t>* ids) const {
   return Status::NotSupported("index '" + factory_ + "' does not list its ids");
 }
 
+CoarseSearchKnobs CoarseIndex::KnobsFor(const CoarseSearchKnobs& asked) const {
+  CoarseSearchKnobs knobs = default_knobs_;
+  if (asked.nprobe > 0) knobs.nprobe = asked.nprobe;
+  if (asked.ef_search > 0) knobs.ef_search = asked.ef_search;
+  return knobs;
+}
+
 Status CoarseIndex::Search(const float* queries, int64_t nq, int64_t k,
                            const CoarseSearchKnobs& knobs, std::vector<int64_t>* labels) const {
   std::vector<float> x;
   CoarseQueries(queries, nq, &x);
   labels->assign(size_t(nq * k), -1);
   std::vector<float> distances(size_t(nq * k));
-  CoarseSearchKnobs wanted = default_knobs_;
-  if (knobs.nprobe > 0) wanted.nprobe = knobs.nprobe;
-  if (knobs.ef_search > 0) wanted.ef_search = knobs.ef_search;
+  const CoarseSearchKnobs wanted = KnobsFor(knobs);
   auto run = [&]() -> Status {
     try {
       index_->search(nq, x.data(), k, distances.data(), labels->data());
@@ -182,6 +188,73 @@ Status CoarseIndex::Search(const float* queries, int64_t nq, int64_t k,
   if (auto* hnsw = dynamic_cast<faiss::IndexHNSW*>(inner)) hnsw->hnsw.efSearch = wanted.ef_search;
   current_knobs_ = wanted;
   return run();
+}
+
+namespace {
+
+// FAISS's view of an IdFilter; `id_map` (not null) first turns the inner
+// index's positions into user ids, as IndexIDMap would.
+class FilterSelector : public faiss::IDSelector {
+ public:
+  FilterSelector(const IdFilter& filter, const int64_t* id_map)
+      : filter_(filter), id_map_(id_map) {}
+  bool is_member(faiss::Index::idx_t id) const override {
+    return filter_.Allows(id_map_ ? id_map_[id] : id);
+  }
+
+ private:
+  const IdFilter& filter_;
+  const int64_t* id_map_;
+};
+
+}  // namespace
+
+bool CoarseIndex::supports_filter() const {
+  if (dynamic_cast<const faiss::IndexIVF*>(index_.get())) return true;
+  auto* idmap = dynamic_cast<const faiss::IndexIDMap*>(index_.get());
+  return idmap && !dynamic_cast<const faiss::IndexPQ*>(idmap->index);
+}
+
+Status CoarseIndex::SearchFiltered(const float* queries, int64_t nq, int64_t k,
+                                   const CoarseSearchKnobs& knobs, const IdFilter& filter,
+                                   std::vector<int64_t>* labels) const {
+  if (!supports_filter()) {
+    return Status::NotSupported("index '" + factory_ + "' cannot filter inside its search");
+  }
+  std::vector<float> x;
+  CoarseQueries(queries, nq, &x);
+  labels->assign(size_t(nq * k), -1);
+  std::vector<float> distances(size_t(nq * k));
+  // The knobs travel in the search parameters: no shared state changes, so
+  // filtered searches never wait for each other.
+  const CoarseSearchKnobs wanted = KnobsFor(knobs);
+  try {
+    if (auto* ivf = dynamic_cast<const faiss::IndexIVF*>(index_.get())) {
+      FilterSelector selector(filter, nullptr);
+      faiss::SearchParametersIVF params;
+      params.nprobe = size_t(std::max(wanted.nprobe, 1));
+      params.sel = &selector;
+      ivf->search(nq, x.data(), k, distances.data(), labels->data(), &params);
+      return Status::OK();
+    }
+    auto* idmap = static_cast<const faiss::IndexIDMap*>(index_.get());
+    FilterSelector selector(filter, idmap->id_map.data());
+    faiss::SearchParametersHNSW hnsw_params;
+    faiss::SearchParameters plain_params;
+    faiss::SearchParameters* params = &plain_params;
+    if (dynamic_cast<const faiss::IndexHNSW*>(idmap->index)) {
+      hnsw_params.efSearch = std::max(wanted.ef_search, 1);
+      params = &hnsw_params;
+    }
+    params->sel = &selector;
+    idmap->index->search(nq, x.data(), k, distances.data(), labels->data(), params);
+    for (int64_t& label : *labels) {
+      if (label >= 0) label = idmap->id_map[size_t(label)];
+    }
+  } catch (const std::exception& e) {
+    return FromFaiss(e, "searching index '" + factory_ + "' with a filter");
+  }
+  return Status::OK();
 }
 
 int64_t CoarseIndex::ntotal() const { return index_->ntotal; }

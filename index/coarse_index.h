@@ -42,6 +42,14 @@ struct CoarseSearchKnobs {
   int ef_search = 0;  // HNSW: search breadth (0: the index's default)
 };
 
+// The ids a filtered stage 1 may return. FAISS asks once per vector it
+// scans, so Allows must be cheap and thread-safe.
+class IdFilter {
+ public:
+  virtual ~IdFilter() = default;
+  virtual bool Allows(int64_t id) const = 0;
+};
+
 class CoarseIndex {
  public:
   // Builds an empty index for the spec (spec.index_factory, or the kind's
@@ -77,6 +85,15 @@ class CoarseIndex {
   // best first, -1 padded: labels has nq * k entries.
   Status Search(const float* queries, int64_t nq, int64_t k, const CoarseSearchKnobs& knobs,
                 std::vector<int64_t>* labels) const;
+  // Search restricted to the ids `filter` allows, applied inside FAISS's scan
+  // (its IDSelector), so that the k candidates are the best allowed ones the
+  // probed lists or the visited graph hold. Where supports_filter() is false
+  // (flat PQ) this is NotSupported and the caller filters afterwards.
+  Status SearchFiltered(const float* queries, int64_t nq, int64_t k, const CoarseSearchKnobs& knobs,
+                        const IdFilter& filter, std::vector<int64_t>* labels) const;
+  // Whether SearchFiltered works: IVF, and Flat, SQ and HNSW under the id map
+  // (FAISS 1.7's IndexPQ ignores selectors).
+  bool supports_filter() const;
 
   int64_t ntotal() const;
   // Every id the index holds (removed ones included where removal leaves a
@@ -120,6 +137,8 @@ class CoarseIndex {
   virtual void CoarseQueries(const float* queries, int64_t nq, std::vector<float>* out) const = 0;
   // Validate's run on a random sample; OK where there is nothing to try.
   virtual Status Exercise() { return Status::OK(); }
+  // The knobs a search asking for `asked` uses (0: the default).
+  CoarseSearchKnobs KnobsFor(const CoarseSearchKnobs& asked) const;
   // Static defaults (FAISS starts IVF at nprobe 1), then the knobs' cache.
   void SetDefaultKnobs();
   void ReadDefaultKnobs();

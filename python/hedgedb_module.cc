@@ -241,6 +241,7 @@ struct SearchResults {
   py::array_t<float> query_uncertainty;
   py::list payloads;  // with with_payload: Q lists of bytes
   py::array_t<int64_t> scored;
+  py::array_t<int64_t> passing;  // with a filter: items that pass it; -1 without
 };
 
 class PyDB {
@@ -293,7 +294,7 @@ class PyDB {
                               const py::object& log_std, const py::object& weights,
                               const py::object& codes, const py::object& ids,
                               const py::object& labels, const py::object& payloads,
-                              const std::string& token) {
+                              const std::string& token, bool upsert) {
     const CollectionSpec spec = Describe(collection);
     const auto [variance, form] = VarianceArgument(var, stdev, log_var, log_std);
     Embeddings e =
@@ -302,6 +303,7 @@ class PyDB {
     IngestBatch batch;
     batch.data = e.view;
     batch.token = token;
+    batch.upsert = upsert;
     if (!ids.is_none()) {
       auto a = AsArray<int64_t>(ids, "ids");
       CheckShape(a, "ids", {n}, "(" + std::to_string(n) + ",)");
@@ -349,7 +351,8 @@ class PyDB {
                        int k, const std::string& score, int samples, const py::object& seed,
                        bool exhaustive, int64_t candidates, int nprobe, int ef_search,
                        bool with_uncertainty, bool with_payload, bool adaptive_samples,
-                       double min_prob, int64_t max_results) {
+                       double min_prob, int64_t max_results, const py::object& labels_in,
+                       const py::object& labels_not_in, const py::object& payload_equals) {
     const CollectionSpec spec = Describe(collection);
     const auto [variance, form] = VarianceArgument(var, stdev, log_var, log_std);
     Embeddings e = ReadEmbeddings(spec, true, vec, mean, variance, weights, py::none(), logp, form);
@@ -372,6 +375,36 @@ class PyDB {
     options.adaptive_samples = adaptive_samples;
     options.min_prob = min_prob;
     options.max_results = max_results;
+    SearchFilter& filter = options.filter;
+    if (!labels_in.is_none() && !labels_not_in.is_none()) {
+      Invalid("give labels_in or labels_not_in, not both");
+    }
+    if (!labels_in.is_none() || !labels_not_in.is_none()) {
+      const bool in = !labels_in.is_none();
+      filter.label_rule = in ? SearchFilter::LabelRule::kIn : SearchFilter::LabelRule::kNotIn;
+      const char* name = in ? "labels_in" : "labels_not_in";
+      auto a = AsArray<int64_t>(in ? labels_in : labels_not_in, name);
+      if (a.ndim() != 1)
+        Invalid(std::string(name) + ": expected a 1-D array, got shape " + ShapeText(a));
+      filter.labels.assign(a.data(), a.data() + a.shape(0));
+    }
+    if (!payload_equals.is_none()) {
+      if (!py::isinstance<py::dict>(payload_equals)) {
+        Invalid("payload_equals: expected a dict of field -> value");
+      }
+      const py::object dumps = py::module_::import("json").attr("dumps");
+      for (const auto& [field, value] : payload_equals.cast<py::dict>()) {
+        if (!py::isinstance<py::str>(field)) Invalid("payload_equals: field names must be str");
+        if (!value.is_none() && !py::isinstance<py::str>(value) &&
+            !py::isinstance<py::bool_>(value) && !py::isinstance<py::int_>(value) &&
+            !py::isinstance<py::float_>(value)) {
+          Invalid("payload_equals['" + field.cast<std::string>() +
+                  "']: expected str, int, float, bool or None");
+        }
+        filter.payload_equals.emplace_back(field.cast<std::string>(),
+                                           dumps(value).cast<std::string>());
+      }
+    }
     std::vector<SearchResult> results;
     Status s;
     {
@@ -393,6 +426,7 @@ class PyDB {
     out.labels = py::array_t<int64_t>({q, width});
     out.query_uncertainty = py::array_t<float>(q);
     out.scored = py::array_t<int64_t>(q);
+    out.passing = py::array_t<int64_t>(q);
     const float nan = std::numeric_limits<float>::quiet_NaN();
     auto ids = out.ids.mutable_unchecked<2>();
     auto scores = out.scores.mutable_unchecked<2>();
@@ -404,6 +438,7 @@ class PyDB {
       const SearchResult& r = results[size_t(i)];
       out.query_uncertainty.mutable_at(i) = r.query_uncertainty;
       out.scored.mutable_at(i) = r.scored;
+      out.passing.mutable_at(i) = r.passing;
       py::list row_payloads;
       for (py::ssize_t j = 0; j < width; ++j) {
         const bool hit = j < static_cast<py::ssize_t>(r.hits.size());
@@ -603,7 +638,10 @@ PYBIND11_MODULE(_hedgedb, m) {
                     "float32 (Q,) eta of each query; NaN for kinds without one")
       .def_readonly("payloads", &SearchResults::payloads,
                     "with with_payload=True: Q lists of bytes")
-      .def_readonly("scored", &SearchResults::scored, "int64 (Q,) items scored exactly");
+      .def_readonly("scored", &SearchResults::scored, "int64 (Q,) items scored exactly")
+      .def_readonly("passing", &SearchResults::passing,
+                    "int64 (Q,) with a filter: how many items pass it (fewer than k: the hits "
+                    "are exactly those); -1 without a filter");
 
   py::class_<PyDB>(m, "DB", "An open hedgedb database (hedgedb.open).")
       .def("close", &PyDB::Close, "Flush and close; later calls raise hedgedb.Error.")
@@ -639,11 +677,13 @@ PYBIND11_MODULE(_hedgedb, m) {
            py::arg("log_std") = py::none(), py::arg("weights") = py::none(),
            py::arg("codes") = py::none(), py::arg("ids") = py::none(),
            py::arg("labels") = py::none(), py::arg("payloads") = py::none(), py::arg("token") = "",
+           py::arg("upsert") = false,
            "Write one batch atomically; returns the int64 ids written. point: vec (n, D); "
            "gaussian: mean, var (n, D); mog: mean, var (n, C, D), weights (n, C) or None "
            "(instead of var: std, log_var or log_std, converted once); "
            "codes: codes (n, d) int32. ids (n,) int64 or None (continue after the largest), "
-           "labels (n,) int64, payloads: n str/bytes, token: makes a retry idempotent.")
+           "labels (n,) int64, payloads: n str/bytes, token: makes a retry idempotent, "
+           "upsert: replace the items whose ids exist (needs ids; in the same atomic batch).")
       .def("search", &PyDB::Search, py::arg("collection"), py::kw_only(),
            py::arg("vec") = py::none(), py::arg("mean") = py::none(), py::arg("var") = py::none(),
            py::arg("std") = py::none(), py::arg("log_var") = py::none(),
@@ -653,9 +693,12 @@ PYBIND11_MODULE(_hedgedb, m) {
            py::arg("candidates") = 0, py::arg("nprobe") = 0, py::arg("ef_search") = 0,
            py::arg("with_uncertainty") = true, py::arg("with_payload") = false,
            py::arg("adaptive_samples") = false, py::arg("min_prob") = 0.0,
-           py::arg("max_results") = 1000,
+           py::arg("max_results") = 1000, py::arg("labels_in") = py::none(),
+           py::arg("labels_not_in") = py::none(), py::arg("payload_equals") = py::none(),
            "Top-k of each query (the item layout of the kind; codes: logp (n, d, k) tables). "
-           "Returns SearchResults.")
+           "Filters (ANDed): labels_in / labels_not_in (int64 arrays), payload_equals "
+           "{field: str | int | float | bool | None} on the top-level fields of JSON "
+           "payloads. Returns SearchResults.")
       .def("get", &PyDB::Get, py::arg("collection"), py::arg("ids"),
            "One dict per id: id, found, and for found items label, payload and the vectors.")
       .def("remove", &PyDB::Remove, py::arg("collection"), py::arg("ids"),

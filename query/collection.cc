@@ -28,6 +28,12 @@ constexpr int64_t kMinRowsToTune = 1000;
 constexpr int64_t kThresholdFirstCandidates = 256;
 // Adaptive samples: a score's 95% interval is +- this many standard errors.
 constexpr double kAdaptiveZ = 1.96;
+// Filtered search: when at most this many items pass (or at most the
+// stage-1 candidate count), score them all exactly instead of running stage
+// 1: about as fast, and exact (bench/RESULTS.md, "Filtered search").
+constexpr int64_t kExactFilterRows = 2048;
+// Filtered search: the largest HNSW efSearch stage 1 widens to.
+constexpr int kMaxFilteredEfSearch = 1 << 14;
 
 }  // namespace
 
@@ -352,6 +358,9 @@ Status Collection::FindReplay(const IngestBatch& batch, uint32_t content_crc,
 Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_out,
                           IngestResult* result) {
   HEDGEDB_RETURN_IF_ERROR(ValidateItems(batch));
+  if (batch.upsert && !batch.ids) {
+    return Status::InvalidArgument("upsert needs the ids of the items to replace or add");
+  }
   if (batch.token.size() > 256) {
     return Status::InvalidArgument("batch token is " + std::to_string(batch.token.size()) +
                                    " bytes; at most 256");
@@ -364,6 +373,9 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
     if (batch.ids) content_crc = Crc32c(batch.ids, size_t(n) * sizeof(int64_t));
     content_crc = Crc32c(rows.data(), rows.size(), content_crc);
     const uint8_t has_labels = batch.labels ? 1 : 0, has_payloads = batch.payloads ? 1 : 0;
+    // An upsert and an insert of the same items are different batches.
+    const uint8_t upsert = batch.upsert ? 1 : 0;
+    if (upsert) content_crc = Crc32c(&upsert, 1, content_crc);
     content_crc = Crc32c(&has_labels, 1, content_crc);
     if (batch.labels) content_crc = Crc32c(batch.labels, size_t(n) * sizeof(int64_t), content_crc);
     content_crc = Crc32c(&has_payloads, 1, content_crc);
@@ -386,13 +398,17 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
     }
     if (!replay.IsNotFound()) return replay;
   }
+  std::vector<int64_t> replaced;  // upsert: the ids that exist
   if (batch.ids) {
     for (int64_t i = 0; i < n; ++i) {
       ids[i] = batch.ids[i];
-      if (row_of_id_.count(ids[i])) {  // row_of_id_ only changes under write_mutex_
+      if (!row_of_id_.count(ids[i])) continue;  // row_of_id_ only changes under write_mutex_
+      if (!batch.upsert) {
         return Status::AlreadyExists("id " + std::to_string(ids[i]) +
-                                     " already exists in collection '" + meta_.spec.name + "'");
+                                     " already exists in collection '" + meta_.spec.name +
+                                     "' (upsert replaces existing items)");
       }
+      replaced.push_back(ids[i]);
     }
   } else {
     if (meta_.max_id > INT64_MAX - n) return Status::InvalidArgument("id space exhausted");
@@ -418,17 +434,27 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
     token.explicit_ids = batch.ids != nullptr;
     token.content_crc = content_crc;
   }
-  HEDGEDB_RETURN_IF_ERROR(store_->Commit(next, writes, {}, batch.token.empty() ? nullptr : &token));
+  // Replaced ids are deleted and written in the one batch: old or new,
+  // never both or neither.
+  HEDGEDB_RETURN_IF_ERROR(
+      store_->Commit(next, writes, replaced, batch.token.empty() ? nullptr : &token));
 
   // Durable from here on: the call succeeds whatever the index does.
   std::unique_lock<RwMutex> lock(state_mutex_);
   // Only these change; the spec (read without the lock) stays as it is.
   meta_.sequence = next.sequence;
   meta_.max_id = next.max_id;
-  if (result) result->sequence = next.sequence;
+  if (result) {
+    result->sequence = next.sequence;
+    result->replaced = int64_t(replaced.size());
+  }
+  // The old rows die (and leave the index) before the new ones are added
+  // under the same ids.
+  RetireLocked(replaced);
   const int64_t first_row = int64_t(row_ids_.size());
   for (int64_t i = 0; i < n; ++i) {
     AppendRow(ids[i], writes[i].has_label, writes[i].label, rows.data() + i * row_bytes_);
+    if (payload_index_ && batch.payloads) payload_index_->Add(first_row + i, batch.payloads[i]);
   }
   // Adds to a trained index; training waits for the next search or flush.
   Status s = SyncIndexLocked(first_row, /*train=*/false);
@@ -517,7 +543,14 @@ Status Collection::Remove(const int64_t* ids, size_t n, int64_t* removed) {
   // Only these change; the spec (read without the lock) stays as it is.
   meta_.sequence = next.sequence;
   meta_.max_id = next.max_id;
-  for (int64_t id : unique) {
+  RetireLocked(unique);
+  if (removed) *removed = int64_t(unique.size());
+  return Status::OK();
+}
+
+void Collection::RetireLocked(const std::vector<int64_t>& ids) {
+  if (ids.empty()) return;
+  for (int64_t id : ids) {
     auto it = row_of_id_.find(id);
     row_flags_[it->second] &= uint8_t(~kLive);
     row_of_id_.erase(it);
@@ -525,17 +558,15 @@ Status Collection::Remove(const int64_t* ids, size_t n, int64_t* removed) {
   live_rows_.erase(std::remove_if(live_rows_.begin(), live_rows_.end(),
                                   [&](int64_t r) { return !(row_flags_[r] & kLive); }),
                    live_rows_.end());
-  if (removed) *removed = int64_t(unique.size());
-  if (index_stale_ || !index_->is_trained()) return Status::OK();
+  if (index_stale_ || !index_->is_trained()) return;
   bool physical = false;
-  Status s = index_->Remove(unique.data(), int64_t(unique.size()), &physical);
+  Status s = index_->Remove(ids.data(), int64_t(ids.size()), &physical);
   if (!s.ok()) {
-    MarkIndexStaleLocked(s.ToString());
-    return Status::OK();
+    MarkIndexStaleLocked(s.ToString());  // searches stay exact; the next open rebuilds
+    return;
   }
-  if (!physical) tombstones_ += int64_t(unique.size());
-  unsaved_vectors_ += int64_t(unique.size());
-  return Status::OK();
+  if (!physical) tombstones_ += int64_t(ids.size());
+  unsaved_vectors_ += int64_t(ids.size());
 }
 
 Status Collection::ValidateQueries(const EmbeddingView& v) const {
@@ -576,15 +607,150 @@ Status Collection::PlanSearch(const EmbeddingView& queries, const SearchOptions&
   return Status::OK();
 }
 
-void Collection::CandidateRows(const int64_t* ids, int64_t n, std::vector<int64_t>* rows) const {
+// The live items that pass a filter, as rows (rescoring) and as ids (what
+// FAISS's selector asks about). Ids usually count up from 0, so they are
+// looked up in a byte per id; sparse or negative ids go through row_of_id_.
+class Collection::PassingSet : public index::IdFilter {
+ public:
+  std::vector<int64_t> rows;    // ascending
+  std::vector<uint8_t> by_row;  // 1: the row passes (size: all rows)
+  std::vector<uint8_t> by_id;   // 1: the id passes (dense ids only)
+  bool dense = false;
+  const std::unordered_map<int64_t, int64_t>* row_of_id = nullptr;
+
+  bool PassesRow(int64_t r) const { return by_row[size_t(r)] != 0; }
+  bool Allows(int64_t id) const override {
+    if (dense) return id >= 0 && id < int64_t(by_id.size()) && by_id[size_t(id)];
+    auto it = row_of_id->find(id);
+    return it != row_of_id->end() && by_row[size_t(it->second)];
+  }
+};
+
+void Collection::FindPassingLocked(const CompiledFilter& filter, PassingSet* passing) const {
+  const size_t nrows = row_ids_.size();
+  passing->by_row.assign(nrows, 0);
+  // Payload conditions: count, per row, the conditions met so far.
+  std::vector<uint8_t> met;
+  if (!filter.payload.empty()) {
+    met.assign(nrows, 0);
+    for (size_t c = 0; c < filter.payload.size(); ++c) {
+      const std::vector<int64_t>* rows =
+          payload_index_->Rows(filter.payload[c].first, filter.payload[c].second);
+      if (!rows) return;  // nothing has this value: nothing passes
+      for (int64_t r : *rows) {
+        if (met[size_t(r)] == c) met[size_t(r)] = uint8_t(c + 1);
+      }
+    }
+  }
+  const size_t conditions = filter.payload.size();
+  for (int64_t r : live_rows_) {
+    if (!met.empty() && met[size_t(r)] != conditions) continue;
+    if (!filter.PassesLabel((row_flags_[r] & kHasLabel) != 0, row_labels_[r])) continue;
+    passing->by_row[size_t(r)] = 1;
+    passing->rows.push_back(r);
+  }
+  passing->row_of_id = &row_of_id_;
+  const int64_t id_span = meta_.max_id + 1;
+  passing->dense = id_span <= 8 * int64_t(nrows) + 4096;
+  if (passing->dense) {
+    passing->by_id.assign(size_t(std::max<int64_t>(id_span, 0)), 0);
+    for (int64_t r : passing->rows) {
+      if (row_ids_[r] < 0) {
+        passing->dense = false;
+        break;
+      }
+      passing->by_id[size_t(row_ids_[r])] = 1;
+    }
+  }
+}
+
+Status Collection::EnsurePayloadIndex() {
+  {
+    std::shared_lock<RwMutex> lock(state_mutex_);
+    if (payload_index_) return Status::OK();
+  }
+  // Writers wait while the payloads are read, so none is missed; searches
+  // go on.
+  std::unique_lock<std::mutex> write_lock(write_mutex_);
+  {
+    std::shared_lock<RwMutex> lock(state_mutex_);
+    if (payload_index_) return Status::OK();
+  }
+  auto built = std::make_unique<PayloadFieldIndex>();
+  HEDGEDB_RETURN_IF_ERROR(
+      store_->ScanPayloads(meta_, nullptr, [&](int64_t id, const std::string& payload) {
+        auto it = row_of_id_.find(id);  // changes only under write_mutex_
+        if (it != row_of_id_.end()) built->Add(it->second, payload);
+        return Status::OK();
+      }));
+  std::unique_lock<RwMutex> lock(state_mutex_);
+  payload_index_ = std::move(built);
+  return Status::OK();
+}
+
+void Collection::CandidateRows(const int64_t* ids, int64_t n, std::vector<int64_t>* rows,
+                               const PassingSet* passing) const {
   rows->clear();
   rows->reserve(size_t(n));
   std::unordered_set<int64_t> seen;  // re-ingested ids can appear twice
   for (int64_t j = 0; j < n; ++j) {
     if (ids[j] < 0) continue;
     auto it = row_of_id_.find(ids[j]);
-    if (it != row_of_id_.end() && seen.insert(it->second).second) rows->push_back(it->second);
+    if (it == row_of_id_.end() || (passing && !passing->PassesRow(it->second))) continue;
+    if (seen.insert(it->second).second) rows->push_back(it->second);
   }
+}
+
+Status Collection::FilteredCandidatesLocked(const SearchPlan& plan, const SearchOptions& options,
+                                            int64_t q, int64_t kprime, const PassingSet& passing,
+                                            std::vector<int64_t>* rows) const {
+  const float* query = plan.rows.data() + q * plan.query_floats;
+  // Among f of the items, the best kprime that pass lie about 1/f times
+  // further down the unfiltered ranking: stage 1 starts that much wider.
+  const double fraction =
+      double(passing.rows.size()) / double(std::max<size_t>(live_rows_.size(), 1));
+  const int64_t lists = index_->shape().ivf_lists;
+  index::CoarseSearchKnobs knobs;
+  knobs.nprobe = options.nprobe > 0 ? options.nprobe : index_->default_knobs().nprobe;
+  knobs.ef_search = options.ef_search > 0 ? options.ef_search : index_->default_knobs().ef_search;
+  if (lists > 0) {
+    knobs.nprobe =
+        int(std::min<double>(double(lists), std::ceil(std::max(knobs.nprobe, 1) / fraction)));
+  }
+  if (knobs.ef_search > 0) {
+    knobs.ef_search = int(std::min<double>(
+        kMaxFilteredEfSearch, std::ceil(std::max<int64_t>(knobs.ef_search, kprime) / fraction)));
+  }
+  std::vector<int64_t> coarse;
+  if (index_->supports_filter()) {
+    while (true) {
+      HEDGEDB_RETURN_IF_ERROR(index_->SearchFiltered(query, 1, kprime, knobs, passing, &coarse));
+      CandidateRows(coarse.data(), kprime, rows, &passing);
+      if (int64_t(rows->size()) >= kprime) return Status::OK();
+      // Too few passing items in the probed lists (or the visited graph):
+      // widen, and score every passing item once stage 1 has no more to give.
+      const bool more_lists = lists > 0 && knobs.nprobe < lists;
+      const bool more_graph = knobs.ef_search > 0 && knobs.ef_search < kMaxFilteredEfSearch;
+      if (!more_lists && !more_graph) break;
+      if (more_lists) knobs.nprobe = int(std::min<int64_t>(int64_t(knobs.nprobe) * 2, lists));
+      if (more_graph) knobs.ef_search = std::min(knobs.ef_search * 2, kMaxFilteredEfSearch);
+    }
+  } else {
+    // The index cannot filter inside its scan (flat PQ): ask for enough
+    // unfiltered candidates that kprime of them should pass, doubling.
+    const int64_t slots = std::max<int64_t>(index_->ntotal(), 1);
+    int64_t wanted =
+        std::min<int64_t>(slots, int64_t(std::ceil(2.0 * double(kprime) / fraction)) + tombstones_);
+    while (true) {
+      HEDGEDB_RETURN_IF_ERROR(index_->Search(query, 1, wanted, knobs, &coarse));
+      CandidateRows(coarse.data(), wanted, rows, &passing);
+      if (int64_t(rows->size()) >= kprime) return Status::OK();
+      if (wanted >= slots) break;
+      wanted = std::min(wanted * 2, slots);
+    }
+  }
+  *rows = passing.rows;
+  return Status::OK();
 }
 
 void Collection::FillHits(const SearchPlan& plan, int64_t q, const std::vector<int64_t>& rows,
@@ -668,7 +834,13 @@ void RankBestFirst(const PreparedQuery& prepared, const uint8_t* arena, size_t r
 }  // namespace
 
 Status Collection::ThresholdSearchLocked(const SearchPlan& plan, const SearchOptions& options,
-                                         int64_t q, bool exhaustive, SearchResult* res) const {
+                                         int64_t q, bool exhaustive, const PassingSet* passing,
+                                         SearchResult* res) const {
+  // A filter that stage 1 cannot apply, or that few items pass: score them all.
+  if (passing &&
+      (!index_->supports_filter() || int64_t(passing->rows.size()) <= kExactFilterRows)) {
+    exhaustive = true;
+  }
   std::unique_ptr<PreparedQuery> prepared;
   HEDGEDB_RETURN_IF_ERROR(
       PrepareQuery(plan.shape, plan.params, plan.rows.data() + q * plan.query_floats, &prepared));
@@ -697,11 +869,13 @@ Status Collection::ThresholdSearchLocked(const SearchPlan& plan, const SearchOpt
   int round = 0;
   std::vector<int64_t> coarse, rows;
   while (!exhaustive) {
-    HEDGEDB_RETURN_IF_ERROR(
-        index_->Search(plan.rows.data() + q * plan.query_floats, 1, kprime, knobs, &coarse));
+    const float* query = plan.rows.data() + q * plan.query_floats;
+    HEDGEDB_RETURN_IF_ERROR(passing
+                                ? index_->SearchFiltered(query, 1, kprime, knobs, *passing, &coarse)
+                                : index_->Search(query, 1, kprime, knobs, &coarse));
     int64_t returned = 0;
     while (returned < kprime && coarse[size_t(returned)] >= 0) ++returned;
-    CandidateRows(coarse.data(), returned, &rows);
+    CandidateRows(coarse.data(), returned, &rows, passing);
     score_rows(rows);
     // Qualifying items among the worse half of the candidates say that more
     // may lie beyond them.
@@ -728,7 +902,7 @@ Status Collection::ThresholdSearchLocked(const SearchPlan& plan, const SearchOpt
     if (knobs.ef_search > 0)
       knobs.ef_search = int(std::min<int64_t>(knobs.ef_search * 2LL, 1 << 20));
   }
-  if (exhaustive) score_rows(live_rows_);
+  if (exhaustive) score_rows(passing ? passing->rows : live_rows_);
 
   std::vector<std::pair<int64_t, float>> hits;
   for (const auto& rs : score_of_row) {
@@ -854,10 +1028,13 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
                           std::vector<SearchResult>* results) {
   SearchPlan plan;
   HEDGEDB_RETURN_IF_ERROR(PlanSearch(queries, options, &plan));
+  CompiledFilter filter;
+  HEDGEDB_RETURN_IF_ERROR(CompileFilter(options.filter, &filter));
   const int64_t nq = queries.n;
   const bool threshold = options.min_prob > 0;
 
   if (!options.exhaustive) HEDGEDB_RETURN_IF_ERROR(TrainIfDue());
+  if (!filter.payload.empty()) HEDGEDB_RETURN_IF_ERROR(EnsurePayloadIndex());
   std::shared_lock<RwMutex> lock(state_mutex_);
   auto map = calibrations_.find(plan.params.score);
   if (map != calibrations_.end()) plan.map = &map->second;
@@ -868,13 +1045,38 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
   const int64_t live = int64_t(live_rows_.size());
   const bool exhaustive = options.exhaustive || !index_->is_trained() || index_stale_;
   results->assign(size_t(nq), SearchResult());
+  std::unique_ptr<PassingSet> passing;
+  if (!filter.empty()) {
+    passing = std::make_unique<PassingSet>();
+    FindPassingLocked(filter, passing.get());
+    for (SearchResult& r : *results) r.passing = int64_t(passing->rows.size());
+    if (passing->rows.empty()) return Status::OK();
+  }
   if (live == 0) return Status::OK();  // nothing to find: empty results
 
   std::vector<Status> errors(static_cast<size_t>(nq));
   if (threshold) {
     // Per query: stage 1 widens as far as that query needs.
     for (int64_t q = 0; q < nq; ++q) {
-      errors[q] = ThresholdSearchLocked(plan, options, q, exhaustive, &(*results)[q]);
+      errors[q] =
+          ThresholdSearchLocked(plan, options, q, exhaustive, passing.get(), &(*results)[q]);
+    }
+  } else if (passing) {
+    const int64_t kprime =
+        options.candidates > 0 ? options.candidates : int64_t(options.k) * options.oversampling;
+    // Few passing items: scoring them all is exact and about as cheap.
+    const bool all_passing =
+        exhaustive || int64_t(passing->rows.size()) <= std::max(kprime, kExactFilterRows);
+#pragma omp parallel for schedule(dynamic) if (nq > 1)
+    for (int64_t q = 0; q < nq; ++q) {
+      std::vector<int64_t> rows;
+      if (all_passing) {
+        rows = passing->rows;
+      } else {
+        errors[q] = FilteredCandidatesLocked(plan, options, q, kprime, *passing, &rows);
+        if (!errors[q].ok()) continue;
+      }
+      errors[q] = RescoreLocked(plan, options, q, rows, &(*results)[q]);
     }
   } else {
     const int64_t slots = std::max<int64_t>(index_->ntotal(), 1);

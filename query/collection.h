@@ -24,6 +24,7 @@
 #include "hedgedb/status.h"
 #include "hedgedb/types.h"
 #include "index/coarse_index.h"
+#include "query/item_filter.h"
 #include "query/scorer.h"
 #include "storage/record_store.h"
 
@@ -94,9 +95,23 @@ class Collection {
   };
   Status PlanSearch(const EmbeddingView& queries, const SearchOptions& options,
                     SearchPlan* plan) const;
-  // Live rows of stage-1 candidate ids (unknown and removed ids dropped),
-  // in candidate order, without duplicates.
-  void CandidateRows(const int64_t* ids, int64_t n, std::vector<int64_t>* rows) const;
+  // The live items that pass a search's filter (collection.cc).
+  class PassingSet;
+  // Live rows of stage-1 candidate ids (unknown and removed ids dropped, and
+  // those `passing` does not hold, if not null), in candidate order, without
+  // duplicates.
+  void CandidateRows(const int64_t* ids, int64_t n, std::vector<int64_t>* rows,
+                     const PassingSet* passing = nullptr) const;
+  // The rows that pass `filter` (state lock held shared).
+  void FindPassingLocked(const CompiledFilter& filter, PassingSet* passing) const;
+  // Builds payload_index_ if a search needs it and it is not built yet.
+  Status EnsurePayloadIndex();
+  // Stage 1 of query q for a filtered top-k search: at least `kprime`
+  // candidate rows that pass, or every passing row when stage 1 cannot find
+  // that many (docs/concepts.md, "Filtered search").
+  Status FilteredCandidatesLocked(const SearchPlan& plan, const SearchOptions& options, int64_t q,
+                                  int64_t kprime, const PassingSet& passing,
+                                  std::vector<int64_t>* rows) const;
   // Fills result->hits from `rows` (already best first), their scores, and
   // for mc the samples and standard error of each score.
   void FillHits(const SearchPlan& plan, int64_t q, const std::vector<int64_t>& rows,
@@ -108,7 +123,8 @@ class Collection {
                        const std::vector<int64_t>& rows, SearchResult* result) const;
   // SearchOptions::min_prob for query q (state lock held shared).
   Status ThresholdSearchLocked(const SearchPlan& plan, const SearchOptions& options, int64_t q,
-                               bool exhaustive, SearchResult* result) const;
+                               bool exhaustive, const PassingSet* passing,
+                               SearchResult* result) const;
   // Loads the stored calibration maps (Open); a damaged one is skipped and
   // noted.
   Status LoadCalibrationsLocked();
@@ -118,6 +134,10 @@ class Collection {
   void PackItemRow(const EmbeddingView& v, int64_t i, uint8_t* row) const;
   void PackQueryRow(const EmbeddingView& v, int64_t i, float* row) const;
   void AppendRow(int64_t id, bool has_label, int64_t label, const uint8_t* row);
+  // Marks the rows of these live ids dead and removes them from the index
+  // (tombstones where it cannot), after a commit that deleted or replaced
+  // them; an index failure marks it stale.
+  void RetireLocked(const std::vector<int64_t>& ids);
   // Adds rows [first_row, end) to a trained index; with `train`, trains an
   // untrained one that has enough rows and adds every row. A failure marks
   // the index stale (MarkIndexStaleLocked) and is returned.
@@ -167,6 +187,9 @@ class Collection {
   // Calibration maps by resolved score type (guarded by state_mutex_).
   std::map<ScoreType, calibration::CalibrationMap> calibrations_;
   std::string calibration_note_;
+  // The payloads' top-level fields, built at the first search that filters
+  // on them, then kept current by Ingest (guarded by state_mutex_).
+  std::unique_ptr<PayloadFieldIndex> payload_index_;
 };
 
 }  // namespace query

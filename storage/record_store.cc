@@ -544,6 +544,11 @@ Status RecordStore::Commit(const CollectionMeta& meta, const std::vector<RecordW
     HEDGEDB_RETURN_IF_ERROR(
         FromRocks(batch.Put(meta_cf_, TokenKey(meta.id, token->token), j.dump()), "batching"));
   }
+  for (int64_t id : deletes) {
+    std::string key = RecordKey(meta.id, id);
+    HEDGEDB_RETURN_IF_ERROR(FromRocks(batch.Delete(records_cf_, key), "batching"));
+    HEDGEDB_RETURN_IF_ERROR(FromRocks(batch.Delete(payload_cf_, key), "batching"));
+  }
   const size_t row_bytes = ItemRowBytes(meta.spec);
   for (const RecordWrite& w : puts) {
     std::string key = RecordKey(meta.id, w.id);
@@ -553,11 +558,6 @@ Status RecordStore::Commit(const CollectionMeta& meta, const std::vector<RecordW
       HEDGEDB_RETURN_IF_ERROR(
           FromRocks(batch.Put(payload_cf_, key, EncodePayload(*w.payload)), "batching"));
     }
-  }
-  for (int64_t id : deletes) {
-    std::string key = RecordKey(meta.id, id);
-    HEDGEDB_RETURN_IF_ERROR(FromRocks(batch.Delete(records_cf_, key), "batching"));
-    HEDGEDB_RETURN_IF_ERROR(FromRocks(batch.Delete(payload_cf_, key), "batching"));
   }
   HEDGEDB_RETURN_IF_ERROR(PutMeta(meta, &batch));
   rocksdb::WriteOptions wo;
@@ -629,18 +629,25 @@ Status RecordStore::LoadCalibrations(const CollectionMeta& meta,
   return FromRocks(it->status(), "reading the calibrations of collection " + meta.spec.name);
 }
 
+// A full sequential pass over one collection's keys (below `upper`): read
+// ahead, and do not flush the block cache with blocks read once.
+static rocksdb::ReadOptions CollectionScanOptions(const rocksdb::Slice* upper,
+                                                  const rocksdb::Snapshot* snapshot) {
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = upper;
+  ro.snapshot = snapshot;
+  ro.readahead_size = 4 << 20;
+  ro.fill_cache = false;
+  return ro;
+}
+
 Status RecordStore::Scan(const CollectionMeta& meta,
                          const std::function<Status(const StoredRecord&)>& visit) {
   const size_t row_bytes = ItemRowBytes(meta.spec);
   std::string begin = CollectionPrefix(meta.id);
   std::string end = CollectionPrefix(meta.id + 1);
-  rocksdb::ReadOptions ro;
-  rocksdb::Slice upper(end);
-  ro.iterate_upper_bound = &upper;
-  // A full sequential pass (the arena load on open): read ahead, and do not
-  // flush the block cache with blocks read once.
-  ro.readahead_size = 4 << 20;
-  ro.fill_cache = false;
+  const rocksdb::Slice upper(end);
+  const rocksdb::ReadOptions ro = CollectionScanOptions(&upper, nullptr);
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, records_cf_));
   StoredRecord record;
   for (it->Seek(begin); it->Valid(); it->Next()) {
@@ -652,6 +659,25 @@ Status RecordStore::Scan(const CollectionMeta& meta,
   return FromRocks(it->status(), "scanning collection " + meta.spec.name);
 }
 
+Status RecordStore::ScanPayloads(
+    const CollectionMeta& meta, const rocksdb::Snapshot* snapshot,
+    const std::function<Status(int64_t id, const std::string& payload)>& visit) {
+  const std::string begin = CollectionPrefix(meta.id);
+  const std::string end = CollectionPrefix(meta.id + 1);
+  const rocksdb::Slice upper(end);
+  const rocksdb::ReadOptions ro = CollectionScanOptions(&upper, snapshot);
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, payload_cf_));
+  std::string payload;
+  for (it->Seek(begin); it->Valid(); it->Next()) {
+    const std::string_view key(it->key().data(), it->key().size());
+    if (key.size() != 12) return Status::Corruption("payload key of unexpected length");
+    const int64_t id = IdFromKey(key);
+    HEDGEDB_RETURN_IF_ERROR(DecodePayload(it->value().ToString(), id, &payload));
+    HEDGEDB_RETURN_IF_ERROR(visit(id, payload));
+  }
+  return FromRocks(it->status(), "scanning the payloads of collection " + meta.spec.name);
+}
+
 Status RecordStore::ScanChecked(
     const CollectionMeta& meta, const rocksdb::Snapshot* snapshot,
     const std::function<void(int64_t, const Status&, const StoredRecord&)>& visit_record,
@@ -659,12 +685,8 @@ Status RecordStore::ScanChecked(
   const size_t row_bytes = ItemRowBytes(meta.spec);
   const std::string begin = CollectionPrefix(meta.id);
   const std::string end = CollectionPrefix(meta.id + 1);
-  rocksdb::ReadOptions ro;
-  rocksdb::Slice upper(end);
-  ro.iterate_upper_bound = &upper;
-  ro.snapshot = snapshot;
-  ro.readahead_size = 4 << 20;
-  ro.fill_cache = false;
+  const rocksdb::Slice upper(end);
+  rocksdb::ReadOptions ro = CollectionScanOptions(&upper, snapshot);
   ro.verify_checksums = true;
   {
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, records_cf_));

@@ -121,9 +121,9 @@ class RecordStore {
   // Deletes the descriptor, records and payloads of a collection.
   Status DropCollection(const CollectionMeta& meta);
 
-  // Writes `puts` and deletes `deletes` and stores `meta` (whose sequence the
-  // caller has advanced) and `token` (if not null) in one atomic, durable
-  // batch.
+  // Deletes `deletes`, then writes `puts` (so an id in both is replaced,
+  // its old payload gone), and stores `meta` (whose sequence the caller has
+  // advanced) and `token` (if not null), in one atomic, durable batch.
   Status Commit(const CollectionMeta& meta, const std::vector<RecordWrite>& puts,
                 const std::vector<int64_t>& deletes, const BatchToken* token = nullptr);
   // found = false if the collection never committed a batch with this token.
@@ -146,6 +146,12 @@ class RecordStore {
 
   // Visits every record of a collection in id order; stops at the first error.
   Status Scan(const CollectionMeta& meta, const std::function<Status(const StoredRecord&)>& visit);
+
+  // Visits every payload of a collection in id order (as of `snapshot` if
+  // not null); stops at the first error, a payload failing its check
+  // included.
+  Status ScanPayloads(const CollectionMeta& meta, const rocksdb::Snapshot* snapshot,
+                      const std::function<Status(int64_t id, const std::string& payload)>& visit);
 
   // Verify: visits every record and every payload of a collection as of
   // `snapshot`, in id order, each with the result of its checks. Unlike Scan,

@@ -393,6 +393,7 @@ nlohmann::json SearchResultToJson(int64_t query, const SearchResult& result) {
   }
   j["results"] = std::move(hits);
   if (result.truncated) j["truncated"] = true;
+  if (result.passing >= 0) j["passing"] = result.passing;
   return j;
 }
 

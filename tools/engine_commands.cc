@@ -122,6 +122,7 @@ void RegisterCreate(CLI::App& app) {
 struct IngestArgs {
   std::string db, collection, ids, labels, payloads, token;
   bool payloads_base64 = false;
+  bool upsert = false;
   EmbeddingFiles files;
 };
 
@@ -149,6 +150,7 @@ void RunIngest(const IngestArgs& args) {
     batch.payloads = payloads.data();
   }
   batch.token = args.token;
+  batch.upsert = args.upsert;
   nlohmann::json out;
   out["ingested"] = n;
   IngestResult result;
@@ -162,6 +164,7 @@ void RunIngest(const IngestArgs& args) {
     out["first_id"] = written.front();
     out["last_id"] = written.back();
     out["sequence"] = result.sequence;
+    if (args.upsert) out["replaced"] = result.replaced;
     if (result.replayed) {
       out["ingested"] = 0;
       out["replayed"] = true;
@@ -186,9 +189,15 @@ void RegisterIngest(CLI::App& app) {
       "--token, a retry after a crash may write the batch twice.");
   AddDbOption(cmd, &args->db);
   AddCollectionOption(cmd, &args->collection);
-  cmd->add_option("--ids", args->ids,
-                  "Item ids, N integers, new and unique (.npy; default: continue after the "
-                  "largest id the collection has held)");
+  CLI::Option* ids =
+      cmd->add_option("--ids", args->ids,
+                      "Item ids, N integers, new and unique (.npy; default: continue after the "
+                      "largest id the collection has held)");
+  cmd->add_flag("--upsert", args->upsert,
+                "Replace the items whose --ids exist (vectors, label and payload; an item given "
+                "no label or payload keeps none) and add the others, in one atomic batch; "
+                "prints \"replaced\": how many existed")
+      ->needs(ids);
   cmd->add_option("--labels", args->labels, "Item labels, N integers (.npy)");
   CLI::Option* payloads =
       cmd->add_option("--payloads", args->payloads,
@@ -241,7 +250,9 @@ void RegisterSearch(CLI::App& app) {
       "that the item shares the query's label, once the collection is calibrated for the "
       "score; mc results also carry std_error and samples). A score of -inf (a codes query giving "
       "an item's symbol probability 0) prints "
-      "as null.");
+      "as null. With a filter (--label, --label-not-in, --payload-equals) the line also says "
+      "\"passing\": how many items pass it; when fewer than k do, the results are exactly "
+      "those.");
   AddDbOption(cmd, &args->db);
   AddCollectionOption(cmd, &args->collection);
   AddEmbeddingOptions(cmd, &args->files, /*for_query=*/true);

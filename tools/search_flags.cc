@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "tools/cli_util.h"
@@ -62,6 +63,18 @@ void AddSearchFlags(CLI::App* cmd, SearchFlags* flags) {
       ->capture_default_str()
       ->check(Positive())
       ->needs(flags->min_prob_option);
+  CLI::Option* label_in =
+      cmd->add_option("--label", flags->label_in,
+                      "Filter: only items whose label is one of these (comma-separated)")
+          ->delimiter(',');
+  cmd->add_option("--label-not-in", flags->label_not_in,
+                  "Filter: only items with no label or a label not among these (comma-separated)")
+      ->delimiter(',')
+      ->excludes(label_in);
+  cmd->add_option("--payload-equals", flags->payload_equals,
+                  "Filter: only items whose payload is a JSON object with top-level FIELD equal "
+                  "to VALUE, as FIELD=VALUE (repeatable: all must hold). VALUE is read as JSON "
+                  "(3, 2.5, true, null, \"3\"), and as a string when it is not JSON (color=red)");
 }
 
 SearchOptions ResolveSearchFlags(const SearchFlags& flags) {
@@ -84,6 +97,31 @@ SearchOptions ResolveSearchFlags(const SearchFlags& flags) {
     options.samples = int(value);
   }
   options.with_uncertainty = !flags.no_uncertainty;
+  SearchFilter& filter = options.filter;
+  if (!flags.label_in.empty()) {
+    filter.label_rule = SearchFilter::LabelRule::kIn;
+    filter.labels = flags.label_in;
+  } else if (!flags.label_not_in.empty()) {
+    filter.label_rule = SearchFilter::LabelRule::kNotIn;
+    filter.labels = flags.label_not_in;
+  }
+  for (const std::string& condition : flags.payload_equals) {
+    const size_t eq = condition.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      UsageError("--payload-equals takes FIELD=VALUE, got '" + condition + "'");
+    }
+    std::string value = condition.substr(eq + 1);
+    // Not JSON: the text itself, as a JSON string.
+    if (!nlohmann::json::accept(value)) {
+      try {
+        value = nlohmann::json(value).dump();
+      } catch (const nlohmann::json::exception&) {
+        UsageError("--payload-equals: the value of '" + condition.substr(0, eq) +
+                   "' is not UTF-8 text");
+      }
+    }
+    filter.payload_equals.emplace_back(condition.substr(0, eq), value);
+  }
   return options;
 }
 

@@ -26,13 +26,17 @@ struct SearchFlags {
   std::string samples;  // "" (the collection's), a positive integer, or "auto"
 
   bool no_uncertainty = false;
-  CLI::Option* seed_option = nullptr;      // set by AddSearchFlags
-  CLI::Option* min_prob_option = nullptr;  // set by AddSearchFlags
+  // Filter flags, turned into options.filter by ResolveSearchFlags.
+  std::vector<int64_t> label_in, label_not_in;
+  std::vector<std::string> payload_equals;  // "field=value"
+  CLI::Option* seed_option = nullptr;       // set by AddSearchFlags
+  CLI::Option* min_prob_option = nullptr;   // set by AddSearchFlags
 };
 
 // Adds --score, --candidates, --oversampling, --exhaustive, --samples,
-// --seed, --nprobe, --ef-search, --no-uncertainty, --min-prob and
-// --max-results to `cmd`.
+// --seed, --nprobe, --ef-search, --no-uncertainty, --min-prob,
+// --max-results and the filter flags (--label, --label-not-in,
+// --payload-equals) to `cmd`.
 void AddSearchFlags(CLI::App* cmd, SearchFlags* flags);
 
 // The SearchOptions the flags ask for (score parsed, has_seed and

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hedgedb/export.h"
@@ -111,8 +112,9 @@ struct EmbeddingView {
 // One ingest batch: written atomically (all or nothing).
 struct IngestBatch {
   EmbeddingView data;
-  // n ids, unique within the batch and new to the collection. nullptr: ids
-  // continue after the largest id the collection has ever held.
+  // n ids, unique within the batch and new to the collection (unless
+  // upsert). nullptr: ids continue after the largest id the collection has
+  // ever held.
   const int64_t* ids = nullptr;
   // n labels, or nullptr for none.
   const int64_t* labels = nullptr;
@@ -123,6 +125,11 @@ struct IngestBatch {
   // (IngestResult::replayed). A token reused for a different batch is an
   // error. Empty: no token. At most 256 bytes.
   std::string token;
+  // Replace the items whose ids exist (record, label and payload: an item
+  // given no label or payload keeps none) and add the others, in the same
+  // atomic batch: after a crash each id holds its old item or its new one,
+  // never a mix and never nothing. Needs `ids`.
+  bool upsert = false;
 };
 
 // What an Ingest did, beyond the ids.
@@ -132,6 +139,8 @@ struct IngestResult {
   bool replayed = false;
   // Collection sequence number of the batch (of the first write if replayed).
   uint64_t sequence = 0;
+  // IngestBatch::upsert: how many of the ids existed and were replaced.
+  int64_t replaced = 0;
   // Non-empty when the batch is durable but the coarse index could not take
   // it: searches of the collection then score every item exactly until the
   // index is rebuilt (on the next open). The reason, for the user.
@@ -151,6 +160,30 @@ struct Record {
   std::vector<float> var;      // gaussian: D; mog: C x D
   std::vector<float> weights;  // mog: C
   std::vector<int32_t> codes;  // codes: d
+};
+
+// Which items a search may return (SearchOptions::filter). The conditions
+// are ANDed; the default filter lets every item through. A filtered search
+// returns the best k items that pass (exactly those that pass, when fewer
+// than k do): the filter is applied inside stage 1, not after it
+// (docs/concepts.md, "Filtered search").
+struct SearchFilter {
+  enum class LabelRule {
+    kAny,    // no condition on the label
+    kIn,     // the item has a label and it is one of `labels` ({x}: equals x)
+    kNotIn,  // the item has no label, or a label that is not in `labels`
+  };
+  LabelRule label_rule = LabelRule::kAny;
+  std::vector<int64_t> labels;  // at least one with kIn / kNotIn
+  // (field, value): the item's payload, read as a JSON object, has the
+  // top-level field `field` equal to `value`, a JSON scalar written as JSON
+  // text: "\"red\"", "3", "2.5", "true", "null". Numbers compare by value
+  // (3 equals 3.0); strings exactly (no case folding). A payload that is not
+  // a JSON object, lacks the field or holds an array or object there does
+  // not pass.
+  std::vector<std::pair<std::string, std::string>> payload_equals;
+
+  bool empty() const { return label_rule == LabelRule::kAny && payload_equals.empty(); }
 };
 
 struct SearchOptions {
@@ -189,6 +222,9 @@ struct SearchOptions {
   // qualifying item (docs/calibration.md, "Threshold search").
   double min_prob = 0;
   int64_t max_results = 1000;
+  // Only items that pass this filter are returned (top-k and threshold
+  // search alike).
+  SearchFilter filter;
 };
 
 struct SearchHit {
@@ -218,6 +254,9 @@ struct SearchResult {
   int64_t scored = 0;
   // Threshold search: more items qualified than max_results.
   bool truncated = false;
+  // With a filter: how many live items pass it (-1: no filter). Fewer than
+  // k means the hits are exactly those items.
+  int64_t passing = -1;
 };
 
 // A calibration stored for one score of a collection (DB::Calibrate).

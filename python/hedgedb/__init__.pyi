@@ -20,6 +20,7 @@ class SearchResults:
     query_uncertainty: npt.NDArray[np.float32]
     payloads: List[List[bytes]]
     scored: npt.NDArray[np.int64]
+    passing: npt.NDArray[np.int64]
 
 class DB:
     def close(self) -> None: ...
@@ -58,6 +59,7 @@ class DB:
         labels: Optional[ArrayLike] = None,
         payloads: Optional[Sequence[Union[str, bytes]]] = None,
         token: str = "",
+        upsert: bool = False,
     ) -> npt.NDArray[np.int64]: ...
     def search(
         self,
@@ -84,6 +86,9 @@ class DB:
         adaptive_samples: bool = False,
         min_prob: float = 0.0,
         max_results: int = 1000,
+        labels_in: Optional[ArrayLike] = None,
+        labels_not_in: Optional[ArrayLike] = None,
+        payload_equals: Optional[Dict[str, Union[str, int, float, bool, None]]] = None,
     ) -> SearchResults: ...
     def get(self, collection: str, ids: ArrayLike) -> List[Dict[str, Any]]: ...
     def remove(self, collection: str, ids: ArrayLike) -> int: ...

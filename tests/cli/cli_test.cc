@@ -20,6 +20,7 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -1240,6 +1241,97 @@ TEST_F(CliTest, CalibrateStoresAMapThatSearchAndStatsShow) {
   Ok({"ingest", "--db", db_, "--collection", "bare", "--mean", prefix + ".mean.npy", "--var",
       prefix + ".var.npy"});
   Fails({"calibrate", "--db", db_, "--collection", "bare"}, 1, {"labelled items"});
+}
+
+
+// ingest --upsert replaces existing ids (vectors, label, payload) and adds
+// new ones in one batch; it needs --ids.
+TEST_F(CliTest, IngestUpsertReplacesExistingIds) {
+  Create("u", K::kGaussian);
+  Ok(Concat(Cmd("ingest", "u",
+                {"--ids", Write("ids.npy", MakeNpy(std::vector<int64_t>{0, 1, 2}, {3})),
+                 "--labels", Write("l1.npy", MakeNpy(std::vector<int64_t>{7, 7, 7}, {3}))}),
+            ItemFlags(K::kGaussian, MakeItems(K::kGaussian, 0, 3), "u1")));
+  // Without --upsert an existing id fails and names the flag's idea.
+  const std::string up_ids = Write("up.npy", MakeNpy(std::vector<int64_t>{1, 2, 3}, {3}));
+  const Items replacement = MakeItems(K::kGaussian, 10, 3);
+  Fails(Concat(Cmd("ingest", "u", {"--ids", up_ids}), ItemFlags(K::kGaussian, replacement, "u2")),
+        1, {"already exists", "upsert"});
+  const json out =
+      Ok(Concat(Cmd("ingest", "u",
+                    {"--ids", up_ids, "--upsert", "--labels",
+                     Write("l2.npy", MakeNpy(std::vector<int64_t>{9, 9, 9}, {3}))}),
+                ItemFlags(K::kGaussian, replacement, "u2")))
+          .Json();
+  EXPECT_EQ(out["replaced"], 2);
+  EXPECT_EQ(ItemCount("u"), 4);
+  const std::vector<json> records =
+      Ok(Cmd("get", "u", {"--ids", Write("g.npy", MakeNpy(std::vector<int64_t>{0, 1, 3}, {3}))}))
+          .JsonLines();
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[0]["label"], 7);
+  EXPECT_EQ(records[1]["label"], 9);
+  EXPECT_FLOAT_EQ(records[1]["mean"][0].get<float>(), replacement.mean[0]);
+  EXPECT_EQ(records[2]["label"], 9);
+  // --upsert needs --ids.
+  Fails(Concat(Cmd("ingest", "u", {"--upsert"}), ItemFlags(K::kGaussian, replacement, "u3")), 2,
+        {"--ids"});
+  EXPECT_EQ(ItemCount("u"), 4);
+}
+
+// Filters: --label, --label-not-in and --payload-equals (JSON or bare
+// strings), ANDed; "passing" says how many items pass; bad filters are
+// usage or engine errors naming the flag or field.
+TEST_F(CliTest, SearchFiltersByLabelAndPayload) {
+  Create("f", K::kGaussian);
+  const Items items = MakeItems(K::kGaussian, 0, 12);
+  std::vector<int64_t> labels;
+  std::ofstream payloads(Path("payloads.txt"));
+  for (int64_t i = 0; i < 12; ++i) {
+    labels.push_back(i % 3);
+    payloads << "{\"color\": \"" << (i % 2 ? "red" : "blue") << "\", \"n\": " << i << "}\n";
+  }
+  payloads.close();
+  Ok(Concat(Cmd("ingest", "f",
+                {"--labels", Write("labels.npy", MakeNpy(labels, {12})), "--payloads",
+                 Path("payloads.txt")}),
+            ItemFlags(K::kGaussian, items, "f")));
+  const std::vector<std::string> query =
+      QueryFlags(K::kGaussian, MakeItems(K::kGaussian, 3, 1), "q");
+  auto ids_of = [&](const std::vector<std::string>& flags, int64_t* passing) {
+    std::vector<std::string> args = Concat(Cmd("search", "f", {"--k", "20"}), query);
+    args.insert(args.end(), flags.begin(), flags.end());
+    const json line = Ok(args).Json();
+    *passing = line.value("passing", int64_t(-1));
+    std::set<int64_t> ids;
+    for (const json& hit : line["results"]) ids.insert(hit["id"].get<int64_t>());
+    return ids;
+  };
+  int64_t passing = 0;
+  EXPECT_EQ(ids_of({"--label", "1"}, &passing), std::set<int64_t>({1, 4, 7, 10}));
+  EXPECT_EQ(passing, 4);
+  EXPECT_EQ(ids_of({"--label", "0,2"}, &passing).size(), 8u);
+  EXPECT_EQ(ids_of({"--label-not-in", "0,2"}, &passing), std::set<int64_t>({1, 4, 7, 10}));
+  EXPECT_EQ(ids_of({"--payload-equals", "color=red"}, &passing),
+            std::set<int64_t>({1, 3, 5, 7, 9, 11}));
+  EXPECT_EQ(ids_of({"--payload-equals", "color=\"red\"", "--label", "1"}, &passing),
+            std::set<int64_t>({1, 7}));
+  EXPECT_EQ(ids_of({"--payload-equals", "n=5", "--payload-equals", "color=red"}, &passing),
+            std::set<int64_t>({5}));
+  EXPECT_TRUE(ids_of({"--payload-equals", "n=\"5\""}, &passing).empty());
+  EXPECT_EQ(passing, 0);
+  ids_of({}, &passing);
+  EXPECT_EQ(passing, -1);  // no filter: no "passing"
+  // Usage errors.
+  std::vector<std::string> both = Concat(Cmd("search", "f", {"--k", "2"}), query);
+  both.insert(both.end(), {"--label", "1", "--label-not-in", "2"});
+  Fails(both, 2, {"--label"});
+  std::vector<std::string> no_eq = Concat(Cmd("search", "f", {"--k", "2"}), query);
+  no_eq.insert(no_eq.end(), {"--payload-equals", "color"});
+  Fails(no_eq, 2, {"--payload-equals", "FIELD=VALUE"});
+  std::vector<std::string> array = Concat(Cmd("search", "f", {"--k", "2"}), query);
+  array.insert(array.end(), {"--payload-equals", "color=[1]"});
+  Fails(array, 1, {"color", "string, number, boolean or null"});
 }
 
 }  // namespace

@@ -586,6 +586,32 @@ TEST_P(ThresholdSearch, MatchesAnExhaustiveScan) {
                 double(scored) / double(exact.size()));
     EXPECT_GE(double(found), 0.99 * double(qualifying)) << "p = " << p;
   }
+  // With a filter (most items pass, so stage 1 filters inside its scan):
+  // the same items as an exhaustive filtered scan, all passing.
+  {
+    SearchOptions o;
+    o.min_prob = 0.2;
+    o.with_uncertainty = false;
+    o.filter.label_rule = SearchFilter::LabelRule::kNotIn;
+    o.filter.labels = {0, 1};
+    std::vector<SearchResult> fast, exact;
+    ASSERT_TRUE(db->Search("c", queries.view(), o, &fast).ok());
+    o.exhaustive = true;
+    ASSERT_TRUE(db->Search("c", queries.view(), o, &exact).ok());
+    int64_t qualifying = 0, found = 0;
+    for (size_t q = 0; q < exact.size(); ++q) {
+      EXPECT_GT(fast[q].passing, 2048);
+      std::set<int64_t> want;
+      for (const SearchHit& h : exact[q].hits) want.insert(h.id);
+      for (const SearchHit& h : fast[q].hits) {
+        EXPECT_TRUE(h.label != 0 && h.label != 1) << h.id;
+        found += want.count(h.id);
+      }
+      qualifying += int64_t(want.size());
+    }
+    EXPECT_GT(qualifying, 0);
+    EXPECT_GE(double(found), 0.99 * double(qualifying));
+  }
   // The cap, and bad thresholds.
   SearchOptions capped;
   capped.min_prob = 0.01;

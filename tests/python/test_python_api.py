@@ -215,3 +215,52 @@ def test_variance_forms_are_converted_once(db):
     with pytest.raises(hedgedb.InvalidArgumentError, match="give the variances once"):
         db.ingest("g", mean=mean, var=var, std=np.sqrt(var))
     assert db.stats("g")["items"] == 18
+
+
+def test_filters_and_upsert(db):
+    """labels_in / labels_not_in / payload_equals filter the search (the hits
+    pass, and equal a NumPy-side selection when fewer than k pass); upsert
+    replaces existing ids in one batch."""
+    n, d = 600, 8
+    mean, var = gaussians(n, d, seed=3)
+    labels = np.arange(n, dtype=np.int64) % 6
+    payloads = [json.dumps({"camera": "north" if i % 2 else "south", "n": i}) for i in range(n)]
+    db.create_collection("f", "gaussian", d)
+    db.ingest("f", mean=mean, var=var, labels=labels, payloads=payloads,
+              ids=np.arange(n, dtype=np.int64))
+    q_mean, q_var = gaussians(2, d, seed=4)
+
+    r = db.search("f", mean=q_mean, var=q_var, k=10, labels_in=np.array([2, 5]))
+    assert (r.passing == 200).all()
+    assert set(r.labels.ravel()) <= {2, 5}
+    r = db.search("f", mean=q_mean, var=q_var, k=10, labels_not_in=[0, 1, 2, 3, 4])
+    assert set(r.labels.ravel()) == {5}
+    r = db.search("f", mean=q_mean, var=q_var, k=10, payload_equals={"camera": "north", "n": 7})
+    assert r.passing.tolist() == [1, 1]
+    assert r.ids[:, 0].tolist() == [7, 7] and (r.ids[:, 1:] == -1).all()
+    r = db.search("f", mean=q_mean, var=q_var, k=400, labels_in=[1],
+                  payload_equals={"camera": "north"})
+    expected = {i for i in range(n) if i % 6 == 1 and i % 2 == 1}
+    assert r.passing[0] == len(expected)
+    assert set(r.ids[0][r.ids[0] >= 0].tolist()) == expected
+    r = db.search("f", mean=q_mean, var=q_var, k=3)
+    assert (r.passing == -1).all()
+    with pytest.raises(ValueError, match="not both"):
+        db.search("f", mean=q_mean, var=q_var, labels_in=[1], labels_not_in=[2])
+    with pytest.raises(ValueError, match="payload_equals"):
+        db.search("f", mean=q_mean, var=q_var, payload_equals={"camera": ["north"]})
+
+    # Upsert: ids 0..9 replaced (label 9, new means), 600..601 added.
+    new_mean, new_var = gaussians(12, d, seed=5)
+    ids = np.concatenate([np.arange(10), [600, 601]]).astype(np.int64)
+    with pytest.raises(hedgedb.Error, match="already exists"):
+        db.ingest("f", mean=new_mean, var=new_var, ids=ids)
+    db.ingest("f", mean=new_mean, var=new_var, ids=ids, labels=np.full(12, 9), upsert=True)
+    assert db.stats("f")["items"] == 602
+    got = db.get("f", np.array([0, 601, 10]))
+    assert got[0]["label"] == 9 and np.array_equal(got[0]["mean"], new_mean[0])
+    assert got[0]["payload"] in (b"", "")  # replaced without a payload
+    assert got[1]["label"] == 9
+    assert got[2]["label"] == 10 % 6
+    with pytest.raises(ValueError, match="upsert needs the ids"):
+        db.ingest("f", mean=new_mean, var=new_var, upsert=True)
