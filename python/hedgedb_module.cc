@@ -15,6 +15,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "hedgedb/db.h"
+#include "hedgedb/fuse.h"
 
 namespace py = pybind11;
 
@@ -214,6 +216,34 @@ std::pair<py::object, VarianceForm> VarianceArgument(const py::object& var, cons
   }
   if (given > 1) Invalid("give the variances once: var, std, log_var or log_std");
   return out;
+}
+
+// Template fusion (hedgedb/fuse.h) of the n rows of (n, D) Gaussians: the
+// fused mean and variances as two float32 (D,) arrays.
+py::tuple FuseGaussiansOf(const py::object& mean, const py::object& var, const py::object& stdev,
+                          const py::object& log_var, const py::object& log_std) {
+  const auto [variance, form] = VarianceArgument(var, stdev, log_var, log_std);
+  if (variance.is_none()) Invalid("fuse_gaussians needs var (or std, log_var, log_std)");
+  // D comes from the means; ReadEmbeddings then checks both shapes.
+  auto m = AsArray<float>(mean, "mean");
+  CheckShape(m, "mean", {-1, -1}, "(n, D)");
+  CollectionSpec spec;
+  spec.kind = Kind::kGaussian;
+  spec.dim = static_cast<int>(std::min<py::ssize_t>(m.shape(1), std::numeric_limits<int>::max()));
+  Embeddings e = ReadEmbeddings(spec, false, py::none(), m, variance, py::none(), py::none(),
+                                py::none(), form);
+  std::vector<float> fused_mean, fused_var;
+  Status s;
+  {
+    py::gil_scoped_release release;
+    s = FuseGaussians(spec, e.view, &fused_mean, &fused_var);
+  }
+  Check(s);
+  py::array_t<float> out_mean(static_cast<py::ssize_t>(fused_mean.size()));
+  py::array_t<float> out_var(static_cast<py::ssize_t>(fused_var.size()));
+  std::copy(fused_mean.begin(), fused_mean.end(), out_mean.mutable_data());
+  std::copy(fused_var.begin(), fused_var.end(), out_var.mutable_data());
+  return py::make_tuple(out_mean, out_var);
 }
 
 py::dict SpecDict(const CollectionSpec& s) {
@@ -711,6 +741,17 @@ PYBIND11_MODULE(_hedgedb, m) {
            py::arg("var") = py::none(), py::arg("k") = 10, py::arg("repeats") = 1,
            "Benchmark baseline (point and gaussian): seconds per one-query Search through the "
            "C++ API in a loop without Python.");
+
+  m.def("fuse_gaussians", &FuseGaussiansOf, py::arg("mean"), py::arg("var") = py::none(),
+        py::kw_only(), py::arg("std") = py::none(), py::arg("log_var") = py::none(),
+        py::arg("log_std") = py::none(),
+        "Template fusion: the n diagonal Gaussians of mean (n, D) and var (n, D) (or std, "
+        "log_var, log_std) merged into one, their normalised product, as PFE fuses the images "
+        "of one face: per dimension 1/var = sum 1/var_i, mean = var * sum mean_i/var_i "
+        "(computed in double). Returns (mean, var), float32 arrays of shape (D,); search with "
+        "mean[None], var[None]. Rows are checked as ingest checks them. Gaussians only: a "
+        "product of mixtures has C^n components, and codes and points have no density to "
+        "multiply (docs/python.md, Template fusion).");
 
   m.def(
       "open",

@@ -47,6 +47,21 @@ Status CheckWeights(const float* w, int64_t n, int C, const char* row_word) {
 
 }  // namespace
 
+Status CheckRowShape(const RowShape& shape) {
+  if (shape.dim < 1) {
+    return Status::InvalidArgument("dimension must be >= 1, got " + std::to_string(shape.dim));
+  }
+  if (shape.kind == Kind::kMog && shape.components < 1) {
+    return Status::InvalidArgument("mog needs >= 1 components, got " +
+                                   std::to_string(shape.components));
+  }
+  if (shape.kind == Kind::kCodes && (shape.code_k < 2 || shape.code_k > 256)) {
+    return Status::InvalidArgument("code alphabet size k must be in [2, 256], got " +
+                                   std::to_string(shape.code_k));
+  }
+  return Status::OK();
+}
+
 Status CheckItemRows(const RowShape& s, const EmbeddingView& v) {
   if (v.n <= 0) return Status::InvalidArgument("the batch is empty");
   const size_t n = size_t(v.n), D = size_t(s.dim), C = size_t(s.components);

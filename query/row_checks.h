@@ -10,6 +10,9 @@
 namespace hedgedb {
 namespace query {
 
+// The sizes every row of `shape` needs: dim >= 1, components >= 1 (mog),
+// code alphabet k in [2, 256] (codes).
+Status CheckRowShape(const RowShape& shape);
 // Items of a collection of `shape`: n >= 1; the kind's buffers present;
 // finite means and vectors, variances > 0, mixture weights >= 0 summing to 1
 // (within 1e-3), code symbols in [0, k). Errors name the item.

@@ -7,6 +7,7 @@
 
 #include "calibration/mc_error.h"
 #include "query/kernels.h"
+#include "query/row_checks.h"
 
 namespace hedgedb {
 namespace query {
@@ -44,21 +45,6 @@ bool ScoreApplies(Kind kind, ScoreType resolved) {
       return resolved == ScoreType::kLogprob;
   }
   return false;
-}
-
-Status ValidateShape(const RowShape& shape) {
-  if (shape.dim < 1) {
-    return Status::InvalidArgument("dimension must be >= 1, got " + std::to_string(shape.dim));
-  }
-  if (shape.kind == Kind::kMog && shape.components < 1) {
-    return Status::InvalidArgument("mog needs >= 1 components, got " +
-                                   std::to_string(shape.components));
-  }
-  if (shape.kind == Kind::kCodes && (shape.code_k < 2 || shape.code_k > 256)) {
-    return Status::InvalidArgument("code alphabet size k must be in [2, 256], got " +
-                                   std::to_string(shape.code_k));
-  }
-  return Status::OK();
 }
 
 int Components(const RowShape& shape) { return int(shape.mixture_components()); }
@@ -300,7 +286,7 @@ class CodesPreparedQuery : public PreparedQuery {
 }  // namespace
 
 Status ValidateScoreParams(const RowShape& shape, const ScoreParams& params) {
-  HEDGEDB_RETURN_IF_ERROR(ValidateShape(shape));
+  HEDGEDB_RETURN_IF_ERROR(CheckRowShape(shape));
   const ScoreType resolved = ResolveScore(shape.kind, params.score);
   if (!ScoreApplies(shape.kind, resolved)) {
     return Status::InvalidArgument(std::string("score '") + ScoreName(params.score) +

@@ -14,7 +14,8 @@ class App;
 namespace hedgedb {
 namespace cli {
 
-// create, ingest, search, get, remove, stats, list, drop (tools/engine_commands.cc).
+// create, ingest, search, calibrate, get, remove, fuse, stats, list, drop, repair,
+// backup, verify (tools/engine_commands.cc).
 void RegisterEngineCommands(CLI::App& app);
 
 // generate: synthetic embeddings for demos and benchmarks (tools/generate_command.cc).

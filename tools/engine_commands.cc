@@ -1,14 +1,16 @@
-// Database subcommands: create, ingest, search, calibrate, get, remove, stats,
-// list, drop, repair, backup, verify.
+// Database subcommands: create, ingest, search, calibrate, get, remove, fuse,
+// stats, list, drop, repair, backup, verify.
 // Each one parses its flags, calls hedgedb::DB and prints JSON to stdout.
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "hedgedb/db.h"
+#include "hedgedb/fuse.h"
 #include "hedgedb/types.h"
 #include "tools/calibration_pictures.h"
 #include "tools/cli_util.h"
@@ -119,6 +121,17 @@ void RegisterCreate(CLI::App& app) {
 
 // ---------------------------------------------------------------- ingest
 
+// The batch is durable now: acknowledge it before the index work that
+// closing the database does (training, saving the index file); an index that
+// could not take the batch is a warning, not a failure.
+void PrintAcknowledgement(const nlohmann::json& out, const IngestResult& result) {
+  PrintJsonLine(out);
+  std::fflush(stdout);
+  if (!result.index_warning.empty()) {
+    std::fprintf(stderr, "hedgedb: warning: %s\n", result.index_warning.c_str());
+  }
+}
+
 struct IngestArgs {
   std::string db, collection, ids, labels, payloads, token;
   bool payloads_base64 = false;
@@ -170,13 +183,7 @@ void RunIngest(const IngestArgs& args) {
       out["replayed"] = true;
     }
   }
-  // The batch is durable now: acknowledge it before the index work that
-  // closing the database does (training, saving the index file).
-  PrintJsonLine(out);
-  std::fflush(stdout);
-  if (!result.index_warning.empty()) {
-    std::fprintf(stderr, "hedgedb: warning: %s\n", result.index_warning.c_str());
-  }
+  PrintAcknowledgement(out, result);
 }
 
 void RegisterIngest(CLI::App& app) {
@@ -215,27 +222,54 @@ void RegisterIngest(CLI::App& app) {
 
 // ---------------------------------------------------------------- search
 
-struct SearchArgs {
-  std::string db, collection;
-  EmbeddingFiles files;
+// --k, the search flags and --with-payload: what `search` and `fuse --search`
+// share.
+struct TopKFlags {
   SearchFlags search;
   CLI::Option* k_option = nullptr;
 };
 
-void RunSearch(SearchArgs& args) {
-  const SearchOptions options = ResolveSearchFlags(args.search);
-  if (args.k_option->count() == 0 && options.min_prob == 0) {
+void AddTopKFlags(CLI::App* cmd, TopKFlags* flags) {
+  flags->k_option =
+      cmd->add_option("--k", flags->search.options.k, "Results per query (or give --min-prob)")
+          ->check(Positive());
+  AddSearchFlags(cmd, &flags->search);
+  flags->k_option->excludes(flags->search.min_prob_option);
+  cmd->add_flag("--with-payload", flags->search.options.with_payload,
+                "Print each result's payload (one record read per result)");
+}
+
+SearchOptions ResolveTopKFlags(const TopKFlags& flags) {
+  const SearchOptions options = ResolveSearchFlags(flags.search);
+  if (flags.k_option->count() == 0 && options.min_prob == 0) {
     UsageError("give --k (top-k search) or --min-prob (threshold search)");
   }
+  return options;
+}
+
+// Searches and prints one JSON line per query, as `search` documents.
+void SearchAndPrint(DB& db, const std::string& collection, const EmbeddingView& queries,
+                    const SearchOptions& options) {
+  std::vector<SearchResult> results;
+  Check(db.Search(collection, queries, options, &results));
+  for (size_t q = 0; q < results.size(); ++q) {
+    PrintJsonLine(SearchResultToJson(static_cast<int64_t>(q), results[q]));
+  }
+}
+
+struct SearchArgs {
+  std::string db, collection;
+  EmbeddingFiles files;
+  TopKFlags top_k;
+};
+
+void RunSearch(SearchArgs& args) {
+  const SearchOptions options = ResolveTopKFlags(args.top_k);
   std::unique_ptr<DB> db = OpenDatabase(args.db, false);
   const CollectionSpec spec = DescribeOrFail(*db, args.collection);
   LoadedEmbeddings queries;
   queries.Load(args.files, spec, /*for_query=*/true);
-  std::vector<SearchResult> results;
-  Check(db->Search(args.collection, queries.view(), options, &results));
-  for (size_t q = 0; q < results.size(); ++q) {
-    PrintJsonLine(SearchResultToJson(static_cast<int64_t>(q), results[q]));
-  }
+  SearchAndPrint(*db, args.collection, queries.view(), options);
 }
 
 void RegisterSearch(CLI::App& app) {
@@ -256,13 +290,7 @@ void RegisterSearch(CLI::App& app) {
   AddDbOption(cmd, &args->db);
   AddCollectionOption(cmd, &args->collection);
   AddEmbeddingOptions(cmd, &args->files, /*for_query=*/true);
-  args->k_option =
-      cmd->add_option("--k", args->search.options.k, "Results per query (or give --min-prob)")
-          ->check(Positive());
-  AddSearchFlags(cmd, &args->search);
-  args->k_option->excludes(args->search.min_prob_option);
-  cmd->add_flag("--with-payload", args->search.options.with_payload,
-                "Print each result's payload (one record read per result)");
+  AddTopKFlags(cmd, &args->top_k);
   cmd->callback([args] { RunSearch(*args); });
 }
 
@@ -427,15 +455,207 @@ void RunRemove(const IdsArgs& args) {
   PrintJsonLine(out);
 }
 
+// --ids FILE or --id ID (repeatable, or a comma-separated list).
+void AddIdsOptions(CLI::App* cmd, IdsArgs* args) {
+  CLI::Option* file = cmd->add_option("--ids", args->ids_file, "Item ids, a 1-d integer .npy");
+  cmd->add_option("--id", args->ids,
+                  "An item id (repeatable, or comma-separated: --id 3,7,9); instead of --ids")
+      ->delimiter(',')
+      ->excludes(file);
+}
+
 void RegisterIdsCommand(CLI::App& app, const char* name, const char* description,
                         void (*run)(const IdsArgs&)) {
   auto args = std::make_shared<IdsArgs>();
   CLI::App* cmd = app.add_subcommand(name, description);
   AddDbOption(cmd, &args->db);
   AddCollectionOption(cmd, &args->collection);
-  CLI::Option* file = cmd->add_option("--ids", args->ids_file, "Item ids, a 1-d integer .npy");
-  cmd->add_option("--id", args->ids, "An item id (repeatable); instead of --ids")->excludes(file);
+  AddIdsOptions(cmd, args.get());
   cmd->callback([args, run] { run(*args); });
+}
+
+// ---------------------------------------------------------------- fuse
+
+struct FuseArgs {
+  IdsArgs items;  // db, collection and the stored items' ids
+  EmbeddingFiles files;
+  bool store = false, search = false;
+  std::string out_mean, out_var, out_weights, payload;
+  CLI::Option* new_id = nullptr;
+  CLI::Option* label = nullptr;
+  int64_t new_id_value = 0, label_value = 0;
+  TopKFlags top_k;
+};
+
+// The embeddings of stored items, fused by id: read with DB::Get, in the
+// item layout of the collection's kind (FuseGaussians refuses the kinds it
+// does not fuse before it reads the rows).
+struct StoredItems {
+  std::vector<float> mean, var, weights;
+  EmbeddingView view;
+};
+
+void ReadStoredItems(DB& db, const std::string& collection, const std::vector<int64_t>& ids,
+                     StoredItems* items) {
+  std::set<int64_t> seen;
+  for (int64_t id : ids) {
+    // Fusing an item twice would count its evidence twice.
+    if (!seen.insert(id).second) Fail("id " + std::to_string(id) + " is given twice");
+  }
+  std::vector<Record> records;
+  Check(db.Get(collection, ids.data(), ids.size(), &records));
+  for (const Record& r : records) {
+    if (!r.found) {
+      Fail("no item with id " + std::to_string(r.id) + " in collection '" + collection + "'");
+    }
+    items->mean.insert(items->mean.end(), r.mean.begin(), r.mean.end());
+    items->var.insert(items->var.end(), r.var.begin(), r.var.end());
+    items->weights.insert(items->weights.end(), r.weights.begin(), r.weights.end());
+  }
+  items->view.n = static_cast<int64_t>(records.size());
+  if (!items->mean.empty()) items->view.mean = items->mean.data();
+  if (!items->var.empty()) items->view.var = items->var.data();
+  if (!items->weights.empty()) items->view.weights = items->weights.data();
+}
+
+void WriteNpyOrFail(const std::string& path, const NpyArray& array) {
+  const Status s = WriteNpy(path, array);
+  if (!s.ok()) Fail(s.message());
+}
+
+void RunFuse(FuseArgs& args) {
+  const IdsArgs& by_id = args.items;
+  const EmbeddingFiles& f = args.files;
+  const bool from_ids = !by_id.ids_file.empty() || !by_id.ids.empty();
+  bool from_files = false;
+  for (const std::string* file :
+       {&f.vec, &f.mean, &f.var, &f.std, &f.log_var, &f.log_std, &f.weights, &f.codes}) {
+    from_files = from_files || !file->empty();
+  }
+  if (from_ids == from_files) {
+    UsageError(
+        "give the items to fuse once: stored items (--ids FILE or --id ID) or embeddings from "
+        "files (--mean with --var, --std, --log-var or --log-std)");
+  }
+  SearchOptions options;
+  if (args.search) options = ResolveTopKFlags(args.top_k);
+  std::unique_ptr<DB> db = OpenDatabase(by_id.db, false);
+  const CollectionSpec spec = DescribeOrFail(*db, by_id.collection);
+  if (!args.out_weights.empty() && spec.kind != Kind::kMog) {
+    UsageError("--out-weights applies to mog collections only");
+  }
+  StoredItems stored;
+  LoadedEmbeddings loaded;
+  if (from_ids) {
+    ReadStoredItems(*db, by_id.collection, IdsOf(by_id), &stored);
+  } else {
+    loaded.Load(f, spec, /*for_query=*/false);
+  }
+  const EmbeddingView& items = from_ids ? stored.view : loaded.view();
+  std::vector<float> mean, var, weights;
+  Check(FuseGaussians(spec, items, &mean, &var, &weights));
+
+  EmbeddingView fused;
+  fused.n = 1;
+  fused.mean = mean.data();
+  fused.var = var.data();
+  if (!weights.empty()) fused.weights = weights.data();
+  // As one row of an ingest or search file: (1, D), or (1, C, D) for mog.
+  const int64_t d = spec.dim;
+  const std::vector<int64_t> shape = spec.kind == Kind::kMog
+                                         ? std::vector<int64_t>{1, int64_t(weights.size()), d}
+                                         : std::vector<int64_t>{1, d};
+  if (!args.out_mean.empty()) WriteNpyOrFail(args.out_mean, MakeNpy(mean, shape));
+  if (!args.out_var.empty()) WriteNpyOrFail(args.out_var, MakeNpy(var, shape));
+  if (!args.out_weights.empty()) {
+    WriteNpyOrFail(args.out_weights, MakeNpy(weights, {1, int64_t(weights.size())}));
+  }
+  if (args.search) {
+    SearchAndPrint(*db, by_id.collection, fused, options);
+    return;
+  }
+  nlohmann::json out;
+  out["fused"] = items.n;
+  if (args.store) {
+    IngestBatch batch;
+    batch.data = fused;
+    if (args.new_id->count() > 0) batch.ids = &args.new_id_value;
+    if (args.label->count() > 0) batch.labels = &args.label_value;
+    if (!args.payload.empty()) batch.payloads = &args.payload;
+    std::vector<int64_t> written;
+    IngestResult result;
+    Check(db->Ingest(by_id.collection, batch, &written, &result));
+    out["id"] = written.at(0);
+    out["sequence"] = result.sequence;
+    PrintAcknowledgement(out, result);
+    return;
+  }
+  if (!args.out_mean.empty()) {
+    // The arrays went to files; the line says where.
+    out["out_mean"] = args.out_mean;
+    out["out_var"] = args.out_var;
+    if (!args.out_weights.empty()) out["out_weights"] = args.out_weights;
+  } else if (spec.kind == Kind::kMog) {
+    out["weights"] = JsonFloats(weights.data(), weights.size());
+    out["mean"] = JsonFloatMatrix(mean.data(), weights.size(), size_t(d));
+    out["var"] = JsonFloatMatrix(var.data(), weights.size(), size_t(d));
+  } else {
+    out["mean"] = JsonFloats(mean.data(), mean.size());
+    out["var"] = JsonFloats(var.data(), var.size());
+  }
+  PrintJsonLine(out);
+}
+
+void RegisterFuse(CLI::App& app) {
+  auto args = std::make_shared<FuseArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "fuse",
+      "Template fusion: merge several Gaussian embeddings of one subject into one (the product "
+      "of the Gaussians), then print it, store it or search with it");
+  cmd->footer(
+      "Per dimension: 1/var = sum_i 1/var_i and mean = var * sum_i mean_i/var_i, so each item "
+      "counts by its precision (docs/cli.md, \"Template fusion\"). The items are stored ones "
+      "(--ids FILE or --id 3,7,9) or the rows of files given as for ingest (--mean with --var, "
+      "--std, --log-var or --log-std). Defined for gaussian collections; for mog only where the "
+      "product of n mixtures (C^n components) fits the collection's C: one item or C = 1; point "
+      "and codes collections are refused. Prints {\"fused\": n, \"mean\": [...], \"var\": "
+      "[...]}; with --out-mean/--out-var the arrays go to .npy files of shape (1, D) (mog: "
+      "(1, C, D)) that ingest and search read; --store prints {\"fused\": n, \"id\": i, "
+      "\"sequence\": s}; --search prints the lines of hedgedb search for the one fused query. "
+      "On any error nothing is written to the database.");
+  AddDbOption(cmd, &args->items.db);
+  AddCollectionOption(cmd, &args->items.collection);
+  AddIdsOptions(cmd, &args->items);
+  AddEmbeddingOptions(cmd, &args->files, /*for_query=*/false);
+  CLI::Option* out_mean =
+      cmd->add_option("--out-mean", args->out_mean, "Write the fused mean to this .npy file");
+  CLI::Option* out_var = cmd->add_option("--out-var", args->out_var,
+                                         "Write the fused variances to this .npy file (with "
+                                         "--out-mean: the printed line then names the files)");
+  out_mean->needs(out_var);
+  out_var->needs(out_mean);
+  cmd->add_option("--out-weights", args->out_weights,
+                  "mog: write the fused component weights to this .npy file");
+  CLI::Option* store =
+      cmd->add_flag("--store", args->store, "Store the fused embedding as a new item (atomically)");
+  args->new_id = cmd->add_option("--new-id", args->new_id_value,
+                                 "--store: the new item's id (default: after the largest id the "
+                                 "collection has held)")
+                     ->needs(store);
+  args->label =
+      cmd->add_option("--label", args->label_value, "--store: the new item's label")->needs(store);
+  cmd->add_option("--payload", args->payload, "--store: the new item's payload (text)")
+      ->needs(store);
+  CLI::Option* search =
+      cmd->add_flag("--search", args->search,
+                    "Search the collection with the fused embedding (as hedgedb search; give --k "
+                    "or --min-prob)")
+          ->excludes(store);
+  const size_t before = cmd->get_options().size();
+  AddTopKFlags(cmd, &args->top_k);
+  const std::vector<CLI::Option*> all = cmd->get_options();
+  for (size_t i = before; i < all.size(); ++i) all[i]->needs(search);
+  cmd->callback([args] { RunFuse(*args); });
 }
 
 // ---------------------------------------------------------------- stats / list / drop
@@ -646,6 +866,7 @@ void RegisterEngineCommands(CLI::App& app) {
                      RunGet);
   RegisterIdsCommand(app, "remove", "Remove items by id; an unknown id fails and removes nothing",
                      RunRemove);
+  RegisterFuse(app);
   RegisterCollectionCommands(app);
 }
 

@@ -3,6 +3,7 @@
 
 #include "hedgedb/db.h"
 #include "hedgedb/export.h"
+#include "hedgedb/fuse.h"
 #include "hedgedb/npy.h"
 #include "hedgedb/options.h"
 #include "hedgedb/score.h"

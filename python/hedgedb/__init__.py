@@ -6,6 +6,8 @@
         db.ingest("faces", mean=mean, var=var, labels=labels)
         res = db.search("faces", mean=q_mean, var=q_var, k=10)
         res.ids, res.scores, res.probs, res.uncertainties, res.query_uncertainty
+    # several photos of one subject -> one Gaussian template
+    t_mean, t_var = hedgedb.fuse_gaussians(photo_means, photo_vars)
 
 Arrays that are C-contiguous float32 (int32 codes, int64 ids and labels) are
 used where they lie, without a copy; others are converted once. The GIL is
@@ -21,7 +23,16 @@ from ._hedgedb import (  # noqa: F401
     NotFoundError,
     SearchResults,
     _conversions,
+    fuse_gaussians,
     open,
 )
 
-__all__ = ["DB", "Error", "InvalidArgumentError", "NotFoundError", "SearchResults", "open"]
+__all__ = [
+    "DB",
+    "Error",
+    "InvalidArgumentError",
+    "NotFoundError",
+    "SearchResults",
+    "fuse_gaussians",
+    "open",
+]

@@ -1,5 +1,5 @@
 # Type stubs of the hedgedb package (the extension module hedgedb._hedgedb).
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -104,4 +104,21 @@ def open(
     sync: bool = False,
     threads: int = 0,
 ) -> DB: ...
+def fuse_gaussians(
+    mean: ArrayLike,
+    var: Optional[ArrayLike] = None,
+    *,
+    std: Optional[ArrayLike] = None,
+    log_var: Optional[ArrayLike] = None,
+    log_std: Optional[ArrayLike] = None,
+) -> Tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """Template fusion: the n Gaussians of mean (n, D) and var (n, D) (or std,
+    log_var, log_std) merged into their normalised product, as PFE fuses the
+    images of one face: per dimension 1/var = sum 1/var_i and
+    mean = var * sum mean_i/var_i, computed in double. Returns (mean, var),
+    float32 arrays of shape (D,). Rows are checked as ingest checks them.
+    Gaussians only: a product of mixtures has C^n components, and points and
+    codes have no density to multiply."""
+    ...
+
 def _conversions() -> int: ...

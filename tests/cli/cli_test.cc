@@ -241,8 +241,8 @@ std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<st
 
 TEST_F(CliTest, HelpListsCommandsAndFlags) {
   RunResult r = Ok({"--help"});
-  for (const char* cmd :
-       {"create", "ingest", "search", "get", "remove", "stats", "list", "drop", "generate"}) {
+  for (const char* cmd : {"create", "ingest", "search", "get", "remove", "fuse", "stats", "list",
+                          "drop", "generate"}) {
     EXPECT_NE(r.out.find(cmd), std::string::npos) << cmd << "\n" << r.out;
   }
   r = Ok({"search", "--help"});
@@ -1332,6 +1332,156 @@ TEST_F(CliTest, SearchFiltersByLabelAndPayload) {
   std::vector<std::string> array = Concat(Cmd("search", "f", {"--k", "2"}), query);
   array.insert(array.end(), {"--payload-equals", "color=[1]"});
   Fails(array, 1, {"color", "string, number, boolean or null"});
+
+// ---------------------------------------------------------------- fuse
+
+// The product of the Gaussians of `rows` of `it`, per dimension, in double.
+void ProductOfGaussians(const Items& it, const std::vector<int64_t>& rows,
+                        std::vector<double>* mean, std::vector<double>* var) {
+  mean->assign(kDim, 0.0);
+  var->assign(kDim, 0.0);
+  for (int64_t j = 0; j < kDim; ++j) {
+    double precision = 0, sum = 0;
+    for (int64_t i : rows) {
+      precision += 1.0 / it.var[size_t(i * kDim + j)];
+      sum += it.mean[size_t(i * kDim + j)] / double(it.var[size_t(i * kDim + j)]);
+    }
+    (*var)[size_t(j)] = 1.0 / precision;
+    (*mean)[size_t(j)] = sum / precision;
+  }
+}
+
+void ExpectFused(const json& line, const std::vector<double>& mean, const std::vector<double>& var,
+                 double rel) {
+  ASSERT_EQ(line["mean"].size(), size_t(kDim)) << line;
+  ASSERT_EQ(line["var"].size(), size_t(kDim)) << line;
+  for (size_t j = 0; j < size_t(kDim); ++j) {
+    EXPECT_NEAR(line["mean"][j].get<double>(), mean[j], rel * (1 + std::fabs(mean[j]))) << j;
+    EXPECT_NEAR(line["var"][j].get<double>(), var[j], rel * var[j]) << j;
+  }
+}
+
+// Stored items by id and the same rows from files (with --std) fuse to the
+// product of Gaussians; --store adds it as an item, --out-mean/--out-var
+// write files that search reads, and --search prints what search prints.
+TEST_F(CliErrorTest, FuseStoredItemsAndFilesToTheProductOfGaussians) {
+  const Items it = MakeItems(K::kGaussian, 0, kInitial);  // the items of "g", ids 0..9
+  std::vector<double> mean, var;
+  ProductOfGaussians(it, {1, 3, 4}, &mean, &var);
+  json line = Ok(Cmd("fuse", "g", {"--id", "1,3,4"})).Json();
+  EXPECT_EQ(line["fused"], 3);
+  ExpectFused(line, mean, var, 1e-6);
+  // Repeated --id and an --ids file: the same.
+  EXPECT_EQ(Ok(Cmd("fuse", "g", {"--id", "1", "--id", "3", "--id", "4"})).Json(), line);
+  const std::string ids = Write("fuse_ids.npy", MakeNpy(std::vector<int64_t>{1, 3, 4}, {3}));
+  EXPECT_EQ(Ok(Cmd("fuse", "g", {"--ids", ids})).Json(), line);
+
+  // The same three rows from files, variances as standard deviations.
+  std::vector<float> rows_mean, rows_std;
+  for (int64_t i : {1, 3, 4}) {
+    for (int64_t j = 0; j < kDim; ++j) {
+      rows_mean.push_back(it.mean[size_t(i * kDim + j)]);
+      rows_std.push_back(std::sqrt(it.var[size_t(i * kDim + j)]));
+    }
+  }
+  const std::string mean_file = Write("fuse_mean.npy", MakeNpy(rows_mean, {3, kDim}));
+  const std::string std_file = Write("fuse_std.npy", MakeNpy(rows_std, {3, kDim}));
+  ExpectFused(Ok(Cmd("fuse", "g", {"--mean", mean_file, "--std", std_file})).Json(), mean, var,
+              1e-5);
+  ExpectUnchanged();  // printing stores nothing
+
+  // Files of shape (1, D) that search reads; the line names them.
+  const std::string out_mean = Path("fused_mean.npy"), out_var = Path("fused_var.npy");
+  line =
+      Ok(Cmd("fuse", "g", {"--id", "1,3,4", "--out-mean", out_mean, "--out-var", out_var})).Json();
+  EXPECT_EQ(line["out_mean"], out_mean);
+  EXPECT_FALSE(line.contains("mean"));
+  NpyArray written;
+  ASSERT_TRUE(ReadNpy(out_mean, &written).ok());
+  EXPECT_EQ(written.shape, (std::vector<int64_t>{1, kDim}));
+
+  // --search prints exactly the lines search prints for the fused query.
+  const std::vector<std::string> search_flags = {"--k", "4", "--exhaustive", "--seed", "5"};
+  const RunResult fused_search =
+      Ok(Concat(Cmd("fuse", "g", {"--id", "1,3,4", "--search"}), search_flags));
+  const RunResult plain_search =
+      Ok(Concat(Cmd("search", "g", {"--mean", out_mean, "--var", out_var}), search_flags));
+  EXPECT_EQ(fused_search.out, plain_search.out);
+  ASSERT_EQ(fused_search.JsonLines().size(), 1u);
+  EXPECT_EQ(fused_search.JsonLines()[0]["results"].size(), 4u);
+
+  // --store: a new item with the fused embedding, label and payload.
+  line = Ok(Cmd("fuse", "g",
+                {"--id", "1,3,4", "--store", "--new-id", "500", "--label", "7", "--payload",
+                 "person 7"}))
+             .Json();
+  EXPECT_EQ(line["id"], 500);
+  EXPECT_EQ(ItemCount("g"), kInitial + 1);
+  const json record = Ok(Cmd("get", "g", {"--id", "500"})).Json();
+  EXPECT_EQ(record["label"], 7);
+  EXPECT_EQ(record["payload"], "person 7");
+  ExpectFused(record, mean, var, 1e-6);
+  // Without --new-id the id continues after the largest.
+  EXPECT_EQ(Ok(Cmd("fuse", "g", {"--id", "0,2", "--store"})).Json()["id"], 501);
+  EXPECT_EQ(ItemCount("g"), kInitial + 2);
+}
+
+// Each error names its problem, exits non-zero and leaves the database as it
+// was.
+TEST_F(CliErrorTest, FuseErrorsNameTheProblemAndChangeNothing) {
+  Fails(Cmd("fuse", "g", {"--id", "1,99", "--store"}), 1, {"no item with id 99"});
+  Fails(Cmd("fuse", "g", {"--id", "1,3,1", "--store"}), 1, {"id 1 is given twice"});
+  // An existing --new-id is refused by ingest, atomically.
+  Fails(Cmd("fuse", "g", {"--id", "1,3", "--store", "--new-id", "2"}), 1, {"id 2 already exists"});
+  // Items from both sources or from none, flags of the wrong mode.
+  const Items two = MakeItems(K::kGaussian, 100, 2);
+  Fails(Cmd("fuse", "g"), 2, {"give the items to fuse once"});
+  Fails(Concat(Cmd("fuse", "g", {"--id", "1"}), ItemFlags(K::kGaussian, two, "both")), 2,
+        {"give the items to fuse once"});
+  Fails(Cmd("fuse", "g", {"--id", "1,2", "--k", "3"}), 2, {"--search"});
+  Fails(Cmd("fuse", "g", {"--id", "1,2", "--label", "3"}), 2, {"--store"});
+  Fails(Cmd("fuse", "g", {"--id", "1,2", "--search"}), 2, {"--k"});
+  Fails(Cmd("fuse", "g", {"--id", "1,2", "--search", "--store", "--k", "2"}), 2, {"--store"});
+  Fails(Cmd("fuse", "g", {"--id", "1,2", "--out-weights", Path("w.npy")}), 2, {"mog"});
+  Fails(Cmd("fuse", "g", {"--id", "1,2", "--out-mean", Path("m.npy")}), 2, {"--out-var"});
+  // Values ingest refuses: the same message.
+  Items bad = MakeItems(K::kGaussian, 100, 3);
+  bad.mean[5] = std::numeric_limits<float>::quiet_NaN();
+  Fails(Concat(Cmd("fuse", "g", {"--store"}), ItemFlags(K::kGaussian, bad, "fnan")), 1,
+        {"mean of item 1 is not finite"});
+  bad = MakeItems(K::kGaussian, 100, 3);
+  bad.var[9] = 0.0f;
+  Fails(Concat(Cmd("fuse", "g", {"--store"}), ItemFlags(K::kGaussian, bad, "fzero")), 1,
+        {"variance of item 2 must be > 0"});
+  // An empty file: nothing to fuse.
+  const std::string empty_mean = Write("e.mean.npy", MakeNpy(std::vector<float>{}, {0, kDim}));
+  const std::string empty_var = Write("e.var.npy", MakeNpy(std::vector<float>{}, {0, kDim}));
+  Fails(Cmd("fuse", "g", {"--mean", empty_mean, "--var", empty_var, "--store"}), 1, {"empty"});
+  ExpectUnchanged();
+
+  // Kinds that do not fuse, and why.
+  Create("p", K::kPoint);
+  Ok(Concat(Cmd("ingest", "p"), ItemFlags(K::kPoint, MakeItems(K::kPoint, 0, 3), "p")));
+  Fails(Cmd("fuse", "p", {"--id", "0,1"}), 1, {"point", "no variance"});
+  Create("codes", K::kCodes);
+  Ok(Concat(Cmd("ingest", "codes"), ItemFlags(K::kCodes, MakeItems(K::kCodes, 0, 3), "k")));
+  Fails(Cmd("fuse", "codes", {"--id", "0,1"}), 1, {"codes", "discrete"});
+  Create("m", K::kMog);
+  Ok(Concat(Cmd("ingest", "m"), ItemFlags(K::kMog, MakeItems(K::kMog, 0, 3), "m")));
+  Fails(Cmd("fuse", "m", {"--id", "0,1,2", "--store"}), 1, {"2^3 components"});
+  EXPECT_EQ(ItemCount("m"), 3);
+  // One mixture fuses to itself, weights included.
+  const json one = Ok(Cmd("fuse", "m", {"--id", "1"})).Json();
+  const json stored = Ok(Cmd("get", "m", {"--id", "1"})).Json();
+  EXPECT_EQ(one["weights"], stored["weights"]);
+  EXPECT_EQ(one["mean"], stored["mean"]);
+  EXPECT_EQ(one["var"], stored["var"]);
+
+  const RunResult help = Ok({"fuse", "--help"});
+  for (const char* flag : {"--ids", "--id", "--mean", "--std", "--store", "--new-id", "--search",
+                           "--k", "--out-mean", "--out-var", "1/var = sum_i 1/var_i"}) {
+    EXPECT_NE(help.out.find(flag), std::string::npos) << flag;
+  }
 }
 
 }  // namespace
