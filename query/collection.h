@@ -70,6 +70,14 @@ class Collection {
   // The collection is being dropped: from now on writes fail with NotFound
   // (a write in flight would otherwise store the dropped descriptor again).
   void MarkDropped();
+  // A reader's collection (Options::read_only; call before Open): its index
+  // file is never written; Open loads it and catches it up, or rebuilds the
+  // index, in memory only.
+  void SetReadOnly() { read_only_ = true; }
+  // Reader: applies what the store now holds past meta().sequence (`latest`
+  // is the collection's descriptor there): new items join the arena and the
+  // index, removed ones leave, calibrations are reloaded. In memory only.
+  Status CatchUp(const storage::CollectionMeta& latest);
 
   const CollectionSpec& spec() const { return meta_.spec; }
   const storage::CollectionMeta& meta() const { return meta_; }
@@ -122,6 +130,8 @@ class Collection {
   // untrained one that has enough rows and adds every row. A failure marks
   // the index stale (MarkIndexStaleLocked) and is returned.
   Status SyncIndexLocked(int64_t first_row, bool train);
+  // Marks live items dead (unique, live ids) and takes them out of the index.
+  void RemoveRowsLocked(const std::vector<int64_t>& ids);
   Status RebuildIndexLocked();
   Status SaveIndexLocked();
   // SaveIndexLocked where a failure must not fail the open (index_note_ says).
@@ -161,6 +171,7 @@ class Collection {
   int64_t unsaved_vectors_ = 0;
   int64_t tombstones_ = 0;  // dead vectors still in the index
   bool index_stale_ = false;
+  bool read_only_ = false;   // SetReadOnly
   bool dropped_ = false;     // guarded by write_mutex_
   std::string index_note_;   // CollectionStats::index_note
   std::string lost_writes_;  // CollectionStats::lost_writes (set by Open only)

@@ -26,6 +26,16 @@ void AddDbOption(CLI::App* cmd, std::string* db) {
   cmd->add_option("--db", *db, "Database directory")->required();
 }
 
+// --read-only, of the commands that only read (search, get, stats, list,
+// backup).
+void AddReadOnlyFlag(CLI::App* cmd, bool* read_only) {
+  cmd->add_flag("--read-only", *read_only,
+                "Open the database read-only, beside a process that holds it open for writing: "
+                "see its acknowledged batches as of now, write nothing");
+}
+
+Access ReadAccess(bool read_only) { return read_only ? Access::kReadOnly : Access::kRead; }
+
 void AddCollectionOption(CLI::App* cmd, std::string* collection, bool required = true) {
   CLI::Option* opt = cmd->add_option("--collection", *collection, "Collection name");
   if (required) opt->required();
@@ -211,6 +221,7 @@ struct SearchArgs {
   EmbeddingFiles files;
   SearchFlags search;
   CLI::Option* k_option = nullptr;
+  bool read_only = false;
 };
 
 void RunSearch(SearchArgs& args) {
@@ -218,7 +229,7 @@ void RunSearch(SearchArgs& args) {
   if (args.k_option->count() == 0 && options.min_prob == 0) {
     UsageError("give --k (top-k search) or --min-prob (threshold search)");
   }
-  std::unique_ptr<DB> db = OpenDatabase(args.db, false);
+  std::unique_ptr<DB> db = OpenDatabase(args.db, false, ReadAccess(args.read_only));
   const CollectionSpec spec = DescribeOrFail(*db, args.collection);
   LoadedEmbeddings queries;
   queries.Load(args.files, spec, /*for_query=*/true);
@@ -243,6 +254,7 @@ void RegisterSearch(CLI::App& app) {
       "an item's symbol probability 0) prints "
       "as null.");
   AddDbOption(cmd, &args->db);
+  AddReadOnlyFlag(cmd, &args->read_only);
   AddCollectionOption(cmd, &args->collection);
   AddEmbeddingOptions(cmd, &args->files, /*for_query=*/true);
   args->k_option =
@@ -388,6 +400,7 @@ void RegisterCalibrate(CLI::App& app) {
 struct IdsArgs {
   std::string db, collection, ids_file;
   std::vector<int64_t> ids;  // --id, repeatable
+  bool read_only = false;
 };
 
 // The ids of --ids FILE or of the --id flags (exactly one of the two).
@@ -398,7 +411,7 @@ std::vector<int64_t> IdsOf(const IdsArgs& args) {
 
 void RunGet(const IdsArgs& args) {
   const std::vector<int64_t> ids = IdsOf(args);
-  std::unique_ptr<DB> db = OpenDatabase(args.db, false);
+  std::unique_ptr<DB> db = OpenDatabase(args.db, false, ReadAccess(args.read_only));
   const CollectionSpec spec = DescribeOrFail(*db, args.collection);
   std::vector<Record> records;
   Check(db->Get(args.collection, ids.data(), ids.size(), &records));
@@ -417,10 +430,11 @@ void RunRemove(const IdsArgs& args) {
 }
 
 void RegisterIdsCommand(CLI::App& app, const char* name, const char* description,
-                        void (*run)(const IdsArgs&)) {
+                        void (*run)(const IdsArgs&), bool reads_only) {
   auto args = std::make_shared<IdsArgs>();
   CLI::App* cmd = app.add_subcommand(name, description);
   AddDbOption(cmd, &args->db);
+  if (reads_only) AddReadOnlyFlag(cmd, &args->read_only);
   AddCollectionOption(cmd, &args->collection);
   CLI::Option* file = cmd->add_option("--ids", args->ids_file, "Item ids, a 1-d integer .npy");
   cmd->add_option("--id", args->ids, "An item id (repeatable); instead of --ids")->excludes(file);
@@ -431,10 +445,11 @@ void RegisterIdsCommand(CLI::App& app, const char* name, const char* description
 
 struct CollectionArgs {
   std::string db, collection;
+  bool read_only = false;  // stats, list
 };
 
 void RunStats(const CollectionArgs& args) {
-  std::unique_ptr<DB> db = OpenDatabase(args.db, false);
+  std::unique_ptr<DB> db = OpenDatabase(args.db, false, ReadAccess(args.read_only));
   std::vector<std::string> names;
   if (args.collection.empty()) {
     Check(db->ListCollections(&names));
@@ -466,7 +481,7 @@ void RunStats(const CollectionArgs& args) {
 }
 
 void RunList(const CollectionArgs& args) {
-  std::unique_ptr<DB> db = OpenDatabase(args.db, false);
+  std::unique_ptr<DB> db = OpenDatabase(args.db, false, ReadAccess(args.read_only));
   std::vector<std::string> names;
   Check(db->ListCollections(&names));
   nlohmann::json out;
@@ -507,10 +522,11 @@ void RunRepair(const CollectionArgs& args) {
 
 struct BackupArgs {
   std::string db, to;
+  bool read_only = false;
 };
 
 void RunBackup(const BackupArgs& args) {
-  std::unique_ptr<DB> db = OpenDatabase(args.db, false);
+  std::unique_ptr<DB> db = OpenDatabase(args.db, false, ReadAccess(args.read_only));
   BackupResult result;
   Check(db->Backup(args.to, &result));
   nlohmann::json collections = nlohmann::json::array();
@@ -574,12 +590,14 @@ void RegisterCollectionCommands(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "stats", "Print collection statistics as JSON (of all collections by default)");
   AddDbOption(cmd, &stats->db);
+  AddReadOnlyFlag(cmd, &stats->read_only);
   AddCollectionOption(cmd, &stats->collection, /*required=*/false);
   cmd->callback([stats] { RunStats(*stats); });
 
   auto list = std::make_shared<CollectionArgs>();
   cmd = app.add_subcommand("list", "List the collections of a database");
   AddDbOption(cmd, &list->db);
+  AddReadOnlyFlag(cmd, &list->read_only);
   cmd->callback([list] { RunList(*list); });
 
   auto drop = std::make_shared<CollectionArgs>();
@@ -606,10 +624,12 @@ void RegisterCollectionCommands(CLI::App& app) {
       "Copy the database into a new or empty directory (a RocksDB checkpoint, hard links where "
       "possible, plus the index files); prints each collection's items and sequence");
   cmd->footer(
-      "The command opens the database like any other command, so no other process may use it "
-      "meanwhile; a program that keeps the database open backs it up with DB::Backup while it "
-      "writes. Restore by opening the copy's directory.");
+      "The command opens the database like any other command, so no other process may write "
+      "it meanwhile, unless --read-only: the copy then holds the writer's acknowledged batches "
+      "as of the copy (a program that keeps the database open can also back it up with "
+      "DB::Backup while it writes). Restore by opening the copy's directory.");
   AddDbOption(cmd, &backup->db);
+  AddReadOnlyFlag(cmd, &backup->read_only);
   cmd->add_option("--to", backup->to, "Backup directory (must not exist, or be empty)")->required();
   cmd->callback([backup] { RunBackup(*backup); });
 
@@ -632,9 +652,9 @@ void RegisterEngineCommands(CLI::App& app) {
   RegisterCalibrate(app);
   RegisterIdsCommand(app, "get",
                      "Print stored items by id, one JSON line each (\"found\": false if unknown)",
-                     RunGet);
+                     RunGet, /*reads_only=*/true);
   RegisterIdsCommand(app, "remove", "Remove items by id; an unknown id fails and removes nothing",
-                     RunRemove);
+                     RunRemove, /*reads_only=*/false);
   RegisterCollectionCommands(app);
 }
 
