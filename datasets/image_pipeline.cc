@@ -59,13 +59,8 @@ Status FindCollection(DB& db, const std::string& collection, const ImageEncoder&
 
 Status OpenDb(const std::string& path, Options options, bool create, std::unique_ptr<DB>* db) {
   options.create_if_missing = create;
-  const Status s = DB::Open(options, path, db);
-  // RocksDB admits one process per database; say so rather than leave the
-  // user with a lock-file errno.
-  if (s.IsIOError() && s.message().find("LOCK") != std::string::npos) {
-    return Status::IOError(s.message() + " (is another hedgedb process using " + path + "?)");
-  }
-  return s;
+  // A database another process holds is reported as such by DB::Open.
+  return DB::Open(options, path, db);
 }
 
 // The images of `source` that `collection` already holds, by entry (payloads

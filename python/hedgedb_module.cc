@@ -616,6 +616,15 @@ class PyDB {
     Check(s);
   }
 
+  void CatchUp() {
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = db().CatchUp();
+    }
+    Check(s);
+  }
+
  private:
   std::unique_ptr<DB> db_;
   std::string path_;
@@ -736,6 +745,9 @@ PYBIND11_MODULE(_hedgedb, m) {
       .def("list_ids", &PyDB::ListIds, py::arg("collection"), "The live ids, ascending.")
       .def("stats", &PyDB::Stats, py::arg("collection"), "Statistics of the collection.")
       .def("flush", &PyDB::Flush, "Bring every coarse index up to date and save it.")
+      .def("catch_up", &PyDB::CatchUp,
+           "read_only=True: see what the writer has acknowledged since the open or the last "
+           "catch_up (in memory only). A writable database is always current.")
       .def("_native_search_seconds", &PyDB::NativeSearchSeconds, py::arg("collection"),
            py::kw_only(), py::arg("vec") = py::none(), py::arg("mean") = py::none(),
            py::arg("var") = py::none(), py::arg("k") = 10, py::arg("repeats") = 1,
@@ -756,8 +768,9 @@ PYBIND11_MODULE(_hedgedb, m) {
   m.def(
       "open",
       [](const std::string& path, bool create_if_missing, bool error_if_exists, bool sync,
-         int threads) {
+         int threads, bool read_only) {
         Options options;
+        options.read_only = read_only;
         options.create_if_missing = create_if_missing;
         options.error_if_exists = error_if_exists;
         options.sync = sync;
@@ -773,5 +786,8 @@ PYBIND11_MODULE(_hedgedb, m) {
       },
       py::arg("path"), py::kw_only(), py::arg("create_if_missing") = true,
       py::arg("error_if_exists") = false, py::arg("sync") = false, py::arg("threads") = 0,
-      "Open (or create) the database in directory `path`; use as a context manager.");
+      py::arg("read_only") = false,
+      "Open (or create) the database in directory `path`; use as a context manager. "
+      "read_only=True: open an existing database beside the process that writes it (search, "
+      "get, stats; catch_up() to see later writes); writes raise.");
 }

@@ -35,6 +35,14 @@ constexpr int64_t kExactFilterRows = 2048;
 // Filtered search: the largest HNSW efSearch stage 1 widens to.
 constexpr int kMaxFilteredEfSearch = 1 << 14;
 
+// Every write advances the descriptor's sequence in the same batch as its
+// records: a record past it is damage.
+Status CheckNotNewer(const storage::StoredRecord& r, const storage::CollectionMeta& meta) {
+  if (r.sequence <= meta.sequence) return Status::OK();
+  return Status::Corruption("record of item " + std::to_string(r.id) +
+                            " is newer than its collection's descriptor");
+}
+
 }  // namespace
 
 Status ValidateSpec(const CollectionSpec& s) {
@@ -180,10 +188,7 @@ Status Collection::Open() {
   std::unique_lock<RwMutex> lock(state_mutex_);
   std::vector<uint64_t> row_sequence;
   HEDGEDB_RETURN_IF_ERROR(store_->Scan(meta_, [&](const storage::StoredRecord& r) {
-    if (r.sequence > meta_.sequence) {
-      return Status::Corruption("record of item " + std::to_string(r.id) +
-                                " is newer than its collection's descriptor");
-    }
+    HEDGEDB_RETURN_IF_ERROR(CheckNotNewer(r, meta_));
     AppendRow(r.id, r.has_label, r.label, reinterpret_cast<const uint8_t*>(r.row.data()));
     row_sequence.push_back(r.sequence);
     return Status::OK();
@@ -193,7 +198,10 @@ Status Collection::Open() {
   uint64_t file_sequence = 0;
   Status s =
       index::CoarseIndex::Load(meta_.spec, index_path_, index_binding_, &index_, &file_sequence);
-  if (s.ok() && file_sequence > meta_.sequence) {
+  // A reader meets files that the writer saved after the reader's view of
+  // the store: not lost writes, just ahead.
+  const bool ahead_of_view = s.ok() && read_only_ && file_sequence > meta_.sequence;
+  if (s.ok() && file_sequence > meta_.sequence && !ahead_of_view) {
     // The file was saved after batches up to file_sequence were committed, so
     // the store once had them: its write-ahead log lost acknowledged writes.
     lost_writes_ =
@@ -206,13 +214,23 @@ Status Collection::Open() {
   } else if (s.ok() && !index_->is_trained()) {
     s = Status::NotFound("index file holds an untrained index");
   }
+  std::unordered_set<int64_t> in_file;
+  if (ahead_of_view) {
+    std::vector<int64_t> file_ids;
+    s = index_->Ids(&file_ids);
+    in_file.insert(file_ids.begin(), file_ids.end());
+  }
   if (s.ok()) {
     // Catch up: add the records written after the file was saved. Items
-    // removed since are filtered at search time (tombstones).
+    // removed since are filtered at search time (tombstones). A file ahead
+    // of a reader's view gets the items it lacks (removed after the view);
+    // the items the view lacks are filtered like removed ones.
     std::vector<uint8_t> rows;
     std::vector<int64_t> ids;
     for (size_t r = 0; r < row_ids_.size(); ++r) {
-      if (row_sequence[r] <= file_sequence) continue;
+      if (ahead_of_view ? in_file.count(row_ids_[r]) > 0 : row_sequence[r] <= file_sequence) {
+        continue;
+      }
       rows.insert(rows.end(), arena_.begin() + r * row_bytes_,
                   arena_.begin() + (r + 1) * row_bytes_);
       ids.push_back(row_ids_[r]);
@@ -248,6 +266,7 @@ Status Collection::Open() {
 }
 
 void Collection::SaveIndexOnOpenLocked() {
+  if (read_only_) return;  // a reader keeps what it built in memory
   // The records are intact and the index is in memory: a file that cannot be
   // written (a full or read-only disk) costs only the next open's rebuild.
   const Status s = SaveIndexLocked();
@@ -255,6 +274,10 @@ void Collection::SaveIndexOnOpenLocked() {
 }
 
 Status Collection::SaveIndexLocked() {
+  if (read_only_) {
+    return Status::NotSupported("collection '" + meta_.spec.name +
+                                "' is open read-only: its index file is not written");
+  }
   if (index_stale_) return Status::OK();  // never stamp an index that missed writes
   if (tombstones_ > 0 && tombstones_ * 2 > index_->ntotal()) {
     Status s = RebuildIndexLocked();
@@ -567,6 +590,50 @@ void Collection::RetireLocked(const std::vector<int64_t>& ids) {
   }
   if (!physical) tombstones_ += int64_t(ids.size());
   unsaved_vectors_ += int64_t(ids.size());
+}
+
+Status Collection::CatchUp(const storage::CollectionMeta& latest) {
+  std::unique_lock<std::mutex> write_lock(write_mutex_);
+  std::unordered_set<int64_t> stored;        // every id the store holds now
+  std::vector<storage::StoredRecord> fresh;  // records written since meta_.sequence
+  if (latest.sequence != meta_.sequence) {
+    HEDGEDB_RETURN_IF_ERROR(store_->ScanSince(
+        latest, meta_.sequence, [&](int64_t id) { stored.insert(id); },
+        [&](const storage::StoredRecord& r) {
+          HEDGEDB_RETURN_IF_ERROR(CheckNotNewer(r, latest));
+          fresh.push_back(r);
+          return Status::OK();
+        }));
+  }
+  std::unique_lock<RwMutex> lock(state_mutex_);
+  // A calibration does not advance the sequence: reload them every time.
+  HEDGEDB_RETURN_IF_ERROR(LoadCalibrationsLocked());
+  if (latest.sequence == meta_.sequence) return Status::OK();
+  // Gone: live items whose record was removed, or removed and written again.
+  std::vector<int64_t> gone;
+  for (int64_t r : live_rows_) {
+    if (!stored.count(row_ids_[r])) gone.push_back(row_ids_[r]);
+  }
+  for (const storage::StoredRecord& r : fresh) {
+    if (row_of_id_.count(r.id)) gone.push_back(r.id);
+  }
+  std::sort(gone.begin(), gone.end());
+  if (!gone.empty()) RetireLocked(gone);
+  const int64_t first_row = int64_t(row_ids_.size());
+  for (const storage::StoredRecord& r : fresh) {
+    AppendRow(r.id, r.has_label, r.label, reinterpret_cast<const uint8_t*>(r.row.data()));
+  }
+  meta_.sequence = latest.sequence;
+  meta_.max_id = latest.max_id;
+  payload_index_.reset();  // rebuilt from the store at the next payload filter
+  // A failure marks the index stale: searches stay exhaustive and correct.
+  (void)SyncIndexLocked(first_row, /*train=*/false);
+  if (!index_stale_ && index_->is_trained()) {
+    // As on Open: every live item is in the index; the rest are dead
+    // vectors (and, from a file ahead of the view, items the view lacks).
+    tombstones_ = std::max<int64_t>(0, index_->ntotal() - int64_t(live_rows_.size()));
+  }
+  return Status::OK();
 }
 
 Status Collection::ValidateQueries(const EmbeddingView& v) const {

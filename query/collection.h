@@ -71,6 +71,14 @@ class Collection {
   // The collection is being dropped: from now on writes fail with NotFound
   // (a write in flight would otherwise store the dropped descriptor again).
   void MarkDropped();
+  // A reader's collection (Options::read_only; call before Open): its index
+  // file is never written; Open loads it and catches it up, or rebuilds the
+  // index, in memory only.
+  void SetReadOnly() { read_only_ = true; }
+  // Reader: applies what the store now holds past meta().sequence (`latest`
+  // is the collection's descriptor there): new items join the arena and the
+  // index, removed ones leave, calibrations are reloaded. In memory only.
+  Status CatchUp(const storage::CollectionMeta& latest);
 
   const CollectionSpec& spec() const { return meta_.spec; }
   const storage::CollectionMeta& meta() const { return meta_; }
@@ -134,9 +142,10 @@ class Collection {
   void PackItemRow(const EmbeddingView& v, int64_t i, uint8_t* row) const;
   void PackQueryRow(const EmbeddingView& v, int64_t i, float* row) const;
   void AppendRow(int64_t id, bool has_label, int64_t label, const uint8_t* row);
-  // Marks the rows of these live ids dead and removes them from the index
-  // (tombstones where it cannot), after a commit that deleted or replaced
-  // them; an index failure marks it stale.
+  // Marks the rows of these live ids (unique) dead and removes them from the
+  // index (tombstones where it cannot), after a commit that deleted or
+  // replaced them or a catch-up that found them gone; an index failure
+  // marks it stale.
   void RetireLocked(const std::vector<int64_t>& ids);
   // Adds rows [first_row, end) to a trained index; with `train`, trains an
   // untrained one that has enough rows and adds every row. A failure marks
@@ -181,6 +190,7 @@ class Collection {
   int64_t unsaved_vectors_ = 0;
   int64_t tombstones_ = 0;  // dead vectors still in the index
   bool index_stale_ = false;
+  bool read_only_ = false;   // SetReadOnly
   bool dropped_ = false;     // guarded by write_mutex_
   std::string index_note_;   // CollectionStats::index_note
   std::string lost_writes_;  // CollectionStats::lost_writes (set by Open only)

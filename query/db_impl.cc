@@ -3,6 +3,9 @@
 //   <dir>/index/    one coarse index file per collection, <collection id>.hidx
 // Collections are opened on first use: a command touching one collection
 // loads only that one, and a damaged collection fails only its own calls.
+// A reader (Options::read_only) follows the store of the process that holds
+// the database open for writing and writes nothing: its collections keep
+// their indexes in memory, and CatchUp applies the writer's later batches.
 #include <omp.h>
 #include <sys/stat.h>
 
@@ -67,9 +70,21 @@ struct CatalogEntry {
 class DBImpl : public DB {
  public:
   DBImpl(const Options& options, std::string path) : options_(options), path_(std::move(path)) {}
-  ~DBImpl() override { Flush(); }
+  ~DBImpl() override {
+    if (!options_.read_only) Flush();
+  }
 
   Status Init() {
+    storage::StoreOptions so;
+    if (options_.read_only) {
+      if (!IsDir(path_ + "/store")) return Status::NotFound("no database at " + path_);
+      so.create_if_missing = false;
+      so.follow = true;
+      HEDGEDB_RETURN_IF_ERROR(storage::RecordStore::Open(so, path_ + "/store", &store_));
+      // Index files of collections created after this reader's view are
+      // not lost writes: no CheckForLostCollections.
+      return ReloadCatalog();
+    }
     if (!IsDir(path_)) {
       if (!options_.create_if_missing) return Status::NotFound("no database at " + path_);
       HEDGEDB_RETURN_IF_ERROR(MakeDir(path_));
@@ -80,28 +95,15 @@ class DBImpl : public DB {
       return Status::NotFound("no database at " + path_);
     }
     HEDGEDB_RETURN_IF_ERROR(MakeDir(path_ + "/index"));
-    storage::StoreOptions so;
     so.create_if_missing = options_.create_if_missing;
     so.sync = options_.sync;
     HEDGEDB_RETURN_IF_ERROR(storage::RecordStore::Open(so, path_ + "/store", &store_));
-    std::vector<storage::CollectionMeta> metas;
-    std::vector<storage::RecordStore::DamagedDescriptor> damaged;
-    HEDGEDB_RETURN_IF_ERROR(store_->LoadCatalog(&metas, &damaged));
-    for (const auto& meta : metas) {
-      auto entry = std::make_shared<CatalogEntry>();
-      entry->meta = meta;
-      catalog_[meta.spec.name] = std::move(entry);
-    }
-    for (const auto& d : damaged) {
-      auto entry = std::make_shared<CatalogEntry>();
-      entry->meta.spec.name = d.name;
-      entry->descriptor_error = d.status;
-      catalog_[d.name] = std::move(entry);
-    }
+    HEDGEDB_RETURN_IF_ERROR(ReloadCatalog());
     return CheckForLostCollections();
   }
 
   Status CreateCollection(const CollectionSpec& spec) override {
+    HEDGEDB_RETURN_IF_ERROR(Writable());
     HEDGEDB_RETURN_IF_ERROR(query::ValidateSpec(spec));
     std::unique_lock<std::shared_mutex> lock(catalog_mutex_);
     if (catalog_.count(spec.name)) {
@@ -121,6 +123,7 @@ class DBImpl : public DB {
   }
 
   Status DropCollection(const std::string& name) override {
+    HEDGEDB_RETURN_IF_ERROR(Writable());
     std::unique_lock<std::shared_mutex> lock(catalog_mutex_);
     auto it = catalog_.find(name);
     if (it == catalog_.end()) return UnknownCollection(name);
@@ -145,6 +148,7 @@ class DBImpl : public DB {
   }
 
   Status ListCollections(std::vector<std::string>* names) override {
+    auto view = ReadView();
     std::shared_lock<std::shared_mutex> lock(catalog_mutex_);
     names->clear();
     for (const auto& kv : catalog_) names->push_back(kv.first);
@@ -152,6 +156,7 @@ class DBImpl : public DB {
   }
 
   Status DescribeCollection(const std::string& name, CollectionSpec* spec) override {
+    auto view = ReadView();
     std::shared_ptr<query::Collection> c;
     HEDGEDB_RETURN_IF_ERROR(Find(name, &c));
     *spec = c->spec();
@@ -160,6 +165,7 @@ class DBImpl : public DB {
 
   Status Ingest(const std::string& name, const IngestBatch& batch, std::vector<int64_t>* ids,
                 IngestResult* result) override {
+    HEDGEDB_RETURN_IF_ERROR(Writable());
     std::shared_ptr<query::Collection> c;
     HEDGEDB_RETURN_IF_ERROR(Find(name, &c));
     ScopedOmpThreads threads(options_.threads);
@@ -168,12 +174,14 @@ class DBImpl : public DB {
 
   Status Get(const std::string& name, const int64_t* ids, size_t n,
              std::vector<Record>* records) override {
+    auto view = ReadView();
     std::shared_ptr<query::Collection> c;
     HEDGEDB_RETURN_IF_ERROR(Find(name, &c));
     return c->Get(ids, n, records);
   }
 
   Status ListIds(const std::string& name, std::vector<int64_t>* ids) override {
+    auto view = ReadView();
     std::shared_ptr<query::Collection> c;
     HEDGEDB_RETURN_IF_ERROR(Find(name, &c));
     c->ListIds(ids);
@@ -181,6 +189,7 @@ class DBImpl : public DB {
   }
 
   Status Remove(const std::string& name, const int64_t* ids, size_t n, int64_t* removed) override {
+    HEDGEDB_RETURN_IF_ERROR(Writable());
     std::shared_ptr<query::Collection> c;
     HEDGEDB_RETURN_IF_ERROR(Find(name, &c));
     return c->Remove(ids, n, removed);
@@ -188,6 +197,7 @@ class DBImpl : public DB {
 
   Status Search(const std::string& name, const EmbeddingView& queries, const SearchOptions& options,
                 std::vector<SearchResult>* results) override {
+    auto view = ReadView();
     std::shared_ptr<query::Collection> c;
     HEDGEDB_RETURN_IF_ERROR(Find(name, &c));
     ScopedOmpThreads threads(options_.threads);
@@ -195,6 +205,7 @@ class DBImpl : public DB {
   }
 
   Status GetStats(const std::string& name, CollectionStats* stats) override {
+    auto view = ReadView();
     std::shared_ptr<query::Collection> c;
     HEDGEDB_RETURN_IF_ERROR(Find(name, &c));
     return c->Stats(stats);
@@ -202,6 +213,7 @@ class DBImpl : public DB {
 
   Status Calibrate(const std::string& name, const CalibrateOptions& options,
                    CalibrationReport* report) override {
+    HEDGEDB_RETURN_IF_ERROR(Writable());
     std::shared_ptr<query::Collection> c;
     HEDGEDB_RETURN_IF_ERROR(Find(name, &c));
     ScopedOmpThreads threads(options_.threads);
@@ -210,12 +222,14 @@ class DBImpl : public DB {
 
   Status ImportCalibration(const std::string& name, const std::string& map_bytes,
                            double base_rate) override {
+    HEDGEDB_RETURN_IF_ERROR(Writable());
     std::shared_ptr<query::Collection> c;
     HEDGEDB_RETURN_IF_ERROR(Find(name, &c));
     return c->ImportCalibration(map_bytes, base_rate);
   }
 
   Status RemoveCalibration(const std::string& name, ScoreType score) override {
+    HEDGEDB_RETURN_IF_ERROR(Writable());
     std::shared_ptr<query::Collection> c;
     HEDGEDB_RETURN_IF_ERROR(Find(name, &c));
     return c->RemoveCalibration(score);
@@ -237,6 +251,7 @@ class DBImpl : public DB {
       HEDGEDB_RETURN_IF_ERROR(MakeDir(dir));
     }
     ScopedOmpThreads threads(options_.threads);
+    auto view = ReadView();
     bool complete = false;
     const Status s = BackupInto(dir, result, &complete);
     if (!s.ok() && !complete) {
@@ -256,11 +271,13 @@ class DBImpl : public DB {
   }
 
   Status Verify(const std::string& collection, VerifyReport* report) override {
+    auto view = ReadView();
     ScopedOmpThreads threads(options_.threads);
     return query::VerifyStore(store_.get(), path_, collection, report);
   }
 
   Status Flush() override {
+    HEDGEDB_RETURN_IF_ERROR(Writable());
     std::vector<std::shared_ptr<query::Collection>> opened;
     {
       std::shared_lock<std::shared_mutex> lock(catalog_mutex_);
@@ -278,7 +295,71 @@ class DBImpl : public DB {
     return first;
   }
 
+  Status CatchUp() override {
+    if (!options_.read_only) return Status::OK();
+    std::unique_lock<std::shared_mutex> view(view_mutex_);
+    HEDGEDB_RETURN_IF_ERROR(store_->CatchUp());
+    ScopedOmpThreads threads(options_.threads);
+    return ReloadCatalog();
+  }
+
  private:
+  // The one check of every write: a reader refuses them all.
+  Status Writable() const {
+    if (!options_.read_only) return Status::OK();
+    return Status::NotSupported("database " + path_ + " is open read-only");
+  }
+  // A reader's store changes only at CatchUp, which holds this exclusively:
+  // a call holding it shared sees one state of the store throughout (RocksDB's
+  // secondary instance has no snapshots). A writer needs no such lock.
+  std::shared_lock<std::shared_mutex> ReadView() {
+    if (!options_.read_only) return std::shared_lock<std::shared_mutex>();
+    return std::shared_lock<std::shared_mutex>(view_mutex_);
+  }
+  // Fills the catalog from the store (Init), or brings it to the store's
+  // current state (CatchUp): collections created, dropped or recreated meanwhile
+  // get new entries; open ones that stay catch up in memory (the first error
+  // is returned once all were tried).
+  Status ReloadCatalog() {
+    std::vector<storage::CollectionMeta> metas;
+    std::vector<storage::RecordStore::DamagedDescriptor> damaged;
+    HEDGEDB_RETURN_IF_ERROR(store_->LoadCatalog(&metas, &damaged));
+    std::unique_lock<std::shared_mutex> lock(catalog_mutex_);
+    std::map<std::string, std::shared_ptr<CatalogEntry>> catalog;
+    Status first;
+    for (const auto& meta : metas) {
+      auto it = catalog_.find(meta.spec.name);
+      std::shared_ptr<CatalogEntry> entry;
+      if (it != catalog_.end() && it->second->descriptor_error.ok() &&
+          it->second->meta.id == meta.id) {
+        entry = it->second;
+        std::lock_guard<std::mutex> open_lock(entry->open_mutex);
+        if (entry->collection) {
+          const Status s = entry->collection->CatchUp(meta);
+          if (first.ok() && !s.ok()) first = s;
+          entry->meta = s.ok() ? meta : entry->collection->meta();
+        } else if (entry->tried) {
+          entry.reset();  // it failed to open: try again from the new state
+        } else {
+          entry->meta = meta;
+        }
+      }
+      if (!entry) {
+        entry = std::make_shared<CatalogEntry>();
+        entry->meta = meta;
+      }
+      catalog[meta.spec.name] = std::move(entry);
+    }
+    for (const auto& d : damaged) {
+      auto entry = std::make_shared<CatalogEntry>();
+      entry->meta.spec.name = d.name;
+      entry->descriptor_error = d.status;
+      catalog[d.name] = std::move(entry);
+    }
+    catalog_.swap(catalog);
+    return first;
+  }
+
   std::string IndexPath(uint32_t id) const { return query::IndexFilePath(path_, id); }
   uint64_t IndexBinding(const storage::CollectionMeta& meta) const {
     return query::IndexBinding(store_->identity(), meta);
@@ -362,8 +443,10 @@ class DBImpl : public DB {
     return Status::OK();
   }
   std::shared_ptr<query::Collection> NewCollection(const storage::CollectionMeta& meta) {
-    return std::make_shared<query::Collection>(store_.get(), meta, IndexPath(meta.id),
-                                               IndexBinding(meta), options_.index_save_interval);
+    auto c = std::make_shared<query::Collection>(store_.get(), meta, IndexPath(meta.id),
+                                                 IndexBinding(meta), options_.index_save_interval);
+    if (options_.read_only) c->SetReadOnly();
+    return c;
   }
   void Warn(const std::string& message) const {
     if (options_.on_warning) options_.on_warning(message);
@@ -441,6 +524,7 @@ class DBImpl : public DB {
   const Options options_;
   const std::string path_;
   std::unique_ptr<storage::RecordStore> store_;
+  std::shared_mutex view_mutex_;  // ReadView
   std::shared_mutex catalog_mutex_;
   std::map<std::string, std::shared_ptr<CatalogEntry>> catalog_;
 };

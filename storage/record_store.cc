@@ -232,6 +232,52 @@ Status CheckNotDamagedStore(const std::string& path) {
   return Status::OK();
 }
 
+// RocksDB's lock error (a second writer) in words that name the database and
+// the way out. RocksDB holds an fcntl lock on <store>/LOCK: F_GETLK names the
+// process that holds it.
+Status LockedError(const rocksdb::Status& s, const std::string& store_path) {
+  const std::string database = std::filesystem::path(store_path).parent_path().string();
+  const std::string way_out =
+      ": one process at a time opens a database for writing; open it read-only to search it "
+      "beside the writer";
+  if (s.ToString().find("lock hold by current process") != std::string::npos) {
+    return Status::IOError("database " + database + " is already open in this process (pid " +
+                           std::to_string(::getpid()) + ")" + way_out);
+  }
+  std::string holder;
+  const int fd = ::open((store_path + "/LOCK").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    struct flock lock = {};
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    if (::fcntl(fd, F_GETLK, &lock) == 0 && lock.l_type != F_UNLCK && lock.l_pid > 0) {
+      holder = " (pid " + std::to_string(lock.l_pid) + ")";
+    }
+    ::close(fd);
+  }
+  return Status::IOError("database " + database + " is locked by another process" + holder +
+                         way_out);
+}
+
+bool IsLockError(const rocksdb::Status& s) {
+  const std::string text = s.ToString();
+  return s.IsIOError() && (text.find("/LOCK:") != std::string::npos ||
+                           text.find("lock hold by current process") != std::string::npos);
+}
+
+// What RocksDB's GetDbIdentity gives, read from the IDENTITY file where it
+// gives nothing (a secondary instance in RocksDB 7.8).
+Status ReadIdentity(rocksdb::DB* db, const std::string& path, std::string* identity) {
+  HEDGEDB_RETURN_IF_ERROR(FromRocks(db->GetDbIdentity(*identity), "reading the store identity"));
+  if (!identity->empty()) return Status::OK();
+  HEDGEDB_RETURN_IF_ERROR(ReadWholeFile(path + "/IDENTITY", identity, 1 << 16));
+  while (!identity->empty() && (identity->back() == '\n' || identity->back() == '\r')) {
+    identity->pop_back();
+  }
+  if (identity->empty()) return Status::Corruption("record store " + path + " has no identity");
+  return Status::OK();
+}
+
 }  // namespace
 
 // RocksDB 7.8 resumes by itself after a retryable write error (disk full)
@@ -375,24 +421,39 @@ Status RecordStore::Open(const StoreOptions& options, const std::string& path,
   store->sync_ = options.sync;
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s;
-  if (options.read_only) {
+  const bool read_only = options.read_only || options.follow;
+  if (read_only) {
     // Nothing may be written, not even RocksDB's info log.
     db_options.create_if_missing = false;
     db_options.create_missing_column_families = false;
     db_options.info_log = std::make_shared<NoLogger>();
+  }
+  if (options.follow) {
+    // A secondary instance keeps every table file open, so that one the
+    // writer deletes after a compaction stays readable until CatchUp. Its
+    // scratch directory would only hold the info log, which is discarded:
+    // the path is never created.
+    db_options.max_open_files = -1;
+    std::error_code ec;
+    std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
+    if (ec) tmp = "/tmp";
+    const std::string scratch = (tmp / ("hedgedb-reader-" + std::to_string(::getpid()))).string();
+    s = rocksdb::DB::OpenAsSecondary(db_options, path, scratch, families, &store->handles_, &raw);
+  } else if (options.read_only) {
     s = rocksdb::DB::OpenForReadOnly(db_options, path, families, &store->handles_, &raw);
   } else {
     db_options.info_log = StoreInfoLog::Open(path, options.create_if_missing);
     s = rocksdb::DB::Open(db_options, path, families, &store->handles_, &raw);
   }
+  if (IsLockError(s)) return LockedError(s, path);
   if (!s.ok()) return FromRocks(s, "cannot open record store " + path);
   store->db_.reset(raw);
-  HEDGEDB_RETURN_IF_ERROR(
-      FromRocks(store->db_->GetDbIdentity(store->identity_), "reading the store identity"));
+  store->follow_ = options.follow;
+  HEDGEDB_RETURN_IF_ERROR(ReadIdentity(store->db_.get(), path, &store->identity_));
   store->meta_cf_ = store->handles_[1];
   store->records_cf_ = store->handles_[2];
   store->payload_cf_ = store->handles_[3];
-  if (!options.read_only) HEDGEDB_RETURN_IF_ERROR(store->EnsureFamilyTables());
+  if (!read_only) HEDGEDB_RETURN_IF_ERROR(store->EnsureFamilyTables());
   *out = std::move(store);
   return Status::OK();
 }
@@ -643,6 +704,12 @@ static rocksdb::ReadOptions CollectionScanOptions(const rocksdb::Slice* upper,
 
 Status RecordStore::Scan(const CollectionMeta& meta,
                          const std::function<Status(const StoredRecord&)>& visit) {
+  return ScanSince(meta, 0, nullptr, visit);  // every record's sequence is at least 1
+}
+
+Status RecordStore::ScanSince(const CollectionMeta& meta, uint64_t sequence,
+                              const std::function<void(int64_t id)>& visit_id,
+                              const std::function<Status(const StoredRecord&)>& visit_newer) {
   const size_t row_bytes = ItemRowBytes(meta.spec);
   std::string begin = CollectionPrefix(meta.id);
   std::string end = CollectionPrefix(meta.id + 1);
@@ -651,10 +718,17 @@ Status RecordStore::Scan(const CollectionMeta& meta,
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, records_cf_));
   StoredRecord record;
   for (it->Seek(begin); it->Valid(); it->Next()) {
-    HEDGEDB_RETURN_IF_ERROR(DecodeRecord(std::string_view(it->key().data(), it->key().size()),
-                                         std::string_view(it->value().data(), it->value().size()),
-                                         row_bytes, &record));
-    HEDGEDB_RETURN_IF_ERROR(visit(record));
+    const std::string_view key(it->key().data(), it->key().size());
+    const std::string_view value(it->value().data(), it->value().size());
+    if (visit_id && key.size() == 12) visit_id(IdFromKey(key));
+    // The header's sequence, unchecked, only decides what to skip: a record
+    // of an older batch was checked when the reader loaded it.
+    if (sequence > 0 && value.size() >= kRecordHeaderBytes &&
+        GetFixed<uint64_t>(value.data() + 4) <= sequence) {
+      continue;
+    }
+    HEDGEDB_RETURN_IF_ERROR(DecodeRecord(key, value, row_bytes, &record));
+    HEDGEDB_RETURN_IF_ERROR(visit_newer(record));
   }
   return FromRocks(it->status(), "scanning collection " + meta.spec.name);
 }
@@ -676,6 +750,11 @@ Status RecordStore::ScanPayloads(
     HEDGEDB_RETURN_IF_ERROR(visit(id, payload));
   }
   return FromRocks(it->status(), "scanning the payloads of collection " + meta.spec.name);
+}
+
+Status RecordStore::CatchUp() {
+  if (!follow_) return Status::OK();
+  return FromRocks(db_->TryCatchUpWithPrimary(), "catching up with the writer's record store");
 }
 
 Status RecordStore::ScanChecked(
@@ -739,6 +818,7 @@ Status RecordStore::GetRecord(const CollectionMeta& meta, int64_t id, StoredReco
 }
 
 std::shared_ptr<const rocksdb::Snapshot> RecordStore::Snapshot() {
+  if (follow_) return nullptr;
   rocksdb::DB* db = db_.get();
   return std::shared_ptr<const rocksdb::Snapshot>(
       db->GetSnapshot(), [db](const rocksdb::Snapshot* s) { db->ReleaseSnapshot(s); });

@@ -82,15 +82,22 @@ struct StoreOptions {
   // Opens without writing anything to the directory (RocksDB's read-only
   // mode: no new log, manifest or marker); every write fails. For verify.
   bool read_only = false;
+  // Opens beside a process that may hold the store open for writing
+  // (RocksDB's secondary instance; implies read_only): reads see the store
+  // as of the open or of the last CatchUp, and nothing is written anywhere
+  // (RocksDB's info log of the instance is discarded).
+  bool follow = false;
   // Tests: an environment that injects faults (nullptr: the default).
   rocksdb::Env* env = nullptr;
 };
 
 class RecordStore {
  public:
-  // Opens the store at `path`. With create_if_missing, a missing or empty
-  // directory gets a new store, but a directory with files and no CURRENT
-  // file (a damaged store) is Corruption: nothing is created over it.
+  // Opens the store at `path` (<database>/store). With create_if_missing, a
+  // missing or empty directory gets a new store, but a directory with files
+  // and no CURRENT file (a damaged store) is Corruption: nothing is created
+  // over it. A store that another process (or this one) holds open for
+  // writing is IOError "database <database> is locked by another process".
   static Status Open(const StoreOptions& options, const std::string& path,
                      std::unique_ptr<RecordStore>* store);
   // RocksDB's repair of a damaged store (for example one that lost its
@@ -146,6 +153,16 @@ class RecordStore {
 
   // Visits every record of a collection in id order; stops at the first error.
   Status Scan(const CollectionMeta& meta, const std::function<Status(const StoredRecord&)>& visit);
+  // Scan for a reader catching up: visits the id of every record in id
+  // order, and decodes (with its checks) only the records written after
+  // `sequence`, which go to `visit_newer`.
+  Status ScanSince(const CollectionMeta& meta, uint64_t sequence,
+                   const std::function<void(int64_t id)>& visit_id,
+                   const std::function<Status(const StoredRecord&)>& visit_newer);
+  // follow: reads from now on see every write the writer's store had
+  // committed to its log (RocksDB's TryCatchUpWithPrimary). The caller keeps
+  // reads out meanwhile: a follower has no snapshots (see Snapshot).
+  Status CatchUp();
 
   // Visits every payload of a collection in id order (as of `snapshot` if
   // not null); stops at the first error, a payload failing its check
@@ -176,6 +193,8 @@ class RecordStore {
   Status GetPayload(const CollectionMeta& meta, int64_t id, std::string* payload, bool* found,
                     const rocksdb::Snapshot* snapshot = nullptr);
   // A consistent point in time to read from (released with the pointer).
+  // A follower's reads change only at CatchUp, so it gives a null snapshot
+  // (RocksDB's secondary instance has none), which reads take as "now".
   std::shared_ptr<const rocksdb::Snapshot> Snapshot();
 
   // Encoding, exposed for tests that corrupt records on purpose.
@@ -202,6 +221,7 @@ class RecordStore {
   rocksdb::ColumnFamilyHandle* payload_cf_ = nullptr;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   bool sync_ = false;
+  bool follow_ = false;
   std::string identity_;
   std::mutex write_error_mutex_;
   std::string write_error_;  // the first failed write; empty while healthy

@@ -26,7 +26,7 @@ void Check(const Status& status) {
   if (!status.ok()) Fail(status.ToString());
 }
 
-std::unique_ptr<DB> OpenDatabase(const std::string& dir, bool create_if_missing) {
+std::unique_ptr<DB> OpenDatabase(const std::string& dir, bool create_if_missing, Access access) {
   if (!create_if_missing) {
     struct stat st;
     if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -35,15 +35,18 @@ std::unique_ptr<DB> OpenDatabase(const std::string& dir, bool create_if_missing)
   }
   Options options;
   options.create_if_missing = create_if_missing;
+  options.read_only = access == Access::kReadOnly;
   options.on_warning = [](const std::string& warning) {
     std::fprintf(stderr, "hedgedb: warning: %s\n", warning.c_str());
   };
   std::unique_ptr<DB> db;
   const Status s = DB::Open(options, dir, &db);
-  // RocksDB admits one process per database; say so rather than leave the
-  // user with a lock-file errno.
-  if (s.IsIOError() && s.message().find("LOCK") != std::string::npos) {
-    Fail(s.ToString() + " (is another hedgedb process using " + dir + "?)");
+  // One process at a time opens a database for writing (DB::Open says which
+  // holds it); name the way out that this command has.
+  if (s.IsIOError() && s.message().find("is locked by another process") != std::string::npos) {
+    Fail(s.ToString() + (access == Access::kRead
+                             ? " (add --read-only to this command)"
+                             : " (stop that process first; read commands take --read-only)"));
   }
   Check(s);
   return db;

@@ -40,10 +40,15 @@ class CommandError : public std::runtime_error {
 // Fails with the status' message if it is not OK.
 void Check(const Status& status);
 
+// How a command opens the database: commands that change it (kWrite), and
+// read commands, which take --read-only (kReadOnly when given, else kRead).
+enum class Access { kWrite, kRead, kReadOnly };
+
 // Opens the database in `dir`. Only `create` may make a new database: every
 // other command fails on a directory that does not hold one, so a mistyped
 // --db path is reported instead of silently creating an empty database.
-std::unique_ptr<DB> OpenDatabase(const std::string& dir, bool create_if_missing);
+std::unique_ptr<DB> OpenDatabase(const std::string& dir, bool create_if_missing,
+                                 Access access = Access::kWrite);
 CollectionSpec DescribeOrFail(DB& db, const std::string& collection);
 
 // Reads a .npy file or fails naming it.

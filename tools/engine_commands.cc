@@ -28,6 +28,16 @@ void AddDbOption(CLI::App* cmd, std::string* db) {
   cmd->add_option("--db", *db, "Database directory")->required();
 }
 
+// --read-only, of the commands that only read (search, get, stats, list,
+// backup).
+void AddReadOnlyFlag(CLI::App* cmd, bool* read_only) {
+  cmd->add_flag("--read-only", *read_only,
+                "Open the database read-only, beside a process that holds it open for writing: "
+                "see its acknowledged batches as of now, write nothing");
+}
+
+Access ReadAccess(bool read_only) { return read_only ? Access::kReadOnly : Access::kRead; }
+
 void AddCollectionOption(CLI::App* cmd, std::string* collection, bool required = true) {
   CLI::Option* opt = cmd->add_option("--collection", *collection, "Collection name");
   if (required) opt->required();
@@ -261,11 +271,12 @@ struct SearchArgs {
   std::string db, collection;
   EmbeddingFiles files;
   TopKFlags top_k;
+  bool read_only = false;
 };
 
 void RunSearch(SearchArgs& args) {
   const SearchOptions options = ResolveTopKFlags(args.top_k);
-  std::unique_ptr<DB> db = OpenDatabase(args.db, false);
+  std::unique_ptr<DB> db = OpenDatabase(args.db, false, ReadAccess(args.read_only));
   const CollectionSpec spec = DescribeOrFail(*db, args.collection);
   LoadedEmbeddings queries;
   queries.Load(args.files, spec, /*for_query=*/true);
@@ -288,6 +299,7 @@ void RegisterSearch(CLI::App& app) {
       "\"passing\": how many items pass it; when fewer than k do, the results are exactly "
       "those.");
   AddDbOption(cmd, &args->db);
+  AddReadOnlyFlag(cmd, &args->read_only);
   AddCollectionOption(cmd, &args->collection);
   AddEmbeddingOptions(cmd, &args->files, /*for_query=*/true);
   AddTopKFlags(cmd, &args->top_k);
@@ -427,6 +439,7 @@ void RegisterCalibrate(CLI::App& app) {
 struct IdsArgs {
   std::string db, collection, ids_file;
   std::vector<int64_t> ids;  // --id, repeatable
+  bool read_only = false;
 };
 
 // The ids of --ids FILE or of the --id flags (exactly one of the two).
@@ -437,7 +450,7 @@ std::vector<int64_t> IdsOf(const IdsArgs& args) {
 
 void RunGet(const IdsArgs& args) {
   const std::vector<int64_t> ids = IdsOf(args);
-  std::unique_ptr<DB> db = OpenDatabase(args.db, false);
+  std::unique_ptr<DB> db = OpenDatabase(args.db, false, ReadAccess(args.read_only));
   const CollectionSpec spec = DescribeOrFail(*db, args.collection);
   std::vector<Record> records;
   Check(db->Get(args.collection, ids.data(), ids.size(), &records));
@@ -465,10 +478,11 @@ void AddIdsOptions(CLI::App* cmd, IdsArgs* args) {
 }
 
 void RegisterIdsCommand(CLI::App& app, const char* name, const char* description,
-                        void (*run)(const IdsArgs&)) {
+                        void (*run)(const IdsArgs&), bool reads_only) {
   auto args = std::make_shared<IdsArgs>();
   CLI::App* cmd = app.add_subcommand(name, description);
   AddDbOption(cmd, &args->db);
+  if (reads_only) AddReadOnlyFlag(cmd, &args->read_only);
   AddCollectionOption(cmd, &args->collection);
   AddIdsOptions(cmd, args.get());
   cmd->callback([args, run] { run(*args); });
@@ -642,9 +656,9 @@ void RegisterFuse(CLI::App& app) {
                                  "--store: the new item's id (default: after the largest id the "
                                  "collection has held)")
                      ->needs(store);
-  args->label =
-      cmd->add_option("--label", args->label_value, "--store: the new item's label")->needs(store);
-  cmd->add_option("--payload", args->payload, "--store: the new item's payload (text)")
+  args->label = cmd->add_option("--new-label", args->label_value, "--store: the new item's label")
+                    ->needs(store);
+  cmd->add_option("--new-payload", args->payload, "--store: the new item's payload (text)")
       ->needs(store);
   CLI::Option* search =
       cmd->add_flag("--search", args->search,
@@ -662,10 +676,11 @@ void RegisterFuse(CLI::App& app) {
 
 struct CollectionArgs {
   std::string db, collection;
+  bool read_only = false;  // stats, list
 };
 
 void RunStats(const CollectionArgs& args) {
-  std::unique_ptr<DB> db = OpenDatabase(args.db, false);
+  std::unique_ptr<DB> db = OpenDatabase(args.db, false, ReadAccess(args.read_only));
   std::vector<std::string> names;
   if (args.collection.empty()) {
     Check(db->ListCollections(&names));
@@ -697,7 +712,7 @@ void RunStats(const CollectionArgs& args) {
 }
 
 void RunList(const CollectionArgs& args) {
-  std::unique_ptr<DB> db = OpenDatabase(args.db, false);
+  std::unique_ptr<DB> db = OpenDatabase(args.db, false, ReadAccess(args.read_only));
   std::vector<std::string> names;
   Check(db->ListCollections(&names));
   nlohmann::json out;
@@ -738,10 +753,11 @@ void RunRepair(const CollectionArgs& args) {
 
 struct BackupArgs {
   std::string db, to;
+  bool read_only = false;
 };
 
 void RunBackup(const BackupArgs& args) {
-  std::unique_ptr<DB> db = OpenDatabase(args.db, false);
+  std::unique_ptr<DB> db = OpenDatabase(args.db, false, ReadAccess(args.read_only));
   BackupResult result;
   Check(db->Backup(args.to, &result));
   nlohmann::json collections = nlohmann::json::array();
@@ -805,12 +821,14 @@ void RegisterCollectionCommands(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "stats", "Print collection statistics as JSON (of all collections by default)");
   AddDbOption(cmd, &stats->db);
+  AddReadOnlyFlag(cmd, &stats->read_only);
   AddCollectionOption(cmd, &stats->collection, /*required=*/false);
   cmd->callback([stats] { RunStats(*stats); });
 
   auto list = std::make_shared<CollectionArgs>();
   cmd = app.add_subcommand("list", "List the collections of a database");
   AddDbOption(cmd, &list->db);
+  AddReadOnlyFlag(cmd, &list->read_only);
   cmd->callback([list] { RunList(*list); });
 
   auto drop = std::make_shared<CollectionArgs>();
@@ -837,10 +855,12 @@ void RegisterCollectionCommands(CLI::App& app) {
       "Copy the database into a new or empty directory (a RocksDB checkpoint, hard links where "
       "possible, plus the index files); prints each collection's items and sequence");
   cmd->footer(
-      "The command opens the database like any other command, so no other process may use it "
-      "meanwhile; a program that keeps the database open backs it up with DB::Backup while it "
-      "writes. Restore by opening the copy's directory.");
+      "The command opens the database like any other command, so no other process may write "
+      "it meanwhile, unless --read-only: the copy then holds the writer's acknowledged batches "
+      "as of the copy (a program that keeps the database open can also back it up with "
+      "DB::Backup while it writes). Restore by opening the copy's directory.");
   AddDbOption(cmd, &backup->db);
+  AddReadOnlyFlag(cmd, &backup->read_only);
   cmd->add_option("--to", backup->to, "Backup directory (must not exist, or be empty)")->required();
   cmd->callback([backup] { RunBackup(*backup); });
 
@@ -863,9 +883,9 @@ void RegisterEngineCommands(CLI::App& app) {
   RegisterCalibrate(app);
   RegisterIdsCommand(app, "get",
                      "Print stored items by id, one JSON line each (\"found\": false if unknown)",
-                     RunGet);
+                     RunGet, /*reads_only=*/true);
   RegisterIdsCommand(app, "remove", "Remove items by id; an unknown id fails and removes nothing",
-                     RunRemove);
+                     RunRemove, /*reads_only=*/false);
   RegisterFuse(app);
   RegisterCollectionCommands(app);
 }

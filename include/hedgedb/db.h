@@ -10,6 +10,9 @@
 //
 // Thread safety: every method may be called concurrently from many threads.
 // Searches on a collection run in parallel; writes to it are serialised.
+//
+// One process at a time opens a database for writing; any number of others
+// can open it with Options::read_only to search it meanwhile (DB::CatchUp).
 #pragma once
 
 #include <memory>
@@ -141,6 +144,13 @@ class HEDGEDB_EXPORT DB {
   // Brings every coarse index up to date with its records (training it once
   // it has enough items) and saves the index files that are behind.
   virtual Status Flush() = 0;
+
+  // Options::read_only: brings this reader to the writer's latest
+  // acknowledged state (collections created and dropped, items written and
+  // removed, calibrations), in memory only; every batch whole or absent.
+  // Other calls wait while it runs. A writable database is always current:
+  // OK, nothing to do.
+  virtual Status CatchUp() = 0;
 
   // Writes a consistent copy of the database into `dir`, which must not
   // exist or be empty (InvalidArgument otherwise; nothing is written), while

@@ -12,6 +12,15 @@ struct Options {
   bool create_if_missing = true;
   // Fail if the database already exists.
   bool error_if_exists = false;
+  // Open an existing database for reading only, beside a process that may
+  // hold it open for writing (only one process at a time can; a second one
+  // gets IOError "database ... is locked by another process"). The reader
+  // sees the database as of the open, every acknowledged batch whole or
+  // absent, until DB::CatchUp brings it to the writer's latest. It writes
+  // nothing, anywhere: no index file (indexes are loaded, caught up or
+  // rebuilt in memory), no log, no lock. Writes, Flush included, fail with
+  // NotSupported. create_if_missing and error_if_exists are ignored.
+  bool read_only = false;
   // fsync the write-ahead log before acknowledging each write. With false (the
   // default) an acknowledged batch survives a process crash (the WAL is written
   // before Ingest returns) but not a power loss; with true it survives both.

@@ -1332,6 +1332,7 @@ TEST_F(CliTest, SearchFiltersByLabelAndPayload) {
   std::vector<std::string> array = Concat(Cmd("search", "f", {"--k", "2"}), query);
   array.insert(array.end(), {"--payload-equals", "color=[1]"});
   Fails(array, 1, {"color", "string, number, boolean or null"});
+}
 
 // ---------------------------------------------------------------- fuse
 
@@ -1412,7 +1413,7 @@ TEST_F(CliErrorTest, FuseStoredItemsAndFilesToTheProductOfGaussians) {
 
   // --store: a new item with the fused embedding, label and payload.
   line = Ok(Cmd("fuse", "g",
-                {"--id", "1,3,4", "--store", "--new-id", "500", "--label", "7", "--payload",
+                {"--id", "1,3,4", "--store", "--new-id", "500", "--new-label", "7", "--new-payload",
                  "person 7"}))
              .Json();
   EXPECT_EQ(line["id"], 500);
@@ -1439,7 +1440,7 @@ TEST_F(CliErrorTest, FuseErrorsNameTheProblemAndChangeNothing) {
   Fails(Concat(Cmd("fuse", "g", {"--id", "1"}), ItemFlags(K::kGaussian, two, "both")), 2,
         {"give the items to fuse once"});
   Fails(Cmd("fuse", "g", {"--id", "1,2", "--k", "3"}), 2, {"--search"});
-  Fails(Cmd("fuse", "g", {"--id", "1,2", "--label", "3"}), 2, {"--store"});
+  Fails(Cmd("fuse", "g", {"--id", "1,2", "--new-label", "3"}), 2, {"--store"});
   Fails(Cmd("fuse", "g", {"--id", "1,2", "--search"}), 2, {"--k"});
   Fails(Cmd("fuse", "g", {"--id", "1,2", "--search", "--store", "--k", "2"}), 2, {"--store"});
   Fails(Cmd("fuse", "g", {"--id", "1,2", "--out-weights", Path("w.npy")}), 2, {"mog"});
