@@ -34,6 +34,13 @@ constexpr double kAdaptiveZ = 1.96;
 constexpr int64_t kExactFilterRows = 2048;
 // Filtered search: the largest HNSW efSearch stage 1 widens to.
 constexpr int kMaxFilteredEfSearch = 1 << 14;
+// Graph indexes (HNSW without lists): FAISS 1.7's walk with a selector
+// costs several unfiltered walks, so where at least this fraction passes,
+// stage 1 asks for 2k'/f unfiltered candidates instead, and where fewer
+// than kExactFilterRowsGraph pass it scores them all (measured:
+// bench/RESULTS.md, "Filtered search").
+constexpr double kGraphPostFilterFraction = 0.25;
+constexpr int64_t kExactFilterRowsGraph = 16384;
 
 // Every write advances the descriptor's sequence in the same batch as its
 // records: a record past it is damage.
@@ -789,7 +796,8 @@ Status Collection::FilteredCandidatesLocked(const SearchPlan& plan, const Search
         kMaxFilteredEfSearch, std::ceil(std::max<int64_t>(knobs.ef_search, kprime) / fraction)));
   }
   std::vector<int64_t> coarse;
-  if (index_->supports_filter()) {
+  const bool graph = lists == 0 && index_->shape().hnsw_m > 0;
+  if (index_->supports_filter() && !(graph && fraction >= kGraphPostFilterFraction)) {
     while (true) {
       HEDGEDB_RETURN_IF_ERROR(index_->SearchFiltered(query, 1, kprime, knobs, passing, &coarse));
       CandidateRows(coarse.data(), kprime, rows, &passing);
@@ -803,7 +811,8 @@ Status Collection::FilteredCandidatesLocked(const SearchPlan& plan, const Search
       if (more_graph) knobs.ef_search = std::min(knobs.ef_search * 2, kMaxFilteredEfSearch);
     }
   } else {
-    // The index cannot filter inside its scan (flat PQ): ask for enough
+    // The index cannot filter inside its scan (flat PQ), or its filtered
+    // walk costs more (a graph, most items passing): ask for enough
     // unfiltered candidates that kprime of them should pass, doubling.
     const int64_t slots = std::max<int64_t>(index_->ntotal(), 1);
     int64_t wanted =
@@ -1132,8 +1141,10 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
     const int64_t kprime =
         options.candidates > 0 ? options.candidates : int64_t(options.k) * options.oversampling;
     // Few passing items: scoring them all is exact and about as cheap.
+    const bool graph = index_->shape().ivf_lists == 0 && index_->shape().hnsw_m > 0;
     const bool all_passing =
-        exhaustive || int64_t(passing->rows.size()) <= std::max(kprime, kExactFilterRows);
+        exhaustive || int64_t(passing->rows.size()) <=
+                          std::max(kprime, graph ? kExactFilterRowsGraph : kExactFilterRows);
 #pragma omp parallel for schedule(dynamic) if (nq > 1)
     for (int64_t q = 0; q < nq; ++q) {
       std::vector<int64_t> rows;

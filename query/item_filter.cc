@@ -40,12 +40,6 @@ bool ValueKey(const nlohmann::json& v, std::string* key) {
 
 }  // namespace
 
-bool CompiledFilter::PassesLabel(bool has_label, int64_t label) const {
-  if (label_rule == SearchFilter::LabelRule::kAny) return true;
-  const bool listed = has_label && std::binary_search(labels.begin(), labels.end(), label);
-  return label_rule == SearchFilter::LabelRule::kIn ? listed : !listed;
-}
-
 Status CompileFilter(const SearchFilter& filter, CompiledFilter* out) {
   *out = CompiledFilter();
   out->label_rule = filter.label_rule;
@@ -59,6 +53,13 @@ Status CompileFilter(const SearchFilter& filter, CompiledFilter* out) {
     out->labels = filter.labels;
     std::sort(out->labels.begin(), out->labels.end());
     out->labels.erase(std::unique(out->labels.begin(), out->labels.end()), out->labels.end());
+    // Spans up to 1 MiB of bytes get a lookup table (the usual class labels).
+    const uint64_t span = uint64_t(out->labels.back()) - uint64_t(out->labels.front());
+    if (out->labels.size() > 4 && span < (uint64_t(1) << 20)) {
+      out->label_bits.assign(size_t(span) + 1, 0);
+      for (int64_t l : out->labels)
+        out->label_bits[size_t(uint64_t(l) - uint64_t(out->labels.front()))] = 1;
+    }
   }
   for (const auto& [field, text] : filter.payload_equals) {
     if (field.empty()) return Status::InvalidArgument("a payload filter names an empty field");

@@ -8,6 +8,7 @@
 // filters on payloads pays nothing for it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -29,8 +30,24 @@ struct CompiledFilter {
   std::vector<std::pair<std::string, std::string>> payload;  // (field, value key)
 
   bool empty() const { return label_rule == SearchFilter::LabelRule::kAny && payload.empty(); }
-  // The label conditions alone.
-  bool PassesLabel(bool has_label, int64_t label) const;
+  // The label conditions alone (called once per live item: a byte lookup
+  // where the labels span a small range, a binary search otherwise).
+  bool PassesLabel(bool has_label, int64_t label) const {
+    if (label_rule == SearchFilter::LabelRule::kAny) return true;
+    bool listed = false;
+    if (has_label) {
+      if (!label_bits.empty()) {
+        const uint64_t offset = uint64_t(label) - uint64_t(labels.front());
+        listed = offset < label_bits.size() && label_bits[size_t(offset)];
+      } else {
+        listed = std::binary_search(labels.begin(), labels.end(), label);
+      }
+    }
+    return label_rule == SearchFilter::LabelRule::kIn ? listed : !listed;
+  }
+
+  // labels[0] .. labels.back() as bytes, when that span is small.
+  std::vector<uint8_t> label_bits;
 };
 
 // InvalidArgument naming the condition: a label rule with no labels, an

@@ -51,7 +51,7 @@ class _Shard:
     def search(self, collection, queries, options):
         r = self.db.search(collection, **queries, **options)
         return dict(ids=r.ids, scores=r.scores, probs=r.probs, uncertainties=r.uncertainties,
-                    labels=r.labels, query_uncertainty=r.query_uncertainty)
+                    labels=r.labels, query_uncertainty=r.query_uncertainty, passing=r.passing)
 
     def read_all(self, collection):
         ids = self.db.list_ids(collection)
@@ -113,11 +113,12 @@ class ShardedCollection:
     def shards(self):
         return len(self.actors)
 
-    def ingest(self, *, ids, labels=None, payloads=None, token="", **arrays):
+    def ingest(self, *, ids, labels=None, payloads=None, token="", upsert=False, **arrays):
         """Routes item i to shard ids[i] % shards; one atomic batch per shard
         (a failure names the shard; the others' batches are written). With a
         token, retrying the whole call after a failure writes only what is
-        missing: each shard's part carries the token and its shard number."""
+        missing: each shard's part carries the token and its shard number.
+        upsert=True replaces existing ids (an id always lives on one shard)."""
         ids = np.asarray(ids, dtype=np.int64)
         if ids.ndim != 1:
             raise Error("ids: expected a 1-D array")
@@ -136,12 +137,16 @@ class ShardedCollection:
                 part["payloads"] = [payloads[r] for r in rows]
             if token:
                 part["token"] = f"{token}#shard-{s}"
+            if upsert:
+                part["upsert"] = True
             calls.append((s, self.actors[s].ingest(self.name, part)))
         return np.sort(np.concatenate([_result(f, s, "ingest", self.timeout) for s, f in calls]))
 
     def search(self, *, k=10, **kwargs):
         """The exact global top k of each query: every shard's top k, merged
-        by score (best first; equal scores by id)."""
+        by score (best first; equal scores by id). Filters (labels_in,
+        labels_not_in, payload_equals) apply on every shard; "passing" sums
+        the shards' counts."""
         queries = {key: kwargs.pop(key) for key in ("vec", "mean", "var", "weights", "logp")
                    if kwargs.get(key) is not None}
         options = dict(kwargs, k=k)
@@ -157,6 +162,8 @@ class ShardedCollection:
                                            order, axis=1)
                   for name in ("ids", "scores", "probs", "uncertainties", "labels")}
         merged["query_uncertainty"] = parts[0]["query_uncertainty"]
+        passing = np.stack([p["passing"] for p in parts])
+        merged["passing"] = np.where((passing < 0).any(axis=0), -1, passing.sum(axis=0))
         return merged
 
     def count(self):

@@ -59,6 +59,21 @@ def test_merged_top_k_equals_a_single_node(client, tmp_path):
         single = db.search("c", mean=mean[:25], var=var[:25], k=10, candidates=40)
         merged = sharded.search(mean=mean[:25], var=var[:25], k=10, candidates=40)
         assert np.all(merged["scores"] >= single.scores)
+        # Filters apply on every shard; "passing" sums the shards' counts.
+        single = db.search("c", mean=mean[:5], var=var[:5], k=10, exhaustive=True,
+                           labels_in=[3, 4])
+        merged = sharded.search(mean=mean[:5], var=var[:5], k=10, exhaustive=True,
+                                labels_in=[3, 4])
+        np.testing.assert_array_equal(merged["ids"], single.ids)
+        np.testing.assert_array_equal(merged["passing"], single.passing)
+        assert set(merged["labels"].ravel()) <= {3, 4}
+        # Upsert routes each id to the shard that holds it.
+        sharded.ingest(ids=ids[:4], mean=mean[4:8], var=var[4:8], labels=[99] * 4, upsert=True)
+        assert sharded.count() == 3000
+        merged = sharded.search(mean=mean[4:5], var=var[4:5], k=10, exhaustive=True,
+                                labels_in=[99])
+        assert merged["passing"][0] == 4 and ids[0] in merged["ids"][0]
+        db.ingest("c", ids=ids[:4], mean=mean[4:8], var=var[4:8], labels=[99] * 4, upsert=True)
         # Resharding to 3 keeps every item and the same answers.
         three = sharded.reshard(str(tmp_path / "three"), shards=3)
         assert three.count() == 3000
