@@ -7,6 +7,10 @@
 //           open time when the index file is missing and must be rebuilt
 //   remove: two-stage recall@10 against the exhaustive top-10 before and after
 //           removing items (3, then half) and after a reopen, per index type
+//   throughput: per kind (point, gaussian, mog C=2, codes), resident memory
+//           per item after ingest and flush, and queries per second of
+//           batched search (batches of 100) with 1 and 2 threads, with the
+//           recall@10 of those searches against the exhaustive top-10
 //   filter: filtered search (labels kept by 50%, 5%, 0.1% of the items, and a
 //           payload field kept by 5%): recall@10 of the exhaustive filtered
 //           top-10 and latency, vs unfiltered two-stage and exhaustive filtered
@@ -16,7 +20,9 @@
 //   bin/driver_engine reopen --n 1000000 --dim 64
 //   bin/driver_engine remove --n 100000 --dim 32 --factories "IVF1024,Flat;Flat;HNSW32"
 //   bin/driver_engine filter --n 100000 --dim 64 --factories "IVF1024,Flat;HNSW32"
+//   bin/driver_engine throughput --n 1000000 --dim 64 --queries 1000 --kind gaussian
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -135,6 +141,7 @@ struct Args {
   int queries = 200;
   int k = 10;
   int classes = 1000;  // 0: unclustered (every item its own centre)
+  std::string kind;    // throughput: only this kind (empty: all four)
   std::string dir;
   std::vector<std::string> factories = {"Flat", "HNSW32", "IVF1024,Flat"};
 };
@@ -353,6 +360,144 @@ int RunReopen(const Args& a) {
   return 0;
 }
 
+// Resident set size of this process, in bytes.
+int64_t ResidentBytes() {
+  long pages = 0, resident = 0;
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return int64_t(resident) * int64_t(sysconf(_SC_PAGESIZE));
+}
+
+// One kind's collection of n items (D = a.dim; mog C = 2; codes d = a.dim,
+// k = 16): memory per item and batched-search throughput.
+int RunThroughput(const Args& a) {
+  std::printf(
+      "# throughput: n=%lld D=%d queries=%d (batches of 100) k=%d, default index and "
+      "knobs, uncertainty off\n",
+      (long long)a.n, a.dim, a.queries, a.k);
+  std::printf("%-9s %14s %12s %12s %12s %10s\n", "kind", "RSS/item (B)", "ingest/s", "q/s 1 thr",
+              "q/s 2 thr", "recall@10");
+  const int64_t batch = 10000;
+  for (const std::string kind_name : {"point", "gaussian", "mog", "codes"}) {
+    // One kind per process gives a clean resident-memory figure (--kind).
+    if (!a.kind.empty() && a.kind != kind_name) continue;
+    Kind kind = Kind::kGaussian;
+    hedgedb::ParseKind(kind_name, &kind);
+    const std::string path = a.dir + "/throughput";
+    std::filesystem::remove_all(path);
+    const int64_t rss_before = ResidentBytes();
+    auto db = OpenDb(path);
+    CollectionSpec spec;
+    spec.name = "t";
+    spec.kind = kind;
+    spec.dim = a.dim;
+    if (kind == Kind::kMog) spec.components = 2;
+    if (kind == Kind::kCodes) spec.code_k = 16;
+    spec.samples = hedgedb::DefaultSamples(spec.components);
+    Check(db->CreateCollection(spec), "create");
+    const int C = spec.components, D = a.dim;
+    std::mt19937_64 rng(1);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::uniform_real_distribution<float> uni(0.0f, 1.0f);
+    // Clustered items (1000 centres); queries drawn like items.
+    std::vector<float> centres(size_t(1000) * C * D);
+    for (float& c : centres) c = normal(rng);
+    auto make = [&](int64_t n, std::vector<float>* mean, std::vector<float>* var,
+                    std::vector<int32_t>* codes) {
+      mean->clear();
+      var->clear();
+      codes->clear();
+      for (int64_t i = 0; i < n; ++i) {
+        const size_t c = size_t(rng() % 1000);
+        const float scale = 0.01f * std::pow(100.0f, uni(rng));
+        for (int j = 0; j < C * D; ++j) {
+          mean->push_back(centres[c * C * D + j] + 0.35f * normal(rng));
+          var->push_back(scale * (0.5f + uni(rng)));
+          if (kind == Kind::kCodes && j < D) {
+            codes->push_back(int32_t((uint32_t(c) * 2654435761u + uint32_t(j) * 40503u +
+                                      (uni(rng) < 0.2f ? uint32_t(rng()) : 0u)) %
+                                     16u));
+          }
+        }
+      }
+    };
+    std::vector<float> mean, var;
+    std::vector<int32_t> codes;
+    auto t0 = Clock::now();
+    for (int64_t first = 0; first < a.n; first += batch) {
+      const int64_t n = std::min(batch, a.n - first);
+      make(n, &mean, &var, &codes);
+      IngestBatch b;
+      b.data.n = n;
+      if (kind == Kind::kPoint) b.data.vec = mean.data();
+      if (kind == Kind::kGaussian || kind == Kind::kMog) {
+        b.data.mean = mean.data();
+        b.data.var = var.data();
+      }
+      if (kind == Kind::kCodes) b.data.codes = codes.data();
+      Check(db->Ingest("t", b, nullptr), "ingest");
+    }
+    Check(db->Flush(), "flush");
+    const double ingest_s = Seconds(t0, Clock::now());
+    const int64_t rss = ResidentBytes() - rss_before;
+    // Queries: item-like rows; codes queries are log-prob tables peaked at a code.
+    make(a.queries, &mean, &var, &codes);
+    std::vector<float> logp;
+    if (kind == Kind::kCodes) {
+      for (int64_t i = 0; i < a.queries * D; ++i) {
+        for (int s = 0; s < 16; ++s) {
+          logp.push_back(s == codes[size_t(i)] ? std::log(0.7f) : std::log(0.3f / 15));
+        }
+      }
+    }
+    auto view_of = [&](int64_t first, int64_t n) {
+      EmbeddingView v;
+      v.n = n;
+      if (kind == Kind::kPoint) v.vec = mean.data() + first * D;
+      if (kind == Kind::kGaussian || kind == Kind::kMog) {
+        v.mean = mean.data() + first * C * D;
+        v.var = var.data() + first * C * D;
+      }
+      if (kind == Kind::kCodes) v.logp = logp.data() + first * D * 16;
+      return v;
+    };
+    SearchOptions o;
+    o.k = a.k;
+    o.with_uncertainty = false;
+    double qps[2] = {0, 0};
+    std::vector<SearchResult> got;
+    for (int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      got.clear();
+      auto s0 = Clock::now();
+      for (int64_t first = 0; first < a.queries; first += 100) {
+        std::vector<SearchResult> r;
+        Check(db->Search("t", view_of(first, std::min<int64_t>(100, a.queries - first)), o, &r),
+              "search");
+        got.insert(got.end(), r.begin(), r.end());
+      }
+      qps[threads - 1] = double(a.queries) / Seconds(s0, Clock::now());
+    }
+    // Recall on the first 50 queries (exhaustive search is slow at 1M items).
+    const int64_t checked = std::min<int64_t>(50, a.queries);
+    SearchOptions exh = o;
+    exh.exhaustive = true;
+    std::vector<SearchResult> truth;
+    Check(db->Search("t", view_of(0, checked), exh, &truth), "exhaustive search");
+    got.resize(size_t(checked));
+    std::printf("%-9s %14.0f %12.0f %12.0f %12.0f %10.3f\n", kind_name.c_str(),
+                double(rss) / double(a.n), double(a.n) / ingest_s, qps[0], qps[1],
+                Recall(got, truth, a.k));
+    std::fflush(stdout);
+    db.reset();
+    std::filesystem::remove_all(path);
+  }
+  return 0;
+}
+
 // Filtered search: items get labels i % 1000 and payloads {"group": i % 20},
 // independent of their cluster, so a filter thins every neighbourhood alike.
 int RunFilter(const Args& a) {
@@ -435,8 +580,10 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(
         stderr,
-        "usage: driver_engine search|ingest|reopen|remove|filter [--n N] [--dim D] [--queries Q]\n"
-        "       [--k K] [--classes C (0: unclustered)] [--dir DIR] [--factories F1;F2;...]\n");
+        "usage: driver_engine search|ingest|reopen|remove|filter|throughput [--n N] [--dim D] "
+        "[--queries Q]\n"
+        "       [--k K] [--classes C (0: unclustered)] [--dir DIR] [--factories F1;F2;...]\n"
+        "       [--kind point|gaussian|mog|codes (throughput)]\n");
     return 2;
   }
   a.mode = argv[1];
@@ -455,6 +602,8 @@ int main(int argc, char** argv) {
       a.classes = std::stoi(v);
     else if (f == "--dir")
       a.dir = v;
+    else if (f == "--kind")
+      a.kind = v;
     else if (f == "--factories") {
       a.factories.clear();
       size_t p = 0;
@@ -475,6 +624,7 @@ int main(int argc, char** argv) {
   if (a.mode == "remove") return RunRemove(a);
   if (a.mode == "reopen") return RunReopen(a);
   if (a.mode == "filter") return RunFilter(a);
+  if (a.mode == "throughput") return RunThroughput(a);
   std::fprintf(stderr, "unknown mode %s\n", a.mode.c_str());
   return 2;
 }
