@@ -1,5 +1,6 @@
 // Stage-2 scoring kernels: Monte Carlo match probability (scalar reference
-// loop vs the SIMD kernel per ISA) and the DIMCO scan (vs FAISS IndexPQ with
+// loop vs the SIMD kernel per ISA) and the DIMCO scan (every scan kernel vs
+// the blocked one, the exact top-k with its pre-scan, FAISS IndexPQ with
 // identity codebooks). items_per_second = candidates scored per second.
 //
 //   OMP_NUM_THREADS=1 taskset -c 0 bin/bench_scoring --benchmark_repetitions=3

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <memory>
 
 #include "query/kernels.h"
 
@@ -194,12 +195,13 @@ void CodeTopK(const float* table, int d, int k, const uint8_t* base, size_t row_
       qtable[i * kMaxSymbols + j] = static_cast<uint8_t>(std::min(254.0, std::max(0.0, q)));
     }
   }
-  std::vector<uint16_t> q(n);
-  PrescanVbmi(qtable, d, base, row_stride_bytes, rows, n, q.data());
+  // Every entry is written by the pre-scan: no zero fill.
+  std::unique_ptr<uint16_t[]> q(new uint16_t[n]);
+  PrescanVbmi(qtable, d, base, row_stride_bytes, rows, n, q.get());
   stats->prescan = true;
 
   // Q_k: the topk-th largest Q.
-  std::vector<uint16_t> best(q.begin(), q.begin() + topk);
+  std::vector<uint16_t> best(q.get(), q.get() + topk);
   std::make_heap(best.begin(), best.end(), std::greater<uint16_t>());
   for (size_t r = topk; r < n; ++r) {
     if (q[r] > best.front()) {

@@ -19,6 +19,7 @@ namespace query {
 namespace {
 
 using testing_rows::Iota;
+using testing_rows::RandomCodes;
 
 // Log-softmax rows of random logits, like a DIMCO query.
 std::vector<float> LogSoftmaxTable(int d, int k, std::mt19937_64* rng) {
@@ -86,11 +87,7 @@ TEST_F(CodeTopKTest, EqualsFullScanTopK) {
     const int d = dk.first, k = dk.second;
     const std::vector<float> table = LogSoftmaxTable(d, k, &rng);
     const size_t n = 20001, stride = d + 3;
-    std::vector<uint8_t> codes(n * stride, 255);
-    std::uniform_int_distribution<int> symbol(0, k - 1);
-    for (size_t r = 0; r < n; ++r) {
-      for (int i = 0; i < d; ++i) codes[r * stride + i] = static_cast<uint8_t>(symbol(rng));
-    }
+    const std::vector<uint8_t> codes = RandomCodes(n, d, k, stride, &rng);
     // A shuffled subset of the rows, as after a filter.
     std::vector<int64_t> rows = Iota(n);
     std::shuffle(rows.begin(), rows.end(), rng);
@@ -113,9 +110,7 @@ TEST_F(CodeTopKTest, TiesKeepRowOrder) {
   const int d = 64, k = 16;
   const std::vector<float> table = LogSoftmaxTable(d, k, &rng);
   const size_t n = 5000;
-  std::vector<uint8_t> patterns(40 * d);
-  std::uniform_int_distribution<int> symbol(0, k - 1);
-  for (auto& c : patterns) c = static_cast<uint8_t>(symbol(rng));
+  const std::vector<uint8_t> patterns = RandomCodes(40, d, k, d, &rng);
   std::vector<uint8_t> codes(n * d);
   for (size_t r = 0; r < n; ++r) {
     std::copy_n(patterns.begin() + (r % 40) * d, d, codes.begin() + r * d);
@@ -130,9 +125,7 @@ TEST_F(CodeTopKTest, NonFiniteTableUsesFullScan) {
   std::vector<float> table = LogSoftmaxTable(d, k, &rng);
   table[5 * k + 3] = -std::numeric_limits<float>::infinity();  // log 0
   const size_t n = 3001;
-  std::vector<uint8_t> codes(n * d);
-  std::uniform_int_distribution<int> symbol(0, k - 1);
-  for (auto& c : codes) c = static_cast<uint8_t>(symbol(rng));
+  const std::vector<uint8_t> codes = RandomCodes(n, d, k, d, &rng);
   const CodeTopKStats stats = Check(table, d, k, codes, d, Iota(n), 10);
   EXPECT_FALSE(stats.prescan);
   EXPECT_EQ(stats.rescored, n);

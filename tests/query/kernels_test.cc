@@ -20,6 +20,7 @@ namespace query {
 namespace {
 
 using testing_rows::Iota;
+using testing_rows::RandomCodes;
 using testing_rows::RandomRows;
 
 std::vector<KernelIsa> SupportedIsas() {
@@ -203,11 +204,7 @@ TEST(CodeScanTest, EveryKernelMatchesScalarReference) {
         for (auto& v : table) v = normal(rng);
         for (size_t n : {1, 15, 203, 301}) {
           const size_t stride = d + 5;
-          std::vector<uint8_t> codes(n * stride, 255);
-          std::uniform_int_distribution<int> symbol(0, k - 1);
-          for (size_t r = 0; r < n; ++r) {
-            for (int i = 0; i < d; ++i) codes[r * stride + i] = static_cast<uint8_t>(symbol(rng));
-          }
+          const std::vector<uint8_t> codes = RandomCodes(n, d, k, stride, &rng);
           std::vector<int64_t> rows = Iota(n);
           std::shuffle(rows.begin(), rows.end(), rng);
           std::vector<float> out(n);
