@@ -38,8 +38,8 @@ bool ParseCodeScanKernel(const char* name, CodeScanKernel* kernel);
 bool CodeScanKernelSupported(CodeScanKernel kernel);
 
 // Kernel CodeScanRows uses. First call: HEDGEDB_CODE_SCAN_KERNEL if set to a
-// supported kernel, else the fastest of a timed trial (a few hundred
-// microseconds, once per process, thread-safe).
+// supported kernel, else the fastest of a timed trial (about half a
+// millisecond, once per process, thread-safe).
 CodeScanKernel ActiveCodeScanKernel();
 // Kernel the timed trial picked (runs it if needed), whatever is forced.
 CodeScanKernel MeasuredCodeScanKernel();
