@@ -1,20 +1,22 @@
 // Stage-2 scoring kernels: Monte Carlo match probability (scalar reference
-// loop vs the SIMD kernel per ISA) and the DIMCO scan (vs FAISS IndexPQ with
+// loop vs the SIMD kernel per ISA) and the DIMCO scan (every scan kernel vs
+// the blocked one, the exact top-k with its pre-scan, FAISS IndexPQ with
 // identity codebooks). items_per_second = candidates scored per second.
 //
 //   OMP_NUM_THREADS=1 taskset -c 0 bin/bench_scoring --benchmark_repetitions=3
 #include <benchmark/benchmark.h>
 #include <faiss/IndexPQ.h>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "query/code_scan.h"
+#include "query/code_topk.h"
 #include "query/kernels.h"
 #include "query/scalar_reference.h"
 #include "query/scorer.h"
@@ -185,28 +187,29 @@ constexpr int kCodeK = 256;
 constexpr size_t kCodeItems = 5924;
 
 struct CodesFixture {
+  int d, k;
   std::vector<float> table;    // d x k log-probabilities
   std::vector<uint8_t> codes;  // n x d
   std::vector<int64_t> rows;   // 0..n-1
 
-  CodesFixture() {
+  CodesFixture(int dim, int symbols, size_t items) : d(dim), k(symbols) {
     std::mt19937_64 rng(2);
     std::normal_distribution<float> logits(0.0f, 2.0f);
-    table.resize(static_cast<size_t>(kCodeDim) * kCodeK);
-    for (int i = 0; i < kCodeDim; ++i) {
+    table.resize(static_cast<size_t>(d) * k);
+    for (int i = 0; i < d; ++i) {
       double norm = 0;
-      for (int j = 0; j < kCodeK; ++j) norm += std::exp(table[i * kCodeK + j] = logits(rng));
-      for (int j = 0; j < kCodeK; ++j) table[i * kCodeK + j] -= static_cast<float>(std::log(norm));
+      for (int j = 0; j < k; ++j) norm += std::exp(table[i * k + j] = logits(rng));
+      for (int j = 0; j < k; ++j) table[i * k + j] -= static_cast<float>(std::log(norm));
     }
-    std::uniform_int_distribution<int> symbol(0, kCodeK - 1);
-    codes.resize(kCodeItems * kCodeDim);
+    std::uniform_int_distribution<int> symbol(0, k - 1);
+    codes.resize(items * d);
     for (auto& c : codes) c = static_cast<uint8_t>(symbol(rng));
-    for (size_t r = 0; r < kCodeItems; ++r) rows.push_back(static_cast<int64_t>(r));
+    for (size_t r = 0; r < items; ++r) rows.push_back(static_cast<int64_t>(r));
   }
 };
 
 const CodesFixture& Codes() {
-  static const CodesFixture fixture;
+  static const CodesFixture fixture(kCodeDim, kCodeK, kCodeItems);
   return fixture;
 }
 
@@ -259,60 +262,79 @@ void BM_CodesScan(benchmark::State& state) {
 BENCHMARK(BM_CodesScanScalar)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_CodesScan)->ArgName("prepare")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-// The alternative the kernel does not use: 16 lookups per AVX-512 gather, 128
-// items x 32 dimensions per block. Kept to show why (bench/RESULTS.md).
-// GCC 12 flags the deliberately undefined vectors inside avx512fintrin.h.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-__attribute__((target("avx512f"))) void GatherScan(const CodesFixture& f, float* out) {
-  constexpr size_t kBlock = 128;
-  constexpr int kChunk = 32;
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i offsets = _mm512_mullo_epi32(lane, _mm512_set1_epi32(kCodeK));
-  alignas(64) float partial[kBlock * 16];
-  for (size_t start = 0; start < kCodeItems; start += kBlock) {
-    const size_t count = std::min(kBlock, kCodeItems - start);
-    for (size_t r = 0; r < count; ++r) _mm512_store_ps(partial + r * 16, _mm512_setzero_ps());
-    for (int c0 = 0; c0 < kCodeDim; c0 += kChunk) {
-      for (size_t r = 0; r < count; ++r) {
-        const uint8_t* code = f.codes.data() + (start + r) * kCodeDim;
-        __m512 acc = _mm512_load_ps(partial + r * 16);
-        for (int i0 = c0; i0 < c0 + kChunk; i0 += 16) {
-          const __m128i symbols = _mm_loadu_si128(reinterpret_cast<const __m128i*>(code + i0));
-          const __m512i index = _mm512_add_epi32(_mm512_cvtepu8_epi32(symbols), offsets);
-          acc = _mm512_add_ps(
-              acc,
-              _mm512_i32gather_ps(index, f.table.data() + static_cast<size_t>(i0) * kCodeK, 4));
-        }
-        _mm512_store_ps(partial + r * 16, acc);
-      }
-    }
-    for (size_t r = 0; r < count; ++r) {
-      out[start + r] = _mm512_reduce_add_ps(_mm512_load_ps(partial + r * 16));
-    }
-  }
-}
-
-#pragma GCC diagnostic pop
-
-void BM_CodesScanGatherAvx512(benchmark::State& state) {
-  if (!__builtin_cpu_supports("avx512f")) {
-    state.SkipWithError("CPU without AVX-512F");
+// Every DIMCO scan kernel this CPU runs (code_scan.h), arg = kernel index.
+// Each iteration scans with the kernel (the timed part) and then with the
+// blocked kernel shipped before selection existed, so "vs_blocked" (blocked
+// time / kernel time) compares the two under the same host load. The label
+// marks the kernel the start-up trial picks on this CPU.
+template <const CodesFixture& (*Fixture)()>
+void RunCodeScanKernel(benchmark::State& state) {
+  const CodesFixture& f = Fixture();
+  const CodeScanKernel kernel = static_cast<CodeScanKernel>(state.range(0));
+  if (!CodeScanKernelSupported(kernel)) {
+    state.SkipWithError("kernel not supported on this CPU");
     return;
   }
-  const CodesFixture& f = Codes();
-  std::vector<float> out(kCodeItems);
+  const size_t n = f.rows.size();
+  std::vector<float> out(n), baseline(n);
+  double kernel_seconds = 0, baseline_seconds = 0;
   for (auto _ : state) {
-    GatherScan(f, out.data());
+    const auto t0 = std::chrono::steady_clock::now();
+    CodeScanRowsWith(kernel, f.table.data(), f.d, f.k, f.codes.data(), f.d, f.rows.data(), n,
+                     out.data());
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
+    const auto t1 = std::chrono::steady_clock::now();
+    CodeScanRowsWith(CodeScanKernel::kBlocked, f.table.data(), f.d, f.k, f.codes.data(), f.d,
+                     f.rows.data(), n, baseline.data());
+    benchmark::DoNotOptimize(baseline.data());
+    benchmark::ClobberMemory();
+    const auto t2 = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(t1 - t0).count();
+    state.SetIterationTime(seconds);
+    kernel_seconds += seconds;
+    baseline_seconds += std::chrono::duration<double>(t2 - t1).count();
   }
-  SetScanCounters(state);
+  state.counters["vs_blocked"] = baseline_seconds / kernel_seconds;
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(n));
+  state.SetLabel(std::string(CodeScanKernelName(kernel)) +
+                 (kernel == MeasuredCodeScanKernel() ? " (chosen)" : ""));
 }
-BENCHMARK(BM_CodesScanGatherAvx512)->Unit(benchmark::kMicrosecond);
-#endif
+
+void KernelArgs(benchmark::internal::Benchmark* b) {
+  b->ArgName("kernel")->DenseRange(0, kCodeScanKernelCount - 1)->UseManualTime();
+  b->Unit(benchmark::kMicrosecond);
+}
+
+void BM_CodesScanKernel(benchmark::State& state) { RunCodeScanKernel<Codes>(state); }
+BENCHMARK(BM_CodesScanKernel)->Apply(KernelArgs);
+
+// DIMCO at scale: 1M items, k = 16, d = 64 (64 MB of codes, a 4 KiB table).
+const CodesFixture& Codes1M() {
+  static const CodesFixture fixture(64, 16, 1000000);
+  return fixture;
+}
+void BM_CodesScan1MKernel(benchmark::State& state) { RunCodeScanKernel<Codes1M>(state); }
+BENCHMARK(BM_CodesScan1MKernel)->Apply(KernelArgs);
+
+// Exact top-10 of the 1M items through CodeTopK (quantized pre-scan, then
+// exact scores of the survivors) with the kernel the trial picks; compare
+// with BM_CodesScan1MKernel (the full exact scan alone).
+void BM_CodesTopK1M(benchmark::State& state) {
+  const CodesFixture& f = Codes1M();
+  std::vector<CodeHit> hits;
+  CodeTopKStats stats;
+  for (auto _ : state) {
+    CodeTopK(f.table.data(), f.d, f.k, f.codes.data(), f.d, f.rows.data(), f.rows.size(), 10, &hits,
+             &stats);
+    benchmark::DoNotOptimize(hits.data());
+  }
+  state.counters["prescan"] = stats.prescan;
+  state.counters["rescored"] = static_cast<double>(stats.rescored);
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(f.rows.size()));
+}
+BENCHMARK(BM_CodesTopK1M)->Unit(benchmark::kMicrosecond);
 
 // FAISS IndexPQ, M = d sub-quantizers of dimension k, identity codebooks,
 // inner product; the query vector is the flattened table. search() builds the

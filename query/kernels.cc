@@ -334,50 +334,6 @@ void MixtureEtaRows(const MixtureEtaKernelQuery& query, const void* base, size_t
   }
 }
 
-void CodeScanRows(const float* table, int d, int k, const uint8_t* base, size_t row_stride_bytes,
-                  const int64_t* rows, size_t n, float* out) {
-  // Scalar lookups on purpose: on Zen 4 (this project's machines) AVX-512
-  // gathers are no faster for k = d = 256 (bench/RESULTS.md), and this loop
-  // is portable. Items go in blocks so that the table rows of one chunk of
-  // dimensions (16 x k floats) stay in L1 while the block is scanned.
-  constexpr size_t kItemBlock = 128;
-  constexpr int kDimChunk = 16;
-  float partial[kItemBlock];
-  const uint8_t* codes[kItemBlock];
-  for (size_t start = 0; start < n; start += kItemBlock) {
-    const size_t count = std::min(kItemBlock, n - start);
-    for (size_t r = 0; r < count; ++r) {
-      codes[r] = base + static_cast<size_t>(rows[start + r]) * row_stride_bytes;
-      partial[r] = 0.0f;
-    }
-    for (int i0 = 0; i0 < d; i0 += kDimChunk) {
-      const float* t = table + static_cast<size_t>(i0) * k;
-      if (d - i0 >= kDimChunk) {
-        for (size_t r = 0; r < count; ++r) {
-          const uint8_t* c = codes[r] + i0;
-          // Four independent sums hide the add latency.
-          float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-          for (int i = 0; i < kDimChunk; i += 4) {
-            a0 += t[(i + 0) * k + c[i + 0]];
-            a1 += t[(i + 1) * k + c[i + 1]];
-            a2 += t[(i + 2) * k + c[i + 2]];
-            a3 += t[(i + 3) * k + c[i + 3]];
-          }
-          partial[r] += (a0 + a1) + (a2 + a3);
-        }
-      } else {
-        for (size_t r = 0; r < count; ++r) {
-          const uint8_t* c = codes[r] + i0;
-          float sum = 0.0f;
-          for (int i = 0; i < d - i0; ++i) sum += t[i * k + c[i]];
-          partial[r] += sum;
-        }
-      }
-    }
-    for (size_t r = 0; r < count; ++r) out[start + r] = partial[r];
-  }
-}
-
 void FastExp(const float* x, size_t n, float* out) {
   switch (ActiveKernelIsa()) {
 #if HEDGEDB_KERNELS_X86

@@ -107,7 +107,7 @@ void MixtureEtaRows(const MixtureEtaKernelQuery& query, const void* base, size_t
 
 // DIMCO scan: out[r] = sum_i table[i * k + code_r[i]] over the d symbols of the
 // uint8 code row at base + rows[r] * row_stride_bytes. Symbols must be < k.
-// One scalar implementation for every ISA (gathers are no faster here).
+// The kernel is chosen per CPU by measurement (code_scan.h, code_scan.cc).
 void CodeScanRows(const float* table, int d, int k, const uint8_t* base, size_t row_stride_bytes,
                   const int64_t* rows, size_t n, float* out);
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "query/code_scan.h"
 #include "query/scalar_reference.h"
 #include "query/scorer.h"
 #include "tests/query/test_rows.h"
@@ -19,6 +20,7 @@ namespace query {
 namespace {
 
 using testing_rows::Iota;
+using testing_rows::RandomCodes;
 using testing_rows::RandomRows;
 
 std::vector<KernelIsa> SupportedIsas() {
@@ -182,29 +184,74 @@ TEST_P(KernelIsaTest, McRowScoreDoesNotDependOnTheBatch) {
   }
 }
 
-TEST(CodeScanTest, MatchesScalarReference) {
+// Every DIMCO scan kernel this CPU runs, on random tables and codes at the
+// row stride of the store plus padding, rows in random order, odd item counts
+// (partial vectors and blocks). Kernels that sum each item in dimension order
+// must equal ScalarCodeScore bitwise; blocked and avx512-gather-dims reorder
+// the sum, so they get the worst-case bound of any summation order against the reference: 2 d 2^-24
+// sum |terms|.
+TEST(CodeScanTest, EveryKernelMatchesScalarReference) {
   std::mt19937_64 rng(11);
   std::normal_distribution<float> normal(-3.0f, 1.0f);
-  for (const auto& dk : std::vector<std::pair<int, int>>{{256, 256}, {7, 16}, {33, 2}, {48, 100}}) {
-    const int d = dk.first, k = dk.second;
-    std::vector<float> table(static_cast<size_t>(d) * k);
-    for (auto& v : table) v = normal(rng);
-    const size_t n = 203, stride = d + 5;
-    std::vector<uint8_t> codes(n * stride, 255);
-    std::uniform_int_distribution<int> symbol(0, k - 1);
-    for (size_t r = 0; r < n; ++r) {
-      for (int i = 0; i < d; ++i) codes[r * stride + i] = static_cast<uint8_t>(symbol(rng));
-    }
-    std::vector<int64_t> rows = Iota(n);
-    std::shuffle(rows.begin(), rows.end(), rng);
-    std::vector<float> out(n);
-    CodeScanRows(table.data(), d, k, codes.data(), stride, rows.data(), n, out.data());
-    for (size_t r = 0; r < n; ++r) {
-      const float expected = ScalarCodeScore(table.data(), d, k, codes.data() + rows[r] * stride);
-      EXPECT_NEAR(out[r], expected, 1e-5f * std::fabs(expected) + 1e-5f)
-          << "d=" << d << " k=" << k << " row " << r;
+  for (int ki = 0; ki < kCodeScanKernelCount; ++ki) {
+    const CodeScanKernel kernel = static_cast<CodeScanKernel>(ki);
+    if (!CodeScanKernelSupported(kernel)) continue;
+    const bool same_order =
+        kernel != CodeScanKernel::kBlocked && kernel != CodeScanKernel::kAvx512GatherDims;
+    for (int k : {2, 16, 256}) {
+      for (int d : {1, 7, 64, 256}) {
+        std::vector<float> table(static_cast<size_t>(d) * k);
+        for (auto& v : table) v = normal(rng);
+        for (size_t n : {1, 15, 203, 301}) {
+          const size_t stride = d + 5;
+          const std::vector<uint8_t> codes = RandomCodes(n, d, k, stride, &rng);
+          std::vector<int64_t> rows = Iota(n);
+          std::shuffle(rows.begin(), rows.end(), rng);
+          std::vector<float> out(n);
+          CodeScanRowsWith(kernel, table.data(), d, k, codes.data(), stride, rows.data(), n,
+                           out.data());
+          for (size_t r = 0; r < n; ++r) {
+            const uint8_t* code = codes.data() + rows[r] * stride;
+            const float expected = ScalarCodeScore(table.data(), d, k, code);
+            if (same_order) {
+              ASSERT_EQ(out[r], expected) << CodeScanKernelName(kernel) << " d=" << d << " k=" << k
+                                          << " n=" << n << " row " << r;
+            } else {
+              double abs_sum = 0;
+              for (int i = 0; i < d; ++i) abs_sum += std::fabs(table[i * k + code[i]]);
+              ASSERT_NEAR(out[r], expected, d * std::ldexp(abs_sum, -23))
+                  << CodeScanKernelName(kernel) << " d=" << d << " k=" << k << " n=" << n << " row "
+                  << r;
+            }
+          }
+        }
+      }
     }
   }
+}
+
+TEST(CodeScanTest, DispatchHonoursForcedKernelAndPicksASupportedOne) {
+  EXPECT_TRUE(CodeScanKernelSupported(MeasuredCodeScanKernel()));
+  EXPECT_TRUE(CodeScanKernelSupported(ActiveCodeScanKernel()));
+  const CodeScanKernel saved = ActiveCodeScanKernel();
+  const std::vector<float> table = {1.0f,  2.0f,  4.0f,  8.0f,
+                                    16.0f, 32.0f, 64.0f, 128.0f};  // d=4 k=2
+  const std::vector<uint8_t> code = {1, 0, 1, 1};
+  const int64_t row = 0;
+  for (int ki = 0; ki < kCodeScanKernelCount; ++ki) {
+    const CodeScanKernel kernel = static_cast<CodeScanKernel>(ki);
+    CodeScanKernel parsed;
+    ASSERT_TRUE(ParseCodeScanKernel(CodeScanKernelName(kernel), &parsed));
+    EXPECT_EQ(parsed, kernel);
+    if (!SetCodeScanKernel(kernel)) continue;
+    EXPECT_EQ(ActiveCodeScanKernel(), kernel);
+    float out = 0;
+    CodeScanRows(table.data(), 4, 2, code.data(), 4, &row, 1, &out);
+    EXPECT_EQ(out, 2.0f + 4.0f + 32.0f + 128.0f) << CodeScanKernelName(kernel);
+  }
+  CodeScanKernel unused;
+  EXPECT_FALSE(ParseCodeScanKernel("no-such-kernel", &unused));
+  ASSERT_TRUE(SetCodeScanKernel(saved));
 }
 
 // eta of every row, alone and in a batch, against the scalar loop scoring

@@ -69,6 +69,18 @@ inline std::vector<int64_t> Iota(size_t n) {
   return ids;
 }
 
+// n DIMCO code rows of d symbols uniform in [0, k), `stride` bytes apart; the
+// padding after each row holds 255 (never a valid symbol for k <= 255).
+inline std::vector<uint8_t> RandomCodes(size_t n, int d, int k, size_t stride,
+                                        std::mt19937_64* rng) {
+  std::vector<uint8_t> codes(n * stride, 255);
+  std::uniform_int_distribution<int> symbol(0, k - 1);
+  for (size_t r = 0; r < n; ++r) {
+    for (int i = 0; i < d; ++i) codes[r * stride + i] = static_cast<uint8_t>(symbol(*rng));
+  }
+  return codes;
+}
+
 }  // namespace testing_rows
 }  // namespace query
 }  // namespace hedgedb

@@ -1,0 +1,136 @@
+// CodeTopK against the top-k of a full scan with the scalar reference loop:
+// same rows, same scores, same order, whether or not the pre-scan runs.
+#include "query/code_topk.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "query/code_scan.h"
+#include "query/scalar_reference.h"
+#include "tests/query/test_rows.h"
+
+namespace hedgedb {
+namespace query {
+namespace {
+
+using testing_rows::Iota;
+using testing_rows::RandomCodes;
+
+// Log-softmax rows of random logits, like a DIMCO query.
+std::vector<float> LogSoftmaxTable(int d, int k, std::mt19937_64* rng) {
+  std::normal_distribution<float> logits(0.0f, 2.0f);
+  std::vector<float> table(static_cast<size_t>(d) * k);
+  for (int i = 0; i < d; ++i) {
+    double norm = 0;
+    for (int j = 0; j < k; ++j) norm += std::exp(table[i * k + j] = logits(*rng));
+    for (int j = 0; j < k; ++j) table[i * k + j] -= static_cast<float>(std::log(norm));
+  }
+  return table;
+}
+
+std::vector<CodeHit> ReferenceTopK(const std::vector<float>& table, int d, int k,
+                                   const std::vector<uint8_t>& codes, size_t stride,
+                                   const std::vector<int64_t>& rows, size_t topk) {
+  std::vector<std::pair<float, size_t>> scored;
+  for (size_t p = 0; p < rows.size(); ++p) {
+    scored.push_back({ScalarCodeScore(table.data(), d, k, codes.data() + rows[p] * stride), p});
+  }
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<CodeHit> hits;
+  for (size_t i = 0; i < std::min(topk, scored.size()); ++i) {
+    hits.push_back(CodeHit{rows[scored[i].second], scored[i].first});
+  }
+  return hits;
+}
+
+// The in-order kernel makes CodeScanRows bitwise equal to ScalarCodeScore, so
+// scores compare exactly.
+class CodeTopKTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    saved_ = ActiveCodeScanKernel();
+    ASSERT_TRUE(SetCodeScanKernel(CodeScanKernel::kInterleaved));
+  }
+  void TearDown() override { SetCodeScanKernel(saved_); }
+
+  // Checks one case; returns the stats.
+  CodeTopKStats Check(const std::vector<float>& table, int d, int k,
+                      const std::vector<uint8_t>& codes, size_t stride,
+                      const std::vector<int64_t>& rows, size_t topk) {
+    std::vector<CodeHit> hits;
+    CodeTopKStats stats;
+    CodeTopK(table.data(), d, k, codes.data(), stride, rows.data(), rows.size(), topk, &hits,
+             &stats);
+    const std::vector<CodeHit> expected = ReferenceTopK(table, d, k, codes, stride, rows, topk);
+    EXPECT_EQ(hits.size(), expected.size()) << "d=" << d << " k=" << k << " topk=" << topk;
+    for (size_t i = 0; i < std::min(hits.size(), expected.size()); ++i) {
+      EXPECT_EQ(hits[i].row, expected[i].row) << "d=" << d << " k=" << k << " rank " << i;
+      EXPECT_EQ(hits[i].score, expected[i].score) << "d=" << d << " k=" << k << " rank " << i;
+    }
+    return stats;
+  }
+
+ private:
+  CodeScanKernel saved_ = CodeScanKernel::kBlocked;
+};
+
+TEST_F(CodeTopKTest, EqualsFullScanTopK) {
+  std::mt19937_64 rng(5);
+  for (const auto& dk : std::vector<std::pair<int, int>>{
+           {64, 16}, {7, 16}, {64, 2}, {33, 5}, {1, 16}, {60, 16}, {64, 256}, {100, 16}}) {
+    const int d = dk.first, k = dk.second;
+    const std::vector<float> table = LogSoftmaxTable(d, k, &rng);
+    const size_t n = 20001, stride = d + 3;
+    const std::vector<uint8_t> codes = RandomCodes(n, d, k, stride, &rng);
+    // A shuffled subset of the rows, as after a filter.
+    std::vector<int64_t> rows = Iota(n);
+    std::shuffle(rows.begin(), rows.end(), rng);
+    rows.resize(n - 1000);
+    for (size_t topk : {1, 10, 100, 20000}) {
+      const CodeTopKStats stats = Check(table, d, k, codes, stride, rows, topk);
+      if (topk < rows.size()) {
+        EXPECT_EQ(stats.prescan, CodeTopKPrescanAvailable(d, k)) << "d=" << d << " k=" << k;
+      }
+      if (stats.prescan && topk == 10) {
+        EXPECT_LT(stats.rescored, rows.size() / 10) << "d=" << d << " k=" << k;
+      }
+    }
+  }
+}
+
+TEST_F(CodeTopKTest, TiesKeepRowOrder) {
+  // 40 distinct codes repeated over 5,000 rows: many equal scores at the cut.
+  std::mt19937_64 rng(6);
+  const int d = 64, k = 16;
+  const std::vector<float> table = LogSoftmaxTable(d, k, &rng);
+  const size_t n = 5000;
+  const std::vector<uint8_t> patterns = RandomCodes(40, d, k, d, &rng);
+  std::vector<uint8_t> codes(n * d);
+  for (size_t r = 0; r < n; ++r) {
+    std::copy_n(patterns.begin() + (r % 40) * d, d, codes.begin() + r * d);
+  }
+  const std::vector<int64_t> rows = Iota(n);
+  for (size_t topk : {1, 10, 200, 333}) Check(table, d, k, codes, d, rows, topk);
+}
+
+TEST_F(CodeTopKTest, NonFiniteTableUsesFullScan) {
+  std::mt19937_64 rng(7);
+  const int d = 64, k = 16;
+  std::vector<float> table = LogSoftmaxTable(d, k, &rng);
+  table[5 * k + 3] = -std::numeric_limits<float>::infinity();  // log 0
+  const size_t n = 3001;
+  const std::vector<uint8_t> codes = RandomCodes(n, d, k, d, &rng);
+  const CodeTopKStats stats = Check(table, d, k, codes, d, Iota(n), 10);
+  EXPECT_FALSE(stats.prescan);
+  EXPECT_EQ(stats.rescored, n);
+}
+
+}  // namespace
+}  // namespace query
+}  // namespace hedgedb
