@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Start-up time of `hedgedb` commands: two builds of bin/hedgedb side by side.
 
-Times N runs of list, stats, search (1,000 Gaussian items, D = 16, 10 queries)
-and `train --help` for each binary and prints, per command, the median wall
-time, the ratio and the number of shared libraries the run loaded (LD_DEBUG=libs
+Times N runs of --help, list, stats, search (1,000 Gaussian items, D = 16, 10
+queries) and `train --help` for each binary and prints, per command, the median
+wall time, the ratio, the median CPU time (user + system, less sensitive to
+other load on the machine) and the number of shared libraries the run loaded (LD_DEBUG=libs
 "calling init" lines, the executable's own dependencies and any dlopen'ed
 module). The two binaries alternate run by run, so load on the machine hits
 both alike. The database is made with the "after" binary.
@@ -12,6 +13,7 @@ Usage: bench/cli_startup.py --before OLD/bin/hedgedb --after build/bin/hedgedb [
 """
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import tempfile
@@ -26,9 +28,13 @@ def run(binary, args, env=None):
 
 
 def seconds(binary, args):
-    start = time.perf_counter()
+    """Wall and CPU (user + system) seconds of one run."""
+    def cpu():
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+    cpu_start, start = cpu(), time.perf_counter()
     run(binary, args)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, cpu() - cpu_start
 
 
 def libraries(binary, args):
@@ -52,6 +58,7 @@ def main():
         run(opts.after, ["ingest", "--db", db, "--collection", "c", "--mean", g + ".mean.npy",
                          "--var", g + ".var.npy"])
         commands = {
+            "--help": ["--help"],
             "list": ["list", "--db", db],
             "stats": ["stats", "--db", db, "--collection", "c"],
             "search": ["search", "--db", db, "--collection", "c", "--mean",
@@ -59,8 +66,9 @@ def main():
             "train --help": ["train", "--help"],
         }
         print(f"{opts.runs} runs each, median wall time; libs = shared libraries loaded")
-        print("| command | before s | after s | before/after | before libs | after libs |")
-        print("|---|---:|---:|---:|---:|---:|")
+        print("| command | before s | after s | before/after | CPU before s | CPU after s "
+              "| before libs | after libs |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
         for name, args in commands.items():
             times = {which: [] for which in binaries}
             for which, binary in binaries.items():
@@ -68,11 +76,12 @@ def main():
             for _ in range(opts.runs):
                 for which, binary in binaries.items():
                     times[which].append(seconds(binary, args))
-            before = statistics.median(times["before"])
-            after = statistics.median(times["after"])
+            wall = {w: statistics.median(t[0] for t in times[w]) for w in binaries}
+            cpu = {w: statistics.median(t[1] for t in times[w]) for w in binaries}
             libs = {which: libraries(binary, args) for which, binary in binaries.items()}
-            print(f"| `hedgedb {name}` | {before:.3f} | {after:.3f} | {before / after:.1f}x "
-                  f"| {libs['before']} | {libs['after']} |")
+            print(f"| `hedgedb {name}` | {wall['before']:.3f} | {wall['after']:.3f} "
+                  f"| {wall['before'] / wall['after']:.1f}x | {cpu['before']:.3f} "
+                  f"| {cpu['after']:.3f} | {libs['before']} | {libs['after']} |")
 
 
 if __name__ == "__main__":
