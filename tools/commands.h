@@ -1,6 +1,7 @@
 // Subcommand registration for the `hedgedb` command line. tools/main.cc creates
-// the CLI::App and calls each Register* function; every group of subcommands
-// lives in its own file, so new commands are added without touching the others.
+// the CLI::App and calls each Register* function (the encoder commands' through
+// their module, below); every group of subcommands lives in its own file, so
+// new commands are added without touching the others.
 //
 // A subcommand does its work in its CLI11 callback and reports failure by
 // throwing hedgedb::cli::CommandError (tools/cli_util.h); main turns that into
