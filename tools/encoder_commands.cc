@@ -230,7 +230,7 @@ void RunTrain(TrainArgs& args) {
 void RegisterTrain(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
   encoders::TrainOptions& t = args->train;
-  CLI::App* cmd = app.add_subcommand("train", "Train an encoder and write a model file");
+  CLI::App* cmd = app.add_subcommand("train", EncoderCommandDescription("train"));
   cmd->footer(
       "Methods: point or softcon (soft contrastive), hib (Gaussian; mixture with --components > "
       "1), spe, pn or protonet (prototypical network), dimco (codes: --code-dim, --code-k), "
@@ -350,8 +350,7 @@ void RunEmbed(const EmbedArgs& args, const CLI::App& cmd) {
 
 void RegisterEmbed(CLI::App& app) {
   auto args = std::make_shared<EmbedArgs>();
-  CLI::App* cmd =
-      app.add_subcommand("embed", "Embed a data split with a model; write .npy files for ingest");
+  CLI::App* cmd = app.add_subcommand("embed", EncoderCommandDescription("embed"));
   cmd->footer(
       "Writes PREFIX.vec.npy (point), PREFIX.mean/.var.npy (gaussian), plus .weights.npy (mog), "
       "PREFIX.codes.npy and .logp.npy (codes: items and query tables), and PREFIX.ids.npy, "
@@ -476,8 +475,7 @@ void RunEvaluate(const EvaluateArgs& args, const CLI::App& cmd) {
 void RegisterEvaluate(CLI::App& app) {
   auto args = std::make_shared<EvaluateArgs>();
   encoders::EvaluationOptions& o = args->options;
-  CLI::App* cmd = app.add_subcommand(
-      "evaluate", "Verification AP, KNN accuracy, recall@k, MAP@R and uncertainty calibration");
+  CLI::App* cmd = app.add_subcommand("evaluate", EncoderCommandDescription("evaluate"));
   cmd->footer(
       "Clean and corrupt test sets: verification on clean and on corrupt pairs; retrieval with "
       "clean probes against the clean gallery, against the corrupt gallery (HIB Table 1) and "

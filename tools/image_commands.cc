@@ -12,8 +12,7 @@
 // Either way every batch is one atomic DB::Ingest, so the database never holds
 // part of a batch.
 
-// Only built with the encoders library (tools/CMakeLists.txt builds every
-// tools/*.cc; this file needs LibTorch's EncoderModel).
+// Only built into the encoder module (libhedgedb_cli_encoders.so, tools/CMakeLists.txt).
 #ifdef HEDGEDB_WITH_ENCODERS
 
 #include <unistd.h>
@@ -468,8 +467,7 @@ void RunIngestImages(IngestImagesArgs& args, const CLI::App& cmd) {
 
 void RegisterIngestImages(CLI::App& app) {
   auto args = std::make_shared<IngestImagesArgs>();
-  CLI::App* cmd = app.add_subcommand("ingest-images",
-                                     "Embed image files with a model and add them to a collection");
+  CLI::App* cmd = app.add_subcommand("ingest-images", EncoderCommandDescription("ingest-images"));
   cmd->footer(
       "Creates the collection from the model (kind, dimensions, match a/b) if it does not exist, "
       "and checks that an existing one matches. A new collection starts calibrated when the "
@@ -675,8 +673,7 @@ void RunQueryImage(QueryImageArgs& args, const CLI::App& cmd) {
 void RegisterQueryImage(CLI::App& app) {
   auto args = std::make_shared<QueryImageArgs>();
   args->search.options.k = 5;
-  CLI::App* cmd = app.add_subcommand(
-      "query-image", "Embed query images with a model and print their top-k matches");
+  CLI::App* cmd = app.add_subcommand("query-image", EncoderCommandDescription("query-image"));
   cmd->footer(
       "Queries: IMAGE arguments, or --dir/--list/--idx, or the images of --split of --cub ROOT / "
       "--cars ROOT (labelled queries add recall@1 and recall@k to the summary). The images are "
@@ -812,8 +809,7 @@ void RunExportImages(const ExportImagesArgs& args) {
 
 void RegisterExportImages(CLI::App& app) {
   auto args = std::make_shared<ExportImagesArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "export-images", "Write images of a data split as PNG/JPEG files in class folders");
+  CLI::App* cmd = app.add_subcommand("export-images", EncoderCommandDescription("export-images"));
   cmd->footer(
       "Writes OUT/<label>/<item>.png (or .jpg): items --offset .. --offset+--count of a seeded "
       "permutation of the split. With the same flags, --corrupt writes the occluded twins under "

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -116,6 +117,44 @@ class EncoderCliTest : public ::testing::Test {
 
 // train -> embed -> create (with the printed flags) -> ingest -> search, for
 // each embedding kind.
+// The encoder commands live in a module bin/hedgedb loads only to run one of
+// them (tools/main.cc): --help lists them without it, each one's own --help
+// loads it, and without the module they fail naming its file while the engine
+// commands still run.
+TEST_F(EncoderCliTest, EncoderCommandsComeFromTheirModule) {
+  const Output listing = Run({"--help"});
+  ASSERT_EQ(listing.exit_code, 0) << Describe({"--help"}, listing);
+  Output r;
+  for (const char* cmd :
+       {"train", "embed", "evaluate", "ingest-images", "query-image", "export-images"}) {
+    EXPECT_NE(listing.out.find(cmd), std::string::npos) << cmd << "\n" << listing.out;
+    r = Run({cmd, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << Describe({cmd, "--help"}, r);
+    EXPECT_NE(r.out.find("--"), std::string::npos) << cmd << "\n" << r.out;
+  }
+  r = Run({"train", "--help"});
+  EXPECT_NE(r.out.find("--method"), std::string::npos) << r.out;
+
+  // A copy of the executable alone: no module at its relative path.
+  const std::string lone = Path("bin/hedgedb");
+  fs::create_directories(Path("bin"));
+  fs::copy_file(std::string(HEDGEDB_BIN_DIR) + "/hedgedb", lone);
+  const auto run_lone = [&](const std::string& args) {
+    const std::string command =
+        "'" + lone + "' " + args + " > '" + Path("lone.out") + "' 2> '" + Path("lone.err") + "'";
+    const int status = std::system(command.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  EXPECT_EQ(run_lone("train --help"), 1);
+  const std::string err = Slurp(Path("lone.err"));
+  EXPECT_EQ(err.find("hedgedb: error: "), 0u) << err;
+  EXPECT_NE(err.find(dir_), std::string::npos) << err;
+  EXPECT_NE(err.find("libhedgedb_cli_encoders.so"), std::string::npos) << err;
+  EXPECT_EQ(run_lone("list --help"), 0) << Slurp(Path("lone.err"));
+  EXPECT_EQ(run_lone("--help"), 0) << Slurp(Path("lone.err"));
+  EXPECT_NE(Slurp(Path("lone.out")).find("query-image"), std::string::npos);
+}
+
 TEST_F(EncoderCliTest, TrainEmbedIngestSearchEveryKind) {
   const std::string data = WriteFeatures();
   struct Case {

@@ -57,6 +57,19 @@ if [[ -n "$enc" ]]; then
   test -f "$work/prefix/include/hedgedb-encoders/datasets/load_data.h"
   test -f "$work/prefix/lib/cmake/hedgedb/hedgedbDatasetsTargets.cmake"
 fi
+# The installed command line: bin/hedgedb links no LibTorch/OpenCV; its encoder
+# commands come from libhedgedb_cli_encoders.so, found relative to the
+# executable in the installed tree too.
+hedgedb="$work/prefix/bin/hedgedb"
+if LD_LIBRARY_PATH="$work/prefix/lib" ldd "$hedgedb" | grep -E 'torch|opencv' >&2; then
+  echo "the installed hedgedb links the encoder stack (above)" >&2
+  exit 1
+fi
+if [[ -n "$enc" ]]; then
+  test -f "$work/prefix/lib/libhedgedb_cli_encoders.so"
+  LD_LIBRARY_PATH="$work/prefix/lib" "$hedgedb" train --help > "$work/train-help.txt"
+  grep -q -- --method "$work/train-help.txt"
+fi
 cmake -S "$src/examples" -B "$work/example" -DCMAKE_PREFIX_PATH="$work/prefix" \
   -DCMAKE_BUILD_TYPE=Release > "$work/configure.log"
 cmake --build "$work/example" > "$work/build.log"
