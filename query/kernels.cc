@@ -69,6 +69,18 @@ struct Simd {
     for (int l = 0; l < kLanes; ++l) r.v[l] = std::sqrt(a.v[l]);
     return r;
   }
+  // Exact here; the x86 paths return hardware estimates that RcpFast and
+  // SqrtFast (kernels_impl.h) refine.
+  static V RcpApprox(const V& a) {
+    V r;
+    for (int l = 0; l < kLanes; ++l) r.v[l] = 1.0f / a.v[l];
+    return r;
+  }
+  static V RsqrtApprox(const V& a) {
+    V r;
+    for (int l = 0; l < kLanes; ++l) r.v[l] = 1.0f / std::sqrt(a.v[l]);
+    return r;
+  }
   static V Round(const V& a) {
     V r;
     for (int l = 0; l < kLanes; ++l) r.v[l] = std::nearbyint(a.v[l]);
@@ -115,6 +127,9 @@ struct Simd {
   static V Max(V a, V b) { return _mm256_max_ps(a, b); }
   static V Fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static V Sqrt(V a) { return _mm256_sqrt_ps(a); }
+  // Relative error <= 1.5 * 2^-12.
+  static V RcpApprox(V a) { return _mm256_rcp_ps(a); }
+  static V RsqrtApprox(V a) { return _mm256_rsqrt_ps(a); }
   static V Round(V a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static V Pow2(V n) {
     const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
@@ -184,6 +199,9 @@ struct Simd {
   static V Max(V a, V b) { return _mm512_max_ps(a, b); }
   static V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static V Sqrt(V a) { return _mm512_sqrt_ps(a); }
+  // Relative error < 2^-14.
+  static V RcpApprox(V a) { return _mm512_rcp14_ps(a); }
+  static V RsqrtApprox(V a) { return _mm512_rsqrt14_ps(a); }
   static V Round(V a) {
     return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   }

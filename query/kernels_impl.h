@@ -28,6 +28,25 @@ inline Simd::V Exp(Simd::V x) {
   return Simd::Mul(y, Simd::Pow2(n));
 }
 
+// 1 / x for x > 0 from the ISA's estimate and one Newton step (relative error
+// squares: ~2^-23 from AVX2's 12-bit estimate, float rounding after AVX-512's
+// 14-bit one). Cheaper than a division, which the sigmoid needs per pair.
+inline Simd::V RcpFast(Simd::V x) {
+  const Simd::V r = Simd::RcpApprox(x);
+  return Simd::Fma(Simd::Fma(Simd::Sub(Simd::Zero(), x), r, Simd::Set1(1.0f)), r, r);
+}
+
+// sqrt(x) for x >= 0 as x * rsqrt(x) with one Newton step (same error as
+// RcpFast); x is raised to FLT_MIN first so that 0 gives ~1e-19, not NaN.
+inline Simd::V SqrtFast(Simd::V x) {
+  x = Simd::Max(x, Simd::Set1(1.17549435e-38f));
+  const Simd::V r = Simd::RsqrtApprox(x);
+  const Simd::V s = Simd::Mul(x, r);
+  const Simd::V half_r = Simd::Mul(Simd::Set1(0.5f), r);
+  // s * (1.5 - x r^2 / 2) = s + s * (0.5 - s * r / 2).
+  return Simd::Fma(s, Simd::Fma(Simd::Sub(Simd::Zero(), s), half_r, Simd::Set1(0.5f)), s);
+}
+
 inline void FastExpImpl(const float* x, size_t n, float* out) {
   constexpr int kLanes = Simd::kLanes;
   float buffer[kLanes];
@@ -39,92 +58,110 @@ inline void FastExpImpl(const float* x, size_t n, float* out) {
   }
 }
 
-// Sum over a block of kBlock item samples of sigmoid(-a * ||x - y_t|| + b),
-// lanes = candidates. The distance uses u = x - mu, centred on the item mean:
-// ||u - sd*eps||^2 = ||u||^2 + ||sd*eps||^2 - 2 (u*sd).eps, which keeps the
-// Gram trick (one FMA per pair and dimension) without large cancellation.
-// eps_t is d-major: eps_t[d * eps_stride + t]; v_norm[t] = ||sd*eps_t||^2.
-template <int kBlock>
-inline Simd::V PairBlock(const float* x, const float* mu_t, const float* sd_t, const float* eps_t,
-                         int eps_stride, int dim, const float* v_norm, Simd::V pos_a,
-                         Simd::V neg_b) {
+// Weighted sum over kQuery query samples x kItem item samples of
+// sigmoid(-a * ||x_i - y_t|| + b), lanes = candidates. Both sides are centred
+// on the query's sample mean, so ||x - y||^2 = ||x||^2 + ||y||^2 - 2 x.y does
+// not cancel large norms. The item samples y_t = mu + sd * eps_t (mu centred,
+// d-major lane vectors) are formed in registers a dimension at a time, never
+// stored, and the Gram x.y is one FMA per pair and dimension into kQuery *
+// kItem register accumulators. x: query samples, i-major (x[i * dim + d]).
+// Only the first `items` item samples count (the rest is padding).
+template <int kQuery, int kItem>
+inline Simd::V McPairBlock(const float* x, const float* x_norm, const float* x_weight,
+                           const float* const* eps, const float* mu_t, const float* sd_t, int items,
+                           int dim, Simd::V pos_a, Simd::V neg_b) {
   using V = Simd::V;
   constexpr int kLanes = Simd::kLanes;
-  V gram[kBlock];
-  for (int t = 0; t < kBlock; ++t) gram[t] = Simd::Zero();
-  V u_norm = Simd::Zero();
+  // Fully unrolled so that the arrays live in registers, not on the stack.
+  V gram[kQuery][kItem];
+  V y_norm[kItem];
+#pragma GCC unroll 16
+  for (int t = 0; t < kItem; ++t) {
+    y_norm[t] = Simd::Zero();
+#pragma GCC unroll 16
+    for (int i = 0; i < kQuery; ++i) gram[i][t] = Simd::Zero();
+  }
   for (int d = 0; d < dim; ++d) {
-    const V u = Simd::Sub(Simd::Set1(x[d]), Simd::Load(mu_t + d * kLanes));
-    u_norm = Simd::Fma(u, u, u_norm);
-    const V w = Simd::Mul(u, Simd::Load(sd_t + d * kLanes));
-    const float* e = eps_t + d * eps_stride;
-    for (int t = 0; t < kBlock; ++t) gram[t] = Simd::Fma(w, Simd::Set1(e[t]), gram[t]);
+    const V sd = Simd::Load(sd_t + d * kLanes);
+    const V mu = Simd::Load(mu_t + d * kLanes);
+    V yd[kItem];
+#pragma GCC unroll 16
+    for (int t = 0; t < kItem; ++t) {
+      yd[t] = Simd::Fma(sd, Simd::Set1(eps[t][d]), mu);
+      y_norm[t] = Simd::Fma(yd[t], yd[t], y_norm[t]);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < kQuery; ++i) {
+      const V xd = Simd::Set1(x[i * dim + d]);
+#pragma GCC unroll 16
+      for (int t = 0; t < kItem; ++t) gram[i][t] = Simd::Fma(xd, yd[t], gram[i][t]);
+    }
   }
   const V one = Simd::Set1(1.0f);
   const V minus_two = Simd::Set1(-2.0f);
   V sum = Simd::Zero();
-  for (int t = 0; t < kBlock; ++t) {
-    const V d2 = Simd::Fma(minus_two, gram[t], Simd::Add(u_norm, Simd::Load(v_norm + t * kLanes)));
-    const V dist = Simd::Sqrt(Simd::Max(d2, Simd::Zero()));
-    // sigmoid(-a*dist + b) = 1 / (1 + exp(a*dist - b)).
-    const V e = Exp(Simd::Fma(pos_a, dist, neg_b));
-    sum = Simd::Add(sum, Simd::Div(one, Simd::Add(one, e)));
+#pragma GCC unroll 16
+  for (int i = 0; i < kQuery; ++i) {
+    const V xn = Simd::Set1(x_norm[i]);
+    V pair_sum = Simd::Zero();
+#pragma GCC unroll 16
+    for (int t = 0; t < kItem; ++t) {
+      if (t >= items) break;
+      const V d2 = Simd::Fma(minus_two, gram[i][t], Simd::Add(xn, y_norm[t]));
+      const V dist = SqrtFast(d2);
+      // sigmoid(-a*dist + b) = 1 / (1 + exp(a*dist - b)).
+      const V e = Exp(Simd::Fma(pos_a, dist, neg_b));
+      pair_sum = Simd::Add(pair_sum, RcpFast(Simd::Add(one, e)));
+    }
+    sum = Simd::Fma(Simd::Set1(x_weight[i]), pair_sum, sum);
   }
   return sum;
 }
 
-inline Simd::V PairBlockAny(int block, const float* x, const float* mu_t, const float* sd_t,
-                            const float* eps_t, int eps_stride, int dim, const float* v_norm,
-                            Simd::V pos_a, Simd::V neg_b) {
-  switch (block) {
-#define HEDGEDB_PAIR_BLOCK_CASE(B) \
-  case B:                          \
-    return PairBlock<B>(x, mu_t, sd_t, eps_t, eps_stride, dim, v_norm, pos_a, neg_b);
-    HEDGEDB_PAIR_BLOCK_CASE(1)
-    HEDGEDB_PAIR_BLOCK_CASE(2)
-    HEDGEDB_PAIR_BLOCK_CASE(3)
-    HEDGEDB_PAIR_BLOCK_CASE(4)
-    HEDGEDB_PAIR_BLOCK_CASE(5)
-    HEDGEDB_PAIR_BLOCK_CASE(6)
-    HEDGEDB_PAIR_BLOCK_CASE(7)
-    HEDGEDB_PAIR_BLOCK_CASE(8)
-#undef HEDGEDB_PAIR_BLOCK_CASE
-    default:
-      return Simd::Zero();
-  }
-}
-
 // Monte Carlo scores, kLanes candidates at a time (see McKernelQuery).
+// Per call: the query samples centred on their mean, with norms and weights,
+// padded to a multiple of kQueryBlock with weight 0. Per block of rows and
+// component: the centred means and the sds, then McPairBlock over blocks of
+// item samples, so each item sample is formed once when K <= kQueryBlock.
 inline void McScoreRowsImpl(const McKernelQuery& q, const void* base, size_t row_stride_bytes,
                             const int64_t* rows, size_t n, float* out) {
   using V = Simd::V;
   constexpr int kLanes = Simd::kLanes;
-  constexpr int kMaxBlock = 8;
+  // 8 x 2 accumulators + 2 item vectors and their norms fit 32 zmm; 8 x 1 fit
+  // AVX2's 16 ymm.
+  constexpr int kQueryBlock = 8;
+  constexpr int kItemBlock = kLanes >= 16 ? 2 : 1;
   const int dim = q.dim;
   const int components = q.components;
   const int per_component = q.samples / components;
   if (n == 0) return;
 
-  // Item noise of each component, d-major so a block's numbers are adjacent.
-  const size_t eps_size = static_cast<size_t>(q.samples) * dim;
-  const std::unique_ptr<float[]> eps_t = Scratch(eps_size);
-  const std::unique_ptr<float[]> eps_sq_t = Scratch(eps_size);
-  for (int c = 0; c < components; ++c) {
-    for (int t = 0; t < per_component; ++t) {
-      const float* e = q.item_eps + static_cast<size_t>(c * per_component + t) * dim;
-      for (int d = 0; d < dim; ++d) {
-        const size_t at = static_cast<size_t>(c) * per_component * dim +
-                          static_cast<size_t>(d) * per_component + t;
-        eps_t[at] = e[d];
-        eps_sq_t[at] = e[d] * e[d];
-      }
-    }
+  const int padded = (q.samples + kQueryBlock - 1) / kQueryBlock * kQueryBlock;
+  const std::unique_ptr<float[]> centre = Scratch(dim);
+  for (int d = 0; d < dim; ++d) {
+    double total = 0.0;
+    for (int i = 0; i < q.samples; ++i) total += q.query_samples[static_cast<size_t>(i) * dim + d];
+    centre[d] = static_cast<float>(total / q.samples);
   }
-  const std::unique_ptr<float[]> scratch =
-      Scratch(static_cast<size_t>(dim) * kLanes * 2 + static_cast<size_t>(per_component) * kLanes);
+  const std::unique_ptr<float[]> x = Scratch(static_cast<size_t>(padded) * dim);
+  const std::unique_ptr<float[]> x_norm = Scratch(padded);
+  const std::unique_ptr<float[]> x_weight = Scratch(padded);
+  for (int i = 0; i < padded; ++i) {
+    const int src = std::min(i, q.samples - 1);
+    float norm = 0.0f;
+    for (int d = 0; d < dim; ++d) {
+      const float v = q.query_samples[static_cast<size_t>(src) * dim + d] - centre[d];
+      x[static_cast<size_t>(i) * dim + d] = v;
+      norm += v * v;
+    }
+    x_norm[i] = norm;
+    x_weight[i] = i < q.samples ? q.query_weights[i] : 0.0f;
+  }
+
+  const size_t sample_floats = static_cast<size_t>(dim) * kLanes;
+  const std::unique_ptr<float[]> scratch = Scratch(sample_floats * 2);
   float* mu_t = scratch.get();
-  float* sd_t = mu_t + static_cast<size_t>(dim) * kLanes;
-  float* v_norm = sd_t + static_cast<size_t>(dim) * kLanes;
+  float* sd_t = mu_t + sample_floats;
   const float* row_ptr[kLanes];
   alignas(64) float lane_buffer[kLanes];
   const V pos_a = Simd::Set1(q.match_a);
@@ -142,31 +179,26 @@ inline void McScoreRowsImpl(const McKernelQuery& q, const void* base, size_t row
     for (int c = 0; c < components; ++c) {
       Simd::TransposeRows(row_ptr, q.mean_offset + c * dim, dim, mu_t);
       Simd::TransposeRows(row_ptr, q.var_offset + c * dim, dim, sd_t);
-      const float* comp_eps_t = eps_t.get() + static_cast<size_t>(c) * per_component * dim;
-      const float* comp_eps_sq_t = eps_sq_t.get() + static_cast<size_t>(c) * per_component * dim;
-      // ||sd * eps_t||^2 = sum_d var_d eps_td^2, while sd_t still holds var.
-      for (int t = 0; t < per_component; ++t) {
-        V acc = Simd::Zero();
-        for (int d = 0; d < dim; ++d) {
-          acc = Simd::Fma(Simd::Load(sd_t + d * kLanes),
-                          Simd::Set1(comp_eps_sq_t[d * per_component + t]), acc);
-        }
-        Simd::Store(v_norm + t * kLanes, acc);
-      }
       for (int d = 0; d < dim; ++d) {
-        Simd::Store(sd_t + d * kLanes, Simd::Sqrt(Simd::Load(sd_t + d * kLanes)));
+        Simd::Store(mu_t + d * kLanes,
+                    Simd::Sub(Simd::Load(mu_t + d * kLanes), Simd::Set1(centre[d])));
+        Simd::Store(sd_t + d * kLanes, SqrtFast(Simd::Load(sd_t + d * kLanes)));
       }
       V component_sum = Simd::Zero();
-      for (int i = 0; i < q.samples; ++i) {
-        const float* x = q.query_samples + static_cast<size_t>(i) * dim;
-        V pair_sum = Simd::Zero();
-        for (int t0 = 0; t0 < per_component; t0 += kMaxBlock) {
-          const int block = std::min(kMaxBlock, per_component - t0);
-          pair_sum =
-              Simd::Add(pair_sum, PairBlockAny(block, x, mu_t, sd_t, comp_eps_t + t0, per_component,
-                                               dim, v_norm + t0 * kLanes, pos_a, neg_b));
+      for (int t0 = 0; t0 < per_component; t0 += kItemBlock) {
+        const int items = std::min(kItemBlock, per_component - t0);
+        // Padding samples repeat the last one so the Gram reads defined numbers.
+        const float* eps[kItemBlock];
+        for (int t = 0; t < kItemBlock; ++t) {
+          eps[t] = q.item_eps +
+                   static_cast<size_t>(c * per_component + t0 + std::min(t, items - 1)) * dim;
         }
-        component_sum = Simd::Fma(Simd::Set1(q.query_weights[i]), pair_sum, component_sum);
+        for (int i0 = 0; i0 < padded; i0 += kQueryBlock) {
+          component_sum = Simd::Add(
+              component_sum, McPairBlock<kQueryBlock, kItemBlock>(
+                                 x.get() + static_cast<size_t>(i0) * dim, x_norm.get() + i0,
+                                 x_weight.get() + i0, eps, mu_t, sd_t, items, dim, pos_a, neg_b));
+        }
       }
       // Item sample weight pi'_c / (K/C).
       for (int l = 0; l < kLanes; ++l) {
