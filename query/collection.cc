@@ -775,6 +775,23 @@ void Collection::CandidateRows(const int64_t* ids, int64_t n, std::vector<int64_
   }
 }
 
+bool Collection::ScansArena() const {
+  return meta_.spec.kind == Kind::kCodes && index_->shape().ivf_lists == 0;
+}
+
+Status Collection::ArenaCandidatesLocked(const SearchPlan& plan, int64_t q,
+                                         const std::vector<int64_t>& among, int64_t kprime,
+                                         std::vector<int64_t>* rows) const {
+  std::unique_ptr<PreparedQuery> prepared;
+  HEDGEDB_RETURN_IF_ERROR(
+      PrepareQuery(plan.shape, plan.params, plan.rows.data() + q * plan.query_floats, &prepared));
+  if (!prepared->TopRows(arena_.data(), row_bytes_, among.data(), among.size(), size_t(kprime),
+                         rows)) {
+    *rows = among;  // no faster scan for this score: rescore them all
+  }
+  return Status::OK();
+}
+
 Status Collection::FilteredCandidatesLocked(const SearchPlan& plan, const SearchOptions& options,
                                             int64_t q, int64_t kprime, const PassingSet& passing,
                                             std::vector<int64_t>* rows) const {
@@ -795,6 +812,7 @@ Status Collection::FilteredCandidatesLocked(const SearchPlan& plan, const Search
     knobs.ef_search = int(std::min<double>(
         kMaxFilteredEfSearch, std::ceil(std::max<int64_t>(knobs.ef_search, kprime) / fraction)));
   }
+  if (ScansArena()) return ArenaCandidatesLocked(plan, q, passing.rows, kprime, rows);
   std::vector<int64_t> coarse;
   const bool graph = lists == 0 && index_->shape().hnsw_m > 0;
   if (index_->supports_filter() && !(graph && fraction >= kGraphPostFilterFraction)) {
@@ -1164,7 +1182,8 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
     // Tombstones can take candidate slots: ask for that many more.
     kprime = std::min<int64_t>(kprime + tombstones_, slots);
     std::vector<int64_t> coarse;
-    if (!exhaustive) {
+    const bool arena_scan = !exhaustive && ScansArena();
+    if (!exhaustive && !arena_scan) {
       index::CoarseSearchKnobs knobs;
       knobs.nprobe = options.nprobe;
       knobs.ef_search = options.ef_search;
@@ -1175,6 +1194,9 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
       std::vector<int64_t> rows;
       if (exhaustive) {
         rows = live_rows_;
+      } else if (arena_scan) {
+        errors[q] = ArenaCandidatesLocked(plan, q, live_rows_, kprime, &rows);
+        if (!errors[q].ok()) continue;
       } else {
         CandidateRows(coarse.data() + q * kprime, kprime, &rows);
       }

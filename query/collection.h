@@ -112,6 +112,15 @@ class Collection {
                      const PassingSet* passing = nullptr) const;
   // The rows that pass `filter` (state lock held shared).
   void FindPassingLocked(const CompiledFilter& filter, PassingSet* passing) const;
+  // Codes over a flat code index: stage 1 is an exact top-k' scan of the
+  // arena's codes (PreparedQuery::TopRows: a quantized pre-scan), which
+  // finds the same candidates as FAISS's IndexPQ scan of the same codes,
+  // several times faster (bench/RESULTS.md, "Memory per item and batched
+  // throughput").
+  bool ScansArena() const;
+  // The best kprime rows of `among` for query q by an exact scan.
+  Status ArenaCandidatesLocked(const SearchPlan& plan, int64_t q, const std::vector<int64_t>& among,
+                               int64_t kprime, std::vector<int64_t>* rows) const;
   // Builds payload_index_ if a search needs it and it is not built yet.
   Status EnsurePayloadIndex();
   // Stage 1 of query q for a filtered top-k search: at least `kprime`

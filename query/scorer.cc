@@ -6,6 +6,7 @@
 #include <string>
 
 #include "calibration/mc_error.h"
+#include "query/code_topk.h"
 #include "query/kernels.h"
 #include "query/row_checks.h"
 
@@ -23,6 +24,11 @@ Status ScoreParamsFor(const CollectionSpec& spec, ScoreType score, int samples, 
 }
 
 bool PreparedQuery::TieBreakKeys(const void*, size_t, const int64_t*, size_t, double*) const {
+  return false;
+}
+
+bool PreparedQuery::TopRows(const void*, size_t, const int64_t*, size_t, size_t,
+                            std::vector<int64_t>*) const {
   return false;
 }
 
@@ -275,6 +281,16 @@ class CodesPreparedQuery : public PreparedQuery {
                  float* out) const override {
     CodeScanRows(table_.data(), dim_, k_, static_cast<const uint8_t*>(base), row_stride_bytes, rows,
                  n, out);
+  }
+
+  bool TopRows(const void* base, size_t row_stride_bytes, const int64_t* rows, size_t n, size_t top,
+               std::vector<int64_t>* best_rows) const override {
+    std::vector<CodeHit> hits;
+    CodeTopK(table_.data(), dim_, k_, static_cast<const uint8_t*>(base), row_stride_bytes, rows, n,
+             top, &hits);
+    best_rows->resize(hits.size());
+    for (size_t i = 0; i < hits.size(); ++i) (*best_rows)[i] = hits[i].row;
+    return true;
   }
 
  private:
