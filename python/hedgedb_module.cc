@@ -423,8 +423,12 @@ class PyDB {
         Invalid("payload_equals: expected a dict of field -> value");
       }
       const py::object dumps = py::module_::import("json").attr("dumps");
-      for (const auto& [field, value] : payload_equals.cast<py::dict>()) {
+      const py::object numpy_scalar = py::module_::import("numpy").attr("generic");
+      for (auto [field, item] : payload_equals.cast<py::dict>()) {
         if (!py::isinstance<py::str>(field)) Invalid("payload_equals: field names must be str");
+        // NumPy scalars (np.int64(3), np.str_) as their Python values.
+        py::object value = py::reinterpret_borrow<py::object>(item);
+        if (py::isinstance(value, numpy_scalar)) value = value.attr("item")();
         if (!value.is_none() && !py::isinstance<py::str>(value) &&
             !py::isinstance<py::bool_>(value) && !py::isinstance<py::int_>(value) &&
             !py::isinstance<py::float_>(value)) {

@@ -201,6 +201,7 @@ Status Collection::Open() {
     return Status::OK();
   }));
   HEDGEDB_RETURN_IF_ERROR(LoadCalibrationsLocked());
+  applied_snapshot_ = store_->Snapshot();
 
   uint64_t file_sequence = 0;
   Status s =
@@ -218,31 +219,28 @@ Status Collection::Open() {
         " are gone from the store's write-ahead log); the index was rebuilt from " + "the records";
     s = Status::Corruption("index file covers sequence " + std::to_string(file_sequence) +
                            ", past the records' " + std::to_string(meta_.sequence));
+  } else if (ahead_of_view) {
+    // Its vectors of items upserted after the view are not the view's: build
+    // the index from the view instead (in memory; a reader saves nothing).
+    s = Status::NotFound("index file is ahead of this reader's view");
   } else if (s.ok() && !index_->is_trained()) {
     s = Status::NotFound("index file holds an untrained index");
   }
-  std::unordered_set<int64_t> in_file;
-  if (ahead_of_view) {
-    std::vector<int64_t> file_ids;
-    s = index_->Ids(&file_ids);
-    in_file.insert(file_ids.begin(), file_ids.end());
-  }
   if (s.ok()) {
-    // Catch up: add the records written after the file was saved. Items
-    // removed since are filtered at search time (tombstones). A file ahead
-    // of a reader's view gets the items it lacks (removed after the view);
-    // the items the view lacks are filtered like removed ones.
+    // Catch up: add the records written after the file was saved, after
+    // removing the file's vectors of those ids (an upsert replaced them).
+    // Items removed since are filtered at search time (tombstones).
     std::vector<uint8_t> rows;
     std::vector<int64_t> ids;
     for (size_t r = 0; r < row_ids_.size(); ++r) {
-      if (ahead_of_view ? in_file.count(row_ids_[r]) > 0 : row_sequence[r] <= file_sequence) {
-        continue;
-      }
+      if (row_sequence[r] <= file_sequence) continue;
       rows.insert(rows.end(), arena_.begin() + r * row_bytes_,
                   arena_.begin() + (r + 1) * row_bytes_);
       ids.push_back(row_ids_[r]);
     }
-    s = index_->Add(rows.data(), int64_t(ids.size()), ids.data());
+    bool physical = false;
+    if (!ids.empty()) s = index_->Remove(ids.data(), int64_t(ids.size()), &physical);
+    if (s.ok()) s = index_->Add(rows.data(), int64_t(ids.size()), ids.data());
     if (s.ok()) {
       indexed_rows_ = int64_t(row_ids_.size());
       index_sequence_ = file_sequence;
@@ -486,6 +484,7 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
     AppendRow(ids[i], writes[i].has_label, writes[i].label, rows.data() + i * row_bytes_);
     if (payload_index_ && batch.payloads) payload_index_->Add(first_row + i, batch.payloads[i]);
   }
+  applied_snapshot_ = store_->Snapshot();  // write_mutex_ held: exactly this batch more
   // Adds to a trained index; training waits for the next search or flush.
   Status s = SyncIndexLocked(first_row, /*train=*/false);
   if (s.ok() && index_save_interval_ > 0 && unsaved_vectors_ >= index_save_interval_) {
@@ -513,9 +512,9 @@ Status Collection::Get(const int64_t* ids, size_t n, std::vector<Record>* record
   {
     std::shared_lock<RwMutex> lock(state_mutex_);
     meta = meta_;
-    // Taken under the lock: the store holds at most one committed batch that
-    // memory does not show yet, and that one cannot replace a payload.
-    snapshot = store_->Snapshot();
+    // The store as memory shows it: a batch committed but not applied yet
+    // (an upsert's new payload, a removal's deleted one) is not in it.
+    snapshot = applied_snapshot_;
     for (size_t i = 0; i < n; ++i) {
       Record& rec = (*records)[i];
       rec.id = ids[i];
@@ -574,6 +573,7 @@ Status Collection::Remove(const int64_t* ids, size_t n, int64_t* removed) {
   meta_.sequence = next.sequence;
   meta_.max_id = next.max_id;
   RetireLocked(unique);
+  applied_snapshot_ = store_->Snapshot();  // write_mutex_ held: exactly this batch more
   if (removed) *removed = int64_t(unique.size());
   return Status::OK();
 }
@@ -704,7 +704,7 @@ void Collection::FindPassingLocked(const CompiledFilter& filter, PassingSet* pas
   const size_t nrows = row_ids_.size();
   passing->by_row.assign(nrows, 0);
   // Payload conditions: count, per row, the conditions met so far.
-  std::vector<uint8_t> met;
+  std::vector<uint32_t> met;
   if (!filter.payload.empty()) {
     met.assign(nrows, 0);
     for (size_t c = 0; c < filter.payload.size(); ++c) {
@@ -712,7 +712,7 @@ void Collection::FindPassingLocked(const CompiledFilter& filter, PassingSet* pas
           payload_index_->Rows(filter.payload[c].first, filter.payload[c].second);
       if (!rows) return;  // nothing has this value: nothing passes
       for (int64_t r : *rows) {
-        if (met[size_t(r)] == c) met[size_t(r)] = uint8_t(c + 1);
+        if (met[size_t(r)] == c) met[size_t(r)] = uint32_t(c + 1);
       }
     }
   }
@@ -724,12 +724,12 @@ void Collection::FindPassingLocked(const CompiledFilter& filter, PassingSet* pas
     passing->rows.push_back(r);
   }
   passing->row_of_id = &row_of_id_;
-  const int64_t id_span = meta_.max_id + 1;
-  passing->dense = id_span <= 8 * int64_t(nrows) + 4096;
+  // No "max_id + 1": the largest id may be INT64_MAX.
+  passing->dense = meta_.max_id >= 0 && meta_.max_id < 8 * int64_t(nrows) + 4096;
   if (passing->dense) {
-    passing->by_id.assign(size_t(std::max<int64_t>(id_span, 0)), 0);
+    passing->by_id.assign(size_t(meta_.max_id) + 1, 0);
     for (int64_t r : passing->rows) {
-      if (row_ids_[r] < 0) {
+      if (row_ids_[r] < 0 || row_ids_[r] > meta_.max_id) {
         passing->dense = false;
         break;
       }
@@ -823,7 +823,7 @@ Status Collection::FilteredCandidatesLocked(const SearchPlan& plan, const Search
       // Too few passing items in the probed lists (or the visited graph):
       // widen, and score every passing item once stage 1 has no more to give.
       const bool more_lists = lists > 0 && knobs.nprobe < lists;
-      const bool more_graph = knobs.ef_search > 0 && knobs.ef_search < kMaxFilteredEfSearch;
+      const bool more_graph = graph && knobs.ef_search < kMaxFilteredEfSearch;
       if (!more_lists && !more_graph) break;
       if (more_lists) knobs.nprobe = int(std::min<int64_t>(int64_t(knobs.nprobe) * 2, lists));
       if (more_graph) knobs.ef_search = std::min(knobs.ef_search * 2, kMaxFilteredEfSearch);
@@ -1128,8 +1128,14 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
   const bool threshold = options.min_prob > 0;
 
   if (!options.exhaustive) HEDGEDB_RETURN_IF_ERROR(TrainIfDue());
-  if (!filter.payload.empty()) HEDGEDB_RETURN_IF_ERROR(EnsurePayloadIndex());
-  std::shared_lock<RwMutex> lock(state_mutex_);
+  std::shared_lock<RwMutex> lock(state_mutex_, std::defer_lock);
+  while (true) {
+    if (!filter.payload.empty()) HEDGEDB_RETURN_IF_ERROR(EnsurePayloadIndex());
+    lock.lock();
+    // A reader's catch-up may have dropped the payload index meanwhile.
+    if (filter.payload.empty() || payload_index_) break;
+    lock.unlock();
+  }
   auto map = calibrations_.find(plan.params.score);
   if (map != calibrations_.end()) plan.map = &map->second;
   if (threshold && !plan.map) {
@@ -1206,9 +1212,9 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
   for (const Status& e : errors) HEDGEDB_RETURN_IF_ERROR(e);
   if (!options.with_payload) return Status::OK();
   // Payloads come from the record store: read them without holding the lock
-  // that writers need, as of a snapshot taken under the lock (see Get).
+  // that writers need, as of the store that memory shows (see Get).
   const storage::CollectionMeta meta = meta_;
-  const std::shared_ptr<const rocksdb::Snapshot> snapshot = store_->Snapshot();
+  const std::shared_ptr<const rocksdb::Snapshot> snapshot = applied_snapshot_;
   lock.unlock();
   for (SearchResult& result : *results) {
     for (SearchHit& hit : result.hits) {

@@ -206,6 +206,11 @@ class Collection {
   // Calibration maps by resolved score type (guarded by state_mutex_).
   std::map<ScoreType, calibration::CalibrationMap> calibrations_;
   std::string calibration_note_;
+  // The record store as of the last write applied to memory, so that Get
+  // and Search read payloads that belong to the vectors they return
+  // (guarded by state_mutex_; null for a reader, whose view changes only in
+  // CatchUp).
+  std::shared_ptr<const rocksdb::Snapshot> applied_snapshot_;
   // The payloads' top-level fields, built at the first search that filters
   // on them, then kept current by Ingest (guarded by state_mutex_).
   std::unique_ptr<PayloadFieldIndex> payload_index_;

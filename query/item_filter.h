@@ -57,10 +57,10 @@ Status CompileFilter(const SearchFilter& filter, CompiledFilter* out);
 class PayloadFieldIndex {
  public:
   // Indexes the scalar top-level fields of row `row`'s payload; a payload
-  // that is not a JSON object adds nothing. Rows come in ascending order.
+  // that is not a JSON object adds nothing. Rows come in any order.
   void Add(int64_t row, std::string_view payload);
-  // The rows whose payload had `field` with the value of `value_key`,
-  // ascending (dead rows included: callers check liveness); nullptr: none.
+  // The rows whose payload had `field` with the value of `value_key`
+  // (dead rows included: callers check liveness); nullptr: none.
   const std::vector<int64_t>* Rows(const std::string& field, const std::string& value_key) const;
 
  private:

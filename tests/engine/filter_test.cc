@@ -266,6 +266,33 @@ TEST(FilterTest, NotInPassesItemsWithoutLabel) {
   EXPECT_EQ(r[0].passing, 0);
 }
 
+// Ids at the ends of int64 (the dense id table must not overflow), and many
+// payload conditions (more than a byte can count).
+TEST(FilterTest, ExtremeIdsAndManyConditions) {
+  TempDir dir;
+  auto db = OpenDb(dir.path());
+  const CollectionSpec spec = MakeSpec("c", Kind::kPoint, 4);
+  ASSERT_TRUE(db->CreateCollection(spec).ok());
+  Batch b = RandomBatch(spec, 3, 0, 1);
+  b.ids = {INT64_MAX, INT64_MIN, 0};
+  b.labels = {1, 1, 2};
+  std::vector<std::string> payloads(3, "{\"a\": 1}");
+  IngestBatch ib = b.ingest();
+  ib.payloads = payloads.data();
+  ASSERT_TRUE(db->Ingest("c", ib, nullptr).ok());
+  SearchOptions o;
+  o.k = 10;
+  o.filter.label_rule = SearchFilter::LabelRule::kIn;
+  o.filter.labels = {1};
+  std::vector<SearchResult> r;
+  ASSERT_TRUE(db->Search("c", QueryBatch(spec, 1, 4).view(), o, &r).ok());
+  EXPECT_EQ(IdsOf(r[0]), std::set<int64_t>({INT64_MAX, INT64_MIN}));
+  o.filter = SearchFilter();
+  for (int c = 0; c < 300; ++c) o.filter.payload_equals.emplace_back("a", "1");
+  ASSERT_TRUE(db->Search("c", QueryBatch(spec, 1, 4).view(), o, &r).ok());
+  EXPECT_EQ(r[0].passing, 3);
+}
+
 TEST(FilterTest, BadFiltersAreRefusedNamingTheProblem) {
   TempDir dir;
   auto db = OpenDb(dir.path());

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -180,6 +181,45 @@ TEST(UpsertTokenTest, RetryOfAnUpsertIsAReplay) {
   EXPECT_EQ(StatsOf(db.get(), "c").sequence, sequence);
   b.upsert = false;
   EXPECT_TRUE(db->Ingest("c", b, nullptr, &r).IsInvalidArgument());
+}
+
+// While one thread upserts, Get and Search --with-payload never pair an
+// item's vector and label with another version's payload.
+TEST(UpsertTokenTest, ReadersNeverMixVersionsOfAnItem) {
+  TempDir dir;
+  auto db = OpenDb(dir.path());
+  ASSERT_TRUE(db->CreateCollection(MakeSpec("c", Kind::kGaussian, kDim, "Flat")).ok());
+  ASSERT_TRUE(db->Ingest("c", VersionedBatch(Range(0, 4), 0).batch(false), nullptr).ok());
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    for (int64_t version = 1; version <= 400; ++version) {
+      if (!db->Ingest("c", VersionedBatch(Range(0, 4), version).batch(true), nullptr).ok()) break;
+    }
+    done = true;
+  });
+  const VersionedBatch q(Range(0, 1), 0);
+  EmbeddingView view;
+  view.n = 1;
+  view.mean = q.mean.data();
+  view.var = q.var.data();
+  SearchOptions o;
+  o.k = 4;
+  o.with_payload = true;
+  o.with_uncertainty = false;
+  int64_t checks = 0;
+  while (!done) {
+    const int64_t id = checks % 4;
+    std::vector<Record> recs;
+    ASSERT_TRUE(db->Get("c", &id, 1, &recs).ok());
+    ASSERT_TRUE(recs[0].found);
+    ASSERT_EQ(recs[0].payload, "v" + std::to_string(recs[0].label));
+    std::vector<SearchResult> res;
+    ASSERT_TRUE(db->Search("c", view, o, &res).ok());
+    for (const SearchHit& h : res[0].hits) ASSERT_EQ(h.payload, "v" + std::to_string(h.label));
+    ++checks;
+  }
+  writer.join();
+  EXPECT_GT(checks, 0);
 }
 
 constexpr int64_t kCrashItems = 300;
