@@ -122,6 +122,8 @@ class CoarseIndex {
   double recall_estimate() const { return recall_estimate_; }
   // The knobs a search with 0 (the default) uses.
   const CoarseSearchKnobs& default_knobs() const { return default_knobs_; }
+  // The knobs a search asking for `asked` uses (0: the default).
+  CoarseSearchKnobs KnobsFor(const CoarseSearchKnobs& asked) const;
 
   // Tests only: the next `n` calls to Add (in any index) fail, standing in
   // for FAISS errors such as memory exhaustion that a test cannot provoke.
@@ -137,8 +139,6 @@ class CoarseIndex {
   virtual void CoarseQueries(const float* queries, int64_t nq, std::vector<float>* out) const = 0;
   // Validate's run on a random sample; OK where there is nothing to try.
   virtual Status Exercise() { return Status::OK(); }
-  // The knobs a search asking for `asked` uses (0: the default).
-  CoarseSearchKnobs KnobsFor(const CoarseSearchKnobs& asked) const;
   // Static defaults (FAISS starts IVF at nprobe 1), then the knobs' cache.
   void SetDefaultKnobs();
   void ReadDefaultKnobs();

@@ -32,6 +32,9 @@ struct FactoryShape {
   int hnsw_m = 0;         // 0: no HNSW graph (an IVF's HNSW quantizer counts)
   int pq_m = 0;           // 0: no product quantizer
   int pq_bits = 0;
+
+  // An HNSW graph without inverted lists (not an IVF's HNSW quantizer).
+  bool graph_only() const { return ivf_lists == 0 && hnsw_m > 0; }
 };
 
 // Checks `factory` (already defaulted) against the grammar above for a

@@ -801,9 +801,7 @@ Status Collection::FilteredCandidatesLocked(const SearchPlan& plan, const Search
   const double fraction =
       double(passing.rows.size()) / double(std::max<size_t>(live_rows_.size(), 1));
   const int64_t lists = index_->shape().ivf_lists;
-  index::CoarseSearchKnobs knobs;
-  knobs.nprobe = options.nprobe > 0 ? options.nprobe : index_->default_knobs().nprobe;
-  knobs.ef_search = options.ef_search > 0 ? options.ef_search : index_->default_knobs().ef_search;
+  index::CoarseSearchKnobs knobs = index_->KnobsFor({options.nprobe, options.ef_search});
   if (lists > 0) {
     knobs.nprobe =
         int(std::min<double>(double(lists), std::ceil(std::max(knobs.nprobe, 1) / fraction)));
@@ -814,7 +812,7 @@ Status Collection::FilteredCandidatesLocked(const SearchPlan& plan, const Search
   }
   if (ScansArena()) return ArenaCandidatesLocked(plan, q, passing.rows, kprime, rows);
   std::vector<int64_t> coarse;
-  const bool graph = lists == 0 && index_->shape().hnsw_m > 0;
+  const bool graph = index_->shape().graph_only();
   if (index_->supports_filter() && !(graph && fraction >= kGraphPostFilterFraction)) {
     while (true) {
       HEDGEDB_RETURN_IF_ERROR(index_->SearchFiltered(query, 1, kprime, knobs, passing, &coarse));
@@ -956,9 +954,7 @@ Status Collection::ThresholdSearchLocked(const SearchPlan& plan, const SearchOpt
   int64_t kprime =
       std::max<int64_t>(options.candidates > 0 ? options.candidates : kThresholdFirstCandidates, 1);
   kprime = std::min(kprime + tombstones_, slots);
-  index::CoarseSearchKnobs knobs;
-  knobs.nprobe = options.nprobe > 0 ? options.nprobe : index_->default_knobs().nprobe;
-  knobs.ef_search = options.ef_search > 0 ? options.ef_search : index_->default_knobs().ef_search;
+  index::CoarseSearchKnobs knobs = index_->KnobsFor({options.nprobe, options.ef_search});
   size_t found_before = 0;
   int round = 0;
   std::vector<int64_t> coarse, rows;
@@ -1165,10 +1161,10 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
     const int64_t kprime =
         options.candidates > 0 ? options.candidates : int64_t(options.k) * options.oversampling;
     // Few passing items: scoring them all is exact and about as cheap.
-    const bool graph = index_->shape().ivf_lists == 0 && index_->shape().hnsw_m > 0;
     const bool all_passing =
-        exhaustive || int64_t(passing->rows.size()) <=
-                          std::max(kprime, graph ? kExactFilterRowsGraph : kExactFilterRows);
+        exhaustive || int64_t(passing->rows.size()) <= std::max(kprime, index_->shape().graph_only()
+                                                                            ? kExactFilterRowsGraph
+                                                                            : kExactFilterRows);
 #pragma omp parallel for schedule(dynamic) if (nq > 1)
     for (int64_t q = 0; q < nq; ++q) {
       std::vector<int64_t> rows;
