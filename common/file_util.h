@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hedgedb/status.h"
 
@@ -16,10 +17,40 @@ namespace hedgedb {
 // rename over `path`, fsync of the directory (so the rename is durable too).
 // On error the temporary file is removed and `path` is untouched.
 Status WriteFileAtomically(const std::string& path, std::initializer_list<std::string_view> parts);
+// The same for a number of parts known only at run time.
+Status WriteFileAtomically(const std::string& path, const std::vector<std::string_view>& parts);
 
 // Reads the whole regular file at `path` into *out. A file larger than
 // `max_bytes` is an error, checked before anything is allocated.
 Status ReadWholeFile(const std::string& path, std::string* out,
                      uint64_t max_bytes = uint64_t(1) << 40);
+
+// Opens the regular file at `path` for reading: *fd (the caller closes it)
+// and its *size. NotFound if there is no file.
+Status OpenRegularFile(const std::string& path, int* fd, uint64_t* size);
+
+// Reads exactly `n` bytes at `offset` of `fd` (false on an error or an early
+// end of file).
+bool ReadFullyAt(int fd, void* p, size_t n, uint64_t offset);
+
+// A whole file, read-only: memory-mapped where the file system allows (the
+// pages come from the page cache, no copy), read into memory otherwise.
+class MappedFile {
+ public:
+  MappedFile() = default;
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  // NotFound if there is no file at `path`.
+  Status Open(const std::string& path);
+  std::string_view bytes() const { return {data_, size_}; }
+
+ private:
+  const char* data_ = nullptr;
+  size_t size_ = 0;
+  void* mapping_ = nullptr;  // munmap'ed at destruction
+  std::string copy_;         // the fallback
+};
 
 }  // namespace hedgedb

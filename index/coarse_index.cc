@@ -192,6 +192,25 @@ Status CoarseIndex::Search(const float* queries, int64_t nq, int64_t k,
 
 namespace {
 
+// FAISS's reader over bytes in memory (a mapped file), read in place: FAISS's
+// VectorIOReader needs them copied into its vector first.
+class SpanIOReader : public faiss::IOReader {
+ public:
+  explicit SpanIOReader(std::string_view bytes) : bytes_(bytes) {}
+  // As fread: whole items only, 0 at the end.
+  size_t operator()(void* ptr, size_t size, size_t nitems) override {
+    if (size == 0 || pos_ >= bytes_.size()) return 0;
+    nitems = std::min(nitems, (bytes_.size() - pos_) / size);
+    std::memcpy(ptr, bytes_.data() + pos_, size * nitems);
+    pos_ += size * nitems;
+    return nitems;
+  }
+
+ private:
+  std::string_view bytes_;
+  size_t pos_ = 0;
+};
+
 // FAISS's view of an IdFilter; `id_map` (not null) first turns the inner
 // index's positions into user ids, as IndexIDMap would.
 class FilterSelector : public faiss::IDSelector {
@@ -281,23 +300,18 @@ Status CoarseIndex::Save(const std::string& path, uint64_t sequence, uint64_t bi
 
 Status CoarseIndex::Load(const CollectionSpec& spec, const std::string& path, uint64_t binding,
                          std::unique_ptr<CoarseIndex>* out, uint64_t* sequence) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return Status::NotFound("no index file " + path);
-  const uint64_t file_size = uint64_t(in.tellg());
-  in.seekg(0);
-  std::string header(kIndexHeaderBytes, '\0');
-  if (file_size >= kIndexHeaderBytes && !in.read(&header[0], kIndexHeaderBytes)) header.clear();
+  // Mapped, not read: FAISS copies what it keeps straight from the page cache.
+  MappedFile file;
+  Status opened = file.Open(path);
+  if (opened.IsNotFound()) return Status::NotFound("no index file " + path);
+  HEDGEDB_RETURN_IF_ERROR(opened);
+  const std::string_view bytes = file.bytes();
+  const std::string_view header = bytes.substr(0, std::min(bytes.size(), kIndexHeaderBytes));
   IndexFileHeader parsed;
-  HEDGEDB_RETURN_IF_ERROR(ParseIndexFileHeader(header, file_size, path, &parsed));
-  faiss::VectorIOReader reader;
-  reader.data.resize(parsed.blob_bytes);
-  if (!in.read(reinterpret_cast<char*>(reader.data.data()), std::streamsize(parsed.blob_bytes))) {
-    return Status::Corruption("index file " + path + " cannot be read in full");
-  }
-  HEDGEDB_RETURN_IF_ERROR(CheckIndexFileBlob(
-      header, parsed,
-      std::string_view(reinterpret_cast<const char*>(reader.data.data()), reader.data.size()),
-      binding, path));
+  HEDGEDB_RETURN_IF_ERROR(ParseIndexFileHeader(header, bytes.size(), path, &parsed));
+  const std::string_view blob = bytes.substr(kIndexHeaderBytes, parsed.blob_bytes);
+  HEDGEDB_RETURN_IF_ERROR(CheckIndexFileBlob(header, parsed, blob, binding, path));
+  SpanIOReader reader(blob);
 
   std::unique_ptr<CoarseIndex> ci;
   HEDGEDB_RETURN_IF_ERROR(Create(spec, &ci));  // for dimensions and defaults

@@ -562,6 +562,9 @@ class PyDB {
     d["index_stale"] = st.index_stale;
     d["index_note"] = st.index_note;
     d["index_description"] = st.index_description;
+    d["arena_source"] = st.arena_source;
+    d["arena_note"] = st.arena_note;
+    d["arena_mapped_bytes"] = st.arena_mapped_bytes;
     py::list calibrations;
     for (const CalibrationInfo& c : st.calibrations) {
       py::dict cd;

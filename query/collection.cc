@@ -12,6 +12,7 @@
 #include "common/crc32c.h"
 #include "common/row_layout.h"
 #include "common/spec_limits.h"
+#include "query/arena_file.h"
 #include "query/row_checks.h"
 #include "query/scorer.h"
 
@@ -110,19 +111,24 @@ Status ValidateSpec(const CollectionSpec& s) {
 }
 
 Collection::Collection(storage::RecordStore* store, const storage::CollectionMeta& meta,
-                       std::string index_path, uint64_t index_binding, int64_t index_save_interval)
+                       std::string index_path, std::string arena_path, uint64_t index_binding,
+                       int64_t index_save_interval)
     : store_(store),
       meta_(meta),
       index_path_(std::move(index_path)),
+      arena_path_(std::move(arena_path)),
       index_binding_(index_binding),
       index_save_interval_(index_save_interval),
-      row_bytes_(ItemRowBytes(meta.spec)) {}
+      row_bytes_(ItemRowBytes(meta.spec)),
+      arena_(row_bytes_) {}
 
 Collection::~Collection() = default;
 
-void Collection::AppendRow(int64_t id, bool has_label, int64_t label, const uint8_t* row) {
+void Collection::AppendRow(int64_t id, bool has_label, int64_t label, const uint8_t* row,
+                           uint64_t sequence) {
   const int64_t r = int64_t(row_ids_.size());
-  arena_.insert(arena_.end(), row, row + row_bytes_);
+  arena_.Append(row);
+  row_sequences_.push_back(sequence);
   row_ids_.push_back(id);
   row_labels_.push_back(label);
   row_flags_.push_back(uint8_t(kLive | (has_label ? kHasLabel : 0)));
@@ -136,8 +142,7 @@ void Collection::GatherLiveRows(std::vector<uint8_t>* rows, std::vector<int64_t>
   ids->clear();
   for (int64_t r = first_row; r < int64_t(row_ids_.size()); ++r) {
     if (!(row_flags_[r] & kLive)) continue;
-    rows->insert(rows->end(), arena_.begin() + r * row_bytes_,
-                 arena_.begin() + (r + 1) * row_bytes_);
+    rows->insert(rows->end(), arena_.row(r), arena_.row(r + 1));
     ids->push_back(row_ids_[r]);
   }
 }
@@ -190,19 +195,97 @@ Status Collection::SyncIndexLocked(int64_t first_row, bool train) {
   return Status::OK();
 }
 
+Status Collection::LoadRowsLocked(bool* from_snapshot) {
+  *from_snapshot = false;
+  ArenaTables tables;
+  Status s =
+      LoadArenaSnapshot(arena_path_, index_binding_, row_bytes_, meta_.sequence, &tables, &arena_);
+  if (s.ok()) {
+    const size_t n = tables.ids.size();
+    row_of_id_.reserve(n);
+    for (size_t r = 0; r < n && s.ok(); ++r) {
+      if (tables.ids[r] > meta_.max_id || !row_of_id_.emplace(tables.ids[r], int64_t(r)).second) {
+        s = Status::Corruption("arena snapshot " + arena_path_ + " holds item " +
+                               std::to_string(tables.ids[r]) + " twice or past the largest id");
+      }
+    }
+    if (s.ok()) {
+      row_ids_ = std::move(tables.ids);
+      row_sequences_ = std::move(tables.sequences);
+      row_labels_ = std::move(tables.labels);
+      row_flags_.resize(n);
+      live_rows_.resize(n);
+      for (size_t r = 0; r < n; ++r) {
+        row_flags_[r] = uint8_t(kLive | ((tables.flags[r] & kArenaHasLabel) ? kHasLabel : 0));
+        live_rows_[r] = int64_t(r);
+      }
+      arena_sequence_ = meta_.sequence;
+      arena_source_ = "snapshot";
+      *from_snapshot = true;
+      return Status::OK();
+    }
+    row_of_id_.clear();
+    arena_.Clear();
+  }
+  // No snapshot, or one that is stale or damaged: the records are the truth.
+  if (!s.IsNotFound() || s.message().find("stale") != std::string::npos) {
+    arena_note_ = "read from the records: " + s.ToString();
+  }
+  arena_source_ = "records";
+  return store_->Scan(meta_, [&](const storage::StoredRecord& r) {
+    HEDGEDB_RETURN_IF_ERROR(CheckNotNewer(r, meta_));
+    AppendRow(r.id, r.has_label, r.label, reinterpret_cast<const uint8_t*>(r.row.data()),
+              r.sequence);
+    return Status::OK();
+  });
+}
+
 Status Collection::Open() {
   std::unique_lock<std::mutex> write_lock(write_mutex_);
   std::unique_lock<RwMutex> lock(state_mutex_);
-  std::vector<uint64_t> row_sequence;
-  HEDGEDB_RETURN_IF_ERROR(store_->Scan(meta_, [&](const storage::StoredRecord& r) {
-    HEDGEDB_RETURN_IF_ERROR(CheckNotNewer(r, meta_));
-    AppendRow(r.id, r.has_label, r.label, reinterpret_cast<const uint8_t*>(r.row.data()));
-    row_sequence.push_back(r.sequence);
-    return Status::OK();
-  }));
+  bool from_snapshot = false;
+  HEDGEDB_RETURN_IF_ERROR(LoadRowsLocked(&from_snapshot));
   HEDGEDB_RETURN_IF_ERROR(LoadCalibrationsLocked());
   applied_snapshot_ = store_->Snapshot();
+  HEDGEDB_RETURN_IF_ERROR(OpenIndexLocked());
+  if (!from_snapshot && !read_only_) NoteArenaWritten(WriteArenaLocked());
+  return Status::OK();
+}
 
+Status Collection::WriteArenaLocked() const {
+  // The live rows in row order, as runs of neighbouring rows (no copy).
+  ArenaTables tables;
+  std::vector<std::string_view> runs;
+  const size_t n = live_rows_.size();
+  tables.ids.reserve(n);
+  tables.sequences.reserve(n);
+  tables.labels.reserve(n);
+  tables.flags.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t r = live_rows_[i];
+    tables.ids.push_back(row_ids_[r]);
+    tables.sequences.push_back(row_sequences_[r]);
+    tables.labels.push_back(row_labels_[r]);
+    tables.flags.push_back((row_flags_[r] & kHasLabel) ? kArenaHasLabel : 0);
+    const char* row = reinterpret_cast<const char*>(arena_.row(r));
+    if (i > 0 && live_rows_[i - 1] == r - 1) {
+      runs.back() = std::string_view(runs.back().data(), runs.back().size() + row_bytes_);
+    } else {
+      runs.emplace_back(row, row_bytes_);
+    }
+  }
+  return WriteArenaSnapshot(arena_path_, meta_.sequence, index_binding_, row_bytes_, tables, runs);
+}
+
+void Collection::NoteArenaWritten(const Status& written) {
+  if (written.ok()) {
+    arena_sequence_ = meta_.sequence;
+  } else {
+    arena_note_ = "arena snapshot not saved: " + written.ToString();
+  }
+}
+
+Status Collection::OpenIndexLocked() {
   uint64_t file_sequence = 0;
   Status s =
       index::CoarseIndex::Load(meta_.spec, index_path_, index_binding_, &index_, &file_sequence);
@@ -233,9 +316,8 @@ Status Collection::Open() {
     std::vector<uint8_t> rows;
     std::vector<int64_t> ids;
     for (size_t r = 0; r < row_ids_.size(); ++r) {
-      if (row_sequence[r] <= file_sequence) continue;
-      rows.insert(rows.end(), arena_.begin() + r * row_bytes_,
-                  arena_.begin() + (r + 1) * row_bytes_);
+      if (row_sequences_[r] <= file_sequence) continue;
+      rows.insert(rows.end(), arena_.row(int64_t(r)), arena_.row(int64_t(r) + 1));
       ids.push_back(row_ids_[r]);
     }
     bool physical = false;
@@ -319,8 +401,21 @@ Status Collection::SaveIndex() {
     Status s = SyncIndexLocked(indexed_rows_, /*train=*/true);
     (void)s;  // a failure marks the index stale: it is not saved below
   }
-  if (index_sequence_ == meta_.sequence) return Status::OK();
-  return SaveIndexLocked();
+  Status s;
+  if (index_sequence_ != meta_.sequence) s = SaveIndexLocked();
+  if (arena_sequence_ != meta_.sequence && !read_only_) {
+    // Searches go on while the rows are written (write_mutex_ keeps them as
+    // they are); the outcome is noted under the exclusive lock again.
+    lock.unlock();
+    Status written;
+    {
+      std::shared_lock<RwMutex> shared(state_mutex_);
+      written = WriteArenaLocked();
+    }
+    lock.lock();
+    NoteArenaWritten(written);
+  }
+  return s;
 }
 
 Status Collection::TrainIfDue() {
@@ -481,7 +576,8 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
   RetireLocked(replaced);
   const int64_t first_row = int64_t(row_ids_.size());
   for (int64_t i = 0; i < n; ++i) {
-    AppendRow(ids[i], writes[i].has_label, writes[i].label, rows.data() + i * row_bytes_);
+    AppendRow(ids[i], writes[i].has_label, writes[i].label, rows.data() + i * row_bytes_,
+              next.sequence);
     if (payload_index_ && batch.payloads) payload_index_->Add(first_row + i, batch.payloads[i]);
   }
   applied_snapshot_ = store_->Snapshot();  // write_mutex_ held: exactly this batch more
@@ -628,7 +724,8 @@ Status Collection::CatchUp(const storage::CollectionMeta& latest) {
   if (!gone.empty()) RetireLocked(gone);
   const int64_t first_row = int64_t(row_ids_.size());
   for (const storage::StoredRecord& r : fresh) {
-    AppendRow(r.id, r.has_label, r.label, reinterpret_cast<const uint8_t*>(r.row.data()));
+    AppendRow(r.id, r.has_label, r.label, reinterpret_cast<const uint8_t*>(r.row.data()),
+              r.sequence);
   }
   meta_.sequence = latest.sequence;
   meta_.max_id = latest.max_id;
@@ -1239,6 +1336,9 @@ Status Collection::Stats(CollectionStats* st) {
   st->index_note = index_note_;
   st->lost_writes = lost_writes_;
   st->index_description = index_->factory();
+  st->arena_source = arena_source_;
+  st->arena_note = arena_note_;
+  st->arena_mapped_bytes = int64_t(arena_.mapped_bytes());
   st->calibrations.clear();
   for (const auto& kv : calibrations_) st->calibrations.push_back(kv.second.Info());
   st->calibration_note = calibration_note_;

@@ -1,8 +1,10 @@
 // Collection: the one orchestration layer that wires the record store, the
 // coarse index and the exact scorers of one collection together.
 //
-// In memory it keeps an arena of item rows (common/row_layout.h) loaded from
-// the record store on open, so that stage-2 rescoring never touches RocksDB.
+// In memory it keeps an arena of item rows (common/row_layout.h), so that
+// stage-2 rescoring never touches RocksDB: on open it maps the arena
+// snapshot file (query/arena_file.h) when that covers exactly the records,
+// and reads the records otherwise (then writes the snapshot).
 // Locking: writes are serialised by write_mutex_ and commit to RocksDB before
 // they touch memory; in-memory state (arena, id map, index) is guarded by
 // state_mutex_, shared by searches and exclusive for the short apply step.
@@ -25,6 +27,7 @@
 #include "hedgedb/types.h"
 #include "index/coarse_index.h"
 #include "query/item_filter.h"
+#include "query/row_arena.h"
 #include "query/scorer.h"
 #include "storage/record_store.h"
 
@@ -37,17 +40,19 @@ Status ValidateSpec(const CollectionSpec& spec);
 
 class Collection {
  public:
-  // `store` outlives the collection. `index_path` is its index file, which
-  // is only trusted when it carries `index_binding` (an identity of this
-  // collection in this database).
+  // `store` outlives the collection. `index_path` is its index file and
+  // `arena_path` its arena snapshot, which are only trusted when they carry
+  // `index_binding` (an identity of this collection in this database).
   Collection(storage::RecordStore* store, const storage::CollectionMeta& meta,
-             std::string index_path, uint64_t index_binding, int64_t index_save_interval);
+             std::string index_path, std::string arena_path, uint64_t index_binding,
+             int64_t index_save_interval);
   ~Collection();
 
-  // Loads the records, then loads the index file and catches it up, or
-  // rebuilds it (and saves it) when it is missing, unreadable or stale. An
-  // index that cannot be rebuilt leaves the collection open with exhaustive
-  // searches (Stats says why).
+  // Maps the arena snapshot or loads the records (and saves the snapshot),
+  // then loads the index file and catches it up, or rebuilds it (and saves
+  // it) when it is missing, unreadable or stale. An index that cannot be
+  // rebuilt leaves the collection open with exhaustive searches (Stats says
+  // why).
   Status Open();
 
   // Commits, applies to memory and adds to a trained index; training waits
@@ -65,8 +70,9 @@ class Collection {
   Status Calibrate(const CalibrateOptions& options, CalibrationReport* report);
   Status ImportCalibration(const std::string& map_bytes, double base_rate);
   Status RemoveCalibration(ScoreType score);
-  // Trains the index if it has enough items, then saves the index file if it
-  // is behind the records (never a stale index).
+  // Trains the index if it has enough items, then saves the index file and
+  // the arena snapshot where they are behind the records (never a stale
+  // index).
   Status SaveIndex();
   // The collection is being dropped: from now on writes fail with NotFound
   // (a write in flight would otherwise store the dropped descriptor again).
@@ -150,7 +156,19 @@ class Collection {
   // Packs row i of a view into the arena layout (floats or code bytes).
   void PackItemRow(const EmbeddingView& v, int64_t i, uint8_t* row) const;
   void PackQueryRow(const EmbeddingView& v, int64_t i, float* row) const;
-  void AppendRow(int64_t id, bool has_label, int64_t label, const uint8_t* row);
+  void AppendRow(int64_t id, bool has_label, int64_t label, const uint8_t* row, uint64_t sequence);
+  // Open: the rows from the arena snapshot if it covers the records exactly
+  // (*from_snapshot), else from the records; arena_note_ says why a snapshot
+  // that exists was not used.
+  Status LoadRowsLocked(bool* from_snapshot);
+  // Open, after the rows: the index file (loaded and caught up) or a rebuild.
+  Status OpenIndexLocked();
+  // Writes the arena snapshot of the live rows (write_mutex_ held, the state
+  // lock at least shared); then NoteArenaWritten under the exclusive lock. A
+  // failure costs only the next open's read of the records, so it is noted
+  // (CollectionStats::arena_note), never returned to a caller.
+  Status WriteArenaLocked() const;
+  void NoteArenaWritten(const Status& written);
   // Marks the rows of these live ids (unique) dead and removes them from the
   // index (tombstones where it cannot), after a commit that deleted or
   // replaced them or a catch-up that found them gone; an index failure
@@ -180,6 +198,7 @@ class Collection {
   storage::RecordStore* const store_;
   storage::CollectionMeta meta_;
   const std::string index_path_;
+  const std::string arena_path_;
   const uint64_t index_binding_;
   const int64_t index_save_interval_;
   const size_t row_bytes_;
@@ -187,7 +206,8 @@ class Collection {
 
   std::mutex write_mutex_;
   mutable RwMutex state_mutex_;
-  std::vector<uint8_t> arena_;                      // rows x row_bytes_
+  RowArena arena_;                                  // rows x row_bytes_
+  std::vector<uint64_t> row_sequences_;             // sequence of the batch that wrote each row
   std::vector<int64_t> row_ids_;                    // id of each row
   std::vector<int64_t> row_labels_;                 // label of each row
   std::vector<uint8_t> row_flags_;                  // bit 0: live, bit 1: has label
@@ -196,6 +216,9 @@ class Collection {
   int64_t indexed_rows_ = 0;                        // rows [0, indexed_rows_) are in the index
   std::unique_ptr<index::CoarseIndex> index_;
   uint64_t index_sequence_ = 0;  // sequence covered by the index file on disk
+  uint64_t arena_sequence_ = 0;  // sequence covered by the arena snapshot on disk (0: none)
+  std::string arena_source_;     // CollectionStats::arena_source
+  std::string arena_note_;       // CollectionStats::arena_note
   int64_t unsaved_vectors_ = 0;
   int64_t tombstones_ = 0;  // dead vectors still in the index
   bool index_stale_ = false;

@@ -1,6 +1,8 @@
 // DBImpl: the hedgedb::DB facade over a database directory:
 //   <dir>/store/    the RocksDB record store (source of truth)
-//   <dir>/index/    one coarse index file per collection, <collection id>.hidx
+//   <dir>/index/    per collection: its coarse index file, <collection id>.hidx,
+//                   and its arena snapshot, <collection id>.harena (both caches
+//                   of the records, rebuilt from them when missing or stale)
 // Collections are opened on first use: a command touching one collection
 // loads only that one, and a damaged collection fails only its own calls.
 // A reader (Options::read_only) follows the store of the process that holds
@@ -23,12 +25,17 @@
 #include "common/file_util.h"
 #include "hedgedb/db.h"
 #include "index/coarse_index.h"
+#include "query/arena_file.h"
 #include "query/collection.h"
 #include "query/verify.h"
 #include "storage/record_store.h"
 
 namespace hedgedb {
 namespace {
+
+// Memtables at least this large are written to tables when the database
+// closes (DBImpl::~DBImpl).
+constexpr uint64_t kFlushMemtablesOnCloseBytes = uint64_t(16) << 20;
 
 Status MakeDir(const std::string& path) {
   if (::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return Status::OK();
@@ -71,7 +78,12 @@ class DBImpl : public DB {
  public:
   DBImpl(const Options& options, std::string path) : options_(options), path_(std::move(path)) {}
   ~DBImpl() override {
-    if (!options_.read_only) Flush();
+    if (options_.read_only) return;
+    Flush();
+    // A large write-ahead log would be replayed by the next open (seconds
+    // for a million items): write it to tables now. Its records are durable
+    // either way, so a failure changes nothing.
+    if (store_) (void)store_->FlushMemtables(kFlushMemtablesOnCloseBytes);
   }
 
   Status Init() {
@@ -112,7 +124,9 @@ class DBImpl : public DB {
     auto entry = std::make_shared<CatalogEntry>();
     entry->meta.spec = spec;
     HEDGEDB_RETURN_IF_ERROR(store_->CreateCollection(&entry->meta));
-    std::remove(IndexPath(entry->meta.id).c_str());  // never trust a leftover file
+    // Never trust a leftover file.
+    std::remove(IndexPath(entry->meta.id).c_str());
+    std::remove(query::ArenaFilePath(path_, entry->meta.id).c_str());
     entry->tried = true;
     entry->collection = NewCollection(entry->meta);
     ScopedOmpThreads threads(options_.threads);
@@ -142,6 +156,7 @@ class DBImpl : public DB {
     } else {
       HEDGEDB_RETURN_IF_ERROR(store_->DropCollection(entry->meta));
       std::remove(IndexPath(entry->meta.id).c_str());
+      std::remove(query::ArenaFilePath(path_, entry->meta.id).c_str());
     }
     catalog_.erase(it);  // in-flight operations hold their own reference
     return Status::OK();
@@ -444,6 +459,7 @@ class DBImpl : public DB {
   }
   std::shared_ptr<query::Collection> NewCollection(const storage::CollectionMeta& meta) {
     auto c = std::make_shared<query::Collection>(store_.get(), meta, IndexPath(meta.id),
+                                                 query::ArenaFilePath(path_, meta.id),
                                                  IndexBinding(meta), options_.index_save_interval);
     if (options_.read_only) c->SetReadOnly();
     return c;

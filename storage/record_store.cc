@@ -752,6 +752,17 @@ Status RecordStore::ScanPayloads(
   return FromRocks(it->status(), "scanning the payloads of collection " + meta.spec.name);
 }
 
+Status RecordStore::FlushMemtables(uint64_t min_bytes) {
+  uint64_t bytes = 0;
+  if (!db_->GetAggregatedIntProperty("rocksdb.cur-size-all-mem-tables", &bytes) ||
+      bytes < min_bytes) {
+    return Status::OK();
+  }
+  rocksdb::FlushOptions options;
+  options.wait = true;
+  return FromRocks(db_->Flush(options, handles_), "flushing the memtables");
+}
+
 Status RecordStore::CatchUp() {
   if (!follow_) return Status::OK();
   return FromRocks(db_->TryCatchUpWithPrimary(), "catching up with the writer's record store");

@@ -163,6 +163,10 @@ class RecordStore {
   // committed to its log (RocksDB's TryCatchUpWithPrimary). The caller keeps
   // reads out meanwhile: a follower has no snapshots (see Snapshot).
   Status CatchUp();
+  // Writes the memtables to table files if they hold at least `min_bytes`,
+  // so that the next open need not replay that much write-ahead log (a
+  // million items take seconds to replay). For closing a large store.
+  Status FlushMemtables(uint64_t min_bytes);
 
   // Visits every payload of a collection in id order (as of `snapshot` if
   // not null); stops at the first error, a payload failing its check

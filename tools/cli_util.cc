@@ -311,6 +311,9 @@ nlohmann::json StatsToJson(const CollectionStats& stats) {
   if (!stats.index_note.empty()) j["index_note"] = stats.index_note;
   if (!stats.lost_writes.empty()) j["lost_writes"] = stats.lost_writes;
   j["index_description"] = stats.index_description;
+  j["arena_source"] = stats.arena_source;
+  j["arena_mapped_bytes"] = stats.arena_mapped_bytes;
+  if (!stats.arena_note.empty()) j["arena_note"] = stats.arena_note;
   nlohmann::json calibrations = nlohmann::json::array();
   for (const CalibrationInfo& info : stats.calibrations) {
     calibrations.push_back(CalibrationInfoToJson(info));

@@ -295,6 +295,17 @@ struct CollectionStats {
   // from the records that remain.
   std::string lost_writes;
   std::string index_description;  // factory string in use
+  // Where the rows that stage 2 scores came from when the collection opened:
+  // "snapshot" (its arena snapshot file, memory-mapped, so the operating
+  // system pages those rows in and out) or "records" (decoded from the
+  // record store; the snapshot is then written for the next open).
+  std::string arena_source;
+  // Why an arena snapshot that exists was not used (stale, damaged), or why
+  // it could not be saved; "" when neither happened.
+  std::string arena_note;
+  // Bytes of rows mapped from the snapshot file (the rest of the rows are in
+  // the process's memory).
+  int64_t arena_mapped_bytes = 0;
   // The default stage-1 settings (0: not an IVF / HNSW index), fitted to the
   // data when the index is trained: the smallest nprobe or efSearch, doubling
   // from 8 (or nlist / 64) and 64, at which stage 1 finds at least 95% of the

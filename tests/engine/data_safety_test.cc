@@ -46,7 +46,7 @@ void ExpectItemsFindThemselves(DB* db, const std::string& name, const Batch& ite
 std::string OnlyIndexFile(const std::string& db_path) {
   std::string file;
   for (const auto& e : std::filesystem::directory_iterator(db_path + "/index")) {
-    file = e.path().string();
+    if (e.path().extension() == ".hidx") file = e.path().string();
   }
   return file;
 }

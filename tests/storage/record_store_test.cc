@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 
 #include "engine/engine_test_util.h"
 
@@ -128,6 +129,11 @@ TEST(RecordStoreTest, DamagedRecordMakesItsCollectionReportCorruption) {
     ASSERT_TRUE(
         store->PutRawRecordForTest(storage::RecordStore::RecordKey(meta.id, 4), value).ok());
     EXPECT_TRUE(store->GetRecord(meta, 4, &rec, &found).IsCorruption());
+  }
+  // With its arena snapshot an open reads no record (verify checks them);
+  // without it, the open reads them all and finds the damage.
+  for (const auto& e : std::filesystem::directory_iterator(dir.path() + "/index")) {
+    if (e.path().extension() == ".harena") std::filesystem::remove(e.path());
   }
   std::unique_ptr<DB> db;
   ASSERT_TRUE(DB::Open(Options(), dir.path(), &db).ok());

@@ -1,0 +1,66 @@
+// The arena snapshot of a collection (<db>/index/<collection id>.harena): the
+// live item rows of the collection's arena as of one sequence number, so that
+// an open maps them instead of decoding every record from the store.
+//
+// Layout (little-endian; rows in the records' byte order):
+//   header, kArenaHeaderBytes:
+//     magic "HEDGEARN", version u32, row bytes u32, sequence u64, binding
+//     u64, rows u64, rows offset u64, tables crc u32, rows crc u32,
+//     header crc u32 (CRC32C of the header from version to rows crc)
+//   tables, right after the header: ids i64[rows] (ascending), sequences
+//     u64[rows], labels i64[rows], flags u8[rows] (bit 1: has a label)
+//   zeros up to the rows offset (a multiple of kArenaRowsAlignment)
+//   rows: rows x row bytes; the file ends there.
+// The snapshot is a cache: the records stay the source of truth. It is used
+// only when it carries the collection's binding and exactly the sequence
+// number of the records, and both checksums hold; otherwise the arena is
+// built from the records and the snapshot written again.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hedgedb/status.h"
+#include "query/row_arena.h"
+
+namespace hedgedb {
+namespace query {
+
+inline constexpr uint32_t kArenaFileVersion = 1;
+inline constexpr size_t kArenaHeaderBytes = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 4 + 4 + 4;
+// The rows start at a multiple of this, so that they can be mapped on any
+// page size up to 64 KiB.
+inline constexpr uint64_t kArenaRowsAlignment = uint64_t(1) << 16;
+inline constexpr uint8_t kArenaHasLabel = 2;
+
+// What the snapshot holds besides the rows, one entry per row.
+struct ArenaTables {
+  std::vector<int64_t> ids;
+  std::vector<uint64_t> sequences;  // of the batch that wrote the row
+  std::vector<int64_t> labels;
+  std::vector<uint8_t> flags;  // kArenaHasLabel
+};
+
+// <db_path>/index/<collection id>.harena
+std::string ArenaFilePath(const std::string& db_path, uint32_t collection_id);
+
+// Writes the snapshot atomically (common/file_util.h). `row_runs` are the
+// rows, in the order of `tables`, as runs of whole rows (tables.ids.size() x
+// row_bytes bytes in all).
+Status WriteArenaSnapshot(const std::string& path, uint64_t sequence, uint64_t binding,
+                          size_t row_bytes, const ArenaTables& tables,
+                          const std::vector<std::string_view>& row_runs);
+
+// Loads the snapshot at `path` into *tables and *arena (its rows mapped) if
+// it is whole, has `binding` and `row_bytes`, and covers exactly `sequence`.
+// NotFound if there is none; otherwise an error naming the path and what is
+// wrong ("fails its checksum", "covers sequence 5, the records 7", ...), and
+// *tables and *arena are left empty.
+Status LoadArenaSnapshot(const std::string& path, uint64_t binding, size_t row_bytes,
+                         uint64_t sequence, ArenaTables* tables, RowArena* arena);
+
+}  // namespace query
+}  // namespace hedgedb

@@ -1,0 +1,241 @@
+// The arena snapshot: a reopen maps it and answers exactly as before; a
+// snapshot that is damaged (any flipped byte, truncated, longer), stale or
+// another collection's is detected, never used, and written again.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine_test_util.h"
+#include "temp_dir.h"
+
+namespace hedgedb {
+namespace testing {
+namespace {
+
+using testing_util::ReadBytes;
+using testing_util::WriteBytes;
+
+// The one arena snapshot in the database's index folder ("" if none).
+std::string ArenaFile(const std::string& db_path, const std::string& skip = "") {
+  std::string file;
+  for (const auto& e : std::filesystem::directory_iterator(db_path + "/index")) {
+    if (e.path().extension() == ".harena" && e.path().string() != skip) file = e.path().string();
+  }
+  return file;
+}
+
+// What a reopened collection must answer exactly as before.
+struct Answers {
+  std::vector<SearchResult> results;
+  std::vector<Record> records;
+  bool operator==(const Answers& o) const {
+    if (results.size() != o.results.size() || records.size() != o.records.size()) return false;
+    for (size_t q = 0; q < results.size(); ++q) {
+      const auto& a = results[q].hits;
+      const auto& b = o.results[q].hits;
+      if (a.size() != b.size()) return false;
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (a[i].id != b[i].id || a[i].score != b[i].score || a[i].label != b[i].label ||
+            a[i].has_label != b[i].has_label) {
+          return false;
+        }
+      }
+    }
+    for (size_t i = 0; i < records.size(); ++i) {
+      const Record& a = records[i];
+      const Record& b = o.records[i];
+      if (a.id != b.id || a.found != b.found || a.has_label != b.has_label || a.label != b.label ||
+          a.vec != b.vec || a.mean != b.mean || a.var != b.var || a.weights != b.weights ||
+          a.codes != b.codes) {
+        return false;
+      }
+    }
+    return true;
+  }
+};
+
+Answers Ask(DB* db, const CollectionSpec& spec, const std::vector<int64_t>& ids) {
+  Answers a;
+  Batch queries = QueryBatch(spec, 8, 99);
+  SearchOptions opt;
+  opt.k = 5;
+  opt.exhaustive = true;  // every live row scored: the whole arena matters
+  EXPECT_TRUE(db->Search(spec.name, queries.view(), opt, &a.results).ok());
+  EXPECT_TRUE(db->Get(spec.name, ids.data(), ids.size(), &a.records).ok());
+  return a;
+}
+
+// Ids 0..599 labelled, 600..699 not; 5 and 50 removed.
+void Fill(DB* db, const CollectionSpec& spec) {
+  ASSERT_TRUE(db->CreateCollection(spec).ok());
+  ASSERT_TRUE(db->Ingest(spec.name, RandomBatch(spec, 600, 0, 1).ingest(), nullptr).ok());
+  Batch unlabelled = RandomBatch(spec, 100, 600, 2);
+  unlabelled.labels.clear();
+  ASSERT_TRUE(db->Ingest(spec.name, unlabelled.ingest(), nullptr).ok());
+  const std::vector<int64_t> gone = {5, 50};
+  ASSERT_TRUE(db->Remove(spec.name, gone.data(), gone.size(), nullptr).ok());
+}
+
+const std::vector<int64_t> kAsked = {0, 1, 4, 6, 599, 600, 699};
+
+class ArenaSnapshotKindTest : public ::testing::TestWithParam<Kind> {};
+
+TEST_P(ArenaSnapshotKindTest, ReopenMapsTheSnapshotAndAnswersAsBefore) {
+  TempDir dir;
+  // Codes take their own index (the default); the others a flat one.
+  const CollectionSpec spec =
+      MakeSpec("c", GetParam(), 16, GetParam() == Kind::kCodes ? "" : "Flat");
+  Answers before;
+  {
+    auto db = OpenDb(dir.path());
+    Fill(db.get(), spec);
+    before = Ask(db.get(), spec, kAsked);
+    const CollectionStats st = StatsOf(db.get(), "c");
+    EXPECT_EQ(st.arena_source, "records");  // a new collection
+  }
+  ASSERT_FALSE(ArenaFile(dir.path()).empty());
+  {
+    auto db = OpenDb(dir.path());
+    const CollectionStats st = StatsOf(db.get(), "c");
+    EXPECT_EQ(st.arena_source, "snapshot");
+    EXPECT_EQ(st.arena_note, "");
+    EXPECT_EQ(st.items, 698);
+    EXPECT_GT(st.arena_mapped_bytes, 0);
+    EXPECT_EQ(st.arena_mapped_bytes % 698, 0);
+    EXPECT_TRUE(Ask(db.get(), spec, kAsked) == before);
+    // Writes after the mapping: new rows after the mapped ones, removals.
+    ASSERT_TRUE(db->Ingest("c", RandomBatch(spec, 100, 700, 3).ingest(), nullptr).ok());
+    const std::vector<int64_t> gone = {6};
+    ASSERT_TRUE(db->Remove("c", gone.data(), 1, nullptr).ok());
+    before = Ask(db.get(), spec, {0, 1, 699, 700, 799});
+  }
+  auto db = OpenDb(dir.path());
+  const CollectionStats st = StatsOf(db.get(), "c");
+  EXPECT_EQ(st.arena_source, "snapshot") << st.arena_note;
+  EXPECT_EQ(st.items, 797);
+  EXPECT_TRUE(Ask(db.get(), spec, {0, 1, 699, 700, 799}) == before);
+  std::vector<Record> gone;
+  const std::vector<int64_t> removed = {5, 6, 50};
+  ASSERT_TRUE(db->Get("c", removed.data(), removed.size(), &gone).ok());
+  for (const Record& r : gone) EXPECT_FALSE(r.found) << r.id;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllKinds, ArenaSnapshotKindTest,
+                         ::testing::Values(Kind::kPoint, Kind::kGaussian, Kind::kMog,
+                                           Kind::kCodes));
+
+// Damages the snapshot with `damage`, reopens, and expects the records to be
+// read (note naming `why`), the same answers, and a fresh snapshot after.
+void ExpectDamageDetected(const std::string& why,
+                          const std::function<void(std::string* bytes)>& damage) {
+  SCOPED_TRACE(why);
+  TempDir dir;
+  const CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 16, "IVF8,Flat");
+  Answers before;
+  {
+    auto db = OpenDb(dir.path());
+    Fill(db.get(), spec);
+    before = Ask(db.get(), spec, kAsked);
+  }
+  const std::string file = ArenaFile(dir.path());
+  std::string bytes = ReadBytes(file);
+  damage(&bytes);
+  WriteBytes(file, bytes);
+  {
+    auto db = OpenDb(dir.path());
+    const CollectionStats st = StatsOf(db.get(), "c");
+    EXPECT_EQ(st.arena_source, "records");
+    EXPECT_NE(st.arena_note.find(why), std::string::npos) << st.arena_note;
+    EXPECT_EQ(st.arena_mapped_bytes, 0);
+    EXPECT_TRUE(Ask(db.get(), spec, kAsked) == before);
+  }
+  auto db = OpenDb(dir.path());  // the open wrote a good snapshot again
+  const CollectionStats st = StatsOf(db.get(), "c");
+  EXPECT_EQ(st.arena_source, "snapshot") << st.arena_note;
+  EXPECT_TRUE(Ask(db.get(), spec, kAsked) == before);
+}
+
+TEST(ArenaSnapshotTest, FlippedBytesAnywhereAreDetected) {
+  // The last byte is part of the last row; byte 70 part of the ids; byte 20
+  // of the sequence number in the header.
+  ExpectDamageDetected("checksum (rows)", [](std::string* b) { b->back() ^= 0x01; });
+  ExpectDamageDetected("checksum (tables)", [](std::string* b) { (*b)[70] ^= 0x10; });
+  ExpectDamageDetected("header checksum", [](std::string* b) { (*b)[20] ^= 0x01; });
+  ExpectDamageDetected("bad header", [](std::string* b) { (*b)[0] = 'X'; });
+}
+
+TEST(ArenaSnapshotTest, TruncatedOrLongerFileIsDetected) {
+  ExpectDamageDetected("truncated", [](std::string* b) { b->pop_back(); });
+  ExpectDamageDetected("truncated", [](std::string* b) { b->push_back('\0'); });
+  ExpectDamageDetected("bad header", [](std::string* b) { b->resize(10); });
+}
+
+TEST(ArenaSnapshotTest, StaleSnapshotIsNotUsed) {
+  TempDir dir;
+  const CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 16, "Flat");
+  std::string old_snapshot;
+  Answers before;
+  {
+    auto db = OpenDb(dir.path());
+    Fill(db.get(), spec);
+  }
+  old_snapshot = ReadBytes(ArenaFile(dir.path()));
+  {
+    auto db = OpenDb(dir.path());
+    ASSERT_TRUE(db->Ingest("c", RandomBatch(spec, 50, 700, 3).ingest(), nullptr).ok());
+    before = Ask(db.get(), spec, {0, 700, 749});
+  }
+  // The snapshot from before the last batch: its rows are all valid, but
+  // item 700.. is missing from it.
+  WriteBytes(ArenaFile(dir.path()), old_snapshot);
+  auto db = OpenDb(dir.path());
+  const CollectionStats st = StatsOf(db.get(), "c");
+  EXPECT_EQ(st.arena_source, "records");
+  EXPECT_NE(st.arena_note.find("stale"), std::string::npos) << st.arena_note;
+  EXPECT_EQ(st.items, 748);
+  EXPECT_TRUE(Ask(db.get(), spec, {0, 700, 749}) == before);
+}
+
+TEST(ArenaSnapshotTest, SnapshotOfAnotherCollectionIsNotUsed) {
+  TempDir dir;
+  const CollectionSpec a = MakeSpec("a", Kind::kGaussian, 16, "Flat");
+  const CollectionSpec b = MakeSpec("b", Kind::kGaussian, 16, "Flat");
+  Answers before;
+  {
+    auto db = OpenDb(dir.path());
+    Fill(db.get(), a);
+    Fill(db.get(), b);
+    before = Ask(db.get(), b, kAsked);
+  }
+  // Both have 698 items at the same sequence: only the binding differs.
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path() + "/index")) {
+    if (e.path().extension() == ".harena") files.push_back(e.path().string());
+  }
+  ASSERT_EQ(files.size(), 2u);
+  std::sort(files.begin(), files.end());
+  WriteBytes(files[1], ReadBytes(files[0]));
+  auto db = OpenDb(dir.path());
+  const CollectionStats st = StatsOf(db.get(), "b");
+  EXPECT_EQ(st.arena_source, "records");
+  EXPECT_NE(st.arena_note.find("another collection"), std::string::npos) << st.arena_note;
+  EXPECT_TRUE(Ask(db.get(), b, kAsked) == before);
+}
+
+TEST(ArenaSnapshotTest, DropRemovesTheSnapshot) {
+  TempDir dir;
+  const CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 16, "Flat");
+  auto db = OpenDb(dir.path());
+  Fill(db.get(), spec);
+  ASSERT_TRUE(db->Flush().ok());
+  ASSERT_FALSE(ArenaFile(dir.path()).empty());
+  ASSERT_TRUE(db->DropCollection("c").ok());
+  EXPECT_EQ(ArenaFile(dir.path()), "");
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace hedgedb
