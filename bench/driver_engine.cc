@@ -18,8 +18,8 @@
 //           bench/real_embeddings.py): recall@k of the exhaustive exact top-k
 //           and latency, one query at a time, for the default settings and a
 //           sweep of candidates x nprobe (or efSearch); queries from .npy
-//           files PREFIX.mean.npy/.var.npy[/.weights.npy] or PREFIX.vec.npy;
-//           prints a markdown table
+//           files PREFIX.mean.npy/.var.npy[/.weights.npy] or PREFIX.vec.npy,
+//           one recall column per [NAME=]PREFIX; prints a markdown table
 //
 //   bin/driver_engine search --n 100000 --dim 64 --queries 200
 //   bin/driver_engine ingest --n 200000 --dim 64
@@ -27,7 +27,7 @@
 //   bin/driver_engine remove --n 100000 --dim 32 --factories "IVF1024,Flat;Flat;HNSW32"
 //   bin/driver_engine filter --n 100000 --dim 64 --factories "IVF1024,Flat;HNSW32"
 //   bin/driver_engine throughput --n 1000000 --dim 64 --queries 1000 --kind gaussian
-//   bin/driver_engine curve --db DB --collection NAME --queries clean,occluded
+//   bin/driver_engine curve --db DB --collection NAME --queries clean=Q1,occluded=Q2
 #include <omp.h>
 #include <unistd.h>
 
@@ -628,9 +628,14 @@ std::vector<float> ReadFloats(const std::string& path, int64_t* rows) {
   return out;
 }
 
-QuerySet LoadQueries(const std::string& prefix, const CollectionSpec& spec) {
+// `arg` is PREFIX or NAME=PREFIX (NAME heads the set's recall column; the
+// default is the file name of PREFIX).
+QuerySet LoadQueries(const std::string& arg, const CollectionSpec& spec) {
   QuerySet q;
-  q.name = std::filesystem::path(prefix).filename().string();
+  const size_t eq = arg.find('=');
+  const std::string prefix = eq == std::string::npos ? arg : arg.substr(eq + 1);
+  q.name = eq == std::string::npos ? std::filesystem::path(prefix).filename().string()
+                                   : arg.substr(0, eq);
   const int C = spec.kind == Kind::kMog ? spec.components : 1;
   q.row = int64_t(C) * spec.dim;
   q.weight_row = C;
@@ -738,6 +743,12 @@ int RunCurve(const Args& a) {
 
   SearchOptions def = exh;
   def.exhaustive = false;
+  {
+    // Warm-up (untimed): the first pass over the coarse index's lists pays
+    // page faults that would otherwise land on the first row.
+    std::vector<SearchResult> ignored;
+    for (const QuerySet& q : sets) TimeQuerySet(db.get(), a.collection, q, def, &ignored);
+  }
   char text[64], default_cands[64];
   const char* knob_name = ivf ? "nprobe" : hnsw ? "efSearch" : "-";
   const int fitted = ivf ? stats.index_nprobe : hnsw ? stats.index_ef_search : 0;
@@ -778,7 +789,7 @@ int main(int argc, char** argv) {
         "[--queries Q]\n"
         "       [--k K] [--classes C (0: unclustered)] [--dir DIR] [--factories F1;F2;...]\n"
         "       [--kind point|gaussian|mog|codes (throughput)]\n"
-        "       driver_engine curve --db DB --collection NAME --queries PREFIX[,PREFIX...]\n"
+        "       driver_engine curve --db DB --collection NAME --queries [NAME=]PREFIX[,...]\n"
         "       [--k K] [--knobs N1,N2,... (nprobe or efSearch)] [--candidates C1,C2,...]\n");
     return 2;
   }
