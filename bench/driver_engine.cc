@@ -680,7 +680,7 @@ double TimeQuerySet(DB* db, const std::string& name, const QuerySet& q, const Se
 int RunCurve(const Args& a) {
   omp_set_num_threads(1);  // latency on one core
   if (a.db.empty() || a.collection.empty() || a.query_prefixes.empty()) {
-    std::fprintf(stderr, "curve: needs --db, --collection and --queries PREFIX[,PREFIX...]\n");
+    std::fprintf(stderr, "curve: needs --db, --collection and --queries [NAME=]PREFIX[,...]\n");
     return 2;
   }
   auto db = OpenDb(a.db);
@@ -703,6 +703,9 @@ int RunCurve(const Args& a) {
       stats.spec.dim, stats.spec.components, factory.c_str(), stats.index_nprobe,
       stats.index_ef_search, stats.index_recall_estimate, a.k, stats.spec.samples,
       std::max(a.repeats, 1));
+  if (!stats.index_trained) {
+    std::printf("# the index is not trained (too few items): every search is exhaustive\n");
+  }
   std::printf("# queries:");
   for (const QuerySet& q : sets) std::printf(" %s %lld", q.name.c_str(), (long long)q.n);
   std::printf("\n\n| index | knob | candidates | recall@%d |", a.k);
