@@ -14,6 +14,12 @@
 //   filter: filtered search (labels kept by 50%, 5%, 0.1% of the items, and a
 //           payload field kept by 5%): recall@10 of the exhaustive filtered
 //           top-10 and latency, vs unfiltered two-stage and exhaustive filtered
+//   curve:  the two-stage curve of an existing collection (real embeddings,
+//           bench/real_embeddings.py): recall@k of the exhaustive exact top-k
+//           and latency, one query at a time, for the default settings and a
+//           sweep of candidates x nprobe (or efSearch); queries from .npy
+//           files PREFIX.mean.npy/.var.npy[/.weights.npy] or PREFIX.vec.npy,
+//           one recall column per [NAME=]PREFIX; prints a markdown table
 //
 //   bin/driver_engine search --n 100000 --dim 64 --queries 200
 //   bin/driver_engine ingest --n 200000 --dim 64
@@ -21,6 +27,7 @@
 //   bin/driver_engine remove --n 100000 --dim 32 --factories "IVF1024,Flat;Flat;HNSW32"
 //   bin/driver_engine filter --n 100000 --dim 64 --factories "IVF1024,Flat;HNSW32"
 //   bin/driver_engine throughput --n 1000000 --dim 64 --queries 1000 --kind gaussian
+//   bin/driver_engine curve --db DB --collection NAME --queries clean=Q1,occluded=Q2
 #include <omp.h>
 #include <unistd.h>
 
@@ -36,6 +43,7 @@
 #include <vector>
 
 #include "hedgedb/db.h"
+#include "hedgedb/npy.h"
 
 namespace {
 
@@ -143,8 +151,28 @@ struct Args {
   int classes = 1000;  // 0: unclustered (every item its own centre)
   std::string kind;    // throughput: only this kind (empty: all four)
   std::string dir;
+  // curve: an existing database and collection, query file prefixes, and the
+  // sweep (empty: the defaults of RunCurve)
+  std::string db, collection;
+  std::vector<std::string> query_prefixes;
+  std::vector<int> knobs;
+  std::vector<int64_t> candidates;
+  int repeats = 5;  // timed rounds over all rows; each row's fastest is reported
   std::vector<std::string> factories = {"Flat", "HNSW32", "IVF1024,Flat"};
 };
+
+// The non-empty pieces of `v` between separators.
+std::vector<std::string> SplitList(const std::string& v, char sep) {
+  std::vector<std::string> out;
+  size_t p = 0;
+  while (p <= v.size()) {
+    size_t e = v.find(sep, p);
+    if (e == std::string::npos) e = v.size();
+    if (e > p) out.push_back(v.substr(p, e - p));
+    p = e + 1;
+  }
+  return out;
+}
 
 // Runs each query alone (latency of one query on one core); returns per-query
 // results and mean seconds per query.
@@ -577,6 +605,207 @@ int RunFilter(const Args& a) {
   return 0;
 }
 
+// Queries of one kind read from .npy files (PREFIX.mean/.var/.weights or
+// PREFIX.vec), with the row sizes of a collection.
+struct QuerySet {
+  std::string name;
+  int64_t n = 0;
+  int64_t row = 0, weight_row = 0;  // floats per query: mean/vec, weights
+  std::vector<float> mean, var, weights, vec;
+
+  EmbeddingView View(int64_t i) const {
+    EmbeddingView v;
+    v.n = 1;
+    if (!vec.empty()) v.vec = vec.data() + i * row;
+    if (!mean.empty()) v.mean = mean.data() + i * row;
+    if (!var.empty()) v.var = var.data() + i * row;
+    if (!weights.empty()) v.weights = weights.data() + i * weight_row;
+    return v;
+  }
+};
+
+std::vector<float> ReadFloats(const std::string& path, int64_t* rows) {
+  hedgedb::NpyArray a;
+  Check(hedgedb::ReadNpy(path, &a), "read queries");
+  std::vector<float> out;
+  Check(hedgedb::NpyToFloat32(a, path, &out), "read queries");
+  *rows = a.shape.empty() ? 0 : a.shape[0];
+  return out;
+}
+
+// `arg` is PREFIX or NAME=PREFIX (NAME heads the set's recall column; the
+// default is the file name of PREFIX).
+QuerySet LoadQueries(const std::string& arg, const CollectionSpec& spec) {
+  QuerySet q;
+  const size_t eq = arg.find('=');
+  const std::string prefix = eq == std::string::npos ? arg : arg.substr(eq + 1);
+  q.name = eq == std::string::npos ? std::filesystem::path(prefix).filename().string()
+                                   : arg.substr(0, eq);
+  const int C = spec.kind == Kind::kMog ? spec.components : 1;
+  q.row = int64_t(C) * spec.dim;
+  q.weight_row = C;
+  int64_t rows = 0;
+  if (spec.kind == Kind::kPoint) {
+    q.vec = ReadFloats(prefix + ".vec.npy", &q.n);
+  } else if (spec.kind == Kind::kGaussian || spec.kind == Kind::kMog) {
+    q.mean = ReadFloats(prefix + ".mean.npy", &q.n);
+    q.var = ReadFloats(prefix + ".var.npy", &rows);
+    if (spec.kind == Kind::kMog && std::filesystem::exists(prefix + ".weights.npy")) {
+      q.weights = ReadFloats(prefix + ".weights.npy", &rows);
+    }
+  } else {
+    std::fprintf(stderr, "curve: kind %s is not supported\n", hedgedb::KindName(spec.kind));
+    std::exit(2);
+  }
+  const size_t size = q.vec.empty() ? q.mean.size() : q.vec.size();
+  if (size != size_t(q.n * q.row) || (!q.var.empty() && q.var.size() != size) ||
+      (!q.weights.empty() && q.weights.size() != size_t(q.n * q.weight_row))) {
+    std::fprintf(stderr, "curve: %s: arrays do not match the collection (%lld floats per query)\n",
+                 prefix.c_str(), (long long)q.row);
+    std::exit(2);
+  }
+  return q;
+}
+
+// Runs each query of `q` alone; returns mean seconds per query.
+double TimeQuerySet(DB* db, const std::string& name, const QuerySet& q, const SearchOptions& opt,
+                    std::vector<SearchResult>* all) {
+  all->clear();
+  auto t0 = Clock::now();
+  for (int64_t i = 0; i < q.n; ++i) {
+    std::vector<SearchResult> r;
+    Check(db->Search(name, q.View(i), opt, &r), "search");
+    all->push_back(std::move(r[0]));
+  }
+  return Seconds(t0, Clock::now()) / double(q.n);
+}
+
+// The two-stage curve of an existing collection on real query embeddings.
+int RunCurve(const Args& a) {
+  omp_set_num_threads(1);  // latency on one core
+  if (a.db.empty() || a.collection.empty() || a.query_prefixes.empty()) {
+    std::fprintf(stderr, "curve: needs --db, --collection and --queries [NAME=]PREFIX[,...]\n");
+    return 2;
+  }
+  auto db = OpenDb(a.db);
+  CollectionStats stats;
+  Check(db->Flush(), "flush");  // trains the index if ingest left it untrained
+  Check(db->GetStats(a.collection, &stats), "stats");
+  std::vector<QuerySet> sets;
+  int64_t total = 0;
+  for (const std::string& prefix : a.query_prefixes) {
+    sets.push_back(LoadQueries(prefix, stats.spec));
+    total += sets.back().n;
+  }
+  const std::string& factory = stats.index_description;
+  const bool ivf = factory.rfind("IVF", 0) == 0, hnsw = factory.find("HNSW") != std::string::npos;
+  std::printf(
+      "# curve: collection %s, %s, %lld items, D=%d C=%d, index %s (fitted nprobe %d, efSearch "
+      "%d, estimate %.3f), k=%d, score default (samples %d), one query at a time, 1 thread, "
+      "uncertainty off, ms/query the fastest of %d rounds\n",
+      a.collection.c_str(), hedgedb::KindName(stats.spec.kind), (long long)stats.items,
+      stats.spec.dim, stats.spec.components, factory.c_str(), stats.index_nprobe,
+      stats.index_ef_search, stats.index_recall_estimate, a.k, stats.spec.samples,
+      std::max(a.repeats, 1));
+  if (!stats.index_trained) {
+    std::printf("# the index is not trained (too few items): every search is exhaustive\n");
+  }
+  std::printf("# queries:");
+  for (const QuerySet& q : sets) std::printf(" %s %lld", q.name.c_str(), (long long)q.n);
+  std::printf("\n\n| index | knob | candidates | recall@%d |", a.k);
+  for (const QuerySet& q : sets) std::printf(" %s |", q.name.c_str());
+  std::printf(" ms/query | exhaustive ms/query | speedup |\n|---|---|---:|---:|");
+  for (size_t i = 0; i < sets.size(); ++i) std::printf("---:|");
+  std::printf("---:|---:|---:|\n");
+  std::fflush(stdout);
+
+  SearchOptions exh;
+  exh.k = a.k;
+  exh.exhaustive = true;
+  exh.with_uncertainty = false;
+  std::vector<std::vector<SearchResult>> truth(sets.size());
+  double exh_s = 0;
+  for (size_t i = 0; i < sets.size(); ++i) {
+    exh_s += TimeQuerySet(db.get(), a.collection, sets[i], exh, &truth[i]) * double(sets[i].n);
+  }
+  exh_s /= double(total);
+
+  // The rows: the default settings, then the sweep.
+  struct Row {
+    SearchOptions opt;
+    std::string knob, cands;
+    std::vector<double> recalls;  // per query set
+    double recall = 0;            // over all queries
+    double seconds = -1;          // per query, the fastest round
+  };
+  std::vector<Row> rows;
+  SearchOptions def = exh;
+  def.exhaustive = false;
+  char text[64];
+  const char* knob_name = ivf ? "nprobe" : hnsw ? "efSearch" : "-";
+  const int fitted = ivf ? stats.index_nprobe : hnsw ? stats.index_ef_search : 0;
+  std::snprintf(text, sizeof(text), "%s=%d", knob_name, fitted);
+  rows.push_back(
+      {def,
+       fitted ? text : "-",
+       std::to_string(def.k * def.oversampling) + " (" + std::to_string(def.oversampling) + " x k)",
+       {},
+       0,
+       -1});
+  std::vector<int> knobs = a.knobs;
+  if (knobs.empty()) {
+    if (ivf) knobs = {8, 16, 32, 64, 128};
+    if (hnsw) knobs = {64, 128, 256};
+    if (knobs.empty()) knobs = {0};
+  }
+  std::vector<int64_t> cands = a.candidates;
+  if (cands.empty()) cands = {20, 50, 100, 200, 500, 1000};
+  for (int knob : knobs) {
+    for (int64_t c : cands) {
+      SearchOptions opt = def;
+      opt.candidates = c;
+      if (ivf) opt.nprobe = knob;
+      if (hnsw) opt.ef_search = std::max<int>(knob, int(c));
+      std::snprintf(text, sizeof(text), "%s=%d", knob_name, ivf ? knob : opt.ef_search);
+      rows.push_back({opt, knob ? text : "-", std::to_string(c), {}, 0, -1});
+    }
+  }
+  {
+    // Warm-up (untimed): the first pass over the coarse index's lists pays
+    // page faults that would otherwise land on the first row.
+    std::vector<SearchResult> ignored;
+    for (const QuerySet& q : sets) TimeQuerySet(db.get(), a.collection, q, def, &ignored);
+  }
+  // --repeats rounds over all rows; each row keeps its fastest round. A pass
+  // over a few hundred queries takes a fraction of a second, which a busy
+  // machine's scheduler skews; rounds spread each row's passes over the run.
+  std::vector<SearchResult> got;
+  for (int round = 0; round < std::max(a.repeats, 1); ++round) {
+    for (Row& r : rows) {
+      double s = 0;
+      for (size_t i = 0; i < sets.size(); ++i) {
+        s += TimeQuerySet(db.get(), a.collection, sets[i], r.opt, &got) * double(sets[i].n);
+        if (round == 0) {
+          r.recalls.push_back(Recall(got, truth[i], a.k));
+          r.recall += r.recalls.back() * double(sets[i].n) / double(total);
+        }
+      }
+      s /= double(total);
+      if (r.seconds < 0 || s < r.seconds) r.seconds = s;
+    }
+  }
+  for (const Row& r : rows) {
+    const bool is_default = &r == &rows[0];
+    const char* b = is_default ? "**" : "";
+    std::printf("| %s%s%s%s | %s%s%s | %s%s%s | %s%.3f%s |", b, factory.c_str(),
+                is_default ? " (default)" : "", b, b, r.knob.c_str(), b, b, r.cands.c_str(), b, b,
+                r.recall, b);
+    for (double x : r.recalls) std::printf(" %.3f |", x);
+    std::printf(" %.2f | %.1f | %.0fx |\n", r.seconds * 1e3, exh_s * 1e3, exh_s / r.seconds);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -587,7 +816,11 @@ int main(int argc, char** argv) {
         "usage: driver_engine search|ingest|reopen|remove|filter|throughput [--n N] [--dim D] "
         "[--queries Q]\n"
         "       [--k K] [--classes C (0: unclustered)] [--dir DIR] [--factories F1;F2;...]\n"
-        "       [--kind point|gaussian|mog|codes (throughput)]\n");
+        "       [--kind point|gaussian|mog|codes (throughput)]\n"
+        "       driver_engine curve --db DB --collection NAME --queries [NAME=]PREFIX[,...]\n"
+        "       [--k K] [--knobs N1,N2,... (nprobe or efSearch)] [--candidates C1,C2,...]\n"
+        "       [--repeats R (timed rounds over all rows, each row's fastest reported; default "
+        "5)]\n");
     return 2;
   }
   a.mode = argv[1];
@@ -598,8 +831,20 @@ int main(int argc, char** argv) {
       a.n = std::stoll(v);
     else if (f == "--dim")
       a.dim = std::stoi(v);
+    else if (f == "--queries" && a.mode == "curve")
+      a.query_prefixes = SplitList(v, ',');
     else if (f == "--queries")
       a.queries = std::stoi(v);
+    else if (f == "--repeats")
+      a.repeats = std::stoi(v);
+    else if (f == "--db")
+      a.db = v;
+    else if (f == "--collection")
+      a.collection = v;
+    else if (f == "--knobs")
+      for (const std::string& x : SplitList(v, ',')) a.knobs.push_back(std::stoi(x));
+    else if (f == "--candidates")
+      for (const std::string& x : SplitList(v, ',')) a.candidates.push_back(std::stoll(x));
     else if (f == "--k")
       a.k = std::stoi(v);
     else if (f == "--classes")
@@ -609,14 +854,7 @@ int main(int argc, char** argv) {
     else if (f == "--kind")
       a.kind = v;
     else if (f == "--factories") {
-      a.factories.clear();
-      size_t p = 0;
-      while (p <= v.size()) {
-        size_t e = v.find(';', p);
-        if (e == std::string::npos) e = v.size();
-        if (e > p) a.factories.push_back(v.substr(p, e - p));
-        p = e + 1;
-      }
+      a.factories = SplitList(v, ';');
     } else {
       std::fprintf(stderr, "unknown flag %s\n", f.c_str());
       return 2;
@@ -629,6 +867,7 @@ int main(int argc, char** argv) {
   if (a.mode == "reopen") return RunReopen(a);
   if (a.mode == "filter") return RunFilter(a);
   if (a.mode == "throughput") return RunThroughput(a);
+  if (a.mode == "curve") return RunCurve(a);
   std::fprintf(stderr, "unknown mode %s\n", a.mode.c_str());
   return 2;
 }
