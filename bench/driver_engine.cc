@@ -14,6 +14,10 @@
 //   filter: filtered search (labels kept by 50%, 5%, 0.1% of the items, and a
 //           payload field kept by 5%): recall@10 of the exhaustive filtered
 //           top-10 and latency, vs unfiltered two-stage and exhaustive filtered
+//   paged:  a collection larger than the memory it may use: searches in a
+//           cgroup memory limit that leaves the page cache half the arena's
+//           bytes (the arena mapped from its snapshot, the page cache
+//           dropped), answers compared with an unlimited run
 //   curve:  the two-stage curve of an existing collection (real embeddings,
 //           bench/real_embeddings.py): recall@k of the exhaustive exact top-k
 //           and latency, one query at a time, for the default settings and a
@@ -27,8 +31,11 @@
 //   bin/driver_engine remove --n 100000 --dim 32 --factories "IVF1024,Flat;Flat;HNSW32"
 //   bin/driver_engine filter --n 100000 --dim 64 --factories "IVF1024,Flat;HNSW32"
 //   bin/driver_engine throughput --n 1000000 --dim 64 --queries 1000 --kind gaussian
+//   bin/driver_engine paged --n 1000000 --dim 64 --queries 200
 //   bin/driver_engine curve --db DB --collection NAME --queries clean=Q1,occluded=Q2
 #include <omp.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -157,7 +164,8 @@ struct Args {
   std::vector<std::string> query_prefixes;
   std::vector<int> knobs;
   std::vector<int64_t> candidates;
-  int repeats = 5;  // timed rounds over all rows; each row's fastest is reported
+  int repeats = 5;       // timed rounds over all rows; each row's fastest is reported
+  int64_t cache_mb = 0;  // paged: the page cache allowed (0: half the arena)
   std::vector<std::string> factories = {"Flat", "HNSW32", "IVF1024,Flat"};
 };
 
@@ -681,6 +689,169 @@ double TimeQuerySet(DB* db, const std::string& name, const QuerySet& q, const Se
 }
 
 // The two-stage curve of an existing collection on real query embeddings.
+// Writes `value` to a control file; false if it cannot.
+bool WriteControl(const std::string& file, const std::string& value) {
+  FILE* f = std::fopen(file.c_str(), "w");
+  if (!f) return false;
+  const bool ok = std::fputs(value.c_str(), f) >= 0;
+  return (std::fclose(f) == 0) && ok;
+}
+
+int64_t ReadControl(const std::string& file) {
+  long long v = -1;
+  FILE* f = std::fopen(file.c_str(), "r");
+  if (f) {
+    if (std::fscanf(f, "%lld", &v) != 1) v = -1;
+    std::fclose(f);
+  }
+  return v;
+}
+
+// Resident anonymous memory of this process (RssAnon), in bytes.
+int64_t AnonymousBytes() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long long kb = -1;
+  while (std::fgets(line, sizeof(line), f)) {
+    if (std::sscanf(line, "RssAnon: %lld kB", &kb) == 1) break;
+  }
+  std::fclose(f);
+  return kb < 0 ? -1 : kb * 1024;
+}
+
+// paged: a collection larger than the memory it may use. Builds n Gaussian
+// items; a child process opens it and runs the queries with no limit (the
+// reference answers, and the process's own anonymous memory); then, with
+// the page cache dropped, a child inside a cgroup-v1 memory limit of that
+// anonymous memory plus --cache-mb (default: half the arena's bytes) for
+// the page cache opens the collection and runs the same queries: same
+// answers, open time, ms per query, major page faults, the cgroup's peak.
+int RunPaged(const Args& a) {
+  const std::string factory = a.factories.size() == 1 ? a.factories[0] : "IVF1024,SQ8";
+  const std::string path = a.dir + "/paged";
+  const int64_t arena_bytes = a.n * 2 * a.dim * int64_t(sizeof(float));
+  const int64_t cache = a.cache_mb > 0 ? a.cache_mb << 20 : arena_bytes / 2;
+  std::vector<float> qmean, qvar;
+  {
+    GaussianData items = MakeData(a.n, a.dim, 1, a.classes);
+    GaussianData queries = MakeData(a.queries, a.dim, 2, a.classes);
+    qmean = std::move(queries.mean);
+    qvar = std::move(queries.var);
+    auto db = FreshCollection(path, a.dim, factory);
+    Ingest(db.get(), "g", items, 100000);
+    Check(db->Flush(), "flush");
+  }
+  std::printf("# paged: n=%lld D=%d gaussian, %s, arena %.0f MB, page cache allowed %.0f MB\n",
+              (long long)a.n, a.dim, factory.c_str(), arena_bytes / 1e6, cache / 1e6);
+  std::fflush(stdout);
+  // A child that opens the collection and runs every query one at a time:
+  // its answers, seconds to open and per query, and anonymous memory.
+  struct Run {
+    double open_s = 0, query_s = 0;
+    int64_t anon = 0;
+    long major_faults = 0;
+    std::vector<int64_t> ids;
+  };
+  auto run_child = [&](const std::string& cgroup, Run* run) {
+    int fds[2];
+    if (::pipe(fds) != 0) return false;
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::close(fds[0]);
+      if (!cgroup.empty() && !WriteControl(cgroup + "/cgroup.procs", std::to_string(::getpid()))) {
+        _exit(3);
+      }
+      Run r;
+      auto t0 = Clock::now();
+      auto db = OpenDb(path);
+      CollectionStats st;
+      Check(db->GetStats("g", &st), "stats");
+      r.open_s = Seconds(t0, Clock::now());
+      SearchOptions opt;
+      opt.k = a.k;
+      t0 = Clock::now();
+      for (int q = 0; q < a.queries; ++q) {
+        EmbeddingView v;
+        v.n = 1;
+        v.mean = qmean.data() + size_t(q) * a.dim;
+        v.var = qvar.data() + size_t(q) * a.dim;
+        std::vector<SearchResult> res;
+        Check(db->Search("g", v, opt, &res), "search");
+        for (int i = 0; i < a.k; ++i) {
+          r.ids.push_back(i < int(res[0].hits.size()) ? res[0].hits[i].id : -1);
+        }
+      }
+      r.query_s = Seconds(t0, Clock::now()) / a.queries;
+      r.anon = AnonymousBytes();
+      struct rusage ru;
+      ::getrusage(RUSAGE_SELF, &ru);
+      r.major_faults = ru.ru_majflt;
+      const double head[3] = {r.open_s, r.query_s, double(r.anon)};
+      const long faults = r.major_faults;
+      bool ok = ::write(fds[1], head, sizeof(head)) == ssize_t(sizeof(head)) &&
+                ::write(fds[1], &faults, sizeof(faults)) == ssize_t(sizeof(faults));
+      const size_t bytes = r.ids.size() * sizeof(int64_t);
+      ok = ok && ::write(fds[1], r.ids.data(), bytes) == ssize_t(bytes);
+      _exit(ok ? 0 : 4);
+    }
+    ::close(fds[1]);
+    double head[3] = {0, 0, 0};
+    long faults = 0;
+    run->ids.assign(size_t(a.queries) * a.k, -2);
+    const size_t bytes = run->ids.size() * sizeof(int64_t);
+    bool ok = ::read(fds[0], head, sizeof(head)) == ssize_t(sizeof(head)) &&
+              ::read(fds[0], &faults, sizeof(faults)) == ssize_t(sizeof(faults));
+    size_t got = 0;
+    while (ok && got < bytes) {
+      const ssize_t r = ::read(fds[0], reinterpret_cast<char*>(run->ids.data()) + got, bytes - got);
+      if (r <= 0) break;
+      got += size_t(r);
+    }
+    ::close(fds[0]);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    if (WIFSIGNALED(status)) {
+      std::printf("the run was killed by signal %d (out of memory?)\n", WTERMSIG(status));
+      return false;
+    }
+    run->open_s = head[0];
+    run->query_s = head[1];
+    run->anon = int64_t(head[2]);
+    run->major_faults = faults;
+    return ok && got == bytes && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  };
+  Run reference, limited;
+  if (!run_child("", &reference)) return 1;
+  std::printf(
+      "no limit, page cache warm: open %.2f s, %.3f ms/query, anonymous memory %.0f MB, major "
+      "faults %ld\n",
+      reference.open_s, reference.query_s * 1e3, reference.anon / 1e6, reference.major_faults);
+  const int64_t limit = reference.anon + cache;
+  const bool dropped = WriteControl("/proc/sys/vm/drop_caches", "1");
+  const std::string cgroup = "/sys/fs/cgroup/memory/hedgedb-paged-" + std::to_string(::getpid());
+  if (!std::filesystem::create_directory(cgroup) ||
+      !WriteControl(cgroup + "/memory.limit_in_bytes", std::to_string(limit))) {
+    std::printf("skipped: cannot create a cgroup-v1 memory group (%s)\n", cgroup.c_str());
+    std::filesystem::remove_all(path);
+    return 0;
+  }
+  const bool ran = run_child(cgroup, &limited);
+  const int64_t peak = ReadControl(cgroup + "/memory.max_usage_in_bytes");
+  const int64_t hits = ReadControl(cgroup + "/memory.failcnt");
+  ::rmdir(cgroup.c_str());
+  std::filesystem::remove_all(path);
+  if (!ran) return 1;
+  std::printf(
+      "limit %.0f MB (anonymous %.0f + page cache %.0f)%s: open %.2f s, %.3f ms/query (%.1fx the "
+      "warm run), answers %s, major faults %ld, cgroup peak %.0f MB, limit reached %lld times\n",
+      limit / 1e6, reference.anon / 1e6, cache / 1e6, dropped ? ", page cache dropped first" : "",
+      limited.open_s, limited.query_s * 1e3, limited.query_s / reference.query_s,
+      limited.ids == reference.ids ? "identical" : "DIFFERENT", limited.major_faults, peak / 1e6,
+      (long long)hits);
+  return limited.ids == reference.ids ? 0 : 1;
+}
+
 int RunCurve(const Args& a) {
   omp_set_num_threads(1);  // latency on one core
   if (a.db.empty() || a.collection.empty() || a.query_prefixes.empty()) {
@@ -813,10 +984,11 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(
         stderr,
-        "usage: driver_engine search|ingest|reopen|remove|filter|throughput [--n N] [--dim D] "
+        "usage: driver_engine search|ingest|reopen|remove|filter|throughput|paged [--n N] [--dim "
+        "D] "
         "[--queries Q]\n"
         "       [--k K] [--classes C (0: unclustered)] [--dir DIR] [--factories F1;F2;...]\n"
-        "       [--kind point|gaussian|mog|codes (throughput)]\n"
+        "       [--kind point|gaussian|mog|codes (throughput)] [--cache-mb MB (paged)]\n"
         "       driver_engine curve --db DB --collection NAME --queries [NAME=]PREFIX[,...]\n"
         "       [--k K] [--knobs N1,N2,... (nprobe or efSearch)] [--candidates C1,C2,...]\n"
         "       [--repeats R (timed rounds over all rows, each row's fastest reported; default "
@@ -835,6 +1007,8 @@ int main(int argc, char** argv) {
       a.query_prefixes = SplitList(v, ',');
     else if (f == "--queries")
       a.queries = std::stoi(v);
+    else if (f == "--cache-mb")
+      a.cache_mb = std::atoll(v.c_str());
     else if (f == "--repeats")
       a.repeats = std::stoi(v);
     else if (f == "--db")
@@ -868,6 +1042,7 @@ int main(int argc, char** argv) {
   if (a.mode == "filter") return RunFilter(a);
   if (a.mode == "throughput") return RunThroughput(a);
   if (a.mode == "curve") return RunCurve(a);
+  if (a.mode == "paged") return RunPaged(a);
   std::fprintf(stderr, "unknown mode %s\n", a.mode.c_str());
   return 2;
 }
