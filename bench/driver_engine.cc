@@ -707,26 +707,30 @@ int64_t ReadControl(const std::string& file) {
   return v;
 }
 
-// Resident anonymous memory of this process (RssAnon), in bytes.
-int64_t AnonymousBytes() {
-  FILE* f = std::fopen("/proc/self/status", "r");
+// A field of a cgroup-v1 memory.stat file ("rss": anonymous memory charged
+// to the group, "cache": page cache), in bytes; -1 if absent.
+int64_t MemoryStat(const std::string& cgroup, const std::string& field) {
+  FILE* f = std::fopen((cgroup + "/memory.stat").c_str(), "r");
   if (!f) return -1;
-  char line[256];
-  long long kb = -1;
-  while (std::fgets(line, sizeof(line), f)) {
-    if (std::sscanf(line, "RssAnon: %lld kB", &kb) == 1) break;
+  char name[64];
+  long long v = 0, found = -1;
+  while (std::fscanf(f, "%63s %lld", name, &v) == 2) {
+    if (field == name) {
+      found = v;
+      break;
+    }
   }
   std::fclose(f);
-  return kb < 0 ? -1 : kb * 1024;
+  return found;
 }
 
 // paged: a collection larger than the memory it may use. Builds n Gaussian
 // items; a child process opens it and runs the queries with no limit (the
-// reference answers, and the process's own anonymous memory); then, with
-// the page cache dropped, a child inside a cgroup-v1 memory limit of that
-// anonymous memory plus --cache-mb (default: half the arena's bytes) for
-// the page cache opens the collection and runs the same queries: same
-// answers, open time, ms per query, major page faults, the cgroup's peak.
+// reference answers, and the anonymous memory the work needs); then, with
+// the page cache dropped, a child in a cgroup-v1 memory group limited to
+// that plus --cache-mb (default: half the arena's bytes) for the page cache
+// opens it and runs the same queries: same answers, open time, ms per query,
+// major page faults, the group's peak and what it held at the end.
 int RunPaged(const Args& a) {
   const std::string factory = a.factories.size() == 1 ? a.factories[0] : "IVF1024,SQ8";
   const std::string path = a.dir + "/paged";
@@ -749,7 +753,8 @@ int RunPaged(const Args& a) {
   // its answers, seconds to open and per query, and anonymous memory.
   struct Run {
     double open_s = 0, query_s = 0;
-    int64_t anon = 0;
+    // Charged to the group at the end: anonymous memory, page cache.
+    int64_t anon = 0, page_cache = 0;
     long major_faults = 0;
     std::vector<int64_t> ids;
   };
@@ -783,11 +788,12 @@ int RunPaged(const Args& a) {
         }
       }
       r.query_s = Seconds(t0, Clock::now()) / a.queries;
-      r.anon = AnonymousBytes();
+      r.anon = MemoryStat(cgroup, "rss");
+      r.page_cache = MemoryStat(cgroup, "cache");
       struct rusage ru;
       ::getrusage(RUSAGE_SELF, &ru);
       r.major_faults = ru.ru_majflt;
-      const double head[3] = {r.open_s, r.query_s, double(r.anon)};
+      const double head[4] = {r.open_s, r.query_s, double(r.anon), double(r.page_cache)};
       const long faults = r.major_faults;
       bool ok = ::write(fds[1], head, sizeof(head)) == ssize_t(sizeof(head)) &&
                 ::write(fds[1], &faults, sizeof(faults)) == ssize_t(sizeof(faults));
@@ -796,7 +802,7 @@ int RunPaged(const Args& a) {
       _exit(ok ? 0 : 4);
     }
     ::close(fds[1]);
-    double head[3] = {0, 0, 0};
+    double head[4] = {0, 0, 0, 0};
     long faults = 0;
     run->ids.assign(size_t(a.queries) * a.k, -2);
     const size_t bytes = run->ids.size() * sizeof(int64_t);
@@ -818,37 +824,42 @@ int RunPaged(const Args& a) {
     run->open_s = head[0];
     run->query_s = head[1];
     run->anon = int64_t(head[2]);
+    run->page_cache = int64_t(head[3]);
     run->major_faults = faults;
     return ok && got == bytes && WIFEXITED(status) && WEXITSTATUS(status) == 0;
   };
   Run reference, limited;
-  if (!run_child("", &reference)) return 1;
-  std::printf(
-      "no limit, page cache warm: open %.2f s, %.3f ms/query, anonymous memory %.0f MB, major "
-      "faults %ld\n",
-      reference.open_s, reference.query_s * 1e3, reference.anon / 1e6, reference.major_faults);
-  const int64_t limit = reference.anon + cache;
-  const bool dropped = WriteControl("/proc/sys/vm/drop_caches", "1");
-  const std::string cgroup = "/sys/fs/cgroup/memory/hedgedb-paged-" + std::to_string(::getpid());
-  if (!std::filesystem::create_directory(cgroup) ||
-      !WriteControl(cgroup + "/memory.limit_in_bytes", std::to_string(limit))) {
-    std::printf("skipped: cannot create a cgroup-v1 memory group (%s)\n", cgroup.c_str());
+  // Each run in a memory group of its own: the reference without a limit
+  // (it measures the anonymous memory the work needs), then the limited one.
+  const std::string group = "/sys/fs/cgroup/memory/hedgedb-paged-" + std::to_string(::getpid());
+  if (!std::filesystem::create_directory(group + "-a") ||
+      !std::filesystem::create_directory(group + "-b")) {
+    std::printf("skipped: cannot create cgroup-v1 memory groups (%s-a, -b)\n", group.c_str());
     std::filesystem::remove_all(path);
     return 0;
   }
-  const bool ran = run_child(cgroup, &limited);
-  const int64_t peak = ReadControl(cgroup + "/memory.max_usage_in_bytes");
-  const int64_t hits = ReadControl(cgroup + "/memory.failcnt");
-  ::rmdir(cgroup.c_str());
+  const bool ref_ran = run_child(group + "-a", &reference);
+  ::rmdir((group + "-a").c_str());
+  if (!ref_ran) return 1;
+  std::printf("no limit: open %.2f s, %.3f ms/query, anonymous memory %.0f MB\n", reference.open_s,
+              reference.query_s * 1e3, reference.anon / 1e6);
+  const int64_t limit = reference.anon + cache;
+  const bool dropped = WriteControl("/proc/sys/vm/drop_caches", "1");  // no process maps it now
+  bool ran = WriteControl(group + "-b/memory.limit_in_bytes", std::to_string(limit));
+  ran = ran && run_child(group + "-b", &limited);
+  const int64_t peak = ReadControl(group + "-b/memory.max_usage_in_bytes");
+  const int64_t hits = ReadControl(group + "-b/memory.failcnt");
+  ::rmdir((group + "-b").c_str());
   std::filesystem::remove_all(path);
   if (!ran) return 1;
   std::printf(
-      "limit %.0f MB (anonymous %.0f + page cache %.0f)%s: open %.2f s, %.3f ms/query (%.1fx the "
-      "warm run), answers %s, major faults %ld, cgroup peak %.0f MB, limit reached %lld times\n",
+      "limit %.0f MB (anonymous %.0f + page cache %.0f)%s: open %.2f s, %.3f ms/query (%.1fx "
+      "unlimited), answers %s, major faults %ld, group peak %.0f MB, at the end anonymous %.0f MB "
+      "and page cache %.0f MB, limit reached %lld times\n",
       limit / 1e6, reference.anon / 1e6, cache / 1e6, dropped ? ", page cache dropped first" : "",
       limited.open_s, limited.query_s * 1e3, limited.query_s / reference.query_s,
       limited.ids == reference.ids ? "identical" : "DIFFERENT", limited.major_faults, peak / 1e6,
-      (long long)hits);
+      limited.anon / 1e6, limited.page_cache / 1e6, (long long)hits);
   return limited.ids == reference.ids ? 0 : 1;
 }
 

@@ -94,6 +94,12 @@ void RowArena::Append(const uint8_t* row) {
   ++rows_;
 }
 
+void RowArena::AdviseSequential(bool sequential) {
+  if (mapped_pages_ == 0) return;
+  // Advice only: a kernel that ignores it reads as it would anyway.
+  (void)::madvise(base_, mapped_pages_, sequential ? MADV_SEQUENTIAL : MADV_RANDOM);
+}
+
 Status RowArena::MapFile(int fd, uint64_t offset, int64_t rows, const std::string& path) {
   Release();
   if (rows <= 0) return Status::OK();

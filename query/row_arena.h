@@ -45,6 +45,10 @@ class RowArena {
   // the page cache holds them. Falls back to reading them into memory where
   // the file cannot be mapped. `fd` may be closed afterwards.
   Status MapFile(int fd, uint64_t offset, int64_t rows, const std::string& path);
+  // Tells the kernel how the mapped rows will be read: in order (a check of
+  // every row) or at random (rescoring a query's candidates), so that a
+  // page fault reads ahead only in the first case.
+  void AdviseSequential(bool sequential);
   // Bytes of rows backed by the file mapping (0: all in anonymous memory).
   size_t mapped_bytes() const { return mapped_bytes_; }
 
