@@ -738,13 +738,27 @@ int RunPaged(const Args& a) {
   const int64_t cache = a.cache_mb > 0 ? a.cache_mb << 20 : arena_bytes / 2;
   std::vector<float> qmean, qvar;
   {
-    GaussianData items = MakeData(a.n, a.dim, 1, a.classes);
     GaussianData queries = MakeData(a.queries, a.dim, 2, a.classes);
     qmean = std::move(queries.mean);
     qvar = std::move(queries.var);
+  }
+  // Every engine call runs in a child: this process never starts an OpenMP
+  // team, which a forked child could not use.
+  const pid_t builder = ::fork();
+  if (builder == 0) {
+    GaussianData items = MakeData(a.n, a.dim, 1, a.classes);
     auto db = FreshCollection(path, a.dim, factory);
     Ingest(db.get(), "g", items, 100000);
     Check(db->Flush(), "flush");
+    db.reset();
+    _exit(0);
+  }
+  int built = 0;
+  ::waitpid(builder, &built, 0);
+  if (!WIFEXITED(built) || WEXITSTATUS(built) != 0) {
+    std::printf("failed: building the collection\n");
+    std::filesystem::remove_all(path);
+    return 1;
   }
   std::printf("# paged: n=%lld D=%d gaussian, %s, arena %.0f MB, page cache allowed %.0f MB\n",
               (long long)a.n, a.dim, factory.c_str(), arena_bytes / 1e6, cache / 1e6);
@@ -840,7 +854,11 @@ int RunPaged(const Args& a) {
   }
   const bool ref_ran = run_child(group + "-a", &reference);
   ::rmdir((group + "-a").c_str());
-  if (!ref_ran) return 1;
+  if (!ref_ran) {
+    ::rmdir((group + "-b").c_str());
+    std::filesystem::remove_all(path);
+    return 1;
+  }
   std::printf("no limit: open %.2f s, %.3f ms/query, anonymous memory %.0f MB\n", reference.open_s,
               reference.query_s * 1e3, reference.anon / 1e6);
   const int64_t limit = reference.anon + cache;
