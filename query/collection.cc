@@ -170,12 +170,25 @@ void Collection::MarkIndexStaleLocked(const std::string& reason) {
                 "; searches score every item exactly until the next open rebuilds the index";
 }
 
-Status Collection::SyncIndexLocked(int64_t first_row, bool train) {
+Status Collection::SyncIndexLocked(int64_t first_row, bool train, const uint8_t* batch_rows,
+                                   const int64_t* batch_ids) {
   if (index_stale_) return Status::OK();
   std::vector<uint8_t> rows;
   std::vector<int64_t> ids;
   Status s;
   bool trained_now = false;
+  const int64_t end_row = int64_t(row_ids_.size());
+  if (batch_rows && index_->is_trained() && first_row == indexed_rows_) {
+    // The batch just appended: add it as the caller packed it.
+    if (end_row > first_row) s = index_->Add(batch_rows, end_row - first_row, batch_ids);
+    if (!s.ok()) {
+      MarkIndexStaleLocked(s.ToString());
+      return s;
+    }
+    indexed_rows_ = end_row;
+    unsaved_vectors_ += end_row - first_row;
+    return Status::OK();
+  }
   if (!index_->is_trained()) {
     if (!train || int64_t(live_rows_.size()) < index_->train_rows_wanted()) return Status::OK();
     GatherLiveRows(&rows, &ids, 0);
@@ -437,7 +450,10 @@ Status Collection::TrainIfDue() {
 Status Collection::ValidateItems(const IngestBatch& b) const {
   HEDGEDB_RETURN_IF_ERROR(CheckItemRows(RowShapeOf(meta_.spec), b.data));
   const size_t n = size_t(b.data.n);
-  if (b.ids) {
+  // Strictly ascending ids (the common case) are distinct without a set.
+  size_t ascending = b.ids && n > 0 ? 1 : n;
+  while (ascending < n && b.ids[ascending - 1] < b.ids[ascending]) ++ascending;
+  if (ascending < n) {
     std::unordered_set<int64_t> seen;
     seen.reserve(n);
     for (size_t i = 0; i < n; ++i) {
@@ -582,7 +598,7 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
   }
   applied_snapshot_ = store_->Snapshot();  // write_mutex_ held: exactly this batch more
   // Adds to a trained index; training waits for the next search or flush.
-  Status s = SyncIndexLocked(first_row, /*train=*/false);
+  Status s = SyncIndexLocked(first_row, /*train=*/false, rows.data(), ids.data());
   if (s.ok() && index_save_interval_ > 0 && unsaved_vectors_ >= index_save_interval_) {
     s = SaveIndexLocked();
   }

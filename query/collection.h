@@ -176,8 +176,12 @@ class Collection {
   void RetireLocked(const std::vector<int64_t>& ids);
   // Adds rows [first_row, end) to a trained index; with `train`, trains an
   // untrained one that has enough rows and adds every row. A failure marks
-  // the index stale (MarkIndexStaleLocked) and is returned.
-  Status SyncIndexLocked(int64_t first_row, bool train);
+  // the index stale (MarkIndexStaleLocked) and is returned. `batch_rows` and
+  // `batch_ids` (if not null): rows [first_row, end) and their ids as the
+  // caller packed them (all live), added from there instead of gathered
+  // from the arena.
+  Status SyncIndexLocked(int64_t first_row, bool train, const uint8_t* batch_rows = nullptr,
+                         const int64_t* batch_ids = nullptr);
   Status RebuildIndexLocked();
   Status SaveIndexLocked();
   // SaveIndexLocked where a failure must not fail the open (index_note_ says).
