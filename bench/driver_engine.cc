@@ -2,7 +2,8 @@
 // against a baseline measured in the same run:
 //   search: two-stage recall@10 of the exhaustive exact `mc` top-10 and latency,
 //           over candidate counts and FAISS knobs, vs exhaustive latency
-//   ingest: Gaussian items/s with the WAL on (sync off and on)
+//   ingest: Gaussian items/s with the WAL on (sync off and on; --sync 0 or 1
+//           runs one)
 //   reopen: open time of a large collection whose index file is loaded, vs the
 //           open time when the index file is missing and must be rebuilt
 //   remove: two-stage recall@10 against the exhaustive top-10 before and after
@@ -68,6 +69,15 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+
+// CPU seconds of this process so far, every thread (RocksDB's flushes and
+// compactions included): on a shared machine, less noisy than wall time.
+double CpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 void Check(const Status& s, const char* what) {
@@ -157,6 +167,7 @@ struct Args {
   int k = 10;
   int classes = 1000;  // 0: unclustered (every item its own centre)
   std::string kind;    // throughput: only this kind (empty: all four)
+  int sync = -1;       // ingest: Options::sync 0 or 1 only (-1: both)
   std::string dir;
   // curve: an existing database and collection, query file prefixes, and the
   // sweep (empty: the defaults of RunCurve)
@@ -328,6 +339,7 @@ int RunIngest(const Args& a) {
   std::printf("# ingest: n=%lld D=%d gaussian, batches of 10000, WAL on\n", (long long)a.n, a.dim);
   for (const std::string& factory : a.factories) {
     for (bool sync : {false, true}) {
+      if (a.sync >= 0 && sync != (a.sync != 0)) continue;
       std::string path = a.dir + "/ingest";
       Options o;
       o.sync = sync;
@@ -335,6 +347,7 @@ int RunIngest(const Args& a) {
       // Phase 1 fills the collection up to the index's training point (IVF
       // trains once, at 39 * nlist items); phase 2 is steady-state ingest.
       const int64_t warm = std::min<int64_t>(a.n / 2, 50000);
+      const double cpu0 = CpuSeconds();
       auto t0 = Clock::now();
       Ingest(db.get(), "g", items, 10000, 0, warm);
       Check(db->Flush(), "flush");  // ingest defers training to the next search or flush
@@ -342,9 +355,12 @@ int RunIngest(const Args& a) {
       t0 = Clock::now();
       Ingest(db.get(), "g", items, 10000, warm, a.n);
       double s2 = Seconds(t0, Clock::now());
+      const double cpu = CpuSeconds() - cpu0;
       std::printf(
-          "%-14s sync=%d  first %lld items (incl. index training) %.2f s; then %10.0f items/s\n",
-          factory.c_str(), int(sync), (long long)warm, s1, double(a.n - warm) / s2);
+          "%-14s sync=%d  first %lld items (incl. index training) %.2f s; then %10.0f items/s; "
+          "all %lld items %.2f s (CPU %.2f s)\n",
+          factory.c_str(), int(sync), (long long)warm, s1, double(a.n - warm) / s2, (long long)a.n,
+          s1 + s2, cpu);
       db.reset();
       std::filesystem::remove_all(path);
     }
@@ -1018,6 +1034,7 @@ int main(int argc, char** argv) {
         "[--queries Q]\n"
         "       [--k K] [--classes C (0: unclustered)] [--dir DIR] [--factories F1;F2;...]\n"
         "       [--kind point|gaussian|mog|codes (throughput)] [--cache-mb MB (paged)]\n"
+        "       [--sync 0|1 (ingest; default both)]\n"
         "       driver_engine curve --db DB --collection NAME --queries [NAME=]PREFIX[,...]\n"
         "       [--k K] [--knobs N1,N2,... (nprobe or efSearch)] [--candidates C1,C2,...]\n"
         "       [--repeats R (timed rounds over all rows, each row's fastest reported; default "
@@ -1056,6 +1073,8 @@ int main(int argc, char** argv) {
       a.dir = v;
     else if (f == "--kind")
       a.kind = v;
+    else if (f == "--sync")
+      a.sync = std::stoi(v);
     else if (f == "--factories") {
       a.factories = SplitList(v, ';');
     } else {

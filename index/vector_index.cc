@@ -4,8 +4,10 @@
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexIDMap.h>
 #include <faiss/IndexIVF.h>
+#include <faiss/IndexIVFFlat.h>
 #include <faiss/IndexIVFPQ.h>
 #include <faiss/IndexPQ.h>
+#include <faiss/IndexScalarQuantizer.h>
 #include <faiss/impl/IDSelector.h>
 #include <faiss/index_factory.h>
 #include <omp.h>
@@ -19,9 +21,27 @@
 
 #include "common/row_layout.h"
 #include "index/faiss_helpers.h"
+#include "index/nearest_centroid.h"
 
 namespace hedgedb {
 namespace index {
+namespace {
+
+// An IVF whose add_with_ids is the quantizer's assignment then add_core
+// (FAISS 1.7.3; not the fast-scan or dedup kinds, which lay their lists out
+// otherwise), over a flat L2 quantizer: its lists can be assigned by
+// NearestCentroids.
+faiss::IndexIVF* PlainIvfOverFlatL2(faiss::Index* index) {
+  if (!FlatL2Quantizer(index)) return nullptr;
+  const std::type_info& type = typeid(*index);
+  if (type != typeid(faiss::IndexIVFFlat) && type != typeid(faiss::IndexIVFPQ) &&
+      type != typeid(faiss::IndexIVFScalarQuantizer)) {
+    return nullptr;
+  }
+  return static_cast<faiss::IndexIVF*>(index);
+}
+
+}  // namespace
 
 Status VectorIndex::Build() {
   std::unique_ptr<faiss::Index> inner(
@@ -114,12 +134,21 @@ void VectorIndex::CoarseQueries(const float* queries, int64_t nq, std::vector<fl
 Status VectorIndex::Train(const void* rows, int64_t n) {
   std::vector<float> x;
   CoarseVectors(rows, n, &x);
+  // k-means over a flat L2 quantizer assigns its points as an add does.
+  auto* ivf = dynamic_cast<faiss::IndexIVF*>(index_.get());
+  NearestCentroidIndex assigner(coarse_dim_);
+  const bool fast_kmeans = ivf && ivf->quantizer_trains_alone == 0 && !ivf->clustering_index &&
+                           dynamic_cast<const faiss::IndexFlat*>(ivf->quantizer) &&
+                           ivf->quantizer->metric_type == faiss::METRIC_L2;
+  if (fast_kmeans) ivf->clustering_index = &assigner;
+  Status s;
   try {
     index_->train(n, x.data());
   } catch (const std::exception& e) {
-    return FromFaiss(e, "training index '" + factory_ + "'");
+    s = FromFaiss(e, "training index '" + factory_ + "'");
   }
-  return Status::OK();
+  if (fast_kmeans) ivf->clustering_index = nullptr;
+  return s;
 }
 
 Status VectorIndex::AddRows(const void* rows, int64_t n, const int64_t* ids) {
@@ -132,7 +161,15 @@ Status VectorIndex::AddRows(const void* rows, int64_t n, const int64_t* ids) {
   const int saved_threads = omp_get_max_threads();
   if (dynamic_cast<faiss::IndexIVF*>(Innermost(index_.get()))) omp_set_num_threads(1);
   try {
-    index_->add_with_ids(n, x.data(), ids);
+    if (faiss::IndexIVF* ivf = PlainIvfOverFlatL2(index_.get())) {
+      const faiss::IndexFlat* quantizer = FlatL2Quantizer(ivf);
+      std::vector<faiss::Index::idx_t> lists(static_cast<size_t>(n));
+      NearestCentroids(x.data(), n, quantizer->get_xb(), quantizer->ntotal, coarse_dim_,
+                       lists.data(), nullptr);
+      ivf->add_core(n, x.data(), ids, lists.data());
+    } else {
+      index_->add_with_ids(n, x.data(), ids);
+    }
     omp_set_num_threads(saved_threads);
   } catch (const std::exception& e) {
     omp_set_num_threads(saved_threads);

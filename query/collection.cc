@@ -170,12 +170,25 @@ void Collection::MarkIndexStaleLocked(const std::string& reason) {
                 "; searches score every item exactly until the next open rebuilds the index";
 }
 
-Status Collection::SyncIndexLocked(int64_t first_row, bool train) {
+Status Collection::SyncIndexLocked(int64_t first_row, bool train, const uint8_t* batch_rows,
+                                   const int64_t* batch_ids) {
   if (index_stale_) return Status::OK();
   std::vector<uint8_t> rows;
   std::vector<int64_t> ids;
   Status s;
   bool trained_now = false;
+  const int64_t end_row = int64_t(row_ids_.size());
+  if (batch_rows && index_->is_trained() && first_row == indexed_rows_) {
+    // The batch just appended: add it as the caller packed it.
+    if (end_row > first_row) s = index_->Add(batch_rows, end_row - first_row, batch_ids);
+    if (!s.ok()) {
+      MarkIndexStaleLocked(s.ToString());
+      return s;
+    }
+    indexed_rows_ = end_row;
+    unsaved_vectors_ += end_row - first_row;
+    return Status::OK();
+  }
   if (!index_->is_trained()) {
     if (!train || int64_t(live_rows_.size()) < index_->train_rows_wanted()) return Status::OK();
     GatherLiveRows(&rows, &ids, 0);
@@ -437,7 +450,10 @@ Status Collection::TrainIfDue() {
 Status Collection::ValidateItems(const IngestBatch& b) const {
   HEDGEDB_RETURN_IF_ERROR(CheckItemRows(RowShapeOf(meta_.spec), b.data));
   const size_t n = size_t(b.data.n);
-  if (b.ids) {
+  // Strictly ascending ids (the common case) are distinct without a set.
+  size_t ascending = b.ids && n > 0 ? 1 : n;
+  while (ascending < n && b.ids[ascending - 1] < b.ids[ascending]) ++ascending;
+  if (ascending < n) {
     std::unordered_set<int64_t> seen;
     seen.reserve(n);
     for (size_t i = 0; i < n; ++i) {
@@ -560,7 +576,7 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
   // Replaced ids are deleted and written in the one batch: old or new,
   // never both or neither.
   HEDGEDB_RETURN_IF_ERROR(
-      store_->Commit(next, writes, replaced, batch.token.empty() ? nullptr : &token));
+      CommitWrite(next, writes, replaced, batch.token.empty() ? nullptr : &token));
 
   // Durable from here on: the call succeeds whatever the index does.
   std::unique_lock<RwMutex> lock(state_mutex_);
@@ -580,9 +596,9 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
               next.sequence);
     if (payload_index_ && batch.payloads) payload_index_->Add(first_row + i, batch.payloads[i]);
   }
-  applied_snapshot_ = store_->Snapshot();  // write_mutex_ held: exactly this batch more
+  WriteAppliedLocked();
   // Adds to a trained index; training waits for the next search or flush.
-  Status s = SyncIndexLocked(first_row, /*train=*/false);
+  Status s = SyncIndexLocked(first_row, /*train=*/false, rows.data(), ids.data());
   if (s.ok() && index_save_interval_ > 0 && unsaved_vectors_ >= index_save_interval_) {
     s = SaveIndexLocked();
   }
@@ -607,10 +623,14 @@ Status Collection::Get(const int64_t* ids, size_t n, std::vector<Record>* record
   std::shared_ptr<const rocksdb::Snapshot> snapshot;
   {
     std::shared_lock<RwMutex> lock(state_mutex_);
-    meta = meta_;
     // The store as memory shows it: a batch committed but not applied yet
     // (an upsert's new payload, a removal's deleted one) is not in it.
-    snapshot = applied_snapshot_;
+    while (!AppliedSnapshotLocked(&snapshot)) {
+      lock.unlock();
+      WaitForWrite();
+      lock.lock();
+    }
+    meta = meta_;
     for (size_t i = 0; i < n; ++i) {
       Record& rec = (*records)[i];
       rec.id = ids[i];
@@ -661,7 +681,7 @@ Status Collection::Remove(const int64_t* ids, size_t n, int64_t* removed) {
   }
   storage::CollectionMeta next = meta_;
   next.sequence += 1;
-  HEDGEDB_RETURN_IF_ERROR(store_->Commit(next, {}, unique));
+  HEDGEDB_RETURN_IF_ERROR(CommitWrite(next, {}, unique, nullptr));
 
   // Durable from here on: the call succeeds whatever the index does.
   std::unique_lock<RwMutex> lock(state_mutex_);
@@ -669,9 +689,57 @@ Status Collection::Remove(const int64_t* ids, size_t n, int64_t* removed) {
   meta_.sequence = next.sequence;
   meta_.max_id = next.max_id;
   RetireLocked(unique);
-  applied_snapshot_ = store_->Snapshot();  // write_mutex_ held: exactly this batch more
+  WriteAppliedLocked();
   if (removed) *removed = int64_t(unique.size());
   return Status::OK();
+}
+
+Status Collection::CommitWrite(const storage::CollectionMeta& next,
+                               const std::vector<storage::RecordWrite>& puts,
+                               const std::vector<int64_t>& deletes,
+                               const storage::BatchToken* token) {
+  {
+    std::lock_guard<std::mutex> guard(snapshot_mutex_);
+    // Reads that needed the snapshot during the last write: take it while
+    // the store still holds what memory shows, for the reads that come
+    // before this write is applied.
+    if (snapshot_wanted_ && !applied_snapshot_) applied_snapshot_ = store_->Snapshot();
+    committing_ = true;
+  }
+  Status s = store_->Commit(next, puts, deletes, token);
+  if (!s.ok()) {
+    std::lock_guard<std::mutex> guard(snapshot_mutex_);
+    committing_ = false;
+  }
+  return s;
+}
+
+void Collection::WriteAppliedLocked() {
+  std::lock_guard<std::mutex> guard(snapshot_mutex_);
+  applied_snapshot_.reset();
+  committing_ = false;
+  // The next write takes a snapshot before its commit only if reads needed
+  // one during this write.
+  snapshot_wanted_ = snapshot_used_;
+  snapshot_used_ = false;
+}
+
+bool Collection::AppliedSnapshotLocked(std::shared_ptr<const rocksdb::Snapshot>* snapshot) {
+  std::lock_guard<std::mutex> guard(snapshot_mutex_);
+  snapshot_used_ = true;
+  snapshot_wanted_ = true;
+  // Without a commit in flight the store holds exactly what memory shows
+  // (the state lock keeps applies out; a write marks itself committing
+  // under snapshot_mutex_ before it commits).
+  if (!applied_snapshot_ && committing_) return false;
+  if (!applied_snapshot_) applied_snapshot_ = store_->Snapshot();
+  *snapshot = applied_snapshot_;
+  return true;
+}
+
+void Collection::WaitForWrite() {
+  // A write holds write_mutex_ from before its commit until it is applied.
+  std::lock_guard<std::mutex> wait(write_mutex_);
 }
 
 void Collection::RetireLocked(const std::vector<int64_t>& ids) {
@@ -1222,12 +1290,16 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
 
   if (!options.exhaustive) HEDGEDB_RETURN_IF_ERROR(TrainIfDue());
   std::shared_lock<RwMutex> lock(state_mutex_, std::defer_lock);
+  // with_payload: the store as memory shows it (see Get).
+  std::shared_ptr<const rocksdb::Snapshot> snapshot;
   while (true) {
     if (!filter.payload.empty()) HEDGEDB_RETURN_IF_ERROR(EnsurePayloadIndex());
     lock.lock();
     // A reader's catch-up may have dropped the payload index meanwhile.
-    if (filter.payload.empty() || payload_index_) break;
+    const bool payload_index_ready = filter.payload.empty() || payload_index_;
+    if (payload_index_ready && (!options.with_payload || AppliedSnapshotLocked(&snapshot))) break;
     lock.unlock();
+    if (payload_index_ready) WaitForWrite();
   }
   auto map = calibrations_.find(plan.params.score);
   if (map != calibrations_.end()) plan.map = &map->second;
@@ -1307,7 +1379,6 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
   // Payloads come from the record store: read them without holding the lock
   // that writers need, as of the store that memory shows (see Get).
   const storage::CollectionMeta meta = meta_;
-  const std::shared_ptr<const rocksdb::Snapshot> snapshot = applied_snapshot_;
   lock.unlock();
   for (SearchResult& result : *results) {
     for (SearchHit& hit : result.hits) {

@@ -176,8 +176,12 @@ class Collection {
   void RetireLocked(const std::vector<int64_t>& ids);
   // Adds rows [first_row, end) to a trained index; with `train`, trains an
   // untrained one that has enough rows and adds every row. A failure marks
-  // the index stale (MarkIndexStaleLocked) and is returned.
-  Status SyncIndexLocked(int64_t first_row, bool train);
+  // the index stale (MarkIndexStaleLocked) and is returned. `batch_rows` and
+  // `batch_ids` (if not null): rows [first_row, end) and their ids as the
+  // caller packed them (all live), added from there instead of gathered
+  // from the arena.
+  Status SyncIndexLocked(int64_t first_row, bool train, const uint8_t* batch_rows = nullptr,
+                         const int64_t* batch_ids = nullptr);
   Status RebuildIndexLocked();
   Status SaveIndexLocked();
   // SaveIndexLocked where a failure must not fail the open (index_note_ says).
@@ -194,6 +198,20 @@ class Collection {
                     IngestResult* result);
   void GatherLiveRows(std::vector<uint8_t>* rows, std::vector<int64_t>* ids,
                       int64_t first_row) const;
+  // Commits a write (write_mutex_ held; the state lock not held, so that
+  // searches go on meanwhile), as RecordStore::Commit.
+  Status CommitWrite(const storage::CollectionMeta& next,
+                     const std::vector<storage::RecordWrite>& puts,
+                     const std::vector<int64_t>& deletes, const storage::BatchToken* token);
+  // After a committed write is applied to memory (state lock held
+  // exclusively): the applied snapshot is dropped.
+  void WriteAppliedLocked();
+  // The store as memory shows it (state lock held, shared): the cached
+  // applied snapshot, or one taken now. false while a write is between its
+  // commit and its apply and no snapshot was taken before its commit: then
+  // release the lock, WaitForWrite and try again.
+  bool AppliedSnapshotLocked(std::shared_ptr<const rocksdb::Snapshot>* snapshot);
+  void WaitForWrite();
 
   storage::RecordStore* const store_;
   storage::CollectionMeta meta_;
@@ -230,10 +248,19 @@ class Collection {
   std::map<ScoreType, calibration::CalibrationMap> calibrations_;
   std::string calibration_note_;
   // The record store as of the last write applied to memory, so that Get
-  // and Search read payloads that belong to the vectors they return
-  // (guarded by state_mutex_; null for a reader, whose view changes only in
-  // CatchUp).
+  // and Search read payloads that belong to the vectors they return. Taken
+  // only while reads need it (AppliedSnapshotLocked; before a write's commit
+  // if reads needed it during the previous write) and dropped when a write
+  // is applied: RocksDB rewrites its bottommost table files once a released
+  // snapshot was older than them, so a snapshot per batch made ingest write
+  // every record twice more (bench/RESULTS.md, Ingest). Null for a reader,
+  // whose view changes only in CatchUp. These four are guarded by
+  // snapshot_mutex_ (Open: by the exclusive state lock).
+  std::mutex snapshot_mutex_;
   std::shared_ptr<const rocksdb::Snapshot> applied_snapshot_;
+  bool committing_ = false;       // a write is between its commit and its apply
+  bool snapshot_wanted_ = false;  // take applied_snapshot_ before the next commit
+  bool snapshot_used_ = false;    // a read needed applied_snapshot_ since the last apply
   // The payloads' top-level fields, built at the first search that filters
   // on them, then kept current by Ingest (guarded by state_mutex_).
   std::unique_ptr<PayloadFieldIndex> payload_index_;

@@ -156,6 +156,14 @@ static int64_t IdFromKey(std::string_view key) {
 
 std::string RecordStore::EncodeRecord(uint64_t sequence, const RecordWrite& w, size_t row_bytes) {
   std::string v;
+  EncodeRecord(sequence, w, row_bytes, &v);
+  return v;
+}
+
+void RecordStore::EncodeRecord(uint64_t sequence, const RecordWrite& w, size_t row_bytes,
+                               std::string* out) {
+  std::string& v = *out;
+  v.clear();
   v.reserve(kRecordHeaderBytes + row_bytes + kCrcBytes);
   v.push_back(char(kRecordFormatVersion));
   v.push_back(char(w.has_label ? 1 : 0));
@@ -170,7 +178,6 @@ std::string RecordStore::EncodeRecord(uint64_t sequence, const RecordWrite& w, s
   v.append(static_cast<const char*>(w.row), row_bytes);
   uint32_t crc = Crc32c(v.data(), v.size());
   PutFixed<uint32_t>(&v, crc);
-  return v;
 }
 
 Status RecordStore::DecodeRecord(std::string_view key, std::string_view value, size_t row_bytes,
@@ -595,7 +602,16 @@ Status RecordStore::DropCollection(const CollectionMeta& meta) {
 
 Status RecordStore::Commit(const CollectionMeta& meta, const std::vector<RecordWrite>& puts,
                            const std::vector<int64_t>& deletes, const BatchToken* token) {
-  rocksdb::WriteBatch batch;
+  const size_t row_bytes = ItemRowBytes(meta.spec);
+  // The batch's size, about (tag, family, lengths, key, value per put), so
+  // that it is allocated once.
+  constexpr size_t kPerPut = 32;
+  size_t reserve = 1024 + deletes.size() * 2 * kPerPut;
+  for (const RecordWrite& w : puts) {
+    reserve += kPerPut + kRecordHeaderBytes + row_bytes + kCrcBytes;
+    if (w.payload) reserve += kPerPut + 1 + w.payload->size() + kCrcBytes;
+  }
+  rocksdb::WriteBatch batch(reserve);
   if (token) {
     nlohmann::json j = {{"sequence", token->sequence},
                         {"count", token->count},
@@ -610,11 +626,11 @@ Status RecordStore::Commit(const CollectionMeta& meta, const std::vector<RecordW
     HEDGEDB_RETURN_IF_ERROR(FromRocks(batch.Delete(records_cf_, key), "batching"));
     HEDGEDB_RETURN_IF_ERROR(FromRocks(batch.Delete(payload_cf_, key), "batching"));
   }
-  const size_t row_bytes = ItemRowBytes(meta.spec);
+  std::string value;  // one buffer for every record
   for (const RecordWrite& w : puts) {
     std::string key = RecordKey(meta.id, w.id);
-    HEDGEDB_RETURN_IF_ERROR(FromRocks(
-        batch.Put(records_cf_, key, EncodeRecord(meta.sequence, w, row_bytes)), "batching"));
+    EncodeRecord(meta.sequence, w, row_bytes, &value);
+    HEDGEDB_RETURN_IF_ERROR(FromRocks(batch.Put(records_cf_, key, value), "batching"));
     if (w.payload) {
       HEDGEDB_RETURN_IF_ERROR(
           FromRocks(batch.Put(payload_cf_, key, EncodePayload(*w.payload)), "batching"));

@@ -204,6 +204,9 @@ class RecordStore {
   // Encoding, exposed for tests that corrupt records on purpose.
   static std::string RecordKey(uint32_t collection_id, int64_t id);
   static std::string EncodeRecord(uint64_t sequence, const RecordWrite& w, size_t row_bytes);
+  // The same into `out` (replacing its contents; its capacity is reused).
+  static void EncodeRecord(uint64_t sequence, const RecordWrite& w, size_t row_bytes,
+                           std::string* out);
   static Status DecodeRecord(std::string_view key, std::string_view value, size_t row_bytes,
                              StoredRecord* record);
   // Raw access to the records column family (tests only).
