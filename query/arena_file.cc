@@ -150,12 +150,17 @@ Status LoadArenaSnapshot(const std::string& path, uint64_t binding, size_t row_b
                               std::to_string(file_size) + " bytes for " + std::to_string(rows) +
                               " rows)");
   }
-  std::string table_bytes(rows * kTableBytesPerRow, '\0');
+  // The tables and the zeros after them, up to the rows (under 64 KiB more).
+  std::string table_bytes(rows_offset - kArenaHeaderBytes, '\0');
   if (!ReadFullyAt(fd, table_bytes.data(), table_bytes.size(), kArenaHeaderBytes)) {
     return Status::IOError("cannot read " + what);
   }
-  if (Crc32c(table_bytes.data(), table_bytes.size()) != tables_crc) {
+  const size_t tables_size = rows * kTableBytesPerRow;
+  if (Crc32c(table_bytes.data(), tables_size) != tables_crc) {
     return Status::Corruption(what + " fails its checksum (tables)");
+  }
+  if (table_bytes.find_first_not_of('\0', tables_size) != std::string::npos) {
+    return Status::Corruption(what + " has bytes where its padding must be zeros");
   }
   const char* t = table_bytes.data();
   t = GetArray(t, rows, &tables->ids);
@@ -163,7 +168,7 @@ Status LoadArenaSnapshot(const std::string& path, uint64_t binding, size_t row_b
   t = GetArray(t, rows, &tables->labels);
   GetArray(t, rows, &tables->flags);
   for (uint64_t r = 0; r < rows; ++r) {
-    if ((r > 0 && tables->ids[r] <= tables->ids[r - 1]) || tables->sequences[r] > sequence ||
+    if (tables->sequences[r] == 0 || tables->sequences[r] > sequence ||
         (tables->flags[r] & ~kArenaHasLabel) != 0) {
       ClearTables(tables);
       return Status::Corruption(what + " holds an invalid entry at row " + std::to_string(r));

@@ -7,7 +7,7 @@
 //     magic "HEDGEARN", version u32, row bytes u32, sequence u64, binding
 //     u64, rows u64, rows offset u64, tables crc u32, rows crc u32,
 //     header crc u32 (CRC32C of the header from version to rows crc)
-//   tables, right after the header: ids i64[rows] (ascending), sequences
+//   tables, right after the header: ids i64[rows] (in the arena's order), sequences
 //     u64[rows], labels i64[rows], flags u8[rows] (bit 1: has a label)
 //   zeros up to the rows offset (a multiple of kArenaRowsAlignment)
 //   rows: rows x row bytes; the file ends there.

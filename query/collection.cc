@@ -43,6 +43,13 @@ constexpr int kMaxFilteredEfSearch = 1 << 14;
 constexpr double kGraphPostFilterFraction = 0.25;
 constexpr int64_t kExactFilterRowsGraph = 16384;
 
+// Capacity for `size` elements, at least doubling (a reserve per batch of
+// exactly what it needs would copy everything every batch).
+template <typename T>
+void ReserveGrowing(std::vector<T>* v, size_t size) {
+  if (v->capacity() < size) v->reserve(std::max(size, 2 * v->capacity()));
+}
+
 // Every write advances the descriptor's sequence in the same batch as its
 // records: a record past it is damage.
 Status CheckNotNewer(const storage::StoredRecord& r, const storage::CollectionMeta& meta) {
@@ -243,6 +250,9 @@ Status Collection::LoadRowsLocked(bool* from_snapshot) {
   // No snapshot, or one that is stale or damaged: the records are the truth.
   if (!s.IsNotFound() || s.message().find("stale") != std::string::npos) {
     arena_note_ = "read from the records: " + s.ToString();
+    // A writer deletes it: should writing the new one fail, a later open
+    // must not meet the old one again once the sequence numbers match it.
+    if (!read_only_) std::remove(arena_path_.c_str());
   }
   arena_source_ = "records";
   return store_->Scan(meta_, [&](const storage::StoredRecord& r) {
@@ -295,6 +305,10 @@ void Collection::NoteArenaWritten(const Status& written) {
     arena_sequence_ = meta_.sequence;
   } else {
     arena_note_ = "arena snapshot not saved: " + written.ToString();
+    // What is on disk is behind the records from now on: never leave it for
+    // a later open whose sequence number it might match.
+    std::remove(arena_path_.c_str());
+    arena_sequence_ = 0;
   }
 }
 
@@ -552,6 +566,29 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
   } else {
     if (meta_.max_id > INT64_MAX - n) return Status::InvalidArgument("id space exhausted");
     for (int64_t i = 0; i < n; ++i) ids[i] = meta_.max_id + 1 + i;
+  }
+  {
+    // Room for the batch in memory before the commit: once it is durable,
+    // applying it must not fail halfway (the arena snapshot would save a
+    // half-applied state).
+    std::unique_lock<RwMutex> lock(state_mutex_);
+    try {
+      const size_t rows = row_ids_.size() + size_t(n);
+      arena_.Reserve(int64_t(rows));
+      ReserveGrowing(&row_ids_, rows);
+      ReserveGrowing(&row_sequences_, rows);
+      ReserveGrowing(&row_labels_, rows);
+      ReserveGrowing(&row_flags_, rows);
+      ReserveGrowing(&live_rows_, live_rows_.size() + size_t(n));
+      const size_t ids = row_of_id_.size() + size_t(n);
+      if (ids > size_t(double(row_of_id_.bucket_count()) * row_of_id_.max_load_factor())) {
+        row_of_id_.reserve(std::max(ids, 2 * row_of_id_.size()));
+      }
+    } catch (const std::bad_alloc&) {
+      return Status::IOError("out of memory for " + std::to_string(n) +
+                             " more items in collection '" + meta_.spec.name +
+                             "'; nothing was written");
+    }
   }
   std::vector<storage::RecordWrite> writes(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {

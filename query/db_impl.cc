@@ -567,7 +567,9 @@ Status VerifyDB(const std::string& path, const std::string& collection, VerifyRe
 
 Status RepairDB(const std::string& path) {
   if (!IsDir(path + "/store")) return Status::NotFound("no database at " + path);
-  HEDGEDB_RETURN_IF_ERROR(storage::RecordStore::Repair(path + "/store"));
+  // The index files and arena snapshots go first: a repair that salvages
+  // only part of the store (or fails halfway) must not leave files that
+  // describe records it dropped.
   std::error_code ec;
   std::filesystem::directory_iterator it(path + "/index", ec), end;
   for (; !ec && it != end; it.increment(ec)) {
@@ -581,6 +583,7 @@ Status RepairDB(const std::string& path) {
   if (ec && ec != std::errc::no_such_file_or_directory) {
     return Status::IOError("cannot list " + path + "/index: " + ec.message());
   }
+  HEDGEDB_RETURN_IF_ERROR(storage::RecordStore::Repair(path + "/store"));
   return Status::OK();
 }
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -104,6 +105,13 @@ Status RowArena::MapFile(int fd, uint64_t offset, int64_t rows, const std::strin
   Release();
   if (rows <= 0) return Status::OK();
   const size_t bytes = size_t(rows) * row_bytes_;
+  // A page past the end of the file would fault (SIGBUS) at first touch.
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || uint64_t(st.st_size) < offset ||
+      uint64_t(st.st_size) - offset < bytes) {
+    return Status::Corruption(path + " is shorter than the " + std::to_string(rows) +
+                              " rows it should hold");
+  }
   const size_t reserved = RoundUpToPage(std::max(2 * bytes, min_reserved_bytes_));
   try {
     base_ = ReserveRange(reserved);

@@ -35,15 +35,21 @@ class RowArena {
   const uint8_t* row(int64_t r) const { return base_ + size_t(r) * row_bytes_; }
 
   // Appends one row of row_bytes() bytes. Throws std::bad_alloc when the
-  // address space or memory runs out, as a std::vector would.
+  // address space or memory runs out, as a std::vector would, unless
+  // Reserve made room for it.
   void Append(const uint8_t* row);
+  // Makes room for at least `rows` rows, so that appends up to them cannot
+  // fail (moves the rows when the reserved range is too small; a mapping is
+  // mapped again, not copied). Throws std::bad_alloc.
+  void Reserve(int64_t rows);
   // Empties the arena (and unmaps a mapped file).
   void Clear();
 
   // Replaces the content with `rows` rows read from the open file `fd` at
   // `offset` (a multiple of the page size): mapped privately, read-only, so
   // the page cache holds them. Falls back to reading them into memory where
-  // the file cannot be mapped. `fd` may be closed afterwards.
+  // the file cannot be mapped. A file shorter than offset + rows x
+  // row_bytes() is an error. `fd` may be closed afterwards.
   Status MapFile(int fd, uint64_t offset, int64_t rows, const std::string& path);
   // Tells the kernel how the mapped rows will be read: in order (a check of
   // every row) or at random (rescoring a query's candidates), so that a
@@ -53,9 +59,6 @@ class RowArena {
   size_t mapped_bytes() const { return mapped_bytes_; }
 
  private:
-  // Makes room for at least `rows` rows (moves the rows when the reserved
-  // range is too small; a mapping is mapped again, not copied).
-  void Reserve(int64_t rows);
   void Release();
 
   const size_t row_bytes_;

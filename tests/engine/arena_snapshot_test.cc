@@ -167,6 +167,37 @@ TEST(ArenaSnapshotTest, FlippedBytesAnywhereAreDetected) {
   ExpectDamageDetected("bad header", [](std::string* b) { (*b)[0] = 'X'; });
 }
 
+TEST(ArenaSnapshotTest, UpsertsAndIdsOutOfOrderKeepTheSnapshot) {
+  TempDir dir;
+  const CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 16, "Flat");
+  Answers before;
+  {
+    auto db = OpenDb(dir.path());
+    Fill(db.get(), spec);
+    // Ids in no order, and an upsert: the arena's rows are not in id order.
+    Batch later = RandomBatch(spec, 3, 0, 5);
+    later.ids = {900, 800, 850};
+    ASSERT_TRUE(db->Ingest("c", later.ingest(), nullptr).ok());
+    Batch replaced = RandomBatch(spec, 2, 0, 6);
+    replaced.ids = {3, 1};
+    IngestBatch upsert = replaced.ingest();
+    upsert.upsert = true;
+    ASSERT_TRUE(db->Ingest("c", upsert, nullptr).ok());
+    before = Ask(db.get(), spec, {0, 1, 3, 800, 850, 900});
+  }
+  auto db = OpenDb(dir.path());
+  const CollectionStats st = StatsOf(db.get(), "c");
+  EXPECT_EQ(st.arena_source, "snapshot") << st.arena_note;
+  EXPECT_EQ(st.items, 701);
+  EXPECT_TRUE(Ask(db.get(), spec, {0, 1, 3, 800, 850, 900}) == before);
+}
+
+TEST(ArenaSnapshotTest, NonZeroPaddingIsDetected) {
+  // The header is 60 bytes, the tables 25 per row: byte 65,000 is padding
+  // before the rows at 64 KiB (698 rows x 25 = 17,450 bytes of tables).
+  ExpectDamageDetected("padding", [](std::string* b) { (*b)[65000] = 1; });
+}
+
 TEST(ArenaSnapshotTest, TruncatedOrLongerFileIsDetected) {
   ExpectDamageDetected("truncated", [](std::string* b) { b->pop_back(); });
   ExpectDamageDetected("truncated", [](std::string* b) { b->push_back('\0'); });
