@@ -457,6 +457,11 @@ TEST_P(CliKindTest, CreateIngestSearchGetRemoveStatsListDrop) {
        {"sequence", "index_sequence", "index_vectors", "index_trained", "index_description"}) {
     EXPECT_TRUE(j.contains(field)) << field;
   }
+  // Every command before this one closed the database, which saved the arena
+  // snapshot: this open mapped it.
+  EXPECT_EQ(j["arena_source"], "snapshot") << j.dump();
+  EXPECT_GT(j["arena_mapped_bytes"].get<int64_t>(), 0);
+  EXPECT_FALSE(j.contains("arena_note")) << j.dump();
   Create("other", K::kPoint);
   j = Ok({"list", "--db", db_}).Json();
   auto names = j["collections"].get<std::vector<std::string>>();
