@@ -110,6 +110,7 @@ class DBImpl : public DB {
     so.create_if_missing = options_.create_if_missing;
     so.sync = options_.sync;
     HEDGEDB_RETURN_IF_ERROR(storage::RecordStore::Open(so, path_ + "/store", &store_));
+    RemoveUnfinishedFiles();
     HEDGEDB_RETURN_IF_ERROR(ReloadCatalog());
     return CheckForLostCollections();
   }
@@ -466,6 +467,19 @@ class DBImpl : public DB {
   }
   void Warn(const std::string& message) const {
     if (options_.on_warning) options_.on_warning(message);
+  }
+  // Temporary files of index files and arena snapshots (`<file>.tmp.<pid>`,
+  // common/file_util.h) that a writer left when it died mid-write: the store's
+  // lock is held now, so no other writer is writing them. A snapshot's can be
+  // as large as the collection's rows.
+  void RemoveUnfinishedFiles() {
+    std::error_code ec;
+    std::filesystem::directory_iterator it(path_ + "/index", ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+      if (it->path().filename().string().find(".tmp.") == std::string::npos) continue;
+      std::error_code ignored;
+      std::filesystem::remove(it->path(), ignored);
+    }
   }
   // Collection ids are never reused and the index file of a collection is
   // only written after its descriptor was committed: an index file whose id

@@ -256,6 +256,23 @@ TEST(ArenaSnapshotTest, SnapshotOfAnotherCollectionIsNotUsed) {
   EXPECT_TRUE(Ask(db.get(), b, kAsked) == before);
 }
 
+TEST(ArenaSnapshotTest, UnfinishedWritesOfADeadWriterAreRemoved) {
+  TempDir dir;
+  const CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 16, "Flat");
+  { OpenDb(dir.path())->CreateCollection(spec); }
+  const std::string leftover = ArenaFile(dir.path()) + ".tmp.4242";
+  WriteBytes(leftover, std::string(1000, 'x'));
+  {
+    Options reader;
+    reader.read_only = true;  // a reader writes and deletes nothing
+    OpenDb(dir.path(), reader);
+    EXPECT_TRUE(std::filesystem::exists(leftover));
+  }
+  auto db = OpenDb(dir.path());
+  EXPECT_FALSE(std::filesystem::exists(leftover));
+  EXPECT_EQ(StatsOf(db.get(), "c").arena_source, "snapshot");
+}
+
 TEST(ArenaSnapshotTest, DropRemovesTheSnapshot) {
   TempDir dir;
   const CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 16, "Flat");
