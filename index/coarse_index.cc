@@ -201,6 +201,7 @@ class SpanIOReader : public faiss::IOReader {
   size_t operator()(void* ptr, size_t size, size_t nitems) override {
     if (size == 0 || pos_ >= bytes_.size()) return 0;
     nitems = std::min(nitems, (bytes_.size() - pos_) / size);
+    if (nitems == 0) return 0;  // FAISS reads empty arrays into a null pointer
     std::memcpy(ptr, bytes_.data() + pos_, size * nitems);
     pos_ += size * nitems;
     return nitems;

@@ -23,6 +23,7 @@ uint64_t RowsOffset(uint64_t rows) {
 
 template <typename T>
 void PutArray(std::string* out, const std::vector<T>& values) {
+  if (values.empty()) return;  // data() may be null
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   out->append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
 #else
@@ -33,6 +34,7 @@ void PutArray(std::string* out, const std::vector<T>& values) {
 template <typename T>
 const char* GetArray(const char* p, size_t n, std::vector<T>* values) {
   values->resize(n);
+  if (n == 0) return p;  // data() may be null
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   std::memcpy(values->data(), p, n * sizeof(T));
 #else
