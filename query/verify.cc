@@ -4,12 +4,16 @@
 #include <filesystem>
 #include <memory>
 #include <set>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "calibration/calibration_map.h"
 #include "common/crc32c.h"
+#include "common/row_layout.h"
 #include "index/coarse_index.h"
+#include "query/arena_file.h"
+#include "query/row_arena.h"
 
 namespace hedgedb {
 namespace query {
@@ -88,6 +92,51 @@ void VerifyIndexFile(const storage::CollectionMeta& meta, const index::CoarseInd
   summary->index_tombstones = int64_t(ids.size()) - live_in_index;
 }
 
+// The arena snapshot: one that the next open would use must hold exactly
+// the records (otherwise it would serve rows the store does not hold: a
+// problem); one that it would not use is only a note (the open reads the
+// records and writes it again).
+template <typename Digests>
+void VerifyArenaSnapshot(const std::string& db_path, const std::string& store_identity,
+                         const storage::CollectionMeta& meta, const Digests& digests,
+                         VerifyReport* report) {
+  const std::string& name = meta.spec.name;
+  const std::string path = ArenaFilePath(db_path, meta.id);
+  const size_t row_bytes = ItemRowBytes(meta.spec);
+  ArenaTables tables;
+  RowArena arena(row_bytes);
+  const Status loaded = LoadArenaSnapshot(path, IndexBinding(store_identity, meta), row_bytes,
+                                          meta.sequence, &tables, &arena);
+  if (!loaded.ok()) {
+    if (loaded.message().rfind("no arena snapshot", 0) != 0) {
+      Add(&report->notes, "arena_unused", name,
+          loaded.ToString() + "; the next open reads the records and writes it again");
+    }
+    return;
+  }
+  std::string mismatch;
+  if (tables.ids.size() != digests.size()) {
+    mismatch = "it holds " + std::to_string(tables.ids.size()) + " items, the records " +
+               std::to_string(digests.size());
+  }
+  for (size_t r = 0; r < tables.ids.size() && mismatch.empty(); ++r) {
+    const auto it = digests.find(tables.ids[r]);
+    const bool has_label = (tables.flags[r] & kArenaHasLabel) != 0;
+    if (it == digests.end()) {
+      mismatch = "item " + std::to_string(tables.ids[r]) + " has no record";
+    } else if (it->second.row_crc != Crc32c(arena.row(int64_t(r)), row_bytes) ||
+               it->second.has_label != has_label ||
+               (has_label && it->second.label != tables.labels[r])) {
+      mismatch = "item " + std::to_string(tables.ids[r]) + " differs from its record";
+    }
+  }
+  if (!mismatch.empty()) {
+    Add(&report->problems, "arena_mismatch", name,
+        "arena snapshot " + path + " would be used but " + mismatch +
+            " (delete the file: the next open reads the records)");
+  }
+}
+
 Status VerifyCollectionAt(storage::RecordStore* store, const std::string& db_path,
                           const std::string& name, VerifyReport* report) {
   // Read the index file first, then take the snapshot: a file saved
@@ -114,6 +163,14 @@ Status VerifyCollectionAt(storage::RecordStore* store, const std::string& db_pat
   summary.name = name;
   summary.sequence = meta.sequence;
   std::vector<std::pair<int64_t, uint64_t>> live;  // id, sequence of its batch
+  // What the arena snapshot must hold for each live record: CRC32C of its
+  // row, and its label (has_label, label).
+  struct RowDigest {
+    uint32_t row_crc = 0;
+    bool has_label = false;
+    int64_t label = 0;
+  };
+  std::unordered_map<int64_t, RowDigest> digests;
   RangeCollector bad_records(&report->problems, "record_corrupt", name);
   RangeCollector ahead(&report->problems, "record_ahead", name);
   RangeCollector bad_payloads(&report->problems, "payload_corrupt", name);
@@ -125,7 +182,10 @@ Status VerifyCollectionAt(storage::RecordStore* store, const std::string& db_pat
         ahead.Visit(id, newer,
                     "records written at sequence " + std::to_string(r.sequence) +
                         ", after the collection's " + std::to_string(meta.sequence));
-        if (checked.ok()) live.emplace_back(id, r.sequence);
+        if (checked.ok()) {
+          live.emplace_back(id, r.sequence);
+          digests[id] = {Crc32c(r.row.data(), r.row.size()), r.has_label, r.label};
+        }
       },
       [&](int64_t id, const Status& checked) {
         bad_payloads.Visit(id, !checked.ok(), checked.ToString());
@@ -170,6 +230,7 @@ Status VerifyCollectionAt(storage::RecordStore* store, const std::string& db_pat
       VerifyIndexFile(meta, *idx, file_sequence, live, &summary, report);
     }
   }
+  VerifyArenaSnapshot(db_path, store->identity(), meta, digests, report);
   report->collections.push_back(std::move(summary));
   return Status::OK();
 }
@@ -206,9 +267,10 @@ Status VerifyStore(storage::RecordStore* store, const std::string& db_path,
   const Status files = store->VerifyFileChecksums();
   if (!files.ok()) Add(&report->problems, "store_checksum", "", files.ToString());
 
-  std::set<std::string> index_files;
+  std::set<std::string> index_files;  // index files and arena snapshots
   for (const auto& m : metas) {
     index_files.insert(std::to_string(m.id) + ".hidx");
+    index_files.insert(std::to_string(m.id) + ".harena");
     if (!collection.empty() && m.spec.name != collection) continue;
     HEDGEDB_RETURN_IF_ERROR(VerifyCollectionAt(store, db_path, m.spec.name, report));
   }
@@ -222,6 +284,11 @@ Status VerifyStore(storage::RecordStore* store, const std::string& db_path,
       if (file.size() > 5 && file.compare(file.size() - 5, 5, ".hidx") == 0 &&
           !index_files.count(file)) {
         Add(&report->notes, "index_orphan", "", "index file " + file + " belongs to no collection");
+      }
+      if (file.size() > 7 && file.compare(file.size() - 7, 7, ".harena") == 0 &&
+          !index_files.count(file)) {
+        Add(&report->notes, "arena_orphan", "",
+            "arena snapshot " + file + " belongs to no collection");
       }
     }
   }

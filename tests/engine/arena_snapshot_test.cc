@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine_test_util.h"
+#include "storage/record_store.h"
 #include "temp_dir.h"
 
 namespace hedgedb {
@@ -271,6 +272,66 @@ TEST(ArenaSnapshotTest, UnfinishedWritesOfADeadWriterAreRemoved) {
   auto db = OpenDb(dir.path());
   EXPECT_FALSE(std::filesystem::exists(leftover));
   EXPECT_EQ(StatsOf(db.get(), "c").arena_source, "snapshot");
+}
+
+// The kinds of the findings of `list`.
+std::vector<std::string> KindsOf(const std::vector<VerifyFinding>& list) {
+  std::vector<std::string> kinds;
+  for (const VerifyFinding& f : list) kinds.push_back(f.kind);
+  return kinds;
+}
+
+TEST(ArenaSnapshotTest, VerifyChecksTheSnapshotAgainstTheRecords) {
+  TempDir dir;
+  const CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 16, "Flat");
+  {
+    auto db = OpenDb(dir.path());
+    Fill(db.get(), spec);
+  }
+  VerifyReport report;
+  ASSERT_TRUE(VerifyDB(dir.path(), "", &report).ok());
+  EXPECT_TRUE(report.problems.empty());
+  EXPECT_TRUE(report.notes.empty());
+
+  // A damaged snapshot is never used: a note.
+  const std::string file = ArenaFile(dir.path());
+  const std::string good = ReadBytes(file);
+  std::string bytes = good;
+  bytes.back() ^= 0x01;
+  WriteBytes(file, bytes);
+  ASSERT_TRUE(VerifyDB(dir.path(), "", &report).ok());
+  EXPECT_TRUE(report.problems.empty());
+  EXPECT_EQ(KindsOf(report.notes), std::vector<std::string>{"arena_unused"});
+  WriteBytes(file, good);
+
+  // A record changed behind the store's back (its sequence number stays): the
+  // snapshot would be used and would serve the old row.
+  {
+    std::unique_ptr<storage::RecordStore> store;
+    ASSERT_TRUE(
+        storage::RecordStore::Open(storage::StoreOptions(), dir.path() + "/store", &store).ok());
+    std::vector<storage::CollectionMeta> metas;
+    ASSERT_TRUE(store->LoadCatalog(&metas).ok());
+    storage::StoredRecord rec;
+    bool found = false;
+    ASSERT_TRUE(store->GetRecord(metas[0], 7, &rec, &found).ok());
+    ASSERT_TRUE(found);
+    rec.row[0] ^= 0x40;
+    storage::RecordWrite w;
+    w.id = 7;
+    w.has_label = rec.has_label;
+    w.label = rec.label;
+    w.row = rec.row.data();
+    ASSERT_TRUE(store
+                    ->PutRawRecordForTest(
+                        storage::RecordStore::RecordKey(metas[0].id, 7),
+                        storage::RecordStore::EncodeRecord(rec.sequence, w, rec.row.size()))
+                    .ok());
+  }
+  ASSERT_TRUE(VerifyDB(dir.path(), "", &report).ok());
+  ASSERT_EQ(KindsOf(report.problems), std::vector<std::string>{"arena_mismatch"});
+  EXPECT_NE(report.problems[0].detail.find("item 7 differs"), std::string::npos)
+      << report.problems[0].detail;
 }
 
 TEST(ArenaSnapshotTest, DropRemovesTheSnapshot) {
