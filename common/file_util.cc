@@ -68,6 +68,10 @@ Status WriteFileAtomically(const std::string& path, const std::vector<std::strin
   return WriteParts(path, parts.data(), parts.size());
 }
 
+FdCloser::~FdCloser() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
 Status OpenRegularFile(const std::string& path, int* fd, uint64_t* size) {
   *fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (*fd < 0) {

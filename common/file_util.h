@@ -25,6 +25,18 @@ Status WriteFileAtomically(const std::string& path, const std::vector<std::strin
 Status ReadWholeFile(const std::string& path, std::string* out,
                      uint64_t max_bytes = uint64_t(1) << 40);
 
+// Closes a file descriptor at scope exit (a negative one is ignored).
+class FdCloser {
+ public:
+  explicit FdCloser(int fd) : fd_(fd) {}
+  ~FdCloser();
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
+
+ private:
+  int fd_;
+};
+
 // Opens the regular file at `path` for reading: *fd (the caller closes it)
 // and its *size. NotFound if there is no file.
 Status OpenRegularFile(const std::string& path, int* fd, uint64_t* size);

@@ -243,19 +243,6 @@ size_t ReadUpTo(int fd, void* buf, size_t n, bool* error) {
   return total;
 }
 
-class FdCloser {
- public:
-  explicit FdCloser(int fd) : fd_(fd) {}
-  ~FdCloser() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FdCloser(const FdCloser&) = delete;
-  FdCloser& operator=(const FdCloser&) = delete;
-
- private:
-  int fd_;
-};
-
 // The complete prefix (magic, version, length, padded header) numpy.save
 // writes for this dtype and shape.
 std::string BuildHeader(NpyType type, const std::vector<int64_t>& shape) {

@@ -1,7 +1,5 @@
 #include "query/arena_file.h"
 
-#include <unistd.h>
-
 #include <cstring>
 
 #include "common/coding.h"
@@ -13,6 +11,8 @@ namespace query {
 namespace {
 
 constexpr char kMagic[8] = {'H', 'E', 'D', 'G', 'E', 'A', 'R', 'N'};
+// The start of LoadArenaSnapshot's message when there is no file.
+constexpr char kNoArenaSnapshot[] = "no arena snapshot ";
 // Bytes of the tables per row: id, sequence, label, flags.
 constexpr uint64_t kTableBytesPerRow = 8 + 8 + 8 + 1;
 
@@ -43,15 +43,6 @@ const char* GetArray(const char* p, size_t n, std::vector<T>* values) {
   return p + n * sizeof(T);
 }
 
-class FileCloser {
- public:
-  explicit FileCloser(int fd) : fd_(fd) {}
-  ~FileCloser() { ::close(fd_); }
-
- private:
-  int fd_;
-};
-
 void ClearTables(ArenaTables* t) {
   t->ids.clear();
   t->sequences.clear();
@@ -60,6 +51,10 @@ void ClearTables(ArenaTables* t) {
 }
 
 }  // namespace
+
+bool IsMissingArenaSnapshot(const Status& loaded) {
+  return loaded.IsNotFound() && loaded.message().rfind(kNoArenaSnapshot, 0) == 0;
+}
 
 std::string ArenaFilePath(const std::string& db_path, uint32_t collection_id) {
   return db_path + "/index/" + std::to_string(collection_id) + ".harena";
@@ -109,9 +104,9 @@ Status LoadArenaSnapshot(const std::string& path, uint64_t binding, size_t row_b
   int fd = -1;
   uint64_t file_size = 0;
   const Status opened = OpenRegularFile(path, &fd, &file_size);
-  if (opened.IsNotFound()) return Status::NotFound("no arena snapshot " + path);
+  if (opened.IsNotFound()) return Status::NotFound(kNoArenaSnapshot + path);
   HEDGEDB_RETURN_IF_ERROR(opened);
-  FileCloser closer(fd);
+  FdCloser closer(fd);
   const std::string what = "arena snapshot " + path;
   char h[kArenaHeaderBytes];
   if (file_size < kArenaHeaderBytes || !ReadFullyAt(fd, h, sizeof(h), 0) ||

@@ -61,6 +61,9 @@ Status WriteArenaSnapshot(const std::string& path, uint64_t sequence, uint64_t b
 // *tables and *arena are left empty.
 Status LoadArenaSnapshot(const std::string& path, uint64_t binding, size_t row_bytes,
                          uint64_t sequence, ArenaTables* tables, RowArena* arena);
+// True if LoadArenaSnapshot returned `loaded` because there is no snapshot
+// at all (rather than one it refused).
+bool IsMissingArenaSnapshot(const Status& loaded);
 
 }  // namespace query
 }  // namespace hedgedb

@@ -248,7 +248,7 @@ Status Collection::LoadRowsLocked(bool* from_snapshot) {
     arena_.Clear();
   }
   // No snapshot, or one that is stale or damaged: the records are the truth.
-  if (!s.IsNotFound() || s.message().find("stale") != std::string::npos) {
+  if (!IsMissingArenaSnapshot(s)) {
     arena_note_ = "read from the records: " + s.ToString();
     // A writer deletes it: should writing the new one fail, a later open
     // must not meet the old one again once the sequence numbers match it.
@@ -269,7 +269,6 @@ Status Collection::Open() {
   bool from_snapshot = false;
   HEDGEDB_RETURN_IF_ERROR(LoadRowsLocked(&from_snapshot));
   HEDGEDB_RETURN_IF_ERROR(LoadCalibrationsLocked());
-  applied_snapshot_ = store_->Snapshot();
   HEDGEDB_RETURN_IF_ERROR(OpenIndexLocked());
   if (!from_snapshot && !read_only_) NoteArenaWritten(WriteArenaLocked());
   return Status::OK();

@@ -255,7 +255,7 @@ class Collection {
   // snapshot was older than them, so a snapshot per batch made ingest write
   // every record twice more (bench/RESULTS.md, Ingest). Null for a reader,
   // whose view changes only in CatchUp. These four are guarded by
-  // snapshot_mutex_ (Open: by the exclusive state lock).
+  // snapshot_mutex_.
   std::mutex snapshot_mutex_;
   std::shared_ptr<const rocksdb::Snapshot> applied_snapshot_;
   bool committing_ = false;       // a write is between its commit and its apply

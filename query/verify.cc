@@ -108,7 +108,7 @@ void VerifyArenaSnapshot(const std::string& db_path, const std::string& store_id
   const Status loaded = LoadArenaSnapshot(path, IndexBinding(store_identity, meta), row_bytes,
                                           meta.sequence, &tables, &arena);
   if (!loaded.ok()) {
-    if (loaded.message().rfind("no arena snapshot", 0) != 0) {
+    if (!IsMissingArenaSnapshot(loaded)) {
       Add(&report->notes, "arena_unused", name,
           loaded.ToString() + "; the next open reads the records and writes it again");
     }
