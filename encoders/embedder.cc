@@ -9,6 +9,10 @@
 #include "encoders/models/models.h"
 #include "hedgedb/npy.h"
 
+// OpenBLAS's thread count (SetEncoderThreads); null where the process has no
+// OpenBLAS.
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
 namespace hedgedb {
 namespace encoders {
 namespace {
@@ -126,6 +130,13 @@ Status EncoderModel::Embed(const ItemSet& set, const std::vector<int64_t>& items
 int SetEncoderThreads(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   torch::set_num_threads(threads);
+  // torch::set_num_threads sets the OpenMP team (its own loops, oneDNN) but
+  // not OpenBLAS's pthread pool, which reads OPENBLAS_NUM_THREADS or
+  // OMP_NUM_THREADS once when it loads. Two processes given the same
+  // `threads` then embed with the same thread counts whatever their
+  // environment says (a Python process and the `hedgedb` it starts agree to
+  // the bit). Weak: a LibTorch built on another BLAS has no such symbol.
+  if (openblas_set_num_threads != nullptr) openblas_set_num_threads(threads);
   return torch::get_num_threads();
 }
 

@@ -70,7 +70,8 @@ class EncoderModel {
   std::unique_ptr<Impl> impl_;
 };
 
-// Sets LibTorch's intra-op threads; threads <= 0 uses the hardware cores
+// Sets LibTorch's intra-op threads and OpenBLAS's (so that the environment
+// does not decide them); threads <= 0 uses the hardware cores
 // (torch's own default may report 1 on small machines).
 // Returns the count in use.
 int SetEncoderThreads(int threads);
