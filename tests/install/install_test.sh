@@ -61,13 +61,19 @@ fi
 # commands come from libhedgedb_cli_encoders.so, found relative to the
 # executable in the installed tree too.
 hedgedb="$work/prefix/bin/hedgedb"
+# It runs from the prefix as installed: its run path finds libhedgedb.so
+# (and the encoder module's dependencies) without LD_LIBRARY_PATH.
+env -u LD_LIBRARY_PATH "$hedgedb" --help > "$work/help.txt"
+grep -q search "$work/help.txt"
+env -u LD_LIBRARY_PATH "$hedgedb" create --db "$work/clidb" --collection c --kind point --dim 2 \
+  > "$work/create.txt"
 if LD_LIBRARY_PATH="$work/prefix/lib" ldd "$hedgedb" | grep -E 'torch|opencv' >&2; then
   echo "the installed hedgedb links the encoder stack (above)" >&2
   exit 1
 fi
 if [[ -n "$enc" ]]; then
   test -f "$work/prefix/lib/libhedgedb_cli_encoders.so"
-  LD_LIBRARY_PATH="$work/prefix/lib" "$hedgedb" train --help > "$work/train-help.txt"
+  env -u LD_LIBRARY_PATH "$hedgedb" train --help > "$work/train-help.txt"
   grep -q -- --method "$work/train-help.txt"
 fi
 cmake -S "$src/examples" -B "$work/example" -DCMAKE_PREFIX_PATH="$work/prefix" \
