@@ -1024,21 +1024,45 @@ int RunCurve(const Args& a) {
 
 }  // namespace
 
+static void PrintUsage(FILE* out) {
+  std::fprintf(
+      out,
+      "usage: driver_engine search|ingest|reopen|remove|filter|throughput|paged [--n N] [--dim "
+      "D] "
+      "[--queries Q]\n"
+      "       [--k K] [--classes C (0: unclustered)] [--dir DIR] [--factories F1;F2;...]\n"
+      "       [--kind point|gaussian|mog|codes (throughput)] [--cache-mb MB (paged)]\n"
+      "       [--sync 0|1 (ingest; default both)]\n"
+      "       driver_engine curve --db DB --collection NAME --queries [NAME=]PREFIX[,...]\n"
+      "       [--k K] [--knobs N1,N2,... (nprobe or efSearch)] [--candidates C1,C2,...]\n"
+      "       [--repeats R (timed rounds over all rows, each row's fastest reported; default "
+      "5)]\n");
+}
+
+static bool IsMode(const std::string& mode) {
+  for (const char* m :
+       {"search", "ingest", "reopen", "remove", "filter", "throughput", "curve", "paged"}) {
+    if (mode == m) return true;
+  }
+  return false;
+}
+
 int main(int argc, char** argv) {
   Args a;
-  if (argc < 2) {
-    std::fprintf(
-        stderr,
-        "usage: driver_engine search|ingest|reopen|remove|filter|throughput|paged [--n N] [--dim "
-        "D] "
-        "[--queries Q]\n"
-        "       [--k K] [--classes C (0: unclustered)] [--dir DIR] [--factories F1;F2;...]\n"
-        "       [--kind point|gaussian|mog|codes (throughput)] [--cache-mb MB (paged)]\n"
-        "       [--sync 0|1 (ingest; default both)]\n"
-        "       driver_engine curve --db DB --collection NAME --queries [NAME=]PREFIX[,...]\n"
-        "       [--k K] [--knobs N1,N2,... (nprobe or efSearch)] [--candidates C1,C2,...]\n"
-        "       [--repeats R (timed rounds over all rows, each row's fastest reported; default "
-        "5)]\n");
+  // --help anywhere prints the usage and runs nothing (a benchmark takes minutes).
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      PrintUsage(stdout);
+      return 0;
+    }
+  }
+  if (argc < 2 || !IsMode(argv[1])) {
+    if (argc >= 2) std::fprintf(stderr, "unknown mode %s\n", argv[1]);
+    PrintUsage(stderr);
+    return 2;
+  }
+  if ((argc - 2) % 2 != 0) {
+    std::fprintf(stderr, "flag %s needs a value\n", argv[argc - 1]);
     return 2;
   }
   a.mode = argv[1];
@@ -1090,7 +1114,5 @@ int main(int argc, char** argv) {
   if (a.mode == "filter") return RunFilter(a);
   if (a.mode == "throughput") return RunThroughput(a);
   if (a.mode == "curve") return RunCurve(a);
-  if (a.mode == "paged") return RunPaged(a);
-  std::fprintf(stderr, "unknown mode %s\n", a.mode.c_str());
-  return 2;
+  return RunPaged(a);  // IsMode: the last one left
 }

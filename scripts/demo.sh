@@ -4,12 +4,13 @@
 # temporary database, runs two-stage and exhaustive searches and prints the
 # results and the collection statistics.
 #
-# Usage: scripts/demo.sh [BUILD_DIR]      (default: build)
+# Usage: scripts/demo.sh [BUILD_DIR]      (default: build/ of this repository,
+#        from any working directory)
 # Environment: DEMO_N (20000), DEMO_DIM (64), DEMO_CLASSES (50), DEMO_QUERIES (8),
 #              DEMO_INDEX (IVF256,Flat), DEMO_KEEP=1 keeps the temporary directory.
 set -euo pipefail
 
-BUILD_DIR=${1:-build}
+BUILD_DIR=${1:-$(dirname "$0")/../build}
 HEDGEDB="$BUILD_DIR/bin/hedgedb"
 N=${DEMO_N:-20000}
 DIM=${DEMO_DIM:-64}

@@ -149,6 +149,9 @@ int main(int argc, char** argv) {
       "hedgedb");
   app.require_subcommand(1);
   app.fallthrough(false);
+  // The project's version (CMakeLists.txt), also the library's soname version.
+  app.set_version_flag("--version", std::string("hedgedb ") + HEDGEDB_VERSION,
+                       "Print the version and exit");
 
   hedgedb::cli::RegisterEngineCommands(app);
   hedgedb::cli::RegisterGenerateCommand(app);

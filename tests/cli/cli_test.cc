@@ -261,6 +261,11 @@ TEST_F(CliTest, HelpListsCommandsAndFlags) {
   }
 }
 
+TEST_F(CliTest, VersionPrintsTheProjectVersion) {
+  const RunResult r = Ok({"--version"});
+  EXPECT_EQ(r.out, "hedgedb " HEDGEDB_VERSION "\n");
+}
+
 TEST_F(CliTest, UsageErrorsExitWithTwo) {
   Fails({}, 2, {});
   Fails({"frobnicate"}, 2, {"frobnicate"});
