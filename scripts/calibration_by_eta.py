@@ -45,6 +45,9 @@ def read_lines(path):
                 if key not in q:
                     sys.exit(f"{path}:{number}: no '{key}' (query-image --format json over "
                              "labelled class folders gives it)")
+            if any(r.get("prob") is None for r in q["results"]):
+                sys.exit(f"{path}:{number}: a result has no 'prob': calibrate the collection "
+                         "first (hedgedb calibrate)")
             queries.append(q)
     if not queries:
         sys.exit(f"{path}: no queries")
@@ -70,8 +73,6 @@ def top_k(queries, k):
     probs, hits = [], []
     for q in queries:
         for r in q["results"][:k]:
-            if "prob" not in r or r["prob"] is None:
-                sys.exit("a result has no 'prob': calibrate the collection first")
             probs.append(r["prob"])
             hits.append(float(r.get("label") == q["label"]))
     return np.array(probs), np.array(hits)
