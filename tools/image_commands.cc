@@ -641,8 +641,9 @@ void RunQueryImage(QueryImageArgs& args, const CLI::App& cmd) {
     }
   };
   const ScoreType score = ResolveScore(spec.kind, options.search.score);
-  const std::string score_name =
-      score == ScoreType::kMc || score == ScoreType::kMatch ? "match_prob" : ScoreName(score);
+  // "raw": the score before calibration, even where it lies in [0, 1] (mc,
+  // match); `prob` is the calibrated probability a user acts on.
+  const std::string score_name = std::string("raw ") + ScoreName(score);
   encoders::QueryImagesResult summary;
   const Status s = encoders::QueryImages(
       *db, args.collection, encoder, source, options,

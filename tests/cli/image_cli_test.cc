@@ -287,7 +287,9 @@ TEST_F(ImageCliTest, IngestPngAndJpegThenQuery) {
   out = Run(Query({"--format", "table", "--k", "2", queries[0]}));
   ASSERT_EQ(out.exit_code, 0) << out.err;
   EXPECT_NE(out.out.find("query 0"), std::string::npos) << out.out;
-  EXPECT_NE(out.out.find("match_prob"), std::string::npos) << out.out;
+  // The raw score is not labelled as a probability; prob is the calibrated one.
+  EXPECT_NE(out.out.find("raw mc"), std::string::npos) << out.out;
+  EXPECT_EQ(out.out.find("match_prob"), std::string::npos) << out.out;
   EXPECT_NE(out.out.find(fs::path(queries[0]).filename().string()), std::string::npos);
   EXPECT_NE(out.out.find("1 query, mean query uncertainty"), std::string::npos) << out.out;
 
