@@ -90,7 +90,11 @@ void RunCreate(CreateArgs& args) {
   std::unique_ptr<DB> db = OpenDatabase(args.db, /*create_if_missing=*/true);
   Check(db->CreateCollection(args.spec));
   nlohmann::json out;
-  out["created"] = SpecDisplayJson(DescribeOrFail(*db, args.spec.name));
+  // The spec as stored, with the index the collection actually built (an
+  // empty --index means the kind's default, which stats names too).
+  CollectionStats stats;
+  Check(db->GetStats(args.spec.name, &stats));
+  out["created"] = SpecDisplayJson(stats.spec);
   PrintJsonLine(out);
 }
 

@@ -180,6 +180,11 @@ class CliTest : public ::testing::Test {
     const json j = Ok(args).Json();
     EXPECT_EQ(j["created"]["name"], collection);
     EXPECT_EQ(j["created"]["kind"], KindFlag(kind));
+    // The index the collection built, the kind's default when none was given
+    // (never ""), as stats names it.
+    const std::string expected_index =
+        !index.empty() ? index : (kind == K::kCodes ? "PQ" : "IVF1024,Flat");
+    EXPECT_EQ(j["created"]["index_factory"], expected_index) << j.dump();
   }
 
   // The embedding flags for `items`, written under `tag`.
