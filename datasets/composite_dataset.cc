@@ -121,7 +121,9 @@ Status FillItems(const char* name, const std::vector<int64_t>& classes, int64_t 
         return Status::InvalidArgument(
             SplitName(name) + ": class " + std::to_string(label) + " needs " +
             std::to_string(needed) + " distinct base images of label " + std::to_string(digits[p]) +
-            " but the base split has " + std::to_string(pool.size()));
+            " but the base split has " + std::to_string(pool.size()) +
+            "; ask for fewer items per class: a smaller train_total or test_total "
+            "(--train-total, --test-total), or fewer positions (--items)");
       }
       for (int64_t i = 0; i < needed; ++i) {
         const int64_t j = i + static_cast<int64_t>(rng->UniformInt(pool.size() - i));

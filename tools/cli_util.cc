@@ -209,19 +209,24 @@ void LoadedEmbeddings::Load(const EmbeddingFiles& given_files, const CollectionS
       view_.mean = mean_.data();
       view_.var = var_.data();
       break;
-    case Kind::kMog:
+    case Kind::kMog: {
       RequireFlags("mog", {{"--mean", true}, {"--var", true}, {"--weights", false}}, files,
                    for_query);
-      mean_ = ReadFloatRows(files.mean, "component means", &n, {c, d});
-      var_ = ReadFloatRows(files.var, "component variances", &n, {c, d});
+      // The component count is the collection's (create --components, default
+      // 1), which other tools choose otherwise (generate: 4): say so.
+      const std::string of = " of a " + std::to_string(c) + "-component collection" +
+                             " (create --components)";
+      mean_ = ReadFloatRows(files.mean, "component means" + of, &n, {c, d});
+      var_ = ReadFloatRows(files.var, "component variances" + of, &n, {c, d});
       convert(n, c * d);
       view_.mean = mean_.data();
       view_.var = var_.data();
       if (!files.weights.empty()) {
-        weights_ = ReadFloatRows(files.weights, "component weights", &n, {c});
+        weights_ = ReadFloatRows(files.weights, "component weights" + of, &n, {c});
         view_.weights = weights_.data();
       }
       break;
+    }
     case Kind::kCodes:
       if (for_query) {
         RequireFlags("codes", {{"--logp", true}}, files, for_query);

@@ -1111,6 +1111,12 @@ TEST_F(CliTest, GenerateWritesEveryKindWithTheDocumentedShapes) {
     for (size_t s = 0; s < 16; ++s) total += std::exp(double(v[row + s]));
     EXPECT_NEAR(total, 1.0, 1e-4);
   }
+  // generate's 2 components into a collection of another count: the error
+  // names the collection's count and the flag that sets it.
+  Ok({"create", "--db", db_, "--collection", "one", "--kind", "mog", "--dim", "5"});
+  Fails({"ingest", "--db", db_, "--collection", "one", "--mean", Path("gen_mog.mean.npy"), "--var",
+         Path("gen_mog.var.npy"), "--weights", Path("gen_mog.weights.npy")},
+        1, {"1-component collection", "create --components", "(40, 1, 5)"});
 }
 
 TEST_F(CliTest, SpreadQueriesGrowMoreUncertain) {

@@ -336,6 +336,7 @@ TEST_F(CompositeTest, RejectsBadConfigurations) {
   Status s = BuildNDigitComposites(config, train_base_, test_base_, &c);
   ASSERT_TRUE(s.IsInvalidArgument());
   EXPECT_NE(s.message().find("distinct base images"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("--train-total"), std::string::npos) << s.message();
 
   config = SmallConfig(2);
   config.corrupt_occlusion_probability = 1.5;
