@@ -214,8 +214,8 @@ void LoadedEmbeddings::Load(const EmbeddingFiles& given_files, const CollectionS
                    for_query);
       // The component count is the collection's (create --components, default
       // 1), which other tools choose otherwise (generate: 4): say so.
-      const std::string of = " of a " + std::to_string(c) + "-component collection" +
-                             " (create --components)";
+      const std::string of =
+          " of a " + std::to_string(c) + "-component collection (create --components)";
       mean_ = ReadFloatRows(files.mean, "component means" + of, &n, {c, d});
       var_ = ReadFloatRows(files.var, "component variances" + of, &n, {c, d});
       convert(n, c * d);
