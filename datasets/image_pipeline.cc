@@ -299,6 +299,10 @@ Status IngestImages(const std::string& db_path, const std::string& collection,
     }
     Report(options, "ingest", std::min(total, first + batch), total);
   }
+  if (db != nullptr && !result->created) {
+    CollectionStats stats;
+    result->calibrated = db->GetStats(collection, &stats).ok() && !stats.calibrations.empty();
+  }
   // Nothing new that could be used is no error when the rest was stored.
   if (result->ingested == 0 && result->already_present == 0) {
     return Status::InvalidArgument("none of the " + std::to_string(total) +

@@ -92,8 +92,9 @@ struct IngestImagesOptions : ImageBatchOptions {
 
 struct IngestImagesResult {
   bool created = false;  // the collection was created by this call
-  // The created collection took the model's calibration map (a collection
-  // that existed keeps its own calibration). When the model has a map that
+  // The collection has a calibration map after the call, so searches report
+  // prob: a created collection took the model's map; a collection that
+  // existed keeps its own calibration, if any. When the model has a map that
   // could not be stored, `calibration_note` says why and ingesting goes on.
   bool calibrated = false;
   std::string calibration_note;

@@ -435,10 +435,10 @@ void RunIngestImages(IngestImagesArgs& args, const CLI::App& cmd) {
   json out;
   out["collection"] = args.collection;
   out["created"] = result.created;
-  // A new collection from a model that carries a calibration map starts
-  // calibrated: searches report prob right away.
+  // Searches report prob: a new collection from a model that carries a
+  // calibration map starts calibrated; an existing one keeps its own map.
   out["calibrated"] = result.calibrated;
-  if (result.calibrated) {
+  if (result.calibrated && result.created) {
     out["calibration"] = {{"score", ScoreName(encoder.calibration.info.score)},
                           {"method", encoder.calibration.info.method},
                           {"base_rate", encoder.calibration.info.base_rate}};

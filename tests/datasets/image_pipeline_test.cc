@@ -310,6 +310,13 @@ TEST_F(ImagePipelineTest, NewCollectionStartsWithTheModelsCalibration) {
   ASSERT_TRUE(db->GetStats("c", &stats).ok());
   EXPECT_TRUE(stats.calibrations.empty());
   EXPECT_EQ(stats.items, 18);
+  // An existing collection with a map of its own: `calibrated` says so
+  // (searches report prob), though the model's map was not taken.
+  ASSERT_TRUE(db->ImportCalibration("c", calibration.map, 0).ok());
+  db.reset();
+  ASSERT_TRUE(IngestImages(db_path, "c", encoder, source, options, &result).ok());
+  EXPECT_FALSE(result.created);
+  EXPECT_TRUE(result.calibrated);
 }
 
 TEST(ImagePipelineCutoffsTest, PowersOfTwoThenK) {
