@@ -168,7 +168,14 @@ Status EvaluateRetrieval(const SimilarityRowFn& rows, int64_t num_queries,
 
   RetrievalMetrics out;
   out.recall_ks = options.recall_ks;
-  out.recall_at_k = RecallAtK(first_hit, options.recall_ks);
+  // pytorch-metric-learning's convention: a query with no other same-label
+  // item in the gallery (a "lone" query) cannot be right at any k and is left
+  // out of recall@k, as it is of MAP@R.
+  std::vector<int64_t> first_hit_with_relevant;
+  for (int64_t q = 0; q < num_queries; ++q) {
+    if (relevant[q] > 0) first_hit_with_relevant.push_back(first_hit[q]);
+  }
+  out.recall_at_k = RecallAtK(first_hit_with_relevant, options.recall_ks);
   out.num_queries = num_queries;
   double map_sum = 0.0;
   double r_precision_sum = 0.0;

@@ -55,8 +55,10 @@ struct RetrievalOptions {
 
 struct RetrievalMetrics {
   std::vector<int> recall_ks;
-  // Fraction of queries with a same-label item among the top k (all queries
-  // count; a query without any same-label gallery item is a miss).
+  // Fraction of queries with a same-label item among the top k, over the
+  // queries that have at least one same-label gallery item (R >= 1; a query
+  // without one is left out, as pytorch-metric-learning leaves out "lone"
+  // queries; 0 when no query has one).
   std::vector<double> recall_at_k;
   // MAP@R and R-precision with R = number of same-label gallery items (class
   // size - 1 under leave-one-out), averaged over the queries with R >= 1.

@@ -49,6 +49,36 @@ TEST(RetrievalTest, HandComputedSixItemExample) {
   EXPECT_DOUBLE_EQ(m.knn_accuracy, 4.0 / 6);
 }
 
+// A seventh item whose label no other item has: as pytorch-metric-learning's
+// AccuracyCalculator does, the lone query is left out of recall@k and MAP@R
+// (it cannot be right at any k), and stays in the KNN accuracy over all
+// queries. It also enters the other queries' rankings.
+TEST(RetrievalTest, LoneQueriesAreLeftOutOfRecall) {
+  const int n = 7;
+  std::vector<int64_t> labels = kLabels;
+  labels.push_back(2);
+  std::vector<float> similarity(n * n, 0.0f);
+  for (int q = 0; q < 6; ++q) {
+    for (int g = 0; g < 6; ++g) similarity[q * n + g] = kSimilarity[q * 6 + g];
+    similarity[q * n + 6] = 0.0f;  // last in every ranking of the six (ties by index)
+  }
+  for (int g = 0; g < 6; ++g) similarity[6 * n + g] = 0.5f;
+  RetrievalOptions options;
+  options.recall_ks = {1, 2, 4};
+  options.knn_k = 3;
+  RetrievalMetrics m;
+  ASSERT_TRUE(EvaluateRetrieval(similarity, labels, labels, options, &m).ok());
+  EXPECT_EQ(m.num_queries, 7);
+  EXPECT_EQ(m.num_queries_with_relevant, 6);
+  // The six-item example's figures, unchanged by the lone query.
+  EXPECT_DOUBLE_EQ(m.recall_at_k[0], 2.0 / 6);
+  EXPECT_DOUBLE_EQ(m.recall_at_k[1], 4.0 / 6);
+  EXPECT_DOUBLE_EQ(m.recall_at_k[2], 1.0);
+  EXPECT_DOUBLE_EQ(m.map_at_r, 2.0 / 6);
+  // KNN over all 7: the lone query is wrong.
+  EXPECT_DOUBLE_EQ(m.knn_accuracy, 4.0 / 7);
+}
+
 TEST(RetrievalTest, PluralityVoteBreaksTiesByNearestNeighbour) {
   RetrievalOptions options;
   options.recall_ks = {1};
