@@ -108,6 +108,9 @@ json RetrievalJson(const RetrievalMetrics& m) {
   j["r_precision"] = m.r_precision;
   j["knn_accuracy"] = m.knn_accuracy;
   j["queries"] = m.num_queries;
+  // The queries recall@k and MAP@R average over (the others have no
+  // same-label gallery item).
+  j["queries_with_relevant"] = m.num_queries_with_relevant;
   return j;
 }
 

@@ -268,6 +268,8 @@ TEST_F(EncoderCliTest, EvaluatePrintsThePapersMetrics) {
        {"recall_at_1", "recall_at_2", "recall_at_4", "recall_at_8", "map_at_r", "knn_accuracy"}) {
     EXPECT_TRUE(clean.contains(key)) << key;
   }
+  // Every class has other items here: no query is left out of recall@k.
+  EXPECT_EQ(clean["queries_with_relevant"], clean["queries"]) << clean.dump();
   EXPECT_EQ(clean["eta_calibration"]["bin_performance"].size(), 20u);
   EXPECT_TRUE(clean["eta_calibration"].contains("kendall_tau"));
   EXPECT_EQ(report["items"], 180);
