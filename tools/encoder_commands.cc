@@ -7,8 +7,12 @@
 // model's values for the flags not given and refuse a contradicting one, so
 // that the "unseen" test classes are the ones the model never saw.
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -179,6 +183,24 @@ struct TrainArgs {
   double val_fraction = 0.1;
 };
 
+// Ctrl-C during `train`: the first asks the trainer to stop after the
+// current iteration and keep the best model so far; a second one ends the
+// process at once (the default action).
+std::atomic<int> g_train_interrupts{0};
+
+void OnTrainInterrupt(int) {
+  if (g_train_interrupts.fetch_add(1) == 0) {
+    static const char kMessage[] =
+        "\nhedgedb: stopping after this iteration and keeping the best model so far "
+        "(Ctrl-C again to abort at once)\n";
+    const ssize_t ignored = ::write(2, kMessage, sizeof(kMessage) - 1);
+    (void)ignored;
+  } else {
+    std::signal(SIGINT, SIG_DFL);
+    std::raise(SIGINT);
+  }
+}
+
 void RunTrain(TrainArgs& args) {
   args.data = DataSource(args.data, args.data_flags);
   args.data.val_fraction = args.val_fraction;
@@ -194,7 +216,15 @@ void RunTrain(TrainArgs& args) {
   }
   const EncoderData data = LoadDataOrFail(args.data);
   encoders::TrainResult result;
-  Check(encoders::Train(args.train, data, &result));
+  args.train.stop_requested = [] { return g_train_interrupts.load() > 0; };
+  struct sigaction action = {};
+  action.sa_handler = OnTrainInterrupt;
+  sigemptyset(&action.sa_mask);
+  struct sigaction previous = {};
+  sigaction(SIGINT, &action, &previous);
+  const Status trained = encoders::Train(args.train, data, &result);
+  sigaction(SIGINT, &previous, nullptr);
+  Check(trained);
   json out = ModelJson(result.spec);
   out["model"] = args.train.out;
   out["data"] = data.description;
@@ -204,6 +234,10 @@ void RunTrain(TrainArgs& args) {
   out["items_per_second"] = result.items_per_second;
   out["first_loss"] = result.first_loss;
   out["last_loss"] = result.last_loss;
+  if (result.interrupted) {
+    out["interrupted"] = true;
+    out["checkpoint"] = result.checkpoint;
+  }
   if (result.validated) {
     out["best_validation_map_at_r"] = result.best_validation;
     out["best_iteration"] = result.best_iteration;
@@ -238,7 +272,10 @@ void RegisterTrain(CLI::App& app) {
       "With a validation split, the model file also carries a calibration map of search_score "
       "fitted on the validation pairs (\"calibration\" in the output), which collections "
       "created by ingest-images start with. "
-      "Progress goes to stderr; the result is one JSON line on stdout.");
+      "Progress goes to stderr, with an estimate of the run's duration after its first "
+      "iterations; the result is one JSON line on stdout. Ctrl-C stops after the current "
+      "iteration, keeps the best model so far (a last validation decides) and a checkpoint "
+      "to --resume from (\"interrupted\": true); a second Ctrl-C aborts.");
   AddDataOptions(cmd, &args->data, &args->data_flags);
   cmd->add_option("--method", args->method, encoders::MethodNamesText())->required();
   cmd->add_option("--train-occlusion", args->data.train_occlusion,
@@ -299,7 +336,12 @@ void RegisterTrain(CLI::App& app) {
                   "Iterations between validations (default: iterations / 20, >= 100)");
   cmd->add_option("--val-items", t.val_items, "Validation items scored")->capture_default_str();
   cmd->add_option("--checkpoint-every", t.checkpoint_every,
-                  "Write a checkpoint every this many iterations");
+                  "Write a checkpoint every this many iterations (kept)");
+  cmd->add_option("--checkpoint-seconds", t.checkpoint_seconds,
+                  "Write a checkpoint at least this often, so that a killed run can be resumed "
+                  "(removed when the run completes; 0: never)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--checkpoint", t.checkpoint_path, "Checkpoint path (default: OUT.ckpt)");
   cmd->add_option("--resume", t.resume, "Continue from a checkpoint");
   cmd->add_option("--progress-seconds", t.progress_seconds, "Seconds between progress lines")

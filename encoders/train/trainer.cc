@@ -332,6 +332,16 @@ Status SaveCheckpoint(const std::string& path, const Encoder& encoder,
   return Status::OK();
 }
 
+// Removes a checkpoint's files (model, state, best model); missing ones are
+// fine.
+void RemoveCheckpoint(const std::string& path) {
+  std::error_code ec;
+  for (const char* suffix : {"", ".state", ".best"}) std::filesystem::remove(path + suffix, ec);
+}
+
+// Iterations timed for the up-front estimate of the run's duration.
+constexpr int64_t kEstimateIterations = 20;
+
 Status LoadCheckpointState(const std::string& path, torch::optim::Adam* optimizer,
                            LoopState* state) {
   const std::string state_path = path + ".state";
@@ -629,6 +639,7 @@ class TrainingRun {
     r_.start_iteration = state_.iteration;
     start_ = Clock::now();
     last_progress_ = start_;
+    last_checkpoint_ = start_;
     int64_t t = state_.iteration;
     bool stop = false;
     while (t < total_ && !stop) {
@@ -636,20 +647,45 @@ class TrainingRun {
       ++t;
       const double elapsed = Seconds(start_);
       const bool out_of_time = options_.max_seconds > 0 && elapsed >= options_.max_seconds;
-      if (Seconds(last_progress_) >= options_.progress_seconds || t == total_ || out_of_time) {
+      const bool interrupted = options_.stop_requested && options_.stop_requested();
+      if (t - r_.start_iteration == std::min<int64_t>(kEstimateIterations, total_)) {
+        LogEstimate(t, elapsed);
+      }
+      if (Seconds(last_progress_) >= options_.progress_seconds || t == total_ || out_of_time ||
+          interrupted) {
         LogProgress(t, elapsed);
       }
-      if (validating_ && (t % eval_every_ == 0 || t == total_ || out_of_time)) {
+      if (validating_ && (t % eval_every_ == 0 || t == total_ || out_of_time || interrupted)) {
         HEDGEDB_RETURN_IF_ERROR(ValidateAndKeepBest(t, &stop));
       }
       if (options_.checkpoint_every > 0 && t % options_.checkpoint_every == 0) {
         HEDGEDB_RETURN_IF_ERROR(Checkpoint(t));
+      } else if (interrupted || (options_.checkpoint_seconds > 0 && t < total_ && !stop &&
+                                 Seconds(last_checkpoint_) >= options_.checkpoint_seconds)) {
+        HEDGEDB_RETURN_IF_ERROR(Checkpoint(t));
+        timed_checkpoint_ = true;
+      }
+      if (interrupted) {
+        r_.interrupted = true;
+        r_.checkpoint = checkpoint_path_;
+        log_(Tag() + " stopped on request at iteration " + std::to_string(t) + "; " +
+             (validating_ ? "the best model so far (iteration " +
+                                std::to_string(state_.best_iteration) + ") is kept"
+                          : "the model at this iteration is kept") +
+             "; --resume " + checkpoint_path_ + " continues the run");
+        break;
       }
       if (out_of_time) {
         log_(Tag() + " time budget of " + Duration(options_.max_seconds) +
              " reached at iteration " + std::to_string(t));
         break;
       }
+    }
+    // Checkpoints written only because time passed served a run that could
+    // have been killed; it completed, so they go (iteration-count ones stay,
+    // as asked, and so does the one a stop request wrote).
+    if (timed_checkpoint_ && !r_.interrupted && options_.checkpoint_every == 0) {
+      RemoveCheckpoint(checkpoint_path_);
     }
     if (window_count_ > 0) r_.loss_curve.emplace_back(t, window_sum_ / window_count_);
     r_.iterations = t;
@@ -694,6 +730,24 @@ class TrainingRun {
     ++progress_count_;
     for (const auto& [name, value] : loss.terms) progress_terms_[name] += value;
     return Status::OK();
+  }
+
+  // After the first iterations, once: how long the whole run will take at
+  // their pace, and what stops it first.
+  void LogEstimate(int64_t t, double elapsed) {
+    const double per_iteration = elapsed / std::max<int64_t>(1, t - r_.start_iteration);
+    const double all = (total_ - r_.start_iteration) * per_iteration;
+    std::string text = Tag() + " estimate at the first iterations' pace: " + Duration(all) +
+                       " for " + std::to_string(total_ - r_.start_iteration) + " iterations";
+    if (options_.max_seconds > 0 && options_.max_seconds < all) {
+      text += "; the time budget (--max-seconds) stops it after " + Duration(options_.max_seconds) +
+              ", near iteration " +
+              std::to_string(r_.start_iteration +
+                             static_cast<int64_t>(options_.max_seconds / per_iteration));
+    }
+    if (validating_) text += " (validations add to it)";
+    text += "; Ctrl-C stops early and keeps the best model so far";
+    log_(text);
   }
 
   // "iter t/total loss ... (terms) items/s ETA": the mean since the last line.
@@ -752,6 +806,7 @@ class TrainingRun {
   }
 
   Status Checkpoint(int64_t t) {
+    last_checkpoint_ = Clock::now();
     state_.iteration = t;
     HEDGEDB_RETURN_IF_ERROR(SaveCheckpoint(checkpoint_path_, encoder_, *optimizer_, state_));
     // The best model so far travels with the checkpoint, so a resumed run
@@ -846,7 +901,8 @@ class TrainingRun {
   int64_t window_ = 1;  // iterations per loss-curve point
 
   TrainResult r_;
-  Clock::time_point start_, last_progress_;
+  Clock::time_point start_, last_progress_, last_checkpoint_;
+  bool timed_checkpoint_ = false;  // a checkpoint_seconds checkpoint was written
   double step_seconds_ = 0;
   int64_t items_seen_ = 0;
   double window_sum_ = 0;

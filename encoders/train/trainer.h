@@ -99,14 +99,23 @@ struct TrainOptions {
   int64_t patience = 10;     // validations without improvement before stopping
   int64_t val_items = 1000;  // validation items scored
 
-  int64_t checkpoint_every = 0;  // 0: no checkpoints
-  std::string checkpoint_path;   // default: <out>.ckpt
-  std::string resume;            // checkpoint to continue from
-  std::string out;               // model file (required)
+  int64_t checkpoint_every = 0;  // 0: no checkpoints by iteration count
+  // A checkpoint at least this often (wall time, 0: never), so that a killed
+  // run can be resumed. These checkpoints are removed when the run completes;
+  // one written on a stop request (stop_requested) is kept.
+  double checkpoint_seconds = 600;
+  std::string checkpoint_path;  // default: <out>.ckpt
+  std::string resume;           // checkpoint to continue from
+  std::string out;              // model file (required)
 
   double progress_seconds = 5;  // progress line interval
   // Receives progress lines (default: stderr).
   std::function<void(const std::string&)> log;
+  // Polled after every iteration (e.g. set by Ctrl-C): when it returns true,
+  // training stops there as if out of time: a last validation keeps the best
+  // model so far in `out` (without validation, the current one), a
+  // checkpoint is written, and Train returns OK with TrainResult::interrupted.
+  std::function<bool()> stop_requested;
 };
 
 struct TrainResult {
@@ -122,6 +131,10 @@ struct TrainResult {
   double best_validation = 0;  // MAP@R on the validation split
   int64_t best_iteration = 0;
   bool early_stopped = false;
+  // Stopped by TrainOptions::stop_requested; `checkpoint` then names the
+  // checkpoint to --resume from.
+  bool interrupted = false;
+  std::string checkpoint;
   // With a validation split, the model file carries a calibration map fitted
   // on it (model_file.h: ModelCalibration); `calibration` describes it. A
   // fit that failed leaves calibrated false and calibration_note says why.
