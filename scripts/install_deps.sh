@@ -13,6 +13,7 @@ PACKAGES=(
   libopencv-imgcodecs-dev libopencv-imgproc-dev libmatio-dev libcairo2-dev
   dataset-fashion-mnist
   python3-pytest python3-torch python3-dev python3-numpy pybind11-dev python3-distributed
+  python3-pip python3-setuptools
 )
 PACKAGES+=("$@")
 
