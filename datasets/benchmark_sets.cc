@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "datasets/image_set.h"
+
 namespace hedgedb {
 namespace encoders {
 namespace {
@@ -184,6 +186,65 @@ bool ParseBenchmarkSplit(const std::string& name, BenchmarkSplit* split) {
     }
   }
   return false;
+}
+
+Status ReadImageFolderSet(const std::string& root, BenchmarkSplit split, ImageSource* source,
+                          int64_t class_split) {
+  *source = ImageSource();
+  ImageSource all;
+  HEDGEDB_RETURN_IF_ERROR(ListImageDirectory(root, &all));
+  if (all.size() > 0 && !all.entries.front().has_label) {
+    return Status::InvalidArgument(root +
+                                   ": a training folder needs one subfolder per class "
+                                   "(ROOT/<class>/<image>); it holds images directly");
+  }
+  // Entries are sorted by path, so a class's images are contiguous and the
+  // classes come in name order.
+  std::vector<std::string> names;
+  std::map<int64_t, std::string> name_of_label;
+  for (const ImageEntry& e : all.entries) {
+    if (!names.empty() && names.back() == e.label_name) continue;
+    names.push_back(e.label_name);
+    const auto [it, added] = name_of_label.emplace(e.label, e.label_name);
+    if (!added) {
+      return Status::InvalidArgument(root + ": the class folders '" + it->second + "' and '" +
+                                     e.label_name + "' have the same label " +
+                                     std::to_string(e.label) + "; rename one");
+    }
+  }
+  const int64_t classes = static_cast<int64_t>(names.size());
+  if (classes < 2) {
+    return Status::InvalidArgument(root + ": " + std::to_string(classes) +
+                                   " class folder; training and testing on disjoint classes "
+                                   "needs at least 2");
+  }
+  int64_t train_classes = 0;
+  HEDGEDB_RETURN_IF_ERROR(TrainClassesOf(class_split, classes / 2, classes, &train_classes));
+  int64_t index = -1;
+  std::string current;
+  for (ImageEntry& e : all.entries) {
+    if (index < 0 || e.label_name != current) {
+      ++index;
+      current = e.label_name;
+    }
+    const bool train = index < train_classes;
+    if (split == BenchmarkSplit::kAll || train == (split == BenchmarkSplit::kTrain)) {
+      source->entries.push_back(std::move(e));
+    }
+  }
+  return Status::OK();
+}
+
+bool IsBenchmarkSet(const std::string& name) {
+  return name == "cub" || name == "cars" || name == "folder";
+}
+
+Status ReadBenchmarkSet(const std::string& name, const std::string& root, BenchmarkSplit split,
+                        ImageSource* source, int64_t class_split) {
+  if (name == "cub") return ReadCub200(root, split, source, class_split);
+  if (name == "cars") return ReadCars196(root, split, source, class_split);
+  if (name == "folder") return ReadImageFolderSet(root, split, source, class_split);
+  return Status::InvalidArgument("unknown data set '" + name + "' (cub, cars or folder)");
 }
 
 Status ReadCub200(const std::string& root_dir, BenchmarkSplit split, ImageSource* source,

@@ -71,6 +71,24 @@ Status ParseCub200(const std::string& root, const CubAnnotations& files, Benchma
 Status ReadCars196(const std::string& root, BenchmarkSplit split, ImageSource* source,
                    int64_t class_split = 0);
 
+// A folder of class folders (torchvision's ImageFolder convention:
+// ROOT/<class name>/**/<image>, every image file at any depth below a class
+// folder), read for the same class-disjoint protocol: the classes in name
+// order, the first half (rounded down; at least 1) train, the rest test, or
+// classes 1..K train with class_split K. Labels and label names are those
+// `ingest-images --dir ROOT` gives (LabelOfName of the folder name); entries
+// are sorted by path; no boxes. Errors: no such directory, images directly in
+// ROOT or no class folders, fewer than 2 classes, two folder names with one
+// label (e.g. "7" and "07").
+Status ReadImageFolderSet(const std::string& root, BenchmarkSplit split, ImageSource* source,
+                          int64_t class_split = 0);
+
+// The data sets of the class-disjoint protocol by name: "cub", "cars",
+// "folder" (the part of a --data source before ':'). False for another name.
+bool IsBenchmarkSet(const std::string& name);
+Status ReadBenchmarkSet(const std::string& name, const std::string& root, BenchmarkSplit split,
+                        ImageSource* source, int64_t class_split = 0);
+
 // The last training class id: `official` for class_split 0, else
 // class_split, which must leave both sides a class (in [1, classes - 1]).
 Status TrainClassesOf(int64_t class_split, int64_t official, int64_t classes,

@@ -288,10 +288,14 @@ Status LoadBenchmarkImageData(const std::string& name, const std::string& root,
   if (options.val_fraction < 0 || options.val_fraction >= 1) {
     return Status::InvalidArgument("--val-fraction must be in [0, 1)");
   }
-  auto read = name == "cub" ? ReadCub200 : ReadCars196;
+  if (options.bbox && name == "folder") {
+    return Status::InvalidArgument("--bbox needs annotated boxes; an image folder has none");
+  }
   ImageSource train_all, test;
-  HEDGEDB_RETURN_IF_ERROR(read(root, BenchmarkSplit::kTrain, &train_all, options.class_split));
-  HEDGEDB_RETURN_IF_ERROR(read(root, BenchmarkSplit::kTest, &test, options.class_split));
+  HEDGEDB_RETURN_IF_ERROR(
+      ReadBenchmarkSet(name, root, BenchmarkSplit::kTrain, &train_all, options.class_split));
+  HEDGEDB_RETURN_IF_ERROR(
+      ReadBenchmarkSet(name, root, BenchmarkSplit::kTest, &test, options.class_split));
   // Validation: a seeded share of every training class.
   std::map<int64_t, std::vector<int64_t>> by_class;
   for (int64_t i = 0; i < train_all.size(); ++i) {
@@ -338,8 +342,10 @@ Status LoadBenchmarkImageData(const std::string& name, const std::string& root,
     data->input_mean[c] = mean;
     data->input_std[c] = std::sqrt(std::max(sum_sq / n - mean * mean, 1e-12));
   }
-  data->description = (name == "cub" ? "CUB-200-2011 " : "Cars-196 ") + std::string("(") +
-                      std::to_string(options.image_size) + " x " +
+  data->description = (name == "cub"    ? "CUB-200-2011 "
+                       : name == "cars" ? "Cars-196 "
+                                        : "image folder " + root + " ") +
+                      std::string("(") + std::to_string(options.image_size) + " x " +
                       std::to_string(options.image_size) + (options.bbox ? ", boxes" : "") + ")";
   data->has_corrupt = false;
   data->num_train_classes = static_cast<int64_t>(by_class.size());
@@ -362,8 +368,9 @@ Status LoadEncoderDataOnly(const DataOptions& options, EncoderData* data) {
     return Status::InvalidArgument(std::string(options.bbox               ? "--bbox"
                                                : options.class_split != 0 ? "--class-split"
                                                                           : "--image-size") +
-                                   " applies to cub:ROOT and cars:ROOT data only, not '" + source +
-                                   "'");
+                                   " applies to cub:ROOT, cars:ROOT and folder:ROOT data only, "
+                                   "not '" +
+                                   source + "'");
   }
   if (source == "fashion-mnist") {
     return LoadImageData(kFashionMnistDefaultDir, "fashion-mnist", options, data);
@@ -381,15 +388,15 @@ Status LoadEncoderDataOnly(const DataOptions& options, EncoderData* data) {
   if (source.rfind("features:", 0) == 0) {
     return LoadFeatureData(source.substr(9), options, data);
   }
-  for (const char* name : {"cub", "cars"}) {
+  for (const char* name : {"cub", "cars", "folder"}) {
     const std::string prefix = std::string(name) + ":";
     if (source.rfind(prefix, 0) == 0) {
       return LoadBenchmarkImageData(name, source.substr(prefix.size()), options, data);
     }
   }
   return Status::InvalidArgument("unknown data source '" + source +
-                                 "' (expected fashion-mnist, mnist, idx:DIR, cub:ROOT, cars:ROOT "
-                                 "or features:FEATS.npy,LABELS.npy)");
+                                 "' (expected fashion-mnist, mnist, idx:DIR, cub:ROOT, cars:ROOT, "
+                                 "folder:ROOT or features:FEATS.npy,LABELS.npy)");
 }
 
 // `source` with the paths it names made absolute, so that a model file

@@ -128,7 +128,8 @@ void AddSourceOptions(CLI::App* cmd, SourceArgs* args) {
   cmd->add_option("--idx", args->idx,
                   "IDX images file (MNIST layout, gzip allowed), optionally ',LABELS.idx'");
   AddDataSetFlags(cmd, &args->data,
-                  "cub:ROOT or cars:ROOT: the images of --split of a benchmark set");
+                  "cub:ROOT, cars:ROOT or folder:ROOT: the images of --split of a data set "
+                  "split by class");
   cmd->add_flag("--bbox", args->bbox,
                 "CUB/Cars: crop every image to its annotated bounding box before --fit");
   args->split_option =
@@ -147,20 +148,19 @@ void AddSourceOptions(CLI::App* cmd, SourceArgs* args) {
 ImageSource LoadSourceOrFail(const SourceArgs& args) {
   // --data cub:ROOT and --cub ROOT are one flag (tools/data_flags.h).
   const std::string data = ResolveDataSet(args.data);
-  std::string cub, cars;
-  if (data.rfind("cub:", 0) == 0) {
-    cub = data.substr(4);
-  } else if (data.rfind("cars:", 0) == 0) {
-    cars = data.substr(5);
-  }
-  if (!data.empty() && cub.empty() && cars.empty()) {
+  // A data set split by class: cub:ROOT, cars:ROOT, folder:ROOT.
+  const std::string set_name = DataSetName(data);
+  const std::string set_root = data.empty() ? "" : data.substr(set_name.size() + 1);
+  const bool benchmark =
+      !data.empty() && encoders::IsBenchmarkSet(set_name) && data.size() > set_name.size();
+  if (!data.empty() && (!benchmark || set_root.empty())) {
     UsageError(
-        "--data takes cub:ROOT or cars:ROOT here (other images: --dir, --list or --idx), "
-        "got '" +
+        "--data takes cub:ROOT, cars:ROOT or folder:ROOT here (other images: --dir, --list or "
+        "--idx), got '" +
         data + "'");
   }
-  const int given = !args.dir.empty() + !args.list.empty() + !args.idx.empty() + !cub.empty() +
-                    !cars.empty() + !args.files.empty();
+  const int given =
+      !args.dir.empty() + !args.list.empty() + !args.idx.empty() + benchmark + !args.files.empty();
   if (given != 1) {
     UsageError(args.files.empty() && given == 0
                    ? "give the images: --dir DIR, --list FILE, --idx IMAGES[,LABELS], --cub ROOT "
@@ -168,24 +168,27 @@ ImageSource LoadSourceOrFail(const SourceArgs& args) {
                    : "give the images one way only (IMAGE arguments, --dir, --list, --idx, "
                      "--cub or --cars)");
   }
-  if (cub.empty() && cars.empty()) {
+  if (!benchmark) {
     if (args.split_option != nullptr && args.split_option->count() > 0) {
-      UsageError("--split picks the classes of --cub or --cars; the other sources have none");
+      UsageError(
+          "--split picks the classes of --cub, --cars or --data folder:ROOT; the other sources "
+          "have none");
     }
-    if (args.bbox) UsageError("--bbox needs annotated boxes: only --cub and --cars have them");
     if (args.class_split != 0) {
       UsageError(
-          "--class-split splits the classes of --cub or --cars; the other sources have none");
+          "--class-split splits the classes of --cub, --cars or --data folder:ROOT; the other "
+          "sources have none");
     }
+  }
+  if (args.bbox && set_name != "cub" && set_name != "cars") {
+    UsageError("--bbox needs annotated boxes: only --cub and --cars have them");
   }
   ImageSource source;
   encoders::BenchmarkSplit split = encoders::BenchmarkSplit::kTest;
   if (!encoders::ParseBenchmarkSplit(args.split, &split))
     UsageError("unknown --split " + args.split);
-  if (!cub.empty()) {
-    Check(encoders::ReadCub200(cub, split, &source, args.class_split));
-  } else if (!cars.empty()) {
-    Check(encoders::ReadCars196(cars, split, &source, args.class_split));
+  if (benchmark) {
+    Check(encoders::ReadBenchmarkSet(set_name, set_root, split, &source, args.class_split));
   } else if (!args.dir.empty()) {
     Check(encoders::ListImageDirectory(args.dir, &source));
   } else if (!args.list.empty()) {

@@ -31,10 +31,13 @@ struct DataSettings {
   std::string image_fit;
 };
 
-// Which settings a source uses: "composites", "benchmark" (cub:/cars:) or
-// "features".
+// Which settings a source uses: "composites", "benchmark" (cub:, cars: and
+// folder:, image files read for the class-disjoint protocol) or "features".
 inline const char* DataFamily(const std::string& source) {
-  if (source.rfind("cub:", 0) == 0 || source.rfind("cars:", 0) == 0) return "benchmark";
+  if (source.rfind("cub:", 0) == 0 || source.rfind("cars:", 0) == 0 ||
+      source.rfind("folder:", 0) == 0) {
+    return "benchmark";
+  }
   if (source.rfind("features:", 0) == 0) return "features";
   return "composites";
 }

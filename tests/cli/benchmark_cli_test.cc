@@ -255,6 +255,78 @@ TEST_F(BenchmarkCliTest, HelpNamesTheBenchmarkSources) {
   const cli_testing::CliRun ingest = Run({"ingest-images", "--help"});
   EXPECT_NE(ingest.out.find("--existing"), std::string::npos) << ingest.out;
   EXPECT_NE(ingest.out.find("--class-split"), std::string::npos) << ingest.out;
+  EXPECT_NE(ingest.out.find("folder:ROOT"), std::string::npos) << ingest.out;
+}
+
+// A user's own photos: one folder per class (torchvision's ImageFolder
+// layout, images of any size, nested folders allowed). The first half of the
+// classes by name train, the rest test; train, evaluate, ingest and query
+// read the same split, and the model carries the source.
+TEST_F(BenchmarkCliTest, AFolderOfClassFoldersTrainsEvaluatesAndIngests) {
+  const std::string root = (fs::path(dir_) / "photos").string();
+  const std::vector<std::string> names = {"cat", "dog", "eel", "fox"};
+  for (size_t c = 0; c < names.size(); ++c) {
+    for (int i = 0; i < 6; ++i) {
+      const int id = static_cast<int>(c) * 6 + i + 1;
+      const std::string sub = i % 2 == 0 ? "" : "/more";  // nested: still the class's
+      Spit(root + "/" + names[c] + sub + "/img" + std::to_string(i) + ".ppm",
+           ClassImage(static_cast<int>(c) + 1, 30 + id % 9, 34 + id % 7, 4, 3, 18, id));
+    }
+  }
+  Spit(root + "/dog/notes.txt", "not an image: ignored");
+  const std::string model = (fs::path(dir_) / "photos.hdbm").string();
+  const json trained = Ok({"train",
+                           "--method",
+                           "hib",
+                           "--data",
+                           "folder:" + root,
+                           "--image-size",
+                           "16",
+                           "--arch",
+                           "mlp",
+                           "--mlp-hidden",
+                           "16",
+                           "--iterations",
+                           "10",
+                           "--batch-size",
+                           "8",
+                           "--val-fraction",
+                           "0",
+                           "--threads",
+                           "2",
+                           "--out",
+                           model});
+  EXPECT_NE(trained["data"].get<std::string>().find("image folder"), std::string::npos) << trained;
+  // evaluate needs no data flags: the model names its folder. The test split
+  // is eel and fox, 12 images.
+  const json report =
+      Ok({"evaluate", "--model", model, "--max-items", "0", "--bins", "3", "--threads", "2"});
+  EXPECT_EQ(report["retrieval"]["clean"]["queries"], 12) << report.dump();
+  EXPECT_EQ(report["retrieval"]["clean"]["queries_with_relevant"], 12) << report.dump();
+  // The test split into a collection, with the class names as labels.
+  Ok({"ingest-images", "--db", db_, "--collection", "photos", "--model", model, "--no-progress",
+      "--data", "folder:" + root, "--split", "test"});
+  EXPECT_EQ(Items("photos"), 12);
+  const json summary = Ok({"query-image", "--db", db_, "--collection", "photos", "--model", model,
+                           "--no-progress", "--k", "3", "--exclude-self", "--format", "summary",
+                           "--data", "folder:" + root, "--split", "test"});
+  EXPECT_EQ(summary["queries"], 12) << summary.dump();
+  // --class-split 3: cat, dog and eel train; fox (6 images) is the test split.
+  Ok({"ingest-images", "--db", db_, "--collection", "fox", "--model", model, "--no-progress",
+      "--data", "folder:" + root, "--split", "test", "--class-split", "3"});
+  EXPECT_EQ(Items("fox"), 6);
+  // No boxes in a folder; a flat folder has no classes; one class is too few.
+  Fails({"ingest-images", "--db", db_, "--collection", "b", "--model", model, "--data",
+         "folder:" + root, "--bbox"},
+        2, {"--bbox"});
+  Spit((fs::path(dir_) / "flat/a.ppm").string(), ClassImage(1, 20, 20, 1, 1, 8, 1));
+  Fails({"train", "--method", "hib", "--data", "folder:" + (fs::path(dir_) / "flat").string(),
+         "--out", (fs::path(dir_) / "x.hdbm").string()},
+        1, {"one subfolder per class"});
+  Spit((fs::path(dir_) / "one/cat/a.ppm").string(), ClassImage(1, 20, 20, 1, 1, 8, 1));
+  Fails({"train", "--method", "hib", "--data", "folder:" + (fs::path(dir_) / "one").string(),
+         "--out", (fs::path(dir_) / "x.hdbm").string()},
+        1, {"at least 2"});
 }
 
 }  // namespace
