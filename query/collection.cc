@@ -33,8 +33,9 @@ constexpr double kAdaptiveZ = 1.96;
 // stage-1 candidate count), score them all exactly instead of running stage
 // 1: about as fast, and exact (bench/RESULTS.md, "Filtered search").
 constexpr int64_t kExactFilterRows = 2048;
-// Filtered search: the largest HNSW efSearch stage 1 widens to.
-constexpr int kMaxFilteredEfSearch = 1 << 14;
+// Filtered and threshold search: the largest HNSW efSearch stage 1 widens
+// to, the largest a caller may ask for.
+constexpr int kMaxFilteredEfSearch = kMaxEfSearch;
 // Graph indexes (HNSW without lists): FAISS 1.7's walk with a selector
 // costs several unfiltered walks, so where at least this fraction passes,
 // stage 1 asks for 2k'/f unfiltered candidates instead, and where fewer
@@ -332,7 +333,13 @@ Status Collection::OpenIndexLocked() {
     // Its vectors of items upserted after the view are not the view's: build
     // the index from the view instead (in memory; a reader saves nothing).
     s = Status::NotFound("index file is ahead of this reader's view");
-  } else if (s.ok() && !index_->is_trained()) {
+  }
+  // An untrained file at the records' sequence is what a rebuild builds
+  // while there are too few items to train: kept as it is (below), since
+  // rewriting it would turn every read of the collection into a write.
+  bool untrained_current = false;
+  if (s.ok() && !index_->is_trained()) {
+    untrained_current = file_sequence == meta_.sequence;
     s = Status::NotFound("index file holds an untrained index");
   }
   if (s.ok()) {
@@ -363,7 +370,8 @@ Status Collection::OpenIndexLocked() {
   // Missing, unreadable, untrained, from another collection or from the
   // future: rebuild from the records, and say why.
   open_mode_ = "rebuilt";
-  if (!s.IsNotFound() || s.message().find("untrained") != std::string::npos) {
+  if (!untrained_current &&
+      (!s.IsNotFound() || s.message().find("untrained") != std::string::npos)) {
     index_note_ = "rebuilt from the records: " + s.ToString();
   }
   Status rebuilt = RebuildIndexLocked();
@@ -372,6 +380,11 @@ Status Collection::OpenIndexLocked() {
     open_mode_ = "degraded";
     HEDGEDB_RETURN_IF_ERROR(index::CoarseIndex::Create(meta_.spec, &index_));
     MarkIndexStaleLocked("the index cannot be rebuilt: " + rebuilt.ToString());
+    return Status::OK();
+  }
+  if (untrained_current && !index_->is_trained()) {
+    open_mode_ = "loaded";
+    index_sequence_ = file_sequence;  // the file is current: close saves nothing either
     return Status::OK();
   }
   SaveIndexOnOpenLocked();
@@ -509,6 +522,13 @@ Status Collection::FindReplay(const IngestBatch& batch, uint32_t content_crc,
 
 Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_out,
                           IngestResult* result) {
+  if (batch.data.n == 0) {
+    // Nothing to write (a filtered-out file, an empty shard's part): no
+    // batch, no sequence number, the token is not recorded.
+    if (ids_out) ids_out->clear();
+    if (result) *result = IngestResult();
+    return Status::OK();
+  }
   HEDGEDB_RETURN_IF_ERROR(ValidateItems(batch));
   if (batch.upsert && !batch.ids) {
     return Status::InvalidArgument("upsert needs the ids of the items to replace or add");
@@ -530,6 +550,8 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
     if (upsert) content_crc = Crc32c(&upsert, 1, content_crc);
     content_crc = Crc32c(&has_labels, 1, content_crc);
     if (batch.labels) content_crc = Crc32c(batch.labels, size_t(n) * sizeof(int64_t), content_crc);
+    if (batch.labels && batch.has_labels)
+      content_crc = Crc32c(batch.has_labels, size_t(n), content_crc);
     content_crc = Crc32c(&has_payloads, 1, content_crc);
     for (int64_t i = 0; batch.payloads && i < n; ++i) {
       const uint64_t length = batch.payloads[i].size();
@@ -592,8 +614,8 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
   std::vector<storage::RecordWrite> writes(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     writes[i].id = ids[i];
-    writes[i].has_label = batch.labels != nullptr;
-    writes[i].label = batch.labels ? batch.labels[i] : 0;
+    writes[i].has_label = batch.labels != nullptr && (!batch.has_labels || batch.has_labels[i]);
+    writes[i].label = writes[i].has_label ? batch.labels[i] : 0;
     writes[i].row = rows.data() + i * row_bytes_;
     writes[i].payload = batch.payloads ? &batch.payloads[i] : nullptr;
   }
@@ -868,6 +890,10 @@ Status Collection::PlanSearch(const EmbeddingView& queries, const SearchOptions&
   if (options.oversampling < 1) return Status::InvalidArgument("oversampling must be >= 1");
   if (options.nprobe < 0 || options.ef_search < 0) {
     return Status::InvalidArgument("nprobe and ef-search must be >= 0");
+  }
+  if (options.ef_search > kMaxEfSearch) {
+    return Status::InvalidArgument("ef-search must be at most " + std::to_string(kMaxEfSearch) +
+                                   ", got " + std::to_string(options.ef_search));
   }
   HEDGEDB_RETURN_IF_ERROR(ValidateQueries(queries));
   plan->shape = RowShapeOf(s);
@@ -1191,7 +1217,7 @@ Status Collection::ThresholdSearchLocked(const SearchPlan& plan, const SearchOpt
     kprime = std::min(kprime * 2, slots);
     if (lists > 0) knobs.nprobe = int(std::min<int64_t>(std::max(knobs.nprobe, 1) * 2, lists));
     if (knobs.ef_search > 0)
-      knobs.ef_search = int(std::min<int64_t>(knobs.ef_search * 2LL, 1 << 20));
+      knobs.ef_search = int(std::min<int64_t>(knobs.ef_search * 2LL, kMaxFilteredEfSearch));
   }
   if (exhaustive) score_rows(passing ? passing->rows : live_rows_);
 
