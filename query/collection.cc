@@ -12,6 +12,7 @@
 #include "common/crc32c.h"
 #include "common/row_layout.h"
 #include "common/spec_limits.h"
+#include "index/factory_rules.h"
 #include "query/arena_file.h"
 #include "query/row_checks.h"
 #include "query/scorer.h"
@@ -61,7 +62,7 @@ Status CheckNotNewer(const storage::StoredRecord& r, const storage::CollectionMe
 
 }  // namespace
 
-Status ValidateSpec(const CollectionSpec& s) {
+Status ValidateSpec(const CollectionSpec& s, bool exercise_index) {
   // The first character may not be '.' or '-': no "." or "..", no hidden
   // names, nothing a command line reads as a flag.
   static const std::regex kName("[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}");
@@ -115,7 +116,9 @@ Status ValidateSpec(const CollectionSpec& s) {
                                    ") must be a multiple of components (" +
                                    std::to_string(s.components) + ") for stratified sampling");
   }
-  return index::CoarseIndex::Validate(s);
+  if (exercise_index) return index::CoarseIndex::Validate(s);
+  index::FactoryShape shape;  // the grammar only: nothing FAISS could abort on
+  return index::CheckFactoryString(s, index::CoarseIndex::FactoryFor(s), &shape);
 }
 
 Collection::Collection(storage::RecordStore* store, const storage::CollectionMeta& meta,
@@ -334,12 +337,20 @@ Status Collection::OpenIndexLocked() {
     // the index from the view instead (in memory; a reader saves nothing).
     s = Status::NotFound("index file is ahead of this reader's view");
   }
-  // An untrained file at the records' sequence is what a rebuild builds
-  // while there are too few items to train: kept as it is (below), since
-  // rewriting it would turn every read of the collection into a write.
-  bool untrained_current = false;
   if (s.ok() && !index_->is_trained()) {
-    untrained_current = file_sequence == meta_.sequence;
+    if (file_sequence == meta_.sequence &&
+        int64_t(live_rows_.size()) < index_->train_rows_wanted()) {
+      // What a rebuild would build, still too few items to train: used as
+      // it is. Rebuilding (FAISS's index_factory parses the factory string
+      // with regular expressions) and rewriting it would make every read of
+      // a small collection cost a write (stats over 1,000 collections).
+      indexed_rows_ = 0;
+      tombstones_ = 0;
+      index_sequence_ = file_sequence;
+      unsaved_vectors_ = 0;
+      open_mode_ = "loaded";
+      return Status::OK();
+    }
     s = Status::NotFound("index file holds an untrained index");
   }
   if (s.ok()) {
@@ -370,8 +381,7 @@ Status Collection::OpenIndexLocked() {
   // Missing, unreadable, untrained, from another collection or from the
   // future: rebuild from the records, and say why.
   open_mode_ = "rebuilt";
-  if (!untrained_current &&
-      (!s.IsNotFound() || s.message().find("untrained") != std::string::npos)) {
+  if (!s.IsNotFound() || s.message().find("untrained") != std::string::npos) {
     index_note_ = "rebuilt from the records: " + s.ToString();
   }
   Status rebuilt = RebuildIndexLocked();
@@ -380,11 +390,6 @@ Status Collection::OpenIndexLocked() {
     open_mode_ = "degraded";
     HEDGEDB_RETURN_IF_ERROR(index::CoarseIndex::Create(meta_.spec, &index_));
     MarkIndexStaleLocked("the index cannot be rebuilt: " + rebuilt.ToString());
-    return Status::OK();
-  }
-  if (untrained_current && !index_->is_trained()) {
-    open_mode_ = "loaded";
-    index_sequence_ = file_sequence;  // the file is current: close saves nothing either
     return Status::OK();
   }
   SaveIndexOnOpenLocked();
