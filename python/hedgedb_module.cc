@@ -4,11 +4,14 @@
 //
 // Arrays: a float32 (int32 codes, int64 ids and labels) C-contiguous NumPy
 // array is used where it lies, without a copy; any other array or sequence
-// is converted once (counted by _conversions(), which the tests read). Every
-// array's shape is checked against the collection's kind and sizes before
-// the engine reads it, since EmbeddingView carries pointers only.
+// is converted once (counted by _conversions(), which the tests read), by the
+// command line's rules for .npy files (hedgedb/npy.h): integers exact or
+// refused, float64 values float32 cannot hold refused. Every array's shape
+// is checked against the collection's kind and sizes before the engine reads
+// it, since EmbeddingView carries pointers only.
 // The GIL is released while the engine ingests, searches, gets, removes and
-// flushes. A Status error becomes hedgedb.Error (NotFoundError for NotFound,
+// flushes; each call holds the database meanwhile (PyDB::Use), so close()
+// waits for it. A Status error becomes hedgedb.Error (NotFoundError for NotFound,
 // InvalidArgumentError for InvalidArgument) with the Status message.
 
 #include <pybind11/numpy.h>
@@ -390,7 +393,8 @@ class PyDB {
     DB* db_;
   };
 
-  // Takes the GIL's holder's word that it holds the GIL (the error is set).
+  // Called with the GIL held; raises hedgedb.Error once the database is
+  // closed.
   Use Enter() {
     DB* db = nullptr;
     {
@@ -915,7 +919,8 @@ PYBIND11_MODULE(_hedgedb, m) {
            "gaussian: mean, var (n, D); mog: mean, var (n, C, D), weights (n, C) or None "
            "(instead of var: std, log_var or log_std, converted once); "
            "codes: codes (n, d) int32. ids (n,) int64 or None (continue after the largest), "
-           "labels (n,) int64, payloads: n str/bytes, token: makes a retry idempotent, "
+           "labels (n,) int64 (None items: no label), payloads: n str/bytes, token: makes a retry "
+           "idempotent, "
            "upsert: replace the items whose ids exist (needs ids; in the same atomic batch).")
       .def("search", &PyDB::Search, py::arg("collection"), py::kw_only(),
            py::arg("vec") = py::none(), py::arg("mean") = py::none(), py::arg("var") = py::none(),
