@@ -104,6 +104,7 @@ class ShardedCollection:
         self.name = spec["name"]
         self.actors = actors
         self._lost = None  # why the shards were closed after a shard was lost
+        self._lost_error = None  # the hedgedb.Error that said so
 
     @classmethod
     def create(cls, client, root, name, *, shards, workers=None, **spec):
