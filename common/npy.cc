@@ -18,6 +18,8 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -276,15 +278,15 @@ std::string BuildHeader(NpyType type, const std::vector<int64_t>& shape) {
   return std::string();  // unreachable: a 2.0 header holds 4 GiB
 }
 
-template <typename T>
-void AppendConverted(const NpyArray& array, std::vector<float>* out) {
-  const size_t n = array.bytes.size() / sizeof(T);
-  out->resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    T v;
-    std::memcpy(&v, array.bytes.data() + i * sizeof(T), sizeof(T));
-    (*out)[i] = static_cast<float>(v);
+// The shortest decimal text that reads back as v: 0.5 as 0.5, 2.9 as 2.9,
+// 1e-50 as 1e-50 (std::to_string would print 0.000000 for the last).
+std::string ValueText(double v) {
+  char text[32];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(text, sizeof(text), "%.*g", precision, v);
+    if (!std::isfinite(v) || std::strtod(text, nullptr) == v) break;
   }
+  return text;
 }
 
 template <typename T>
@@ -312,8 +314,9 @@ Status ConvertIntegralFloats(const NpyArray& array, const std::string& what,
     std::memcpy(&v, array.bytes.data() + i * sizeof(T), sizeof(T));
     if (!std::isfinite(v) || std::trunc(v) != v || v >= limit || v < -limit) {
       return Status::InvalidArgument(what + ": element " + std::to_string(i) + " (" +
-                                     std::to_string(v) +
-                                     ") is not an integer; expected an integer array");
+                                     ValueText(double(v)) +
+                                     ") is not an integer in int64's range; expected an "
+                                     "integer array");
     }
     (*out)[i] = static_cast<int64_t>(v);
   }
@@ -510,9 +513,12 @@ Status NpyToFloat32(const NpyArray& array, const std::string& what, std::vector<
       out->resize(array.bytes.size() / sizeof(float));
       if (!out->empty()) std::memcpy(out->data(), array.bytes.data(), out->size() * sizeof(float));
       return Status::OK();
-    case NpyType::kFloat64:
-      AppendConverted<double>(array, out);
-      return Status::OK();
+    case NpyType::kFloat64: {
+      std::vector<double> wide(array.bytes.size() / sizeof(double));
+      if (!wide.empty()) std::memcpy(wide.data(), array.bytes.data(), array.bytes.size());
+      out->resize(wide.size());
+      return DoublesToFloat32(wide.data(), wide.size(), what, out->data());
+    }
     default:
       return Status::InvalidArgument(what + ": expected a float32 or float64 array, got " +
                                      NpyDescr(array.type));
@@ -562,6 +568,47 @@ Status NpyToInt64(const NpyArray& array, const std::string& what, std::vector<in
       return ConvertIntegralFloats<double>(array, what, out);
   }
   return Status::Internal(what + ": unknown npy type");
+}
+
+Status DoublesToFloat32(const double* in, size_t n, const std::string& what, float* out) {
+  for (size_t i = 0; i < n; ++i) {
+    const double v = in[i];
+    const float f = static_cast<float>(v);
+    if (std::isfinite(v) && (std::isinf(f) || (f == 0 && v != 0))) {
+      return Status::InvalidArgument(what + ": element " + std::to_string(i) + " (" + ValueText(v) +
+                                     ") is outside float32's range (it would be stored as " +
+                                     (std::isinf(f) ? "an infinity" : "0") + ")");
+    }
+    out[i] = f;
+  }
+  return Status::OK();
+}
+
+Status NpyToInt32(const NpyArray& array, const std::string& what, std::vector<int32_t>* out) {
+  std::vector<int64_t> wide;
+  HEDGEDB_RETURN_IF_ERROR(NpyToInt64(array, what, &wide));
+  out->resize(wide.size());
+  for (size_t i = 0; i < wide.size(); ++i) {
+    if (wide[i] < std::numeric_limits<int32_t>::min() ||
+        wide[i] > std::numeric_limits<int32_t>::max()) {
+      return Status::InvalidArgument(what + ": element " + std::to_string(i) + " (" +
+                                     std::to_string(wide[i]) + ") does not fit in int32");
+    }
+    (*out)[i] = static_cast<int32_t>(wide[i]);
+  }
+  return Status::OK();
+}
+
+bool NpyTypeOf(char kind, int item_size, NpyType* type) {
+  const char code[3] = {kind, char('0' + item_size), '\0'};
+  if (item_size < 1 || item_size > 8) return false;
+  for (const auto& e : kTypes) {
+    if (code == std::string(e.code)) {
+      *type = e.type;
+      return true;
+    }
+  }
+  return false;
 }
 
 NpyArray MakeNpy(NpyType type, const void* data, std::vector<int64_t> shape) {

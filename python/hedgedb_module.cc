@@ -4,11 +4,14 @@
 //
 // Arrays: a float32 (int32 codes, int64 ids and labels) C-contiguous NumPy
 // array is used where it lies, without a copy; any other array or sequence
-// is converted once (counted by _conversions(), which the tests read). Every
-// array's shape is checked against the collection's kind and sizes before
-// the engine reads it, since EmbeddingView carries pointers only.
+// is converted once (counted by _conversions(), which the tests read), by the
+// command line's rules for .npy files (hedgedb/npy.h): integers exact or
+// refused, float64 values float32 cannot hold refused. Every array's shape
+// is checked against the collection's kind and sizes before the engine reads
+// it, since EmbeddingView carries pointers only.
 // The GIL is released while the engine ingests, searches, gets, removes and
-// flushes. A Status error becomes hedgedb.Error (NotFoundError for NotFound,
+// flushes; each call holds the database meanwhile (PyDB::Use), so close()
+// waits for it. A Status error becomes hedgedb.Error (NotFoundError for NotFound,
 // InvalidArgumentError for InvalidArgument) with the Status message.
 
 #include <pybind11/numpy.h>
@@ -19,6 +22,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -27,6 +32,7 @@
 
 #include "hedgedb/db.h"
 #include "hedgedb/fuse.h"
+#include "hedgedb/npy.h"
 
 namespace py = pybind11;
 
@@ -52,30 +58,119 @@ void Check(const Status& s) {
 
 [[noreturn]] void Invalid(const std::string& message) { Raise(Status::InvalidArgument(message)); }
 
-// `obj` as a C-contiguous array of T: the array itself when it already is
-// one (no copy), else a converted copy. `name` names the argument in errors.
-template <typename T>
-py::array_t<T, py::array::c_style> AsArray(const py::handle& obj, const char* name) {
-  using Exact = py::array_t<T, py::array::c_style>;
+// `obj` as a C-contiguous float32 array: the array itself when it already is
+// one (no copy), else a converted copy, through float64 by the command
+// line's rule (DoublesToFloat32: a value float32 cannot hold is refused, not
+// turned into 0 or an infinity). `name` names the argument in errors.
+py::array_t<float, py::array::c_style> AsFloatArray(const py::handle& obj, const char* name) {
+  using Exact = py::array_t<float, py::array::c_style>;
   if (py::isinstance<Exact>(obj)) return py::reinterpret_borrow<Exact>(obj);
-  py::array_t<T, py::array::c_style | py::array::forcecast> converted;
+  py::array_t<double, py::array::c_style | py::array::forcecast> wide;
   try {
-    converted = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(obj);
+    wide = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(obj);
   } catch (const py::error_already_set&) {
-    converted = {};
+    wide = {};
   }
-  if (!converted) {
+  if (!wide) {
     PyErr_Clear();
     Invalid(std::string(name) + ": expected a numeric array");
   }
+  Exact out(std::vector<py::ssize_t>(wide.shape(), wide.shape() + wide.ndim()));
+  Check(DoublesToFloat32(wide.data(), size_t(wide.size()), name, out.mutable_data()));
   ++g_conversions;
-  return converted;
+  return out;
 }
 
 std::string ShapeText(const py::array& a) {
   std::string text = "(";
   for (py::ssize_t i = 0; i < a.ndim(); ++i) text += (i ? ", " : "") + std::to_string(a.shape(i));
   return text + (a.ndim() == 1 ? ",)" : ")");
+}
+
+// `obj` (an array or a sequence) as a C-contiguous array of the integer type
+// T (int64 or int32), by the command line's rule for .npy integer files
+// (NpyToInt64, NpyToInt32): integer dtypes of any width whose values fit,
+// and float arrays whose values are all integers; a fraction, NaN, an
+// infinity, a value out of range, bool and other dtypes are refused naming
+// `name`. A C-contiguous array of T itself is used where it lies.
+template <typename T>
+py::array_t<T, py::array::c_style> AsIntArray(const py::handle& obj, const char* name) {
+  static_assert(std::is_same<T, int64_t>::value || std::is_same<T, int32_t>::value, "int types");
+  using Exact = py::array_t<T, py::array::c_style>;
+  if (py::isinstance<Exact>(obj)) return py::reinterpret_borrow<Exact>(obj);
+  const py::module_ np = py::module_::import("numpy");
+  py::array a;
+  try {
+    a = py::reinterpret_borrow<py::array>(np.attr("asarray")(obj));
+  } catch (const py::error_already_set&) {
+    a = py::array();  // ragged or not a sequence: refused below
+  }
+  if (!a) Invalid(std::string(name) + ": expected an integer array");
+  const py::dtype dtype = a.dtype();
+  NpyType type;
+  if (!NpyTypeOf(dtype.kind(), int(dtype.itemsize()), &type)) {
+    Invalid(std::string(name) + ": expected an integer array, got dtype " +
+            py::str(py::object(dtype)).cast<std::string>());
+  }
+  // Native byte order, C order: the bytes NpyArray holds (little-endian,
+  // which every platform hedgedb builds on is).
+  a = np.attr("ascontiguousarray")(a, dtype.attr("newbyteorder")("="));
+  NpyArray npy;
+  npy.type = type;
+  npy.shape.assign(a.shape(), a.shape() + a.ndim());
+  npy.bytes.resize(size_t(a.nbytes()));
+  if (!npy.bytes.empty()) std::memcpy(npy.bytes.data(), a.data(), npy.bytes.size());
+  std::vector<T> values;
+  if constexpr (std::is_same<T, int64_t>::value) {
+    Check(NpyToInt64(npy, name, &values));
+  } else {
+    Check(NpyToInt32(npy, name, &values));
+  }
+  Exact out(std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
+  if (!values.empty()) std::memcpy(out.mutable_data(), values.data(), values.size() * sizeof(T));
+  ++g_conversions;
+  return out;
+}
+
+// operator.index(obj), for objects that PyIndex_Check accepts.
+py::int_ Index(const py::handle& obj) {
+  PyObject* value = PyNumber_Index(obj.ptr());
+  if (value == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::int_>(value);
+}
+
+// A Python integer (or NumPy integer scalar) in [lo, hi]; floats, bools and
+// other objects are refused naming `name`.
+int64_t AsInt(const py::handle& obj, const char* name, int64_t lo, int64_t hi) {
+  const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  if (py::isinstance<py::bool_>(obj) || !PyIndex_Check(obj.ptr())) {
+    Invalid(std::string(name) + ": expected an integer in " + range + ", got " +
+            py::repr(obj).cast<std::string>());
+  }
+  const py::int_ value = Index(obj);
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  if (overflow != 0 || v < lo || v > hi) {
+    Invalid(std::string(name) + " must be in " + range + ", got " +
+            py::str(py::object(value)).cast<std::string>());
+  }
+  return v;
+}
+
+// A seed: a Python integer in [0, 2^64).
+uint64_t AsSeed(const py::handle& obj, const char* name) {
+  if (py::isinstance<py::bool_>(obj) || !PyIndex_Check(obj.ptr())) {
+    Invalid(std::string(name) + ": expected an integer in [0, 2**64), got " +
+            py::repr(obj).cast<std::string>());
+  }
+  const py::int_ value = Index(obj);
+  const unsigned long long v = PyLong_AsUnsignedLongLong(value.ptr());
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    Invalid(std::string(name) + " must be in [0, 2**64), got " +
+            py::str(py::object(value)).cast<std::string>());
+  }
+  return v;
 }
 
 // Checks that `a` has `dims` (-1: any, the row count n is dims[0]).
@@ -125,7 +220,7 @@ Embeddings ReadEmbeddings(const CollectionSpec& spec, bool queries, const py::ob
     case Kind::kPoint: {
       refuse_others({{"vec", &vec}});
       need(vec, "vec");
-      auto a = AsArray<float>(vec, "vec");
+      auto a = AsFloatArray(vec, "vec");
       CheckShape(a, "vec", {-1, D}, "(n, " + d + ")");
       e.view.n = a.shape(0);
       e.view.vec = a.data();
@@ -142,13 +237,13 @@ Embeddings ReadEmbeddings(const CollectionSpec& spec, bool queries, const py::ob
       }
       need(mean, "mean");
       need(var, "var (or std, log_var, log_std)");
-      auto m = AsArray<float>(mean, "mean");
+      auto m = AsFloatArray(mean, "mean");
       const std::vector<py::ssize_t> shape =
           mog ? std::vector<py::ssize_t>{-1, C, D} : std::vector<py::ssize_t>{-1, D};
       const std::string text = mog ? "(n, " + c + ", " + d + ")" : "(n, " + d + ")";
       CheckShape(m, "mean", shape, text);
       const py::ssize_t n = m.shape(0);
-      auto v = AsArray<float>(var, "var");
+      auto v = AsFloatArray(var, "var");
       std::vector<py::ssize_t> var_shape = shape;
       var_shape[0] = n;
       CheckShape(v, "var", var_shape,
@@ -168,7 +263,7 @@ Embeddings ReadEmbeddings(const CollectionSpec& spec, bool queries, const py::ob
       e.keep.push_back(m);
       e.keep.push_back(v);
       if (mog && !weights.is_none()) {
-        auto w = AsArray<float>(weights, "weights");
+        auto w = AsFloatArray(weights, "weights");
         CheckShape(w, "weights", {n, C}, "(" + std::to_string(n) + ", " + c + ")");
         e.view.weights = w.data();
         e.keep.push_back(w);
@@ -179,7 +274,7 @@ Embeddings ReadEmbeddings(const CollectionSpec& spec, bool queries, const py::ob
       if (queries) {
         refuse_others({{"logp", &logp}});
         need(logp, "logp (queries of a codes collection are log-probability tables)");
-        auto a = AsArray<float>(logp, "logp");
+        auto a = AsFloatArray(logp, "logp");
         CheckShape(a, "logp", {-1, D, spec.code_k},
                    "(n, " + d + ", " + std::to_string(spec.code_k) + ")");
         e.view.n = a.shape(0);
@@ -188,7 +283,7 @@ Embeddings ReadEmbeddings(const CollectionSpec& spec, bool queries, const py::ob
       } else {
         refuse_others({{"codes", &codes}});
         need(codes, "codes");
-        auto a = AsArray<int32_t>(codes, "codes");
+        auto a = AsIntArray<int32_t>(codes, "codes");
         CheckShape(a, "codes", {-1, D}, "(n, " + d + ")");
         e.view.n = a.shape(0);
         e.view.codes = a.data();
@@ -225,7 +320,7 @@ py::tuple FuseGaussiansOf(const py::object& mean, const py::object& var, const p
   const auto [variance, form] = VarianceArgument(var, stdev, log_var, log_std);
   if (variance.is_none()) Invalid("fuse_gaussians needs var (or std, log_var, log_std)");
   // D comes from the means; ReadEmbeddings then checks both shapes.
-  auto m = AsArray<float>(mean, "mean");
+  auto m = AsFloatArray(mean, "mean");
   CheckShape(m, "mean", {-1, -1}, "(n, D)");
   CollectionSpec spec;
   spec.kind = Kind::kGaussian;
@@ -278,26 +373,64 @@ class PyDB {
  public:
   explicit PyDB(std::unique_ptr<DB> db, std::string path) : db_(std::move(db)), path_(path) {}
 
-  DB& db() {
-    if (db_ == nullptr) Invalid("the database '" + path_ + "' is closed");
-    return *db_;
+  // The database for one call: every call holds a Use for as long as it
+  // touches the database, across the GIL's release too. close() marks the
+  // database closed (later calls raise), waits until no Use is left, then
+  // destroys it: a call in flight on another thread finishes first.
+  class Use {
+   public:
+    Use(PyDB* owner, DB* db) : owner_(owner), db_(db) {}
+    Use(const Use&) = delete;
+    Use& operator=(const Use&) = delete;
+    ~Use() {
+      std::lock_guard<std::mutex> lock(owner_->mutex_);
+      if (--owner_->active_ == 0) owner_->idle_.notify_all();
+    }
+    DB* operator->() const { return db_; }
+
+   private:
+    PyDB* owner_;
+    DB* db_;
+  };
+
+  // Called with the GIL held; raises hedgedb.Error once the database is
+  // closed.
+  Use Enter() {
+    DB* db = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (db_ != nullptr) {
+        ++active_;
+        db = db_.get();
+      }
+    }
+    if (db == nullptr) Raise(Status::IOError("the database '" + path_ + "' is closed"));
+    return Use(this, db);
   }
 
   void Close() {
-    std::unique_ptr<DB> db = std::move(db_);
+    std::unique_ptr<DB> db;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      db = std::move(db_);  // from here on calls raise
+    }
+    if (db == nullptr) return;
     py::gil_scoped_release release;
+    std::unique_lock<std::mutex> lock(mutex_);
+    idle_.wait(lock, [&] { return active_ == 0; });
+    lock.unlock();
     db.reset();  // flushes
   }
 
   CollectionSpec Describe(const std::string& name) {
     CollectionSpec spec;
-    Check(db().DescribeCollection(name, &spec));
+    Check(Enter()->DescribeCollection(name, &spec));
     return spec;
   }
 
   void Create(const std::string& name, const std::string& kind, int dim, int components, int code_k,
-              const std::string& index, float match_a, float match_b, int samples, uint64_t seed,
-              const std::string& metadata) {
+              const std::string& index, float match_a, float match_b, int samples,
+              const py::object& seed, const std::string& metadata) {
     CollectionSpec spec;
     spec.name = name;
     if (!ParseKind(kind, &spec.kind)) {
@@ -312,10 +445,13 @@ class PyDB {
     spec.index_factory = index;
     spec.match_a = match_a;
     spec.match_b = match_b;
+    if (samples < 0) {
+      Invalid("samples must be >= 0 (0: the default), got " + std::to_string(samples));
+    }
     spec.samples = samples > 0 ? samples : DefaultSamples(spec.components);
-    spec.seed = seed;
+    spec.seed = AsSeed(seed, "seed");
     spec.metadata = metadata;
-    Check(db().CreateCollection(spec));
+    Check(Enter()->CreateCollection(spec));
   }
 
   py::array_t<int64_t> Ingest(const std::string& collection, const py::object& vec,
@@ -335,15 +471,17 @@ class PyDB {
     batch.token = token;
     batch.upsert = upsert;
     if (!ids.is_none()) {
-      auto a = AsArray<int64_t>(ids, "ids");
+      auto a = AsIntArray<int64_t>(ids, "ids");
       CheckShape(a, "ids", {n}, "(" + std::to_string(n) + ",)");
       batch.ids = a.data();
       e.keep.push_back(a);
     }
+    std::vector<uint8_t> has_labels;
     if (!labels.is_none()) {
-      auto a = AsArray<int64_t>(labels, "labels");
+      auto a = Labels(labels, &has_labels);
       CheckShape(a, "labels", {n}, "(" + std::to_string(n) + ",)");
       batch.labels = a.data();
+      if (!has_labels.empty()) batch.has_labels = has_labels.data();
       e.keep.push_back(a);
     }
     std::vector<std::string> texts;
@@ -366,8 +504,9 @@ class PyDB {
     std::vector<int64_t> written;
     Status s;
     {
+      Use use = Enter();
       py::gil_scoped_release release;
-      s = db().Ingest(collection, batch, &written);
+      s = use->Ingest(collection, batch, &written);
     }
     Check(s);
     py::array_t<int64_t> out(static_cast<py::ssize_t>(written.size()));
@@ -378,15 +517,18 @@ class PyDB {
   SearchResults Search(const std::string& collection, const py::object& vec, const py::object& mean,
                        const py::object& var, const py::object& stdev, const py::object& log_var,
                        const py::object& log_std, const py::object& weights, const py::object& logp,
-                       int k, const std::string& score, int samples, const py::object& seed,
-                       bool exhaustive, int64_t candidates, int nprobe, int ef_search,
-                       bool with_uncertainty, bool with_payload, bool adaptive_samples,
-                       double min_prob, int64_t max_results, const py::object& labels_in,
-                       const py::object& labels_not_in, const py::object& payload_equals) {
+                       const py::object& k_obj, const std::string& score, int samples,
+                       const py::object& seed, bool exhaustive, int64_t candidates, int nprobe,
+                       int ef_search, bool with_uncertainty, bool with_payload,
+                       bool adaptive_samples, double min_prob, int64_t max_results,
+                       const py::object& labels_in, const py::object& labels_not_in,
+                       const py::object& payload_equals) {
     const CollectionSpec spec = Describe(collection);
     const auto [variance, form] = VarianceArgument(var, stdev, log_var, log_std);
     Embeddings e = ReadEmbeddings(spec, true, vec, mean, variance, weights, py::none(), logp, form);
     SearchOptions options;
+    const int k =
+        int(AsInt(k_obj, "k", std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
     options.k = k;
     if (!score.empty() && !ParseScore(score, &options.score)) {
       Invalid("unknown score '" + score + "' (expected mc, csd, mls, l2, match or logprob)");
@@ -394,7 +536,7 @@ class PyDB {
     options.samples = samples;
     if (!seed.is_none()) {
       options.has_seed = true;
-      options.seed = seed.cast<uint64_t>();
+      options.seed = AsSeed(seed, "seed");
     }
     options.exhaustive = exhaustive;
     options.candidates = candidates;
@@ -413,7 +555,7 @@ class PyDB {
       const bool in = !labels_in.is_none();
       filter.label_rule = in ? SearchFilter::LabelRule::kIn : SearchFilter::LabelRule::kNotIn;
       const char* name = in ? "labels_in" : "labels_not_in";
-      auto a = AsArray<int64_t>(in ? labels_in : labels_not_in, name);
+      auto a = AsIntArray<int64_t>(in ? labels_in : labels_not_in, name);
       if (a.ndim() != 1)
         Invalid(std::string(name) + ": expected a 1-D array, got shape " + ShapeText(a));
       filter.labels.assign(a.data(), a.data() + a.shape(0));
@@ -441,13 +583,21 @@ class PyDB {
     }
     std::vector<SearchResult> results;
     Status s;
+    int64_t items = 0;
     {
+      Use use = Enter();
       py::gil_scoped_release release;
-      s = db().Search(collection, e.view, options, &results);
+      CollectionStats stats;
+      s = use->GetStats(collection, &stats);
+      items = stats.items;
+      if (s.ok()) s = use->Search(collection, e.view, options, &results);
     }
     Check(s);
     const py::ssize_t q = static_cast<py::ssize_t>(results.size());
-    py::ssize_t width = min_prob > 0 ? 0 : k;
+    // k columns, but never more than the collection had items: a k of 10^9
+    // asks for no 10^9 columns of padding (and hits can only be more if an
+    // ingest landed between the count and the search).
+    py::ssize_t width = min_prob > 0 ? 0 : std::min<int64_t>(k, items);
     for (const SearchResult& r : results) {
       width = std::max<py::ssize_t>(width, static_cast<py::ssize_t>(r.hits.size()));
     }
@@ -491,13 +641,14 @@ class PyDB {
   }
 
   py::list Get(const std::string& collection, const py::object& ids_obj) {
-    auto ids = AsArray<int64_t>(ids_obj, "ids");
+    auto ids = AsIntArray<int64_t>(ids_obj, "ids");
     if (ids.ndim() != 1) Invalid("ids: expected a 1-D array, got shape " + ShapeText(ids));
     std::vector<Record> records;
     Status s;
     {
+      Use use = Enter();
       py::gil_scoped_release release;
-      s = db().Get(collection, ids.data(), static_cast<size_t>(ids.shape(0)), &records);
+      s = use->Get(collection, ids.data(), static_cast<size_t>(ids.shape(0)), &records);
     }
     Check(s);
     py::list out;
@@ -529,13 +680,14 @@ class PyDB {
   }
 
   int64_t Remove(const std::string& collection, const py::object& ids_obj) {
-    auto ids = AsArray<int64_t>(ids_obj, "ids");
+    auto ids = AsIntArray<int64_t>(ids_obj, "ids");
     if (ids.ndim() != 1) Invalid("ids: expected a 1-D array, got shape " + ShapeText(ids));
     int64_t removed = 0;
     Status s;
     {
+      Use use = Enter();
       py::gil_scoped_release release;
-      s = db().Remove(collection, ids.data(), static_cast<size_t>(ids.shape(0)), &removed);
+      s = use->Remove(collection, ids.data(), static_cast<size_t>(ids.shape(0)), &removed);
     }
     Check(s);
     return removed;
@@ -543,7 +695,7 @@ class PyDB {
 
   py::array_t<int64_t> ListIds(const std::string& collection) {
     std::vector<int64_t> ids;
-    Check(db().ListIds(collection, &ids));
+    Check(Enter()->ListIds(collection, &ids));
     py::array_t<int64_t> out(static_cast<py::ssize_t>(ids.size()));
     std::copy(ids.begin(), ids.end(), out.mutable_data());
     return out;
@@ -551,7 +703,7 @@ class PyDB {
 
   py::dict Stats(const std::string& collection) {
     CollectionStats st;
-    Check(db().GetStats(collection, &st));
+    Check(Enter()->GetStats(collection, &st));
     py::dict d = SpecDict(st.spec);
     d["items"] = st.items;
     d["max_id"] = st.max_id;
@@ -596,6 +748,7 @@ class PyDB {
     Status s;
     double seconds = 0;
     {
+      Use use = Enter();
       py::gil_scoped_release release;
       const auto start = std::chrono::steady_clock::now();
       for (int r = 0; r < repeats && s.ok(); ++r) {
@@ -605,7 +758,7 @@ class PyDB {
           if (one.vec) one.vec += q * d;
           if (one.mean) one.mean += q * d;
           if (one.var) one.var += q * d;
-          s = db().Search(collection, one, options, &results);
+          s = use->Search(collection, one, options, &results);
         }
       }
       seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -617,8 +770,9 @@ class PyDB {
   void Flush() {
     Status s;
     {
+      Use use = Enter();
       py::gil_scoped_release release;
-      s = db().Flush();
+      s = use->Flush();
     }
     Check(s);
   }
@@ -626,13 +780,40 @@ class PyDB {
   void CatchUp() {
     Status s;
     {
+      Use use = Enter();
       py::gil_scoped_release release;
-      s = db().CatchUp();
+      s = use->CatchUp();
     }
     Check(s);
   }
 
  private:
+  // labels: an integer array, or a sequence whose None items have no label
+  // (`has_labels` then holds a flag per item; empty: all have one).
+  static py::array_t<int64_t, py::array::c_style> Labels(const py::object& labels,
+                                                         std::vector<uint8_t>* has_labels) {
+    has_labels->clear();
+    const bool array = py::isinstance<py::array>(labels);
+    if ((array && labels.attr("dtype").attr("kind").cast<std::string>() != "O") ||
+        !py::isinstance<py::sequence>(labels) || py::isinstance<py::str>(labels) ||
+        py::isinstance<py::bytes>(labels)) {
+      return AsIntArray<int64_t>(labels, "labels");
+    }
+    py::list values;
+    bool any_none = false;
+    for (const py::handle& item : labels) {
+      const bool none = item.is_none();
+      any_none = any_none || none;
+      has_labels->push_back(none ? 0 : 1);
+      values.append(none ? py::object(py::int_(0)) : py::reinterpret_borrow<py::object>(item));
+    }
+    if (!any_none) has_labels->clear();
+    return AsIntArray<int64_t>(values, "labels");
+  }
+
+  std::mutex mutex_;
+  std::condition_variable idle_;
+  int64_t active_ = 0;  // Uses alive
   std::unique_ptr<DB> db_;
   std::string path_;
 };
@@ -668,6 +849,16 @@ PYBIND11_MODULE(_hedgedb, m) {
       "Arrays converted (copied) so far because they were not C-contiguous arrays of the "
       "dtype the engine reads (float32; int32 codes; int64 ids and labels).");
 
+  m.def(
+      "_as_int64",
+      [](const py::object& obj, const std::string& name) {
+        return AsIntArray<int64_t>(obj, name.c_str());
+      },
+      py::arg("obj"), py::arg("name"),
+      "obj as an int64 array by the rule ingest, get and remove read ids with (integers that "
+      "fit; floats only when every value is an integer); InvalidArgumentError naming `name` "
+      "otherwise. For hedgedb.dask, which routes by id before a shard sees it.");
+
   py::class_<SearchResults>(m, "SearchResults",
                             "Top-k results of Q queries: (Q, k) arrays, best first; rows with "
                             "fewer hits are padded with id -1 and NaN.")
@@ -696,20 +887,20 @@ PYBIND11_MODULE(_hedgedb, m) {
       .def("create_collection", &PyDB::Create, py::arg("name"), py::arg("kind"), py::arg("dim"),
            py::arg("components") = 1, py::arg("code_k") = 0, py::arg("index") = "",
            py::arg("match_a") = 1.0f, py::arg("match_b") = 0.0f, py::arg("samples") = 0,
-           py::arg("seed") = 0, py::arg("metadata") = "",
+           py::arg("seed") = py::int_(0), py::arg("metadata") = "",
            "Create a collection: kind point, gaussian, mog or codes; dim D (codes: d); "
            "components C (mog); code_k (codes); index: a FAISS factory string (empty: the "
            "kind's default); match_a, match_b: p = sigmoid(-a ||z1 - z2|| + b); samples: "
            "Monte Carlo K per side (0: 8, mog 4C).")
       .def(
           "drop_collection",
-          [](PyDB& self, const std::string& name) { Check(self.db().DropCollection(name)); },
+          [](PyDB& self, const std::string& name) { Check(self.Enter()->DropCollection(name)); },
           py::arg("name"))
       .def(
           "list_collections",
           [](PyDB& self) {
             std::vector<std::string> names;
-            Check(self.db().ListCollections(&names));
+            Check(self.Enter()->ListCollections(&names));
             return names;
           },
           "Names of the collections, sorted.")
@@ -728,13 +919,14 @@ PYBIND11_MODULE(_hedgedb, m) {
            "gaussian: mean, var (n, D); mog: mean, var (n, C, D), weights (n, C) or None "
            "(instead of var: std, log_var or log_std, converted once); "
            "codes: codes (n, d) int32. ids (n,) int64 or None (continue after the largest), "
-           "labels (n,) int64, payloads: n str/bytes, token: makes a retry idempotent, "
+           "labels (n,) int64 (None items: no label), payloads: n str/bytes, token: makes a retry "
+           "idempotent, "
            "upsert: replace the items whose ids exist (needs ids; in the same atomic batch).")
       .def("search", &PyDB::Search, py::arg("collection"), py::kw_only(),
            py::arg("vec") = py::none(), py::arg("mean") = py::none(), py::arg("var") = py::none(),
            py::arg("std") = py::none(), py::arg("log_var") = py::none(),
            py::arg("log_std") = py::none(), py::arg("weights") = py::none(),
-           py::arg("logp") = py::none(), py::arg("k") = 10, py::arg("score") = "",
+           py::arg("logp") = py::none(), py::arg("k") = py::int_(10), py::arg("score") = "",
            py::arg("samples") = 0, py::arg("seed") = py::none(), py::arg("exhaustive") = false,
            py::arg("candidates") = 0, py::arg("nprobe") = 0, py::arg("ef_search") = 0,
            py::arg("with_uncertainty") = true, py::arg("with_payload") = false,

@@ -1,7 +1,9 @@
 // The collection's calibration maps: fitting one on the collection's labelled
 // pairs, storing, importing and removing them (docs/calibration.md).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <numeric>
 #include <shared_mutex>
@@ -13,7 +15,38 @@
 
 namespace hedgedb {
 namespace query {
-namespace {}  // namespace
+namespace {
+
+// A pair score of -inf (a codes query giving one of the item's symbols
+// log-probability 0) is a valid score that ranks below every finite one;
+// the fit, which works on finite numbers, counts it as the lowest finite
+// score among the pairs (the map then gives -inf that score's probability
+// or less: Apply is monotone and clamps it). Every pair -inf: nothing to fit.
+Status FloorMinusInfinity(std::vector<calibration::QueryPairs>* queries) {
+  double lowest = std::numeric_limits<double>::infinity();
+  bool any = false;
+  for (const auto& q : *queries) {
+    for (const auto& p : q.pairs) {
+      if (std::isfinite(p.score)) lowest = std::min(lowest, p.score);
+      any = any || p.score == -std::numeric_limits<double>::infinity();
+    }
+  }
+  if (!any) return Status::OK();
+  if (!std::isfinite(lowest)) {
+    return Status::InvalidArgument(
+        "every pair's score is -inf (each query gives the items' symbols log-probability 0): "
+        "nothing to calibrate on");
+  }
+  for (auto& q : *queries) {
+    for (auto& p : q.pairs) {
+      if (p.score == -std::numeric_limits<double>::infinity()) p.score = lowest;
+    }
+    if (q.has_top && q.top_score == -std::numeric_limits<double>::infinity()) q.top_score = lowest;
+  }
+  return Status::OK();
+}
+
+}  // namespace
 
 Status Collection::LoadCalibrationsLocked() {
   std::vector<std::pair<uint8_t, std::string>> stored;
@@ -168,7 +201,10 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
   }
 
   calibration::CalibrationMap map;
-  Status fitted = calibration::FitAndReport(params.score, o.sample_seed, per_query, &map, &report);
+  Status fitted = FloorMinusInfinity(&per_query);
+  if (fitted.ok()) {
+    fitted = calibration::FitAndReport(params.score, o.sample_seed, per_query, &map, &report);
+  }
   if (!fitted.ok()) {
     return Status::InvalidArgument("cannot calibrate collection '" + s.name +
                                    "': " + fitted.message());

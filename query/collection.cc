@@ -12,6 +12,7 @@
 #include "common/crc32c.h"
 #include "common/row_layout.h"
 #include "common/spec_limits.h"
+#include "index/factory_rules.h"
 #include "query/arena_file.h"
 #include "query/row_checks.h"
 #include "query/scorer.h"
@@ -33,8 +34,9 @@ constexpr double kAdaptiveZ = 1.96;
 // stage-1 candidate count), score them all exactly instead of running stage
 // 1: about as fast, and exact (bench/RESULTS.md, "Filtered search").
 constexpr int64_t kExactFilterRows = 2048;
-// Filtered search: the largest HNSW efSearch stage 1 widens to.
-constexpr int kMaxFilteredEfSearch = 1 << 14;
+// Filtered and threshold search: the largest HNSW efSearch stage 1 widens
+// to, the largest a caller may ask for.
+constexpr int kMaxFilteredEfSearch = kMaxEfSearch;
 // Graph indexes (HNSW without lists): FAISS 1.7's walk with a selector
 // costs several unfiltered walks, so where at least this fraction passes,
 // stage 1 asks for 2k'/f unfiltered candidates instead, and where fewer
@@ -60,7 +62,7 @@ Status CheckNotNewer(const storage::StoredRecord& r, const storage::CollectionMe
 
 }  // namespace
 
-Status ValidateSpec(const CollectionSpec& s) {
+Status ValidateSpec(const CollectionSpec& s, bool exercise_index) {
   // The first character may not be '.' or '-': no "." or "..", no hidden
   // names, nothing a command line reads as a flag.
   static const std::regex kName("[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}");
@@ -114,7 +116,9 @@ Status ValidateSpec(const CollectionSpec& s) {
                                    ") must be a multiple of components (" +
                                    std::to_string(s.components) + ") for stratified sampling");
   }
-  return index::CoarseIndex::Validate(s);
+  if (exercise_index) return index::CoarseIndex::Validate(s);
+  index::FactoryShape shape;  // the grammar only: nothing FAISS could abort on
+  return index::CheckFactoryString(s, index::CoarseIndex::FactoryFor(s), &shape);
 }
 
 Collection::Collection(storage::RecordStore* store, const storage::CollectionMeta& meta,
@@ -332,7 +336,21 @@ Status Collection::OpenIndexLocked() {
     // Its vectors of items upserted after the view are not the view's: build
     // the index from the view instead (in memory; a reader saves nothing).
     s = Status::NotFound("index file is ahead of this reader's view");
-  } else if (s.ok() && !index_->is_trained()) {
+  }
+  if (s.ok() && !index_->is_trained()) {
+    if (file_sequence == meta_.sequence &&
+        int64_t(live_rows_.size()) < index_->train_rows_wanted()) {
+      // What a rebuild would build, still too few items to train: used as
+      // it is. Rebuilding (FAISS's index_factory parses the factory string
+      // with regular expressions) and rewriting it would make every read of
+      // a small collection cost a write (stats over 1,000 collections).
+      indexed_rows_ = 0;
+      tombstones_ = 0;
+      index_sequence_ = file_sequence;
+      unsaved_vectors_ = 0;
+      open_mode_ = "loaded";
+      return Status::OK();
+    }
     s = Status::NotFound("index file holds an untrained index");
   }
   if (s.ok()) {
@@ -509,6 +527,13 @@ Status Collection::FindReplay(const IngestBatch& batch, uint32_t content_crc,
 
 Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_out,
                           IngestResult* result) {
+  if (batch.data.n == 0) {
+    // Nothing to write (a filtered-out file, an empty shard's part): no
+    // batch, no sequence number, the token is not recorded.
+    if (ids_out) ids_out->clear();
+    if (result) *result = IngestResult();
+    return Status::OK();
+  }
   HEDGEDB_RETURN_IF_ERROR(ValidateItems(batch));
   if (batch.upsert && !batch.ids) {
     return Status::InvalidArgument("upsert needs the ids of the items to replace or add");
@@ -530,6 +555,8 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
     if (upsert) content_crc = Crc32c(&upsert, 1, content_crc);
     content_crc = Crc32c(&has_labels, 1, content_crc);
     if (batch.labels) content_crc = Crc32c(batch.labels, size_t(n) * sizeof(int64_t), content_crc);
+    if (batch.labels && batch.has_labels)
+      content_crc = Crc32c(batch.has_labels, size_t(n), content_crc);
     content_crc = Crc32c(&has_payloads, 1, content_crc);
     for (int64_t i = 0; batch.payloads && i < n; ++i) {
       const uint64_t length = batch.payloads[i].size();
@@ -592,8 +619,8 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
   std::vector<storage::RecordWrite> writes(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     writes[i].id = ids[i];
-    writes[i].has_label = batch.labels != nullptr;
-    writes[i].label = batch.labels ? batch.labels[i] : 0;
+    writes[i].has_label = batch.labels != nullptr && (!batch.has_labels || batch.has_labels[i]);
+    writes[i].label = writes[i].has_label ? batch.labels[i] : 0;
     writes[i].row = rows.data() + i * row_bytes_;
     writes[i].payload = batch.payloads ? &batch.payloads[i] : nullptr;
   }
@@ -868,6 +895,10 @@ Status Collection::PlanSearch(const EmbeddingView& queries, const SearchOptions&
   if (options.oversampling < 1) return Status::InvalidArgument("oversampling must be >= 1");
   if (options.nprobe < 0 || options.ef_search < 0) {
     return Status::InvalidArgument("nprobe and ef-search must be >= 0");
+  }
+  if (options.ef_search > kMaxEfSearch) {
+    return Status::InvalidArgument("ef-search must be at most " + std::to_string(kMaxEfSearch) +
+                                   ", got " + std::to_string(options.ef_search));
   }
   HEDGEDB_RETURN_IF_ERROR(ValidateQueries(queries));
   plan->shape = RowShapeOf(s);
@@ -1191,7 +1222,7 @@ Status Collection::ThresholdSearchLocked(const SearchPlan& plan, const SearchOpt
     kprime = std::min(kprime * 2, slots);
     if (lists > 0) knobs.nprobe = int(std::min<int64_t>(std::max(knobs.nprobe, 1) * 2, lists));
     if (knobs.ef_search > 0)
-      knobs.ef_search = int(std::min<int64_t>(knobs.ef_search * 2LL, 1 << 20));
+      knobs.ef_search = int(std::min<int64_t>(knobs.ef_search * 2LL, kMaxFilteredEfSearch));
   }
   if (exhaustive) score_rows(passing ? passing->rows : live_rows_);
 

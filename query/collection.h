@@ -35,8 +35,12 @@ namespace hedgedb {
 namespace query {
 
 // Checks a spec for creation (name, dimensions, kind parameters, a, samples,
-// index factory).
-Status ValidateSpec(const CollectionSpec& spec);
+// index factory). `exercise_index`: also build the index and train, add and
+// search a sample (CoarseIndex::Validate), which create does once; an open
+// skips it (each open of a collection paid a FAISS training), as opening
+// checks the factory string's grammar only (what FAISS could abort on) and
+// turns what FAISS throws later into errors.
+Status ValidateSpec(const CollectionSpec& spec, bool exercise_index = true);
 
 class Collection {
  public:

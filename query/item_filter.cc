@@ -84,6 +84,13 @@ Status CompileFilter(const SearchFilter& filter, CompiledFilter* out) {
 }
 
 void PayloadFieldIndex::Add(int64_t row, std::string_view payload) {
+  // A UTF-8 byte-order mark before the JSON text is skipped, as RFC 8259
+  // lets a parser do (editors on Windows write one); the payload keeps it.
+  constexpr std::string_view kBom = "\xEF\xBB\xBF";
+  if (payload.substr(0, kBom.size()) == kBom) payload.remove_prefix(kBom.size());
+  // JSON text holds no NUL byte (strings escape it), but the parser stops at
+  // one as at the end: {"a":3} followed by a NUL and anything is not JSON.
+  if (payload.find('\0') != std::string_view::npos) return;
   // Cheap rejection: most non-JSON payloads (paths, free text) start otherwise.
   const size_t first = payload.find_first_not_of(" \t\r\n");
   if (first == std::string_view::npos || payload[first] != '{') return;

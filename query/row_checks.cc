@@ -1,11 +1,19 @@
 #include "query/row_checks.h"
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 namespace hedgedb {
 namespace query {
 namespace {
+
+// A float as %g: 1e-40 prints as 1e-40, not as 0.000000.
+std::string FloatText(float v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", double(v));
+  return text;
+}
 
 // Finite, and > 0 where positive is set.
 Status CheckFloats(const float* p, size_t n, size_t per_row, const char* what, bool positive,
@@ -14,12 +22,12 @@ Status CheckFloats(const float* p, size_t n, size_t per_row, const char* what, b
     if (!std::isfinite(p[j])) {
       return Status::InvalidArgument(std::string(what) + " of " + row_word + " " +
                                      std::to_string(j / per_row) + " is not finite (" +
-                                     std::to_string(p[j]) + ")");
+                                     FloatText(p[j]) + ")");
     }
     if (positive && !(p[j] > 0.0f)) {
       return Status::InvalidArgument(std::string(what) + " of " + row_word + " " +
                                      std::to_string(j / per_row) + " must be > 0, got " +
-                                     std::to_string(p[j]));
+                                     FloatText(p[j]));
     }
   }
   return Status::OK();

@@ -15,6 +15,10 @@ namespace query {
 
 Status ScoreParamsFor(const CollectionSpec& spec, ScoreType score, int samples, bool has_seed,
                       uint64_t seed, ScoreParams* params) {
+  if (samples < 0) {
+    return Status::InvalidArgument("samples must be >= 0 (0: the collection's), got " +
+                                   std::to_string(samples));
+  }
   params->score = ResolveScore(spec.kind, score);
   params->match_a = spec.match_a;
   params->match_b = spec.match_b;

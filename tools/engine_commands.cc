@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <set>
 #include <string>
@@ -554,6 +555,23 @@ void RunFuse(FuseArgs& args) {
     UsageError(
         "give the items to fuse once: stored items (--ids FILE or --id ID) or embeddings from "
         "files (--mean with --var, --std, --log-var or --log-std)");
+  }
+  // Two outputs written into one file would leave only the last of them.
+  const std::pair<const char*, const std::string*> outputs[] = {
+      {"--out-mean", &args.out_mean},
+      {"--out-var", &args.out_var},
+      {"--out-weights", &args.out_weights}};
+  for (size_t i = 0; i < 3; ++i) {
+    for (size_t j = i + 1; j < 3; ++j) {
+      if (outputs[i].second->empty() || outputs[j].second->empty()) continue;
+      std::error_code e1, e2;
+      const std::filesystem::path a = std::filesystem::weakly_canonical(*outputs[i].second, e1);
+      const std::filesystem::path b = std::filesystem::weakly_canonical(*outputs[j].second, e2);
+      if (*outputs[i].second == *outputs[j].second || (!e1 && !e2 && a == b)) {
+        UsageError(std::string(outputs[i].first) + " and " + outputs[j].first +
+                   " name the same file '" + *outputs[j].second + "'");
+      }
+    }
   }
   SearchOptions options;
   if (args.search) options = ResolveTopKFlags(args.top_k);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <string>
 
 namespace hedgedb {
@@ -22,6 +23,21 @@ inline CLI::Validator NumberAtLeast(bool strictly_positive) {
 }
 inline CLI::Validator Positive() { return NumberAtLeast(true); }
 inline CLI::Validator NonNegative() { return NumberAtLeast(false); }
+// The value is in [lo, hi]; NaN is refused (CLI::Range lets it through, as
+// every comparison with NaN is false).
+inline CLI::Validator NumberIn(double lo, double hi) {
+  char range[64];
+  std::snprintf(range, sizeof(range), "[%g, %g]", lo, hi);
+  const std::string bounds = range;
+  return CLI::Validator(
+      [lo, hi, bounds](std::string& text) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(text, value)) return "'" + text + "' is not a number";
+        if (value >= lo && value <= hi) return std::string();
+        return "must be in " + bounds + ", got " + text;
+      },
+      bounds);
+}
 
 }  // namespace cli
 }  // namespace hedgedb

@@ -47,8 +47,10 @@ void AddSearchFlags(CLI::App* cmd, SearchFlags* flags) {
       cmd->add_option("--seed", o.seed, "Monte Carlo seed (default: the collection's)");
   cmd->add_option("--nprobe", o.nprobe, "FAISS IVF nprobe (default: the index's)")
       ->check(Positive());
-  cmd->add_option("--ef-search", o.ef_search, "FAISS HNSW efSearch (default: the index's)")
-      ->check(Positive());
+  cmd->add_option(
+         "--ef-search", o.ef_search,
+         "FAISS HNSW efSearch, at most " + std::to_string(kMaxEfSearch) + " (default: the index's)")
+      ->check(NumberIn(1, kMaxEfSearch));
   cmd->add_flag("--no-uncertainty", flags->no_uncertainty,
                 "Skip the uncertainty eta of results and queries (faster)");
   flags->min_prob_option =
@@ -56,7 +58,7 @@ void AddSearchFlags(CLI::App* cmd, SearchFlags* flags) {
                       "Threshold search: every item whose calibrated probability is at least P "
                       "(in (0, 1]), best first, instead of the top k; needs a calibration of the "
                       "score (hedgedb calibrate)")
-          ->check(CLI::Range(0.0, 1.0));
+          ->check(NumberIn(0.0, 1.0));
   cmd->add_option("--max-results", o.max_results,
                   "Threshold search: at most this many results per query (the line says "
                   "\"truncated\": true when more qualified)")

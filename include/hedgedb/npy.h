@@ -55,6 +55,22 @@ HEDGEDB_EXPORT Status NpyToFloat32(const NpyArray& array, const std::string& wha
                                    std::vector<float>* out);
 HEDGEDB_EXPORT Status NpyToInt64(const NpyArray& array, const std::string& what,
                                  std::vector<int64_t>* out);
+// float64 -> float32 for NpyToFloat32 and the Python binding: a finite value
+// that float32 cannot hold (beyond its range, or nonzero but below its
+// smallest subnormal, 1.4e-45, so that it would become 0) is refused naming
+// the element and its value, instead of turning into an infinity or a 0
+// that a later check would print as if it had been given.
+HEDGEDB_EXPORT Status DoublesToFloat32(const double* in, size_t n, const std::string& what,
+                                       float* out);
+// NpyToInt64, and every value must fit in int32 (DIMCO code symbols).
+HEDGEDB_EXPORT Status NpyToInt32(const NpyArray& array, const std::string& what,
+                                 std::vector<int32_t>* out);
+// The NpyType of a NumPy dtype given by its kind character ('f', 'i', 'u')
+// and item size in bytes; false for every other dtype (bool, float16,
+// complex, strings, objects), which the conversions above do not take. The
+// Python binding reads its integer arguments through this and NpyToInt64, so
+// that it takes exactly what the command line takes from a .npy file.
+HEDGEDB_EXPORT bool NpyTypeOf(char kind, int item_size, NpyType* type);
 
 // These copy all of `data`; WriteNpy reports a size that does not match `shape`.
 HEDGEDB_EXPORT NpyArray MakeNpy(const std::vector<float>& data, std::vector<int64_t> shape);

@@ -109,7 +109,8 @@ struct EmbeddingView {
   const float* logp = nullptr;
 };
 
-// One ingest batch: written atomically (all or nothing).
+// One ingest batch: written atomically (all or nothing). A batch of 0 items
+// writes nothing and succeeds (the command line and Python alike).
 struct IngestBatch {
   EmbeddingView data;
   // n ids, unique within the batch and new to the collection (unless
@@ -118,6 +119,10 @@ struct IngestBatch {
   const int64_t* ids = nullptr;
   // n labels, or nullptr for none.
   const int64_t* labels = nullptr;
+  // With labels: n flags, 0 where item i has no label (labels[i] is then
+  // ignored), so that one batch can mix labelled and unlabelled items;
+  // nullptr: every item has its label.
+  const uint8_t* has_labels = nullptr;
   // n payloads (opaque bytes, e.g. an image path or JSON), or nullptr for none.
   const std::string* payloads = nullptr;
   // Makes a retry idempotent: a batch whose token the collection has already
@@ -186,6 +191,10 @@ struct SearchFilter {
   bool empty() const { return label_rule == LabelRule::kAny && payload_equals.empty(); }
 };
 
+// The largest HNSW efSearch a search takes (SearchOptions::ef_search), and
+// the widest a filtered or threshold search widens stage 1 to by itself.
+constexpr int kMaxEfSearch = 1 << 14;
+
 struct SearchOptions {
   // Number of results per query.
   int k = 10;
@@ -206,7 +215,8 @@ struct SearchOptions {
   // Seed of the Monte Carlo samples; used when has_seed, else the collection's.
   bool has_seed = false;
   uint64_t seed = 0;
-  // FAISS knobs; 0 keeps the index's own setting.
+  // FAISS knobs; 0 keeps the index's own setting. ef_search is at most
+  // kMaxEfSearch (a larger one is refused: FAISS allocates per unit of it).
   int nprobe = 0;
   int ef_search = 0;
   // Compute eta for every result and the query (costs 2 extra sample sets

@@ -19,11 +19,14 @@ score. In a two-stage search each shard draws its own candidates, which
 include every single-node candidate that it holds: the merged answer is then
 at least as good at every rank. A shard that
 fails (its worker died, its database refused) makes the whole call raise
-hedgedb.Error naming the shard: never a silently short answer.
+hedgedb.Error naming the shard: never a silently short answer. A shard that
+is lost (not a refusal: a dead worker, a lost actor, no answer in time) also
+closes the other shards, so that ShardedCollection.create can open the
+directories again at once; the lost object then refuses every call.
 
 Adding shards changes `id % shards` for most ids, so it is a rebuild:
-`reshard` reads every item back and writes it into a new set of shards
-(docs/python.md, "Dask").
+`reshard` reads every item back and writes it into a new set of shards,
+replacing what an interrupted earlier reshard wrote (docs/python.md, "Dask").
 """
 
 import os
@@ -32,6 +35,7 @@ import numpy as np
 
 from . import Error
 from . import open as open_db
+from ._hedgedb import _as_int64
 
 _VECTORS = ("vec", "mean", "var", "weights", "codes")
 
@@ -67,6 +71,15 @@ class _Shard:
         self.db.close()
 
 
+class _Lost(Error):
+    """A shard that did not answer (not a refusal by its database)."""
+
+
+def _failure(shard, what, e):
+    return _Lost(f"shard {shard}: {what} failed ({type(e).__name__}: {e}); "
+                 "no partial result is returned")
+
+
 def _result(future, shard, what, timeout=None):
     """The value of an actor call; any failure (or no answer within
     `timeout` seconds) is a hedgedb.Error naming the shard."""
@@ -75,8 +88,7 @@ def _result(future, shard, what, timeout=None):
     except Error:
         raise
     except Exception as e:  # a dead worker, a lost actor, a comm error
-        raise Error(f"shard {shard}: {what} failed ({type(e).__name__}: {e}); "
-                    "no partial result is returned") from e
+        raise _failure(shard, what, e) from e
 
 
 class ShardedCollection:
@@ -91,6 +103,8 @@ class ShardedCollection:
         self.spec = spec
         self.name = spec["name"]
         self.actors = actors
+        self._lost = None  # why the shards were closed after a shard was lost
+        self._lost_error = None  # the hedgedb.Error that said so
 
     @classmethod
     def create(cls, client, root, name, *, shards, workers=None, **spec):
@@ -106,8 +120,67 @@ class ShardedCollection:
                           workers=[workers[i % len(workers)]], pure=False)
             for i in range(shards)
         ]
-        actors = [_result(f, i, "opening") for i, f in enumerate(futures)]
+        actors, failure = [], None
+        for i, f in enumerate(futures):
+            try:
+                actors.append(_result(f, i, "opening"))
+            except Error as e:
+                failure = failure or e
+        if failure is not None:
+            # The shards that opened hold their directories: close them, so
+            # that a retry can open every one.
+            cls(client, root, spec, actors)._close_quietly()
+            raise failure
         return cls(client, root, spec, actors)
+
+    def _call(self, shard, what, method, *args):
+        """Starts actors[shard].method(*args); the future, or a hedgedb.Error
+        naming the shard when the call cannot even start (its actor's worker
+        is gone: Dask raises at once)."""
+        if self._lost is not None:
+            raise Error(f"collection '{self.name}' under {self.root} was closed: {self._lost}; "
+                        "open it again with ShardedCollection.create")
+        try:
+            return getattr(self.actors[shard], method)(*args)
+        except Error:
+            raise
+        except Exception as e:
+            self._abandon(_failure(shard, what, e))
+            raise self._lost_error from e
+
+    def _wait(self, calls, what, timeout=None):
+        """The results of [(shard, future)], in order; the first failure
+        raises (a lost shard closes the others first)."""
+        out = []
+        for s, f in calls:
+            try:
+                out.append(_result(f, s, what, timeout))
+            except _Lost as e:
+                self._abandon(e)
+                raise
+        return out
+
+    def _abandon(self, error):
+        """A shard is lost: close the others (their worker processes keep
+        their databases open otherwise, and a reopen would find them
+        locked) and refuse further calls."""
+        if self._lost is None:
+            self._lost = str(error)
+            self._lost_error = error
+            self._close_quietly()
+
+    def _close_quietly(self):
+        calls = []
+        for a in self.actors:
+            try:
+                calls.append(a.close())
+            except Exception:  # its worker is gone: so is its database
+                pass
+        for f in calls:
+            try:
+                f.result(timeout=60)
+            except Exception:
+                pass
 
     @property
     def shards(self):
@@ -119,9 +192,14 @@ class ShardedCollection:
         token, retrying the whole call after a failure writes only what is
         missing: each shard's part carries the token and its shard number.
         upsert=True replaces existing ids (an id always lives on one shard)."""
-        ids = np.asarray(ids, dtype=np.int64)
+        # The rule every ingest reads ids by: a fraction or a value out of
+        # int64's range is refused here, before it picks a shard.
+        ids = _as_int64(ids, "ids")
         if ids.ndim != 1:
             raise Error("ids: expected a 1-D array")
+        if labels is not None:
+            # Integers, or None for an item without a label (object array).
+            labels = np.asarray(labels)
         shard_of = ids % self.shards
         calls = []
         for s in range(self.shards):
@@ -132,15 +210,18 @@ class ShardedCollection:
                     if v is not None}
             part["ids"] = ids[rows]
             if labels is not None:
-                part["labels"] = np.asarray(labels, dtype=np.int64)[rows]
+                part["labels"] = labels[rows]
+                if labels.dtype == object:
+                    part["labels"] = list(part["labels"])
             if payloads is not None:
                 part["payloads"] = [payloads[r] for r in rows]
             if token:
                 part["token"] = f"{token}#shard-{s}"
             if upsert:
                 part["upsert"] = True
-            calls.append((s, self.actors[s].ingest(self.name, part)))
-        return np.sort(np.concatenate([_result(f, s, "ingest", self.timeout) for s, f in calls]))
+            calls.append((s, self._call(s, "ingest", "ingest", self.name, part)))
+        written = self._wait(calls, "ingest", self.timeout)
+        return np.sort(np.concatenate(written)) if written else np.zeros(0, np.int64)
 
     def search(self, *, k=10, **kwargs):
         """The exact global top k of each query: every shard's top k, merged
@@ -150,8 +231,9 @@ class ShardedCollection:
         queries = {key: kwargs.pop(key) for key in ("vec", "mean", "var", "weights", "logp")
                    if kwargs.get(key) is not None}
         options = dict(kwargs, k=k)
-        calls = [self.actors[s].search(self.name, queries, options) for s in range(self.shards)]
-        parts = [_result(f, s, "search", self.timeout) for s, f in enumerate(calls)]
+        calls = [(s, self._call(s, "search", "search", self.name, queries, options))
+                 for s in range(self.shards)]
+        parts = self._wait(calls, "search", self.timeout)
         ids = np.concatenate([p["ids"] for p in parts], axis=1)
         scores = np.concatenate([p["scores"] for p in parts], axis=1)
         # Padding (id -1, NaN) sorts last; then score descending, id ascending.
@@ -167,21 +249,26 @@ class ShardedCollection:
         return merged
 
     def count(self):
-        return sum(_result(self.actors[s].count(self.name), s, "count")
-                   for s in range(self.shards))
+        calls = [(s, self._call(s, "count", "count", self.name)) for s in range(self.shards)]
+        return sum(self._wait(calls, "count", self.timeout))
 
     def flush(self):
-        for s, f in enumerate([a.flush() for a in self.actors]):
-            _result(f, s, "flush")
+        calls = [(s, self._call(s, "flush", "flush")) for s in range(self.shards)]
+        self._wait(calls, "flush", self.timeout)
 
     def reshard(self, root, shards, workers=None):
         """A new ShardedCollection under `root` with `shards` shards holding
-        every item of this one (read back with get, re-routed by id)."""
+        every item of this one (read back with get, re-routed by id), each
+        with its own label (or none) and payload. The items are written as
+        upserts: a reshard that was interrupted (a worker died) is retried
+        by calling reshard again with the same root, which replaces what the
+        first attempt wrote."""
         target = ShardedCollection.create(self.client, root, self.name, shards=shards,
                                           workers=workers,
                                           **{k: v for k, v in self.spec.items() if k != "name"})
         for s in range(self.shards):
-            ids, records = _result(self.actors[s].read_all(self.name), s, "read")
+            ids, records = self._wait([(s, self._call(s, "read", "read_all", self.name))],
+                                      "read", self.timeout)[0]
             if len(ids) == 0:
                 continue
             arrays = {}
@@ -189,14 +276,17 @@ class ShardedCollection:
                 if name in records[0]:
                     arrays[name] = np.stack([r[name] for r in records])
             _reshape(self.spec, arrays)
+            # Per item: a label, or None for an item that has none.
             labels = [r["label"] for r in records]
-            target.ingest(ids=ids, payloads=[r["payload"] for r in records],
-                          labels=None if any(l is None for l in labels) else labels, **arrays)
+            target.ingest(ids=ids, payloads=[r["payload"] for r in records], labels=labels,
+                          upsert=True, **arrays)
         return target
 
     def close(self):
-        for s, f in enumerate([a.close() for a in self.actors]):
-            _result(f, s, "close")
+        if self._lost is not None:
+            return  # closed when the shard was lost
+        calls = [(s, self._call(s, "close", "close")) for s in range(self.shards)]
+        self._wait(calls, "close", self.timeout)
 
 
 def _reshape(spec, arrays):

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1264,26 +1265,24 @@ TEST_F(CliTest, CalibrateStoresAMapThatSearchAndStatsShow) {
   Fails({"calibrate", "--db", db_, "--collection", "bare"}, 1, {"labelled items"});
 }
 
-
 // ingest --upsert replaces existing ids (vectors, label, payload) and adds
 // new ones in one batch; it needs --ids.
 TEST_F(CliTest, IngestUpsertReplacesExistingIds) {
   Create("u", K::kGaussian);
   Ok(Concat(Cmd("ingest", "u",
-                {"--ids", Write("ids.npy", MakeNpy(std::vector<int64_t>{0, 1, 2}, {3})),
-                 "--labels", Write("l1.npy", MakeNpy(std::vector<int64_t>{7, 7, 7}, {3}))}),
+                {"--ids", Write("ids.npy", MakeNpy(std::vector<int64_t>{0, 1, 2}, {3})), "--labels",
+                 Write("l1.npy", MakeNpy(std::vector<int64_t>{7, 7, 7}, {3}))}),
             ItemFlags(K::kGaussian, MakeItems(K::kGaussian, 0, 3), "u1")));
   // Without --upsert an existing id fails and names the flag's idea.
   const std::string up_ids = Write("up.npy", MakeNpy(std::vector<int64_t>{1, 2, 3}, {3}));
   const Items replacement = MakeItems(K::kGaussian, 10, 3);
   Fails(Concat(Cmd("ingest", "u", {"--ids", up_ids}), ItemFlags(K::kGaussian, replacement, "u2")),
         1, {"already exists", "upsert"});
-  const json out =
-      Ok(Concat(Cmd("ingest", "u",
-                    {"--ids", up_ids, "--upsert", "--labels",
-                     Write("l2.npy", MakeNpy(std::vector<int64_t>{9, 9, 9}, {3}))}),
-                ItemFlags(K::kGaussian, replacement, "u2")))
-          .Json();
+  const json out = Ok(Concat(Cmd("ingest", "u",
+                                 {"--ids", up_ids, "--upsert", "--labels",
+                                  Write("l2.npy", MakeNpy(std::vector<int64_t>{9, 9, 9}, {3}))}),
+                             ItemFlags(K::kGaussian, replacement, "u2")))
+                       .Json();
   EXPECT_EQ(out["replaced"], 2);
   EXPECT_EQ(ItemCount("u"), 4);
   const std::vector<json> records =
@@ -1504,6 +1503,123 @@ TEST_F(CliErrorTest, FuseErrorsNameTheProblemAndChangeNothing) {
                            "--k", "--out-mean", "--out-var", "1/var = sum_i 1/var_i"}) {
     EXPECT_NE(help.out.find(flag), std::string::npos) << flag;
   }
+}
+
+// Search knobs have upper bounds, checked as usage errors (exit 2) before
+// any work: --ef-search past 16,384 (FAISS would allocate per unit of it)
+// and a --min-prob of nan (every comparison with NaN is false).
+TEST_F(CliTest, SearchKnobsHaveBoundsAndNanIsRefused) {
+  Create("h", K::kGaussian, "HNSW16");
+  const Items it = MakeItems(K::kGaussian, 0, 30);
+  Ok(Concat(Cmd("ingest", "h"), ItemFlags(K::kGaussian, it, "h")));
+  const std::vector<std::string> query =
+      ItemFlags(K::kGaussian, MakeItems(K::kGaussian, 0, 2), "q");
+  Fails(Concat(Cmd("search", "h", {"--k", "3", "--ef-search", "2000000000"}), query), 2,
+        {"--ef-search", "must be in [1, 16384], got 2000000000"});
+  Fails(Concat(Cmd("search", "h", {"--k", "3", "--ef-search", "16385"}), query), 2,
+        {"--ef-search", "16384"});
+  Fails(Concat(Cmd("search", "h", {"--min-prob", "nan"}), query), 2, {"--min-prob", "nan"});
+  const std::vector<json> lines =
+      Ok(Concat(Cmd("search", "h", {"--k", "3", "--ef-search", "16384"}), query)).JsonLines();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["results"].size(), 3u);
+  // k larger than the collection: every item once, nothing allocated for k.
+  const std::vector<json> all =
+      Ok(Concat(Cmd("search", "h", {"--k", "2000000000", "--exhaustive"}), query)).JsonLines();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0]["results"].size(), 30u);
+}
+
+// Read commands (stats, search, get, list) on collections whose IVF index
+// is still untrained leave every file under index/ as it is.
+TEST_F(CliTest, ReadCommandsDoNotRewriteUntrainedIndexFiles) {
+  for (const char* name : {"a", "b", "c"}) {
+    Create(name, K::kGaussian, "IVF16,Flat");
+    Ok(Concat(Cmd("ingest", name), ItemFlags(K::kGaussian, MakeItems(K::kGaussian, 0, 5), name)));
+  }
+  auto snapshot = [&] {
+    std::map<std::string, std::pair<uint64_t, int64_t>> files;
+    for (const auto& e : fs::directory_iterator(Path("db/index"))) {
+      struct stat st;
+      EXPECT_EQ(::stat(e.path().c_str(), &st), 0);
+      files[e.path().filename().string()] = {
+          uint64_t(st.st_ino), int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+    }
+    return files;
+  };
+  const auto before = snapshot();
+  ASSERT_EQ(before.size(), 6u);  // an index file and an arena snapshot each
+  const json stats = Ok({"stats", "--db", db_}).Json();
+  for (const json& c : stats["collections"]) {
+    EXPECT_FALSE(c.value("index_trained", true)) << c;
+    EXPECT_FALSE(c.contains("index_note")) << c;
+  }
+  Ok(Concat(Cmd("search", "b", {"--k", "2"}),
+            ItemFlags(K::kGaussian, MakeItems(K::kGaussian, 0, 1), "q")));
+  Ok(Cmd("get", "c", {"--id", "1"}));
+  Ok({"list", "--db", db_});
+  EXPECT_EQ(snapshot(), before);
+}
+
+// fuse writes each output to its own file: two flags naming one file (as
+// given, or as another spelling of the same path) are a usage error.
+TEST_F(CliErrorTest, FuseRefusesOutputsIntoOneFile) {
+  const std::string same = Path("x.npy");
+  Fails(Cmd("fuse", "g", {"--id", "1,2", "--out-mean", same, "--out-var", same}), 2,
+        {"--out-mean and --out-var name the same file"});
+  Fails(
+      Cmd("fuse", "g", {"--id", "1,2", "--out-mean", same, "--out-var", dir_ + "/./sub/../x.npy"}),
+      2, {"name the same file"});
+  EXPECT_FALSE(fs::exists(same));
+  const json j =
+      Ok(Cmd("fuse", "g", {"--id", "1,2", "--out-mean", Path("m.npy"), "--out-var", Path("v.npy")}))
+          .Json();
+  EXPECT_EQ(j["out_mean"], Path("m.npy"));
+  NpyArray mean, var;
+  ASSERT_TRUE(ReadNpy(Path("m.npy"), &mean).ok());
+  ASSERT_TRUE(ReadNpy(Path("v.npy"), &var).ok());
+  EXPECT_NE(mean.bytes, var.bytes);
+  ExpectUnchanged();
+}
+
+// Codes query tables may hold log(0) = -inf: calibrate fits on them (the
+// pairs scoring -inf count as the lowest finite score) instead of failing
+// on "score of pair 0 is infinite".
+TEST_F(CliTest, CalibrateCodesQueriesHoldingLogZero) {
+  const std::string prefix = Path("codes");
+  Ok({"generate", "--kind", "codes", "--n", "400", "--dim", "6", "--classes", "4", "--queries",
+      "60", "--seed", "3", "--out", prefix});
+  Ok({"create", "--db", db_, "--collection", "c", "--kind", "codes", "--dim", "6", "--code-k",
+      "16"});
+  Ok({"ingest", "--db", db_, "--collection", "c", "--codes", prefix + ".codes.npy", "--labels",
+      prefix + ".labels.npy"});
+  NpyArray logp;
+  ASSERT_TRUE(ReadNpy(prefix + ".logp.npy", &logp).ok());
+  ASSERT_EQ(logp.type, NpyType::kFloat32);
+  std::vector<float> tables(logp.bytes.size() / sizeof(float));
+  std::memcpy(tables.data(), logp.bytes.data(), logp.bytes.size());
+  for (size_t t = 0; t < tables.size(); t += 16) {  // all but each position's best symbol
+    const size_t best =
+        size_t(std::max_element(tables.begin() + t, tables.begin() + t + 16) - tables.begin());
+    for (size_t s = t; s < t + 16; ++s) {
+      if (s != best) tables[s] = -std::numeric_limits<float>::infinity();
+    }
+  }
+  const std::string zero = Write("zero.logp.npy", MakeNpy(tables, logp.shape));
+  const json report = Ok({"calibrate", "--db", db_, "--collection", "c", "--logp", zero,
+                          "--query-labels", prefix + ".query.labels.npy"})
+                          .Json();
+  EXPECT_EQ(report["stored"], true);
+  EXPECT_EQ(report["score"], "logprob");
+}
+
+// 0-row files ingest as a no-op with exit 0, as in Python (test_python_api.py).
+TEST_F(CliTest, AZeroRowFileIngestsNothing) {
+  Create("g", K::kGaussian);
+  const std::string empty = Write("e.npy", MakeNpy(std::vector<float>{}, {0, kDim}));
+  const json j = Ok(Cmd("ingest", "g", {"--mean", empty, "--var", empty})).Json();
+  EXPECT_EQ(j["ingested"], 0);
+  EXPECT_EQ(ItemCount("g"), 0);
 }
 
 }  // namespace

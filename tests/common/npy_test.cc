@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include <limits>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "sanitizer.h"
@@ -440,6 +442,52 @@ TEST_F(NpyTest, ToFloat32ConvertsFloatsOnly) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("means"), std::string::npos);
   EXPECT_NE(s.message().find("<i4"), std::string::npos) << s.message();
+}
+
+// float64 -> float32 refuses what float32 cannot hold, naming the value as
+// given (1e-50, not the 0 it would become); infinities and NaN pass through
+// for the database to judge (a logp of -inf is valid).
+TEST_F(NpyTest, ToFloat32RefusesValuesOutsideFloatRange) {
+  std::vector<float> out;
+  for (const auto& [value, becomes] : std::vector<std::pair<double, std::string>>{
+           {1e-50, "0"}, {-1e-46, "0"}, {1e39, "an infinity"}}) {
+    const Status s = NpyToFloat32(
+        MakeTyped(NpyType::kFloat64, std::vector<double>{0.5, value}, {2}), "var", &out);
+    ASSERT_TRUE(s.IsInvalidArgument()) << value;
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", value);
+    EXPECT_EQ(s.message(), "var: element 1 (" + std::string(text) +
+                               ") is outside float32's range (it would be stored as " + becomes +
+                               ")");
+  }
+  const std::vector<double> edge = {1e-45, -3.4e38, -INFINITY, 0.0, -0.0};  // 1e-45: subnormal
+  ASSERT_TRUE(NpyToFloat32(MakeTyped(NpyType::kFloat64, edge, {5}), "x", &out).ok());
+  EXPECT_GT(out[0], 0.0f);
+  EXPECT_EQ(out[2], -INFINITY);
+}
+
+// NpyToInt32 (codes) is NpyToInt64 then int32's range; NpyTypeOf maps NumPy
+// dtype kinds and sizes to the types the conversions take, and nothing else.
+TEST_F(NpyTest, ToInt32AndNpyTypeOf) {
+  std::vector<int32_t> out;
+  ASSERT_TRUE(NpyToInt32(MakeTyped(NpyType::kFloat64, std::vector<double>{3, -2147483648.0}, {2}),
+                         "codes", &out)
+                  .ok());
+  EXPECT_EQ(out, (std::vector<int32_t>{3, INT32_MIN}));
+  Status s =
+      NpyToInt32(MakeNpy(std::vector<int64_t>{1, (int64_t(1) << 32) + 1}, {2}), "codes", &out);
+  EXPECT_EQ(s.message(), "codes: element 1 (4294967297) does not fit in int32");
+  s = NpyToInt32(MakeTyped(NpyType::kFloat32, std::vector<float>{1.5f}, {1}), "codes", &out);
+  EXPECT_EQ(s.message(),
+            "codes: element 0 (1.5) is not an integer in int64's range; expected an integer array");
+  NpyType t;
+  EXPECT_TRUE(NpyTypeOf('u', 8, &t) && t == NpyType::kUInt64);
+  EXPECT_TRUE(NpyTypeOf('f', 4, &t) && t == NpyType::kFloat32);
+  EXPECT_TRUE(NpyTypeOf('i', 1, &t) && t == NpyType::kInt8);
+  for (const auto& [kind, size] : std::vector<std::pair<char, int>>{
+           {'b', 1}, {'f', 2}, {'c', 8}, {'O', 8}, {'U', 4}, {'i', 16}, {'f', 0}}) {
+    EXPECT_FALSE(NpyTypeOf(kind, size, &t)) << kind << size;
+  }
 }
 
 TEST_F(NpyTest, ToInt64ConvertsEveryIntegerTypeAndIntegralFloats) {

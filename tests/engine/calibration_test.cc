@@ -9,8 +9,10 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -260,6 +262,63 @@ TEST(Calibrate, ClearErrorsLeaveTheCollectionUnchanged) {
   tables.query_labels = qb.labels.data();
   Status s = db->Calibrate("codes", tables, nullptr);
   EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
+// Codes query tables may hold log(0) = -inf (docs/formats.md): pairs then
+// score -inf, which calibrate fits as the lowest finite score (they rank
+// last), and the map gives such hits a probability, never NaN, no higher
+// than any finite hit's.
+TEST(Calibrate, CodesQueriesWithLogZeroCalibrate) {
+  TempDir dir;
+  auto db = OpenDb(dir.path());
+  CollectionSpec codes = MakeSpec("codes", Kind::kCodes, 4);
+  ASSERT_TRUE(db->CreateCollection(codes).ok());
+  testing::Batch cb = testing::RandomBatch(codes, 300, 0, 10);
+  ASSERT_TRUE(db->Ingest("codes", cb.ingest(), nullptr).ok());
+  testing::Batch qb = testing::RandomBatch(codes, 200, 0, 11);
+  // Every other query: probability 0 for all but its most likely symbol.
+  const int64_t per_query = int64_t(codes.dim) * codes.code_k;
+  int64_t infinite = 0;
+  for (int64_t q = 0; q < qb.n; q += 2) {
+    for (int64_t j = 0; j < codes.dim; ++j) {
+      float* table = qb.logp.data() + q * per_query + j * codes.code_k;
+      const float* best = std::max_element(table, table + codes.code_k);
+      for (int s = 0; s < codes.code_k; ++s) {
+        if (table + s == best) continue;
+        table[s] = -std::numeric_limits<float>::infinity();
+        ++infinite;
+      }
+    }
+  }
+  ASSERT_GT(infinite, 0);
+  CalibrateOptions tables;
+  tables.queries.n = qb.n;
+  tables.queries.logp = qb.logp.data();
+  tables.query_labels = qb.labels.data();
+  CalibrationReport report;
+  Status s = db->Calibrate("codes", tables, &report);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  SearchOptions o;
+  o.k = 300;
+  o.exhaustive = true;
+  std::vector<SearchResult> results;
+  EmbeddingView two = tables.queries;
+  two.n = 2;
+  ASSERT_TRUE(db->Search("codes", two, o, &results).ok());
+  int64_t minus_inf_hits = 0;
+  for (const SearchResult& r : results) {
+    float lowest_finite = 1;
+    for (const SearchHit& h : r.hits) {
+      ASSERT_FALSE(std::isnan(h.prob)) << h.id;
+      if (std::isfinite(h.score)) lowest_finite = std::min(lowest_finite, h.prob);
+    }
+    for (const SearchHit& h : r.hits) {
+      if (std::isfinite(h.score)) continue;
+      ++minus_inf_hits;
+      EXPECT_LE(h.prob, lowest_finite) << h.id;
+    }
+  }
+  EXPECT_GT(minus_inf_hits, 0);
 }
 
 TEST(Calibrate, ImportedMapsAreCheckedAndUsed) {

@@ -1,10 +1,15 @@
 // The DB facade end to end: catalog, ingest/get/remove, validation that writes
 // nothing, two-stage vs exhaustive, persistence across close/reopen.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <thread>
+#include <tuple>
 
 #include "engine_test_util.h"
 
@@ -12,6 +17,7 @@ namespace hedgedb {
 namespace {
 
 using testing::Batch;
+using testing::QueryBatch;
 using testing::MakeSpec;
 using testing::RandomBatch;
 using testing::TempDir;
@@ -387,8 +393,8 @@ TEST(DBTest, BadInputIsRejectedAndWritesNothing) {
   expect_rejected("g", existing, "already exists");
   Batch wrong_kind = RandomBatch(MakeSpec("p", Kind::kPoint, 4), 5, 100, 2);
   expect_rejected("g", wrong_kind, "means and variances");
-  Batch empty;
-  expect_rejected("g", empty, "empty");
+  // A 0-item batch is not refused but writes nothing (checked below too).
+  EXPECT_TRUE(db->Ingest("g", Batch().ingest(), nullptr).ok());
   expect_rejected("nope", RandomBatch(g, 5, 100, 2), "no collection named 'nope'");
 
   Batch bad_code = RandomBatch(c, 5, 0, 2);
@@ -660,6 +666,99 @@ TEST(DBTest, CodesWithIvfPqMatchExhaustiveAndPersist) {
   ASSERT_TRUE(db->Search("codes", q.view(), two, &after).ok());
   EXPECT_EQ(after[0].hits[0].id, a[0].hits[1].id);
   EXPECT_EQ(after[1].hits[0].id, a[1].hits[0].id);
+}
+
+// The files under <db>/index/: inode, size and modification time (ns) of
+// each; a rewrite (a new file renamed into place) changes the inode.
+std::map<std::string, std::tuple<uint64_t, int64_t, int64_t>> IndexFiles(const std::string& db) {
+  std::map<std::string, std::tuple<uint64_t, int64_t, int64_t>> files;
+  for (const auto& e : std::filesystem::directory_iterator(db + "/index")) {
+    struct stat st;
+    if (::stat(e.path().c_str(), &st) != 0) continue;
+    files[e.path().filename().string()] = {
+        uint64_t(st.st_ino), int64_t(st.st_size),
+        int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+  }
+  return files;
+}
+
+// A collection whose IVF index is still untrained (too few items) has an
+// index file that says so; opening the database again, reading and closing
+// must leave that file (and every other under index/) as it is: a read is
+// not a write. Once trained, the index is saved as before.
+TEST(DBTest, AnUntrainedIndexFileIsNotRewrittenByReads) {
+  TempDir dir;
+  const CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 8, "IVF16,Flat");
+  {
+    auto db = OpenDb(dir.path());
+    ASSERT_TRUE(db->CreateCollection(spec).ok());
+    ASSERT_TRUE(db->Ingest("c", RandomBatch(spec, 20, 0, 1).ingest(), nullptr).ok());
+  }
+  const auto before = IndexFiles(dir.path());
+  ASSERT_FALSE(before.empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a rewrite would move the times
+  for (int round = 0; round < 2; ++round) {
+    auto db = OpenDb(dir.path());
+    const CollectionStats st = StatsOf(db.get(), "c");
+    EXPECT_FALSE(st.index_trained);
+    EXPECT_EQ(st.items, 20);
+    EXPECT_EQ(st.index_note, "");
+    std::vector<SearchResult> r;
+    ASSERT_TRUE(db->Search("c", QueryBatch(spec, 2, 3).view(), SearchOptions(), &r).ok());
+    EXPECT_EQ(r[0].hits.size(), 10u);
+  }
+  EXPECT_EQ(IndexFiles(dir.path()), before);
+  // Enough items to train: the next flush trains it and saves the file.
+  {
+    auto db = OpenDb(dir.path());
+    ASSERT_TRUE(db->Ingest("c", RandomBatch(spec, 2000, 100, 2).ingest(), nullptr).ok());
+    ASSERT_TRUE(db->Flush().ok());
+    EXPECT_TRUE(StatsOf(db.get(), "c").index_trained);
+  }
+  EXPECT_NE(IndexFiles(dir.path()), before);
+  auto db = OpenDb(dir.path());
+  EXPECT_TRUE(StatsOf(db.get(), "c").index_trained);
+}
+
+// A batch of 0 items writes nothing and succeeds (no sequence number, no
+// token recorded); negative Monte Carlo samples and an efSearch past
+// kMaxEfSearch are refused.
+TEST(DBTest, EmptyBatchesAndKnobBounds) {
+  TempDir dir;
+  auto db = OpenDb(dir.path());
+  const CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 4, "HNSW16");
+  ASSERT_TRUE(db->CreateCollection(spec).ok());
+  IngestBatch empty;
+  empty.token = "t";
+  std::vector<int64_t> ids = {7};
+  IngestResult result;
+  ASSERT_TRUE(db->Ingest("c", empty, &ids, &result).ok());
+  EXPECT_TRUE(ids.empty());
+  EXPECT_EQ(StatsOf(db.get(), "c").sequence, 0u);
+  const Batch b = RandomBatch(spec, 30, 0, 1);
+  IngestBatch real = b.ingest();
+  real.token = "t";  // not taken by the empty batch
+  ASSERT_TRUE(db->Ingest("c", real, &ids, &result).ok());
+  EXPECT_FALSE(result.replayed);
+  EXPECT_EQ(ids.size(), 30u);
+  const Batch q = QueryBatch(spec, 1, 2);
+  std::vector<SearchResult> r;
+  SearchOptions o;
+  o.samples = -1;
+  Status s = db->Search("c", q.view(), o, &r);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("samples must be >= 0"), std::string::npos) << s.ToString();
+  o = SearchOptions();
+  o.ef_search = 2000000000;
+  s = db->Search("c", q.view(), o, &r);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("ef-search must be at most 16384"), std::string::npos);
+  o.min_prob = 0.5;  // the threshold path too
+  EXPECT_TRUE(db->Search("c", q.view(), o, &r).IsInvalidArgument());
+  o = SearchOptions();
+  o.ef_search = kMaxEfSearch;
+  ASSERT_TRUE(db->Search("c", q.view(), o, &r).ok());
+  EXPECT_EQ(r[0].hits.size(), 10u);
 }
 
 }  // namespace

@@ -266,6 +266,86 @@ TEST(FilterTest, NotInPassesItemsWithoutLabel) {
   EXPECT_EQ(r[0].passing, 0);
 }
 
+// IngestBatch::has_labels: one batch mixes items with and without a label;
+// each keeps its own through get, filters and a reopen (the arena snapshot
+// and the records alike), and the per-item flags are part of a token's
+// batch.
+TEST(FilterTest, PerItemLabelsInOneBatch) {
+  TempDir dir;
+  auto db = OpenDb(dir.path());
+  const CollectionSpec spec = MakeSpec("c", Kind::kPoint, 4);
+  ASSERT_TRUE(db->CreateCollection(spec).ok());
+  Batch b = RandomBatch(spec, 6, 0, 1);
+  b.labels = {3, 99, 3, 99, 5, 99};
+  const std::vector<uint8_t> has = {1, 0, 1, 0, 1, 0};
+  IngestBatch ib = b.ingest();
+  ib.has_labels = has.data();
+  ib.token = "mixed";
+  ASSERT_TRUE(db->Ingest("c", ib, nullptr).ok());
+  IngestResult replay;
+  std::vector<int64_t> ids;
+  ASSERT_TRUE(db->Ingest("c", ib, &ids, &replay).ok());
+  EXPECT_TRUE(replay.replayed);
+  IngestBatch all_labelled = b.ingest();  // the same batch without the flags
+  all_labelled.token = "mixed";
+  EXPECT_TRUE(db->Ingest("c", all_labelled, nullptr).IsInvalidArgument());
+  for (int reopen = 0; reopen < 2; ++reopen) {
+    SCOPED_TRACE(reopen ? "after a reopen" : "as ingested");
+    std::vector<Record> records;
+    ASSERT_TRUE(db->Get("c", b.ids.data(), b.ids.size(), &records).ok());
+    for (size_t i = 0; i < records.size(); ++i) {
+      EXPECT_EQ(records[i].has_label, has[i] != 0) << i;
+      if (has[i]) {
+        EXPECT_EQ(records[i].label, b.labels[i]);
+      }
+    }
+    SearchOptions o;
+    o.k = 10;
+    o.filter.label_rule = SearchFilter::LabelRule::kNotIn;
+    o.filter.labels = {3};
+    std::vector<SearchResult> r;
+    ASSERT_TRUE(db->Search("c", QueryBatch(spec, 1, 4).view(), o, &r).ok());
+    EXPECT_EQ(IdsOf(r[0]), std::set<int64_t>({1, 3, 4, 5}));
+    o.filter.label_rule = SearchFilter::LabelRule::kIn;
+    o.filter.labels = {99};  // the ignored labels of unlabelled items
+    ASSERT_TRUE(db->Search("c", QueryBatch(spec, 1, 4).view(), o, &r).ok());
+    EXPECT_TRUE(r[0].hits.empty());
+    db.reset();
+    db = OpenDb(dir.path());
+  }
+}
+
+// A payload is read as JSON for a filter only if all of it is JSON: a
+// leading UTF-8 byte-order mark is skipped (RFC 8259 lets a parser do so),
+// and a NUL byte (which the parser would take for the end) makes it not
+// JSON; the stored payload stays as given.
+TEST(FilterTest, PayloadByteOrderMarkAndNulBytes) {
+  TempDir dir;
+  auto db = OpenDb(dir.path());
+  const CollectionSpec spec = MakeSpec("c", Kind::kPoint, 4);
+  ASSERT_TRUE(db->CreateCollection(spec).ok());
+  Batch b = RandomBatch(spec, 5, 0, 1);
+  std::vector<std::string> payloads = {
+      "\xEF\xBB\xBF{\"a\":3}", "{\"a\":3}", std::string("{\"a\":3}\0", 8),
+      std::string("{\"a\":3}\0{\"b\":1}", 15), "\xEF\xBB\xBF \xEF\xBB\xBF{\"a\":3}"};
+  IngestBatch ib = b.ingest();
+  ib.payloads = payloads.data();
+  ASSERT_TRUE(db->Ingest("c", ib, nullptr).ok());
+  for (bool exhaustive : {false, true}) {
+    SearchOptions o;
+    o.k = 10;
+    o.exhaustive = exhaustive;
+    o.filter.payload_equals = {{"a", "3"}};
+    std::vector<SearchResult> r;
+    ASSERT_TRUE(db->Search("c", QueryBatch(spec, 1, 4).view(), o, &r).ok());
+    EXPECT_EQ(IdsOf(r[0]), std::set<int64_t>({0, 1}));
+    EXPECT_EQ(r[0].passing, 2);
+  }
+  std::vector<Record> records;
+  ASSERT_TRUE(db->Get("c", b.ids.data(), b.ids.size(), &records).ok());
+  for (size_t i = 0; i < payloads.size(); ++i) EXPECT_EQ(records[i].payload, payloads[i]);
+}
+
 // Ids at the ends of int64 (the dense id table must not overflow), and many
 // payload conditions (more than a byte can count).
 TEST(FilterTest, ExtremeIdsAndManyConditions) {

@@ -140,20 +140,28 @@ TEST(FuseGaussiansTest, MixturesFuseOnlyWhenTheProductFitsC) {
   EXPECT_EQ(weights, std::vector<float>{1.0f});
 }
 
-// The same errors as ingest, word for word: NaN, variance <= 0, an empty
-// batch, missing buffers.
+// The same errors as ingest, word for word: NaN, variance <= 0, missing
+// buffers. An empty batch is an ingest of nothing, but nothing to fuse.
 TEST(FuseGaussiansTest, ChecksItemsLikeIngest) {
   TempDir dir;
   auto db = OpenDb(dir.path());
   const CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 4);
   ASSERT_TRUE(db->CreateCollection(spec).ok());
   const Batch good = RandomBatch(spec, 3, 0, 1);
-  std::vector<Batch> bad(5, good);
+  std::vector<Batch> bad(4, good);
   bad[0].mean[6] = std::nanf("");
   bad[1].var[5] = 0.0f;
   bad[2].var[9] = -1.0f;
   bad[3].var[1] = INFINITY;
-  bad[4].n = 0;
+  Batch empty = good;
+  empty.n = 0;
+  std::vector<int64_t> none;
+  ASSERT_TRUE(db->Ingest("c", empty.ingest(), &none).ok());
+  EXPECT_TRUE(none.empty());
+  std::vector<float> empty_mean, empty_var;
+  const Status nothing = FuseGaussians(spec, empty.view(), &empty_mean, &empty_var);
+  EXPECT_TRUE(nothing.IsInvalidArgument());
+  EXPECT_NE(nothing.message().find("empty"), std::string::npos) << nothing.ToString();
   for (const Batch& b : bad) {
     std::vector<int64_t> ids;
     const Status ingest = db->Ingest("c", b.ingest(), &ids);

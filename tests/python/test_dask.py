@@ -99,4 +99,56 @@ def test_a_dead_worker_fails_the_search(tmp_path):
         os.kill(pids[workers[1]], signal.SIGKILL)  # shard 1's worker
         with pytest.raises(hedgedb.Error, match="shard 1"):
             sharded.search(mean=mean[:5], var=var[:5], k=5)
+        # Every later call raises hedgedb.Error too (Dask itself raises a
+        # bare ValueError once it knows the actor is lost), naming why.
+        for call in (sharded.count, sharded.flush,
+                     lambda: sharded.search(mean=mean[:5], var=var[:5], k=5),
+                     lambda: sharded.ingest(ids=[1000], mean=mean[:1], var=var[:1])):
+            with pytest.raises(hedgedb.Error, match="shard 1"):
+                call()
+        sharded.close()  # nothing left to close: no error
+        # The surviving shard was closed when shard 1 was lost: the
+        # collection opens again at once, every item there.
+        c.wait_for_workers(2, timeout=120)
+        again = ShardedCollection.create(c, str(tmp_path / "s"), "c", shards=2, **SPEC)
+        assert again.count() == 400
+        again.close()
     cluster.close()
+
+
+def test_reshard_keeps_each_items_label_and_can_be_retried(client, tmp_path):
+    """Items with and without labels in one shard keep theirs through a
+    reshard; a reshard into a root that an interrupted one left half
+    written completes."""
+    mean, var, _ = data(300)
+    ids = np.arange(300, dtype=np.int64)
+    labels = [int(i % 5) if i % 3 else None for i in ids]  # a third have no label
+    sharded = ShardedCollection.create(client, str(tmp_path / "two"), "c", shards=2, **SPEC)
+    sharded.ingest(ids=ids[:150], mean=mean[:150], var=var[:150], labels=labels[:150])
+    sharded.ingest(ids=ids[150:], mean=mean[150:], var=var[150:])  # no labels at all
+    expected = {int(i): (labels[i] if i < 150 else None) for i in ids}
+    passing = {i: sum(1 for v in expected.values() if v == i) for i in range(5)}
+
+    def check(collection):
+        assert collection.count() == 300
+        for label in (3, 0):
+            r = collection.search(mean=mean[:1], var=var[:1], k=5, exhaustive=True,
+                                  labels_in=[label])
+            assert r["passing"][0] == passing[label]
+
+    check(sharded)
+    # An interrupted reshard: part of the items already in the new shards.
+    partial = ShardedCollection.create(client, str(tmp_path / "three"), "c", shards=3, **SPEC)
+    partial.ingest(ids=ids[:40], mean=mean[:40], var=var[:40], labels=[7] * 40)
+    partial.close()
+    three = sharded.reshard(str(tmp_path / "three"), shards=3)
+    check(three)
+    three.close()
+    sharded.close()
+    got = {}
+    for s in range(3):
+        with hedgedb.open(str(tmp_path / "three" / f"shard-{s}")) as db:
+            for r in db.get("c", db.list_ids("c")):
+                got[r["id"]] = r["label"]
+                np.testing.assert_array_equal(r["mean"], mean[r["id"]])
+    assert got == expected

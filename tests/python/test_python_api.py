@@ -9,6 +9,7 @@ import json
 import os
 import pathlib
 import subprocess
+import sys
 import threading
 import time
 
@@ -267,3 +268,231 @@ def test_filters_and_upsert(db):
     assert got[2]["label"] == 10 % 6
     with pytest.raises(ValueError, match="upsert needs the ids"):
         db.ingest("f", mean=new_mean, var=new_var, upsert=True)
+
+
+def cli(*args):
+    """Runs bin/hedgedb; returns (exit code, stderr)."""
+    r = subprocess.run([HEDGEDB, *args], capture_output=True, text=True)
+    return r.returncode, r.stderr
+
+
+def test_integer_arguments_are_exact_or_refused(db, tmp_path):
+    """ids, labels, codes, get/remove ids and label filters take integers by
+    the command line's rule for .npy files: any integer dtype whose values
+    fit, and floats only when every value is an integer. Nothing is
+    truncated, wrapped or cast: a refused batch writes nothing."""
+    db.create_collection("p", kind="point", dim=2, index="Flat")
+    vec = np.zeros((2, 2), np.float32)
+    refused = [
+        (dict(ids=[0.5, 1.7]), r"ids: element 0 \(0.5\) is not an integer"),
+        (dict(ids=np.array([2**63, 1], dtype=np.uint64)), r"ids: element 0 .* does not fit"),
+        (dict(ids=[np.nan, 1.0]), r"ids: element 0 \(nan\) is not an integer"),
+        (dict(ids=[1e19, 1.0]), r"ids: element 0 .* is not an integer in int64's range"),
+        (dict(ids=[True, False]), r"ids: expected an integer array, got dtype bool"),
+        (dict(ids=["a", "b"]), r"ids: expected an integer array"),
+        (dict(labels=[2.9, -0.5]), r"labels: element 0 \(2.9\)"),
+        (dict(labels=np.array([1, 2**64 - 1], dtype=np.uint64)), r"labels: element 1"),
+    ]
+    for kwargs, message in refused:
+        with pytest.raises(hedgedb.InvalidArgumentError, match=message):
+            db.ingest("p", vec=vec, **kwargs)
+    assert db.stats("p")["items"] == 0
+    # Integer dtypes of any width, and floats holding integers, are exact.
+    db.ingest("p", vec=vec, ids=np.array([3, 4], dtype=np.int8),
+              labels=np.array([7, 2**40], dtype=np.uint64))
+    db.ingest("p", vec=vec, ids=[5.0, 6.0], labels=np.array([-1.0, 8.0], dtype=np.float32))
+    got = db.get("p", np.array([3, 4, 5, 6], dtype=np.uint16))
+    assert [g["label"] for g in got] == [7, 2**40, -1, 8]
+    with pytest.raises(hedgedb.InvalidArgumentError, match=r"ids: element 0 \(1.9\)"):
+        db.get("p", [1.9])
+    with pytest.raises(hedgedb.InvalidArgumentError, match=r"ids: element 1 \(3.5\)"):
+        db.remove("p", [3, 3.5])
+    with pytest.raises(hedgedb.InvalidArgumentError, match=r"labels_in: element 0 \(7.5\)"):
+        db.search("p", vec=vec, labels_in=[7.5])
+    assert db.stats("p")["items"] == 4
+    # Codes: int32 after the same rule; nothing wraps (2**32 + 1 is not 1).
+    db.create_collection("c", kind="codes", dim=3, code_k=4)
+    for codes, message in [(np.array([[2**32 + 1, 0, 0]], dtype=np.int64), "does not fit in int32"),
+                           (np.array([[1.5, 0, 0]]), r"codes: element 0 \(1.5\) is not an integer"),
+                           (np.array([[-2**31 - 1, 0, 0]]), "does not fit in int32")]:
+        with pytest.raises(hedgedb.InvalidArgumentError, match=message):
+            db.ingest("c", codes=codes)
+    db.ingest("c", codes=np.array([[1.0, 2.0, 3.0]]), ids=[0])
+    assert db.get("c", [0])[0]["codes"].tolist() == [1, 2, 3]
+    # The command line refuses the same float ids file with the same words.
+    np.save(tmp_path / "v.npy", vec)
+    np.save(tmp_path / "ids.npy", np.array([0.5, 1.7]))
+    path = str(tmp_path / "cli_db")
+    with hedgedb.open(path) as other:
+        other.create_collection("p", kind="point", dim=2)
+    code, err = cli("ingest", "--db", path, "--collection", "p", "--vec", str(tmp_path / "v.npy"),
+                    "--ids", str(tmp_path / "ids.npy"))
+    assert code != 0 and "element 0 (0.5) is not an integer" in err, err
+
+
+def test_labels_may_be_missing_per_item(db):
+    """labels=[3, None, 5]: the None item has no label, the others keep
+    theirs (one batch)."""
+    db.create_collection("p", kind="point", dim=2, index="Flat")
+    vec = np.arange(6, dtype=np.float32).reshape(3, 2)
+    db.ingest("p", vec=vec, ids=[0, 1, 2], labels=[3, None, 5])
+    db.ingest("p", vec=vec, ids=[3, 4, 5], labels=np.array([None, 8, None], dtype=object))
+    assert [g["label"] for g in db.get("p", np.arange(6))] == [3, None, 5, None, 8, None]
+    r = db.search("p", vec=vec[:1], k=6, labels_not_in=[3], exhaustive=True)
+    assert sorted(r.ids[0][r.ids[0] >= 0].tolist()) == [1, 2, 3, 4, 5]
+    with pytest.raises(hedgedb.InvalidArgumentError, match=r"labels: element 1 \(0.5\)"):
+        db.ingest("p", vec=vec, ids=[6, 7, 8], labels=[None, 0.5, 1])
+
+
+def test_scalar_arguments_are_checked(db):
+    db.create_collection("g", kind="gaussian", dim=2, index="Flat")
+    mean, var = gaussians(4, 2)
+    db.ingest("g", mean=mean, var=var)
+    for seed, message in [(-1, r"seed must be in \[0, 2\*\*64\), got -1"),
+                          (2**64, r"seed must be in \[0, 2\*\*64\)"),
+                          (1.5, r"seed: expected an integer")]:
+        with pytest.raises(hedgedb.InvalidArgumentError, match=message):
+            db.search("g", mean=mean, var=var, seed=seed)
+        with pytest.raises(hedgedb.InvalidArgumentError, match=message):
+            db.create_collection("x", kind="gaussian", dim=2, seed=seed)
+    with pytest.raises(hedgedb.InvalidArgumentError, match="samples must be >= 0"):
+        db.create_collection("x", kind="gaussian", dim=2, samples=-1)
+    with pytest.raises(hedgedb.InvalidArgumentError, match="samples must be >= 0"):
+        db.search("g", mean=mean, var=var, samples=-1)
+    with pytest.raises(hedgedb.InvalidArgumentError, match="k: expected an integer"):
+        db.search("g", mean=mean, var=var, k=2.5)
+    with pytest.raises(hedgedb.InvalidArgumentError, match="k must be in"):
+        db.search("g", mean=mean, var=var, k=10**10)
+    assert db.list_collections() == ["g"]
+    assert db.search("g", mean=mean, var=var, seed=np.uint64(2**64 - 1), k=2).ids.shape == (4, 2)
+
+
+def test_float64_values_that_float32_cannot_hold_are_refused(db, tmp_path):
+    """A variance of 1e-50 given as float64 would be 0 in float32: refused
+    with its real value, as the command line refuses it; a subnormal float32
+    variance is > 0 and accepted."""
+    db.create_collection("g", kind="gaussian", dim=2, index="Flat")
+    mean = np.zeros((1, 2))
+    var = np.array([[0.5, 1e-50]])
+    message = r"var: element 1 \(1e-50\) is outside float32's range"
+    with pytest.raises(hedgedb.InvalidArgumentError, match=message):
+        db.ingest("g", mean=mean, var=var)
+    with pytest.raises(hedgedb.InvalidArgumentError, match=r"mean: element 0 \(1e\+39\)"):
+        db.ingest("g", mean=np.array([[1e39, 0.0]]), var=np.ones((1, 2)))
+    zero = r"variance of item 0 must be > 0, got 0$"  # %g, not 0.000000
+    with pytest.raises(hedgedb.InvalidArgumentError, match=zero):
+        db.ingest("g", mean=mean, var=np.array([[0.5, 0.0]], np.float32))
+    db.ingest("g", mean=mean, var=np.array([[0.5, 1e-40]], np.float32))  # subnormal, > 0
+    assert db.stats("g")["items"] == 1
+    path = str(tmp_path / "cli_db")
+    with hedgedb.open(path) as other:
+        other.create_collection("g", kind="gaussian", dim=2)
+    np.save(tmp_path / "m.npy", mean)
+    np.save(tmp_path / "v.npy", var)
+    code, err = cli("ingest", "--db", path, "--collection", "g", "--mean",
+                    str(tmp_path / "m.npy"), "--var", str(tmp_path / "v.npy"))
+    assert code != 0 and "(1e-50) is outside float32's range" in err, err
+
+
+def test_an_empty_batch_writes_nothing_as_on_the_command_line(db, tmp_path):
+    db.create_collection("g", kind="gaussian", dim=3, index="Flat")
+    before = db.stats("g")["sequence"]
+    written = db.ingest("g", mean=np.zeros((0, 3), np.float32), var=np.zeros((0, 3), np.float32),
+                        ids=np.zeros(0, np.int64), labels=[], payloads=[])
+    assert written.dtype == np.int64 and written.shape == (0,)
+    assert db.stats("g")["items"] == 0 and db.stats("g")["sequence"] == before
+    # Shapes are still checked.
+    with pytest.raises(hedgedb.InvalidArgumentError, match=r"ids: expected shape \(0,\)"):
+        db.ingest("g", mean=np.zeros((0, 3)), var=np.zeros((0, 3)), ids=[1])
+    path = str(tmp_path / "cli_db")
+    with hedgedb.open(path) as other:
+        other.create_collection("g", kind="gaussian", dim=3)
+    np.save(tmp_path / "m.npy", np.zeros((0, 3), np.float32))
+    code, err = cli("ingest", "--db", path, "--collection", "g", "--mean",
+                    str(tmp_path / "m.npy"), "--var", str(tmp_path / "m.npy"))
+    assert code == 0, err
+
+
+def test_result_arrays_have_at_most_as_many_columns_as_items(db):
+    """k is a bound, not a size: k = 10**7 or 2*10**9 on 20 items gives 20
+    columns (no gigabytes of padding); with fewer passing items than k the
+    rows still pad to min(k, items)."""
+    db.create_collection("g", kind="gaussian", dim=4, index="HNSW16")
+    mean, var = gaussians(20, 4)
+    db.ingest("g", mean=mean, var=var, labels=np.arange(20) % 2)
+    for k in (10**7, 2 * 10**9):
+        r = db.search("g", mean=mean[:3], var=var[:3], k=k)
+        assert r.ids.shape == (3, 20) and r.scores.shape == (3, 20)
+    r = db.search("g", mean=mean[:3], var=var[:3], k=10**7, labels_in=[1])
+    assert r.ids.shape == (3, 20) and (r.ids[:, 10:] == -1).all() and (r.ids[:, :10] >= 0).all()
+    assert db.search("g", mean=mean[:3], var=var[:3], k=5).ids.shape == (3, 5)
+    with pytest.raises(hedgedb.InvalidArgumentError, match="ef-search must be at most 16384"):
+        db.search("g", mean=mean[:1], var=var[:1], ef_search=2_000_000_000)
+    assert db.search("g", mean=mean[:1], var=var[:1], k=3, ef_search=16384).ids.shape == (1, 3)
+
+
+# Every call on a closed DB raises, after close() and after a with block;
+# close() on one thread while others search and get waits for them.
+CLOSED = r"""
+import sys, threading
+import numpy as np
+import hedgedb
+
+path = sys.argv[1]
+db = hedgedb.open(path)
+db.create_collection("g", kind="gaussian", dim=8, index="Flat")
+rng = np.random.default_rng(0)
+mean = rng.normal(size=(3000, 8)).astype(np.float32)
+var = np.full((3000, 8), 0.1, np.float32)
+db.ingest("g", mean=mean, var=var)
+db.close()
+db.close()  # twice: nothing to do
+with hedgedb.open(path) as other:
+    pass
+calls = {
+    "get": lambda d: d.get("g", [0]), "remove": lambda d: d.remove("g", [0]),
+    "flush": lambda d: d.flush(), "catch_up": lambda d: d.catch_up(),
+    "search": lambda d: d.search("g", mean=mean[:1], var=var[:1]),
+    "ingest": lambda d: d.ingest("g", mean=mean[:1], var=var[:1]),
+    "stats": lambda d: d.stats("g"), "list_ids": lambda d: d.list_ids("g"),
+    "describe": lambda d: d.describe("g"), "list_collections": lambda d: d.list_collections(),
+}
+for handle in (db, other):
+    for name, call in calls.items():
+        try:
+            call(handle)
+            sys.exit(name + " did not raise")
+        except hedgedb.Error as e:
+            assert "is closed" in str(e), (name, str(e))
+for rounds in range(int(sys.argv[2])):
+    db = hedgedb.open(path)
+    outcomes = []
+    def work(kind):
+        try:
+            for _ in range(50):
+                if kind == 0:
+                    r = db.search("g", mean=mean[:20], var=var[:20], k=10, exhaustive=True)
+                    assert r.ids.shape == (20, 10)
+                else:
+                    assert len(db.get("g", np.arange(3000))) == 3000
+            outcomes.append("done")
+        except hedgedb.Error as e:
+            assert "is closed" in str(e), str(e)
+            outcomes.append("closed")
+    threads = [threading.Thread(target=work, args=(i % 2,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    db.close()
+    for t in threads:
+        t.join()
+    assert len(outcomes) == 4, outcomes
+    hedgedb.open(path).close()  # the lock was released by close()
+print("ok")
+"""
+
+
+def test_closed_database_raises_and_close_waits_for_calls(tmp_path):
+    # A child process: a crash there fails this test instead of the run.
+    r = subprocess.run([sys.executable, "-c", CLOSED, str(tmp_path / "db"), "10"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stdout, r.stderr)
