@@ -99,6 +99,8 @@ double Entropy(const std::vector<double>& p) {
   return h;
 }
 
+}  // namespace
+
 json RetrievalJson(const RetrievalMetrics& m) {
   json j;
   for (size_t i = 0; i < m.recall_ks.size(); ++i) {
@@ -126,8 +128,6 @@ json CalibrationJson(const UncertaintyCalibration& c) {
   j["bin_mean_eta"] = eta;
   return j;
 }
-
-}  // namespace
 
 Status SimilarityMatrix(const Similarity& similarity, const Embeddings& probes,
                         const Embeddings& gallery, std::vector<float>* matrix) {
@@ -208,6 +208,91 @@ Status EvaluateRetrievalOn(const Similarity& similarity, const Embeddings& probe
   const Status s = EvaluateRetrieval(row_fn, probes.n, labels, labels, options, metrics);
   HEDGEDB_RETURN_IF_ERROR(score_status);
   return s;
+}
+
+Status EvaluateEmbeddings(const CollectionSpec& spec, const EmbeddingView& queries,
+                          const EmbeddingView& gallery, const std::vector<int64_t>& query_labels,
+                          const std::vector<int64_t>& gallery_labels,
+                          const EmbeddingEvaluationOptions& options, json* report) {
+  if (static_cast<int64_t>(query_labels.size()) != queries.n) {
+    return Status::InvalidArgument("evaluation: " + std::to_string(queries.n) + " queries but " +
+                                   std::to_string(query_labels.size()) + " query labels");
+  }
+  if (static_cast<int64_t>(gallery_labels.size()) != gallery.n) {
+    return Status::InvalidArgument("evaluation: " + std::to_string(gallery.n) +
+                                   " gallery items but " + std::to_string(gallery_labels.size()) +
+                                   " gallery labels");
+  }
+  if (gallery.n < 1 || queries.n < 1) {
+    return Status::InvalidArgument("evaluation: no queries or no gallery items");
+  }
+  // Rows are requested in query order (one thread): the block holding the
+  // requested query is scored when first needed.
+  RetrievalOptions retrieval = options.retrieval;
+  retrieval.num_threads = 1;
+  const int64_t block =
+      std::max<int64_t>(1, std::min<int64_t>(queries.n, options.block_floats / gallery.n));
+  std::vector<float> scores;
+  int64_t block_begin = -1;
+  Status score_status;
+  const SimilarityRowFn rows = [&](int64_t q, float* row) {
+    if (block_begin < 0 || q < block_begin || q >= block_begin + block) {
+      block_begin = q - q % block;
+      EmbeddingView rows_view = queries;
+      const int64_t first = block_begin;
+      rows_view.n = std::min(block, queries.n - first);
+      const int64_t c = spec.kind == Kind::kMog ? spec.components : 1;
+      const int64_t d = spec.dim;
+      if (rows_view.vec) rows_view.vec += first * d;
+      if (rows_view.mean) rows_view.mean += first * c * d;
+      if (rows_view.var) rows_view.var += first * c * d;
+      if (rows_view.weights) rows_view.weights += first * c;
+      if (rows_view.codes) rows_view.codes += first * d;
+      if (rows_view.logp) rows_view.logp += first * d * spec.code_k;
+      const Status s = ScoreMatrix(spec, rows_view, gallery, options.score, &scores);
+      if (!s.ok() && score_status.ok()) score_status = s;
+    }
+    if (!score_status.ok()) {
+      // Reported after the pass (EvaluateRetrieval takes no error from a row).
+      std::fill(row, row + gallery.n, 0.0f);
+      return;
+    }
+    std::copy_n(scores.data() + (q - block_begin) * gallery.n, gallery.n, row);
+  };
+  RetrievalMetrics metrics;
+  const Status s =
+      EvaluateRetrieval(rows, queries.n, query_labels, gallery_labels, retrieval, &metrics);
+  HEDGEDB_RETURN_IF_ERROR(score_status);
+  HEDGEDB_RETURN_IF_ERROR(s);
+
+  json out = RetrievalJson(metrics);
+  out["kind"] = KindName(spec.kind);
+  out["score"] = ScoreName(ResolveScore(spec.kind, options.score.score));
+  out["gallery"] = gallery.n;
+  out["leave_one_out"] = retrieval.exclude_same_index;
+  out["knn_k"] = retrieval.knn_k;
+  if (spec.kind == Kind::kGaussian || spec.kind == Kind::kMog) {
+    std::vector<float> eta;
+    HEDGEDB_RETURN_IF_ERROR(ItemUncertainties(spec, queries, options.score, &eta));
+    double sum = 0.0;
+    for (const float e : eta) sum += e;
+    out["mean_eta"] = sum / static_cast<double>(eta.size());
+    if (queries.n >= options.eta_bins) {
+      UncertaintyCalibration calibration;
+      HEDGEDB_RETURN_IF_ERROR(CalibrateAccuracy(std::vector<double>(eta.begin(), eta.end()),
+                                                metrics.knn_correct, options.eta_bins,
+                                                &calibration));
+      json c = CalibrationJson(calibration);
+      c["performance"] = "knn_accuracy";
+      c["bin_sizes"] = calibration.bin_sizes;
+      out["eta_calibration"] = std::move(c);
+    } else {
+      out["eta_calibration_note"] = std::to_string(queries.n) + " queries cannot fill " +
+                                    std::to_string(options.eta_bins) + " eta bins";
+    }
+  }
+  *report = std::move(out);
+  return Status::OK();
 }
 
 namespace {
