@@ -319,7 +319,8 @@ std::string EvaluateEmbeddingsOf(const std::string& kind, int dim, int component
                                  const LabelArray& labels, const py::object& queries,
                                  const py::object& query_labels, const std::string& var_form,
                                  const std::string& score, int samples, uint64_t seed,
-                                 const std::vector<int>& ks, int knn_k, int eta_bins) {
+                                 const std::vector<int>& ks, int knn_k, int eta_bins,
+                                 int64_t block_floats) {
   CollectionSpec spec;
   if (!ParseKind(kind, &spec.kind)) Raise(Status::InvalidArgument("unknown kind '" + kind + "'"));
   spec.dim = dim;
@@ -336,6 +337,7 @@ std::string EvaluateEmbeddingsOf(const std::string& kind, int dim, int component
   options.score.has_seed = true;
   options.score.seed = seed;
   options.eta_bins = eta_bins;
+  options.block_floats = block_floats;
   const Batch item_batch = BatchOf(items, var_form);
   Batch query_batch;
   std::vector<int64_t> gallery = Labels(labels), probes = gallery;
@@ -381,5 +383,11 @@ PYBIND11_MODULE(_encoders, m) {
            "float32 values as the model reads them.");
   // hedgedb.metrics' engine (python/hedgedb/metrics.py is the interface).
   m.def("_retrieval_from_similarity", &hedgedb::python::RetrievalFromSimilarity);
-  m.def("_evaluate_embeddings", &hedgedb::python::EvaluateEmbeddingsOf);
+  // block_floats: the size of the score matrix blocks (tests make it small).
+  m.def("_evaluate_embeddings", &hedgedb::python::EvaluateEmbeddingsOf, py::arg("kind"),
+        py::arg("dim"), py::arg("components"), py::arg("code_k"), py::arg("match_a"),
+        py::arg("match_b"), py::arg("items"), py::arg("labels"), py::arg("queries"),
+        py::arg("query_labels"), py::arg("var_form"), py::arg("score"), py::arg("samples"),
+        py::arg("seed"), py::arg("ks"), py::arg("knn_k"), py::arg("eta_bins"),
+        py::arg("block_floats") = hedgedb::encoders::EmbeddingEvaluationOptions().block_floats);
 }

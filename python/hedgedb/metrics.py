@@ -133,7 +133,7 @@ def _batch(kind, arrays, what, queries):
 def evaluate_embeddings(kind, *, labels, vec=None, mean=None, var=None, std=None, log_var=None,
                         log_std=None, weights=None, codes=None, queries=None, query_labels=None,
                         score=None, samples=0, seed=0, match_a=1.0, match_b=0.0, code_k=None,
-                        ks=(1, 2, 4, 8), knn_k=5, eta_bins=20):
+                        ks=(1, 2, 4, 8), knn_k=5, eta_bins=20, _block_floats=None):
     """Retrieval metrics of embeddings, as `hedgedb evaluate --kind ...` reports them.
 
     The items (vec; mean with var/std/log_var/log_std [and weights]; codes) and
@@ -187,4 +187,5 @@ def evaluate_embeddings(kind, *, labels, vec=None, mean=None, var=None, std=None
     return json.loads(_evaluate_embeddings(
         kind, int(dim), int(components), int(code_k or 0), float(match_a), float(match_b),
         items, gallery, query_batch, probes, form, str(score), int(samples), int(seed),
-        [int(k) for k in ks], int(knn_k), int(eta_bins)))
+        [int(k) for k in ks], int(knn_k), int(eta_bins),
+        *([] if _block_floats is None else [int(_block_floats)])))

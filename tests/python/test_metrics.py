@@ -206,6 +206,24 @@ def test_python_metrics_match_the_definition():
     assert got["eta_calibration"]["bin_sizes"] == [9, 9, 9, 9]
 
 
+def test_score_blocks_do_not_change_the_metrics():
+    """The score matrix is computed in blocks of queries (64 MB by default);
+    blocks of one and of seven queries give the same numbers, Monte Carlo
+    scores included (each query's samples do not depend on its block)."""
+    mean, log_var, labels = gaussian_case()
+    var = np.exp(log_var.astype(np.float64))
+    want = reference(mls_similarity(mean, var, mean, var), labels, labels, True)
+    whole = metrics.evaluate_embeddings("gaussian", mean=mean, log_var=log_var, labels=labels,
+                                        match_a=2.0, match_b=3.0, eta_bins=4)
+    for block_floats in (1, 7 * 36):
+        got = metrics.evaluate_embeddings("gaussian", mean=mean, log_var=log_var, labels=labels,
+                                          score="mls", _block_floats=block_floats)
+        assert_metrics(got, want)
+        assert metrics.evaluate_embeddings("gaussian", mean=mean, log_var=log_var, labels=labels,
+                                           match_a=2.0, match_b=3.0, eta_bins=4,
+                                           _block_floats=block_floats) == whole
+
+
 def test_python_metrics_refuse_bad_input():
     vec, labels = point_case()
     sim = l2_similarity(vec, vec)
