@@ -151,6 +151,25 @@ def test_cli_collection_equals_its_labelled_items(tmp_path):
     assert_metrics(got, reference(l2_similarity(vec, vec), labels, labels, exclude_self=True))
     assert got["unlabelled_items_skipped"] == 3 and got["collection"] == "c"
 
+    # A gaussian collection's spec (match a, b, samples, seed) scores its
+    # items: the same report as the files with the same flags.
+    mean, log_var, glabels = gaussian_case()
+    for name, array in [("mean", mean), ("log_var", log_var), ("glabels", glabels)]:
+        np.save(tmp_path / f"{name}.npy", array)
+    spec = ["--kind", "gaussian", "--dim", 3, "--match-a", 2, "--match-b", 3]
+    for args in (["create", "--db", db, "--collection", "g", *spec, "--samples", 16, "--seed", 5],
+                 ["ingest", "--db", db, "--collection", "g", "--mean", tmp_path / "mean.npy",
+                  "--log-var", tmp_path / "log_var.npy", "--labels", tmp_path / "glabels.npy"]):
+        run = subprocess.run([HEDGEDB, *map(str, args)], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+    got = evaluate("--db", db, "--collection", "g", "--bins", 4)
+    files = evaluate(*spec, "--samples", 16, "--seed", 5, "--mean", tmp_path / "mean.npy",
+                     "--log-var", tmp_path / "log_var.npy", "--labels", tmp_path / "glabels.npy",
+                     "--bins", 4)
+    assert got["score"] == "mc" and got["samples"] == 16 and got["seed"] == 5
+    assert {k: v for k, v in got.items() if k not in ("collection", "unlabelled_items_skipped")} \
+        == files
+
 
 @pytest.mark.parametrize("args, code, message", [
     (["--kind", "point", "--dim", 2, "--vec", "{vec}", "--labels", "{short}"], 1,
