@@ -148,6 +148,11 @@ bool EmbeddingEvaluateRequested(const CLI::App& cmd) {
 
 void RunEmbeddingEvaluate(const EmbeddingEvaluateArgs& args, const CLI::App& cmd, int samples,
                           uint64_t seed, int eta_bins) {
+  for (const int k : args.recall_ks) {
+    if (k < 1) UsageError("--recall-k: every k must be >= 1, got " + std::to_string(k));
+  }
+  if (args.knn_k < 1) UsageError("--knn-k must be >= 1, got " + std::to_string(args.knn_k));
+  if (eta_bins < 2) UsageError("--bins must be >= 2, got " + std::to_string(eta_bins));
   encoders::EmbeddingEvaluationOptions options;
   options.eta_bins = eta_bins;
   options.retrieval.recall_ks = args.recall_ks;

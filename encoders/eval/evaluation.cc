@@ -226,13 +226,21 @@ Status EvaluateEmbeddings(const CollectionSpec& spec, const EmbeddingView& queri
   if (gallery.n < 1 || queries.n < 1) {
     return Status::InvalidArgument("evaluation: no queries or no gallery items");
   }
+  std::vector<float> scores;
+  {
+    // Every query is checked once up front (ScoreMatrix against the first
+    // item), so that an error names the query's row in the input, not in its
+    // block.
+    EmbeddingView first_item = gallery;
+    first_item.n = 1;
+    HEDGEDB_RETURN_IF_ERROR(ScoreMatrix(spec, queries, first_item, options.score, &scores));
+  }
   // Rows are requested in query order (one thread): the block holding the
   // requested query is scored when first needed.
   RetrievalOptions retrieval = options.retrieval;
   retrieval.num_threads = 1;
   const int64_t block =
       std::max<int64_t>(1, std::min<int64_t>(queries.n, options.block_floats / gallery.n));
-  std::vector<float> scores;
   int64_t block_begin = -1;
   Status score_status;
   const SimilarityRowFn rows = [&](int64_t q, float* row) {

@@ -190,6 +190,10 @@ def test_cli_collection_equals_its_labelled_items(tmp_path):
      "--labels does not go with --db"),
     (["--kind", "point", "--dim", 2, "--vec", "{vec}", "--labels", "{labels}", "--score", "mls"],
      1, "score 'mls' does not apply to point"),
+    (["--kind", "point", "--dim", 2, "--vec", "{vec}", "--labels", "{labels}", "--recall-k",
+      "1,0"], 2, "--recall-k: every k must be >= 1, got 0"),
+    (["--kind", "point", "--dim", 2, "--vec", "{vec}", "--labels", "{labels}", "--recall-k",
+      "1,40"], 1, "k up to 40 (KNN k 5) but only 39 gallery items are ranked per query"),
 ])
 def test_cli_refuses_bad_input(tmp_path, args, code, message):
     vec, labels = point_case()
@@ -252,6 +256,11 @@ def test_python_metrics_refuse_bad_input():
         metrics.evaluate_embeddings("point", vec=vec, labels=labels[:39])
     with pytest.raises(hedgedb.InvalidArgumentError, match="mean does not apply"):
         metrics.evaluate_embeddings("point", vec=vec, mean=vec, labels=labels)
+    # The score matrix comes in blocks; an error still names the row of the input.
+    bad_vec = vec.copy()
+    bad_vec[30, 1] = np.nan
+    with pytest.raises(hedgedb.InvalidArgumentError, match="query 30 is not finite"):
+        metrics.evaluate_embeddings("point", vec=bad_vec, labels=labels, _block_floats=1)
     with pytest.raises(hedgedb.InvalidArgumentError, match="is NaN"):
         bad = sim.copy()
         bad[0, 1] = np.nan
