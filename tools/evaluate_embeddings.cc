@@ -254,11 +254,6 @@ void RunEmbeddingEvaluate(const EmbeddingEvaluateArgs& args, const CLI::App& cmd
   json out;
   Check(encoders::EvaluateEmbeddings(spec, query_view, item_view, query_labels, item_labels,
                                      options, &out));
-  // Only Monte Carlo draws samples (mc scores, eta of gaussian and mog).
-  if (spec.kind == Kind::kGaussian || spec.kind == Kind::kMog) {
-    out["samples"] = samples > 0 ? samples : spec.samples;
-    out["seed"] = options.score.has_seed ? seed : spec.seed;
-  }
   if (spec.kind != Kind::kCodes) {
     out["match_a"] = JsonFloat(spec.match_a);
     out["match_b"] = JsonFloat(spec.match_b);

@@ -280,6 +280,9 @@ Status EvaluateEmbeddings(const CollectionSpec& spec, const EmbeddingView& queri
   out["leave_one_out"] = retrieval.exclude_same_index;
   out["knn_k"] = retrieval.knn_k;
   if (spec.kind == Kind::kGaussian || spec.kind == Kind::kMog) {
+    // Only these kinds draw Monte Carlo samples (mc scores, eta).
+    out["samples"] = options.score.samples > 0 ? options.score.samples : spec.samples;
+    out["seed"] = options.score.has_seed ? options.score.seed : spec.seed;
     std::vector<float> eta;
     HEDGEDB_RETURN_IF_ERROR(ItemUncertainties(spec, queries, options.score, &eta));
     double sum = 0.0;

@@ -10,6 +10,9 @@ as `hedgedb evaluate`.
     r = hedgedb.metrics.evaluate_embeddings("gaussian", mean=mu, var=s2, labels=labels,
                                             score="mls")
     r["recall_at_1"], r["map_at_r"], r["eta_calibration"]
+    # a collection: every labelled item queries the others, with its spec
+    with hedgedb.open("db") as db:
+        r = hedgedb.metrics.evaluate_collection(db, "faces")
 
 Ranking: gallery items by descending similarity, ties by ascending gallery
 index. A query with no other same-label gallery item (a "lone" query) is left
@@ -33,7 +36,7 @@ except ImportError as e:  # a build without the encoders
     raise ImportError("hedgedb.metrics needs hedgedb built with the encoders "
                       f"(-DHEDGEDB_WITH_ENCODERS=ON): {e}") from e
 
-__all__ = ["retrieval", "evaluate_embeddings"]
+__all__ = ["retrieval", "evaluate_embeddings", "evaluate_collection"]
 
 _KINDS = ("point", "gaussian", "mog", "codes")
 _ARRAYS = ("vec", "mean", "var", "std", "log_var", "log_std", "weights", "codes", "logp")
@@ -184,8 +187,57 @@ def evaluate_embeddings(kind, *, labels, vec=None, mean=None, var=None, std=None
             "query_labels")
     if score is None:
         score = "l2" if kind == "point" else "default"
-    return json.loads(_evaluate_embeddings(
+    report = json.loads(_evaluate_embeddings(
         kind, int(dim), int(components), int(code_k or 0), float(match_a), float(match_b),
         items, gallery, query_batch, probes, form, str(score), int(samples), int(seed),
         [int(k) for k in ks], int(knn_k), int(eta_bins),
         *([] if _block_floats is None else [int(_block_floats)])))
+    if kind != "codes":  # as `hedgedb evaluate` reports them
+        report["match_a"], report["match_b"] = float(match_a), float(match_b)
+    return report
+
+
+def evaluate_collection(db, collection, *, score=None, samples=None, seed=None, ks=(1, 2, 4, 8),
+                        knn_k=5, eta_bins=20, chunk=4096):
+    """evaluate_embeddings of a collection's labelled items, each querying the
+    others, scored with the collection's spec (match_a, match_b; samples and
+    seed unless given) -- what `hedgedb evaluate --db DB --collection C`
+    prints. Unlabelled items are skipped and counted in
+    "unlabelled_items_skipped". Codes collections are refused: their queries
+    are log-probability tables the collection does not store."""
+    spec = db.describe(collection)
+    kind = spec["kind"]
+    if kind == "codes":
+        raise InvalidArgumentError(
+            f"collection {collection!r} holds codes, whose queries are log-probability tables "
+            "the collection does not store: use evaluate_embeddings with codes and "
+            "queries={'logp': ...}")
+    ids = np.asarray(db.list_ids(collection), dtype=np.int64)
+    fields = {"point": ["vec"], "gaussian": ["mean", "var"], "mog": ["mean", "var", "weights"]}[kind]
+    rows = {f: [] for f in fields}
+    labels, unlabelled = [], 0
+    for begin in range(0, ids.size, chunk):
+        for record in db.get(collection, ids[begin:begin + chunk]):
+            if not record["found"]:  # removed meanwhile
+                continue
+            if record["label"] is None:
+                unlabelled += 1
+                continue
+            labels.append(record["label"])
+            for f in fields:
+                rows[f].append(record[f])
+    if len(labels) < 2:
+        raise InvalidArgumentError(f"collection {collection!r} has {len(labels)} labelled items: "
+                                   "evaluation needs at least 2")
+    shape = (spec["components"], spec["dim"]) if kind == "mog" else (spec["dim"],)
+    arrays = {f: np.stack(rows[f]).reshape((len(labels),) + (shape if f != "weights" else
+                                                               (spec["components"],)))
+              for f in fields}
+    report = evaluate_embeddings(
+        kind, labels=np.asarray(labels, dtype=np.int64), **arrays, score=score,
+        samples=spec["samples"] if samples is None else samples,
+        seed=spec["seed"] if seed is None else seed, match_a=spec["match_a"],
+        match_b=spec["match_b"], ks=ks, knn_k=knn_k, eta_bins=eta_bins)
+    report["collection"] = collection
+    report["unlabelled_items_skipped"] = unlabelled
+    return report

@@ -170,6 +170,13 @@ def test_cli_collection_equals_its_labelled_items(tmp_path):
     assert {k: v for k, v in got.items() if k not in ("collection", "unlabelled_items_skipped")} \
         == files
 
+    # Python: the same report from the collection.
+    with hedgedb.open(str(db)) as handle:
+        assert metrics.evaluate_collection(handle, "g", eta_bins=4) == got
+        point = metrics.evaluate_collection(handle, "c")
+    assert_metrics(point, reference(l2_similarity(vec, vec), labels, labels, exclude_self=True))
+    assert point["unlabelled_items_skipped"] == 3
+
 
 @pytest.mark.parametrize("args, code, message", [
     (["--kind", "point", "--dim", 2, "--vec", "{vec}", "--labels", "{short}"], 1,
