@@ -481,11 +481,17 @@ void RegisterEvaluate(CLI::App& app) {
   encoders::EvaluationOptions& o = args->options;
   CLI::App* cmd = app.add_subcommand("evaluate", EncoderCommandDescription("evaluate"));
   cmd->footer(
-      "Clean and corrupt test sets: verification on clean and on corrupt pairs; retrieval with "
+      "With --model: clean and corrupt test sets: verification on clean and on corrupt pairs; "
+      "retrieval with "
       "clean probes against the clean gallery, against the corrupt gallery (HIB Table 1) and "
       "corrupt probes against the clean gallery (HIB appendix G). \"calibration\": what "
       "`hedgedb calibrate` would report for a collection of the clean items (ECE, Brier, log "
-      "loss, precision@1 vs mean top-1 probability, before and held-out after).");
+      "loss, precision@1 vs mean top-1 probability, before and held-out after).\n"
+      "Without a model (embedding files with --labels, or --db with --collection): recall@k, "
+      "MAP@R, R-precision, KNN accuracy and, for gaussian/mog, KNN accuracy per eta bin with "
+      "Kendall's tau. A query with no other same-label item is left out of recall@k, MAP@R and "
+      "R-precision (pytorch-metric-learning's convention; \"queries_with_relevant\" counts the "
+      "rest).");
   cmd->add_option("--model", args->model,
                   "Model file (or, instead, embeddings: --labels with the embedding files, or "
                   "--db with --collection)");
