@@ -43,18 +43,24 @@ Scoring ScoringOf(const Similarity& s) {
   return scoring;
 }
 
-// Rows [first, first + count) of `e`.
-EmbeddingView RowsOf(const Embeddings& e, int64_t first, int64_t count) {
-  EmbeddingView v = e.View();
-  const int64_t c = e.components, d = e.dim;
+// Rows [first, first + count) of `all`, whose rows have c components of
+// dimension d (codes: d symbols; logp: d x k values).
+EmbeddingView RowsOfView(const EmbeddingView& all, int64_t c, int64_t d, int64_t k, int64_t first,
+                         int64_t count) {
+  EmbeddingView v = all;
   v.n = count;
   if (v.vec) v.vec += first * d;
   if (v.mean) v.mean += first * c * d;
   if (v.var) v.var += first * c * d;
   if (v.weights) v.weights += first * c;
   if (v.codes) v.codes += first * d;
-  if (v.logp) v.logp += first * d * e.code_k;
+  if (v.logp) v.logp += first * d * k;
   return v;
+}
+
+// Rows [first, first + count) of `e`.
+EmbeddingView RowsOf(const Embeddings& e, int64_t first, int64_t count) {
+  return RowsOfView(e.View(), e.components, e.dim, e.code_k, first, count);
 }
 
 // The first `count` rows of e (a copy).
@@ -246,17 +252,9 @@ Status EvaluateEmbeddings(const CollectionSpec& spec, const EmbeddingView& queri
   const SimilarityRowFn rows = [&](int64_t q, float* row) {
     if (block_begin < 0 || q < block_begin || q >= block_begin + block) {
       block_begin = q - q % block;
-      EmbeddingView rows_view = queries;
-      const int64_t first = block_begin;
-      rows_view.n = std::min(block, queries.n - first);
-      const int64_t c = spec.kind == Kind::kMog ? spec.components : 1;
-      const int64_t d = spec.dim;
-      if (rows_view.vec) rows_view.vec += first * d;
-      if (rows_view.mean) rows_view.mean += first * c * d;
-      if (rows_view.var) rows_view.var += first * c * d;
-      if (rows_view.weights) rows_view.weights += first * c;
-      if (rows_view.codes) rows_view.codes += first * d;
-      if (rows_view.logp) rows_view.logp += first * d * spec.code_k;
+      const EmbeddingView rows_view =
+          RowsOfView(queries, spec.kind == Kind::kMog ? spec.components : 1, spec.dim, spec.code_k,
+                     block_begin, std::min(block, queries.n - block_begin));
       const Status s = ScoreMatrix(spec, rows_view, gallery, options.score, &scores);
       if (!s.ok() && score_status.ok()) score_status = s;
     }
