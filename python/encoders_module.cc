@@ -17,7 +17,10 @@
 #include "datasets/image_set.h"
 #include "encoders/embedder.h"
 #include "encoders/engine_bridge.h"
+#include "encoders/eval/evaluation.h"
+#include "encoders/eval/metrics.h"
 #include "encoders/models/model_file.h"
+#include "hedgedb/score.h"
 
 namespace py = pybind11;
 
@@ -219,6 +222,142 @@ class PyModel {
   encoders::ModelSpec spec_;
 };
 
+// ---- hedgedb.metrics (python/hedgedb/metrics.py checks the arguments'
+// kinds and shapes and names them; these functions take what it passes).
+
+using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>;
+using LabelArray = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+
+std::vector<int64_t> Labels(const LabelArray& labels) {
+  return std::vector<int64_t>(labels.data(), labels.data() + labels.size());
+}
+
+encoders::RetrievalOptions RetrievalOptionsOf(const std::vector<int>& ks, int knn_k,
+                                              bool exclude_self) {
+  encoders::RetrievalOptions options;
+  options.recall_ks = ks;
+  options.knn_k = knn_k;
+  options.exclude_same_index = exclude_self;
+  return options;
+}
+
+// EvaluateRetrieval on a (queries x gallery) similarity matrix; the report
+// as JSON text (encoders::RetrievalJson).
+std::string RetrievalFromSimilarity(const FloatArray& similarity, const LabelArray& query_labels,
+                                    const LabelArray& gallery_labels, bool exclude_self,
+                                    const std::vector<int>& ks, int knn_k) {
+  if (similarity.ndim() != 2 || similarity.shape(0) != query_labels.size() ||
+      similarity.shape(1) != gallery_labels.size()) {
+    Raise(Status::InvalidArgument("similarity must have shape (queries, gallery) = (" +
+                                  std::to_string(query_labels.size()) + ", " +
+                                  std::to_string(gallery_labels.size()) + ")"));
+  }
+  const std::vector<int64_t> q = Labels(query_labels), g = Labels(gallery_labels);
+  const int64_t cols = similarity.shape(1);
+  const float* data = similarity.data();
+  encoders::RetrievalMetrics metrics;
+  Status s;
+  {
+    py::gil_scoped_release release;
+    const encoders::SimilarityRowFn rows = [&](int64_t row, float* out) {
+      std::copy_n(data + row * cols, cols, out);
+    };
+    s = encoders::EvaluateRetrieval(rows, static_cast<int64_t>(q.size()), q, g,
+                                    RetrievalOptionsOf(ks, knn_k, exclude_self), &metrics);
+  }
+  Check(s);
+  return encoders::RetrievalJson(metrics).dump();
+}
+
+// The arrays of one batch (None where the kind has none), kept alive while
+// the engine reads them; variances converted from `var_form` once.
+struct Batch {
+  std::vector<FloatArray> keep;
+  py::array_t<int32_t, py::array::c_style | py::array::forcecast> codes;
+  EmbeddingView view;
+};
+
+Batch BatchOf(const py::dict& arrays, const std::string& var_form) {
+  Batch b;
+  const auto floats = [&](const char* name) -> const float* {
+    if (!arrays.contains(name) || arrays[name].is_none()) return nullptr;
+    b.keep.push_back(FloatArray::ensure(arrays[name]));
+    if (!b.keep.back()) throw py::error_already_set();
+    b.view.n = b.keep.back().shape(0);
+    return b.keep.back().data();
+  };
+  b.view.vec = floats("vec");
+  b.view.mean = floats("mean");
+  b.view.weights = floats("weights");
+  b.view.logp = floats("logp");
+  if (arrays.contains("var") && !arrays["var"].is_none()) {
+    VarianceForm form = VarianceForm::kVar;
+    if (!ParseVarianceForm(var_form, &form)) {
+      Raise(Status::InvalidArgument("unknown variance form '" + var_form + "'"));
+    }
+    FloatArray given = FloatArray::ensure(arrays["var"]);
+    if (!given) throw py::error_already_set();
+    FloatArray var(std::vector<py::ssize_t>(given.shape(), given.shape() + given.ndim()));
+    const py::ssize_t n = given.ndim() > 0 ? given.shape(0) : 0;
+    Check(ToVariance(form, given.data(), n, n > 0 ? given.size() / n : 0, var.mutable_data()));
+    b.keep.push_back(var);
+    b.view.var = var.data();
+  }
+  if (arrays.contains("codes") && !arrays["codes"].is_none()) {
+    b.codes =
+        py::array_t<int32_t, py::array::c_style | py::array::forcecast>::ensure(arrays["codes"]);
+    if (!b.codes) throw py::error_already_set();
+    b.view.n = b.codes.shape(0);
+    b.view.codes = b.codes.data();
+  }
+  return b;
+}
+
+// encoders::EvaluateEmbeddings; queries None: leave-one-out over the items.
+std::string EvaluateEmbeddingsOf(const std::string& kind, int dim, int components, int code_k,
+                                 float match_a, float match_b, const py::dict& items,
+                                 const LabelArray& labels, const py::object& queries,
+                                 const py::object& query_labels, const std::string& var_form,
+                                 const std::string& score, int samples, uint64_t seed,
+                                 const std::vector<int>& ks, int knn_k, int eta_bins,
+                                 int64_t block_floats) {
+  CollectionSpec spec;
+  if (!ParseKind(kind, &spec.kind)) Raise(Status::InvalidArgument("unknown kind '" + kind + "'"));
+  spec.dim = dim;
+  spec.components = components;
+  spec.code_k = code_k;
+  spec.match_a = match_a;
+  spec.match_b = match_b;
+  spec.samples = DefaultSamples(spec.kind == Kind::kMog ? components : 1);
+  encoders::EmbeddingEvaluationOptions options;
+  if (!ParseScore(score, &options.score.score)) {
+    Raise(Status::InvalidArgument("unknown score '" + score + "'"));
+  }
+  options.score.samples = samples;
+  options.score.has_seed = true;
+  options.score.seed = seed;
+  options.eta_bins = eta_bins;
+  options.block_floats = block_floats;
+  const Batch item_batch = BatchOf(items, var_form);
+  Batch query_batch;
+  std::vector<int64_t> gallery = Labels(labels), probes = gallery;
+  const bool separate = !queries.is_none();
+  if (separate) {
+    query_batch = BatchOf(queries.cast<py::dict>(), var_form);
+    probes = Labels(LabelArray::ensure(query_labels));
+  }
+  options.retrieval = RetrievalOptionsOf(ks, knn_k, /*exclude_self=*/!separate);
+  nlohmann::json report;
+  Status s;
+  {
+    py::gil_scoped_release release;
+    s = encoders::EvaluateEmbeddings(spec, separate ? query_batch.view : item_batch.view,
+                                     item_batch.view, probes, gallery, options, &report);
+  }
+  Check(s);
+  return report.dump();
+}
+
 }  // namespace
 }  // namespace python
 }  // namespace hedgedb
@@ -242,4 +381,13 @@ PYBIND11_MODULE(_encoders, m) {
            py::arg("batch_size") = 256, py::arg("queries") = false,
            "Embed inputs of shape (n, *input_shape): uint8 pixels (scaled to [0, 1]) or "
            "float32 values as the model reads them.");
+  // hedgedb.metrics' engine (python/hedgedb/metrics.py is the interface).
+  m.def("_retrieval_from_similarity", &hedgedb::python::RetrievalFromSimilarity);
+  // block_floats: the size of the score matrix blocks (tests make it small).
+  m.def("_evaluate_embeddings", &hedgedb::python::EvaluateEmbeddingsOf, py::arg("kind"),
+        py::arg("dim"), py::arg("components"), py::arg("code_k"), py::arg("match_a"),
+        py::arg("match_b"), py::arg("items"), py::arg("labels"), py::arg("queries"),
+        py::arg("query_labels"), py::arg("var_form"), py::arg("score"), py::arg("samples"),
+        py::arg("seed"), py::arg("ks"), py::arg("knn_k"), py::arg("eta_bins"),
+        py::arg("block_floats") = hedgedb::encoders::EmbeddingEvaluationOptions().block_floats);
 }

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -137,6 +138,11 @@ std::vector<std::string> ReadPayloadLines(const std::string& path, int64_t n, bo
 
 namespace {
 
+// A flag's name as the command registered it (EmbeddingFiles::flag_prefix).
+std::string FlagName(const EmbeddingFiles& files, const std::string& flag) {
+  return "--" + files.flag_prefix + flag.substr(2);
+}
+
 void RequireFlags(const char* kind, const std::vector<std::pair<const char*, bool>>& allowed,
                   const EmbeddingFiles& files, bool for_query) {
   // --std, --log-var and --log-std stand for --var (LoadedEmbeddings::Load).
@@ -145,8 +151,8 @@ void RequireFlags(const char* kind, const std::vector<std::pair<const char*, boo
       {"--weights", &files.weights}, {"--codes", &files.codes}, {"--logp", &files.logp}};
   std::string usage;
   for (const auto& [flag, required] : allowed) {
-    usage += std::string(usage.empty() ? "" : " ") + (required ? "" : "[") + flag + " FILE" +
-             (required ? "" : "]");
+    usage += std::string(usage.empty() ? "" : " ") + (required ? "" : "[") + FlagName(files, flag) +
+             " FILE" + (required ? "" : "]");
   }
   const std::string what =
       std::string(for_query ? "queries of a " : "items of a ") + kind + " collection take " + usage;
@@ -158,12 +164,41 @@ void RequireFlags(const char* kind, const std::vector<std::pair<const char*, boo
         is_required = required;
       }
     }
-    if (!path->empty() && !is_allowed) UsageError(std::string(flag) + " does not apply: " + what);
-    if (path->empty() && is_required) UsageError(std::string(flag) + " is missing: " + what);
+    if (!path->empty() && !is_allowed)
+      UsageError(FlagName(files, flag) + " does not apply: " + what);
+    if (path->empty() && is_required) UsageError(FlagName(files, flag) + " is missing: " + what);
   }
 }
 
 }  // namespace
+
+void AddEmbeddingOptions(CLI::App* cmd, EmbeddingFiles* files, bool for_query,
+                         const std::string& prefix) {
+  files->flag_prefix = prefix;
+  const auto flag = [&prefix](const char* name) { return "--" + prefix + name; };
+  cmd->add_option(flag("vec"), files->vec, "point: vectors, N x D float32/float64 .npy");
+  cmd->add_option(flag("mean"), files->mean,
+                  "gaussian: means, N x D; mog: component means, N x C x D (.npy)");
+  cmd->add_option(flag("var"), files->var,
+                  "gaussian/mog: diagonal variances (> 0), same shape as " + flag("mean") +
+                      " (.npy); or give " + flag("std") + ", " + flag("log-var") + " or " +
+                      flag("log-std") + " instead");
+  cmd->add_option(flag("std"), files->std,
+                  "gaussian/mog: standard deviations (> 0) instead of " + flag("var"));
+  cmd->add_option(flag("log-var"), files->log_var,
+                  "gaussian/mog: log variances (PFE's log_sigma_sq) instead of " + flag("var"));
+  cmd->add_option(flag("log-std"), files->log_std,
+                  "gaussian/mog: log standard deviations (PCME++) instead of " + flag("var"));
+  cmd->add_option(flag("weights"), files->weights,
+                  "mog: component weights, N x C (.npy; default uniform 1/C)");
+  if (for_query) {
+    cmd->add_option(flag("logp"), files->logp,
+                    "codes: query tables, Q x d x k natural-log probabilities (.npy)");
+  } else {
+    cmd->add_option(flag("codes"), files->codes,
+                    "codes: DIMCO codes, N x d integers in [0, k) (.npy, any integer type)");
+  }
+}
 
 void LoadedEmbeddings::Load(const EmbeddingFiles& given_files, const CollectionSpec& spec,
                             bool for_query) {
@@ -172,7 +207,7 @@ void LoadedEmbeddings::Load(const EmbeddingFiles& given_files, const CollectionS
   // converted once (ToVariance).
   EmbeddingFiles files = given_files;
   VarianceForm form = VarianceForm::kVar;
-  std::string variance_flag = "--var";
+  std::string variance_flag = FlagName(files, "--var");
   int forms = 0;
   for (const auto& [flag, path, f] :
        {std::tuple{"--var", &given_files.var, VarianceForm::kVar},
@@ -183,9 +218,13 @@ void LoadedEmbeddings::Load(const EmbeddingFiles& given_files, const CollectionS
     ++forms;
     files.var = *path;
     form = f;
-    variance_flag = flag;
+    variance_flag = FlagName(files, flag);
   }
-  if (forms > 1) UsageError("give the variances once: --var, --std, --log-var or --log-std");
+  if (forms > 1) {
+    UsageError("give the variances once: " + FlagName(files, "--var") + ", " +
+               FlagName(files, "--std") + ", " + FlagName(files, "--log-var") + " or " +
+               FlagName(files, "--log-std"));
+  }
   const auto convert = [&](int64_t n, int64_t per_item) {
     if (form == VarianceForm::kVar) return;
     const Status s = ToVariance(form, var_.data(), n, per_item, var_.data());

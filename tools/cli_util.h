@@ -15,6 +15,10 @@
 #include "hedgedb/status.h"
 #include "hedgedb/types.h"
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace hedgedb {
 namespace cli {
 
@@ -86,7 +90,16 @@ struct EmbeddingFiles {
   std::string weights;  // mog: N x C (optional, uniform when empty)
   std::string codes;    // codes items: N x d integers
   std::string logp;     // codes queries: Q x d x k log-probabilities
+  // The flags' names in messages are "--" + flag_prefix + name ("query-":
+  // --query-mean), as AddEmbeddingOptions registered them.
+  std::string flag_prefix;
 };
+
+// Registers the embedding file flags of a batch of items (`for_query` false:
+// --codes) or queries (--logp), named "--" + prefix + name (e.g.
+// --query-mean with prefix "query-"); sets files->flag_prefix.
+void AddEmbeddingOptions(CLI::App* cmd, EmbeddingFiles* files, bool for_query,
+                         const std::string& prefix = "");
 
 // Embeddings loaded from files; `view` points into the owned buffers, so this
 // object is neither copied nor moved.

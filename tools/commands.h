@@ -36,7 +36,9 @@ struct CommandSummary {
 inline constexpr CommandSummary kEncoderCommands[] = {
     {"train", "Train an encoder and write a model file"},
     {"embed", "Embed a data split with a model; write .npy files for ingest"},
-    {"evaluate", "Verification AP, KNN accuracy, recall@k, MAP@R and uncertainty calibration"},
+    {"evaluate",
+     "Recall@k, MAP@R, KNN accuracy, verification AP and uncertainty calibration of a model, "
+     "or of your own embeddings (.npy files or a collection)"},
     {"ingest-images", "Embed image files with a model and add them to a collection"},
     {"query-image", "Embed query images with a model and print their top-k matches"},
     {"export-images", "Write images of a data split as PNG/JPEG files in class folders"},

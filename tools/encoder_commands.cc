@@ -30,6 +30,7 @@
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 #include "tools/data_flags.h"
+#include "tools/evaluate_embeddings.h"
 #include "tools/flag_checks.h"
 
 namespace hedgedb {
@@ -399,7 +400,9 @@ void RegisterEmbed(CLI::App& app) {
       "Writes PREFIX.vec.npy (point), PREFIX.mean/.var.npy (gaussian), plus .weights.npy (mog), "
       "PREFIX.codes.npy and .logp.npy (codes: items and query tables), and PREFIX.ids.npy, "
       "PREFIX.labels.npy. Prints the `hedgedb create` flags of a matching collection.");
-  cmd->add_option("--model", args->model, "Model file")->required();
+  cmd->add_option("--model", args->model,
+                  "Model file (or, instead, embeddings: --labels with the embedding files, or "
+                  "--db with --collection)");
   cmd->add_option("--out", args->out, "Output prefix")->required();
   AddDataOptions(cmd, &args->data, &args->data_flags);
   cmd->add_option("--split", args->split, "train, validation, test, test-seen or test-unseen")
@@ -422,6 +425,7 @@ struct EvaluateArgs {
   std::string protocol;
   int threads = 0;
   std::string plots;
+  EmbeddingEvaluateArgs embeddings;
 };
 
 // `evaluate --protocol NAME`: a paper's or a benchmark's evaluation
@@ -521,12 +525,20 @@ void RegisterEvaluate(CLI::App& app) {
   encoders::EvaluationOptions& o = args->options;
   CLI::App* cmd = app.add_subcommand("evaluate", EncoderCommandDescription("evaluate"));
   cmd->footer(
-      "Clean and corrupt test sets: verification on clean and on corrupt pairs; retrieval with "
+      "With --model: clean and corrupt test sets: verification on clean and on corrupt pairs; "
+      "retrieval with "
       "clean probes against the clean gallery, against the corrupt gallery (HIB Table 1) and "
       "corrupt probes against the clean gallery (HIB appendix G). \"calibration\": what "
       "`hedgedb calibrate` would report for a collection of the clean items (ECE, Brier, log "
-      "loss, precision@1 vs mean top-1 probability, before and held-out after).");
-  cmd->add_option("--model", args->model, "Model file")->required();
+      "loss, precision@1 vs mean top-1 probability, before and held-out after).\n"
+      "Without a model (embedding files with --labels, or --db with --collection): recall@k, "
+      "MAP@R, R-precision, KNN accuracy and, for gaussian/mog, KNN accuracy per eta bin with "
+      "Kendall's tau. A query with no other same-label item is left out of recall@k, MAP@R and "
+      "R-precision (pytorch-metric-learning's convention; \"queries_with_relevant\" counts the "
+      "rest).");
+  cmd->add_option("--model", args->model,
+                  "Model file (or, instead, embeddings: --labels with the embedding files, or "
+                  "--db with --collection)");
   AddDataOptions(cmd, &args->data, &args->data_flags);
   cmd->add_option("--split", o.split, "train, validation, test, test-seen or test-unseen")
       ->capture_default_str();
@@ -572,7 +584,20 @@ void RegisterEvaluate(CLI::App& app) {
   cmd->add_option("--protocol", args->protocol,
                   "A paper's settings for the flags not given: " + ProtocolsText());
   cmd->add_option("--threads", args->threads, "Torch threads (default: hardware cores)");
+  AddEmbeddingEvaluateFlags(cmd, &args->embeddings);
   cmd->callback([args, cmd] {
+    if (EmbeddingEvaluateRequested(*cmd)) {
+      RunEmbeddingEvaluate(args->embeddings, *cmd,
+                           cmd->count("--samples") != 0 ? args->options.samples : 0,
+                           args->options.seed, args->options.eta_bins);
+      return;
+    }
+    if (args->model.empty()) {
+      UsageError(
+          "evaluate needs --model FILE, or embeddings without a model: --kind K --dim D "
+          "--labels L.npy with the embedding files (--vec, --mean --var, ...), or --db DIR "
+          "--collection NAME");
+    }
     ApplyProtocol(args->protocol, *cmd, &args->options);
     RunEvaluate(*args, *cmd);
   });

@@ -44,30 +44,6 @@ void AddCollectionOption(CLI::App* cmd, std::string* collection, bool required =
   if (required) opt->required();
 }
 
-// Embedding file flags shared by ingest (items) and search (queries).
-void AddEmbeddingOptions(CLI::App* cmd, EmbeddingFiles* files, bool for_query) {
-  cmd->add_option("--vec", files->vec, "point: vectors, N x D float32/float64 .npy");
-  cmd->add_option("--mean", files->mean,
-                  "gaussian: means, N x D; mog: component means, N x C x D (.npy)");
-  cmd->add_option("--var", files->var,
-                  "gaussian/mog: diagonal variances (> 0), same shape as --mean (.npy); or give "
-                  "--std, --log-var or --log-std instead");
-  cmd->add_option("--std", files->std, "gaussian/mog: standard deviations (> 0) instead of --var");
-  cmd->add_option("--log-var", files->log_var,
-                  "gaussian/mog: log variances (PFE's log_sigma_sq) instead of --var");
-  cmd->add_option("--log-std", files->log_std,
-                  "gaussian/mog: log standard deviations (PCME++) instead of --var");
-  cmd->add_option("--weights", files->weights,
-                  "mog: component weights, N x C (.npy; default uniform 1/C)");
-  if (for_query) {
-    cmd->add_option("--logp", files->logp,
-                    "codes: query tables, Q x d x k natural-log probabilities (.npy)");
-  } else {
-    cmd->add_option("--codes", files->codes,
-                    "codes: DIMCO codes, N x d integers in [0, k) (.npy, any integer type)");
-  }
-}
-
 // ---------------------------------------------------------------- create
 
 struct CreateArgs {

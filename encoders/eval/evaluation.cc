@@ -43,18 +43,24 @@ Scoring ScoringOf(const Similarity& s) {
   return scoring;
 }
 
-// Rows [first, first + count) of `e`.
-EmbeddingView RowsOf(const Embeddings& e, int64_t first, int64_t count) {
-  EmbeddingView v = e.View();
-  const int64_t c = e.components, d = e.dim;
+// Rows [first, first + count) of `all`, whose rows have c components of
+// dimension d (codes: d symbols; logp: d x k values).
+EmbeddingView RowsOfView(const EmbeddingView& all, int64_t c, int64_t d, int64_t k, int64_t first,
+                         int64_t count) {
+  EmbeddingView v = all;
   v.n = count;
   if (v.vec) v.vec += first * d;
   if (v.mean) v.mean += first * c * d;
   if (v.var) v.var += first * c * d;
   if (v.weights) v.weights += first * c;
   if (v.codes) v.codes += first * d;
-  if (v.logp) v.logp += first * d * e.code_k;
+  if (v.logp) v.logp += first * d * k;
   return v;
+}
+
+// Rows [first, first + count) of `e`.
+EmbeddingView RowsOf(const Embeddings& e, int64_t first, int64_t count) {
+  return RowsOfView(e.View(), e.components, e.dim, e.code_k, first, count);
 }
 
 // The first `count` rows of e (a copy).
@@ -99,6 +105,8 @@ double Entropy(const std::vector<double>& p) {
   return h;
 }
 
+}  // namespace
+
 json RetrievalJson(const RetrievalMetrics& m) {
   json j;
   for (size_t i = 0; i < m.recall_ks.size(); ++i) {
@@ -126,8 +134,6 @@ json CalibrationJson(const UncertaintyCalibration& c) {
   j["bin_mean_eta"] = eta;
   return j;
 }
-
-}  // namespace
 
 Status SimilarityMatrix(const Similarity& similarity, const Embeddings& probes,
                         const Embeddings& gallery, std::vector<float>* matrix) {
@@ -208,6 +214,94 @@ Status EvaluateRetrievalOn(const Similarity& similarity, const Embeddings& probe
   const Status s = EvaluateRetrieval(row_fn, probes.n, labels, labels, options, metrics);
   HEDGEDB_RETURN_IF_ERROR(score_status);
   return s;
+}
+
+Status EvaluateEmbeddings(const CollectionSpec& spec, const EmbeddingView& queries,
+                          const EmbeddingView& gallery, const std::vector<int64_t>& query_labels,
+                          const std::vector<int64_t>& gallery_labels,
+                          const EmbeddingEvaluationOptions& options, json* report) {
+  if (static_cast<int64_t>(query_labels.size()) != queries.n) {
+    return Status::InvalidArgument("evaluation: " + std::to_string(queries.n) + " queries but " +
+                                   std::to_string(query_labels.size()) + " query labels");
+  }
+  if (static_cast<int64_t>(gallery_labels.size()) != gallery.n) {
+    return Status::InvalidArgument("evaluation: " + std::to_string(gallery.n) +
+                                   " gallery items but " + std::to_string(gallery_labels.size()) +
+                                   " gallery labels");
+  }
+  if (gallery.n < 1 || queries.n < 1) {
+    return Status::InvalidArgument("evaluation: no queries or no gallery items");
+  }
+  std::vector<float> scores;
+  {
+    // Every query is checked once up front (ScoreMatrix against the first
+    // item), so that an error names the query's row in the input, not in its
+    // block.
+    EmbeddingView first_item = gallery;
+    first_item.n = 1;
+    HEDGEDB_RETURN_IF_ERROR(ScoreMatrix(spec, queries, first_item, options.score, &scores));
+  }
+  // Rows are requested in query order (one thread): the block holding the
+  // requested query is scored when first needed.
+  RetrievalOptions retrieval = options.retrieval;
+  retrieval.num_threads = 1;
+  const int64_t block =
+      std::max<int64_t>(1, std::min<int64_t>(queries.n, options.block_floats / gallery.n));
+  int64_t block_begin = -1;
+  Status score_status;
+  const SimilarityRowFn rows = [&](int64_t q, float* row) {
+    if (block_begin < 0 || q < block_begin || q >= block_begin + block) {
+      block_begin = q - q % block;
+      const EmbeddingView rows_view =
+          RowsOfView(queries, spec.kind == Kind::kMog ? spec.components : 1, spec.dim, spec.code_k,
+                     block_begin, std::min(block, queries.n - block_begin));
+      const Status s = ScoreMatrix(spec, rows_view, gallery, options.score, &scores);
+      if (!s.ok() && score_status.ok()) score_status = s;
+    }
+    if (!score_status.ok()) {
+      // Reported after the pass (EvaluateRetrieval takes no error from a row).
+      std::fill(row, row + gallery.n, 0.0f);
+      return;
+    }
+    std::copy_n(scores.data() + (q - block_begin) * gallery.n, gallery.n, row);
+  };
+  RetrievalMetrics metrics;
+  const Status s =
+      EvaluateRetrieval(rows, queries.n, query_labels, gallery_labels, retrieval, &metrics);
+  HEDGEDB_RETURN_IF_ERROR(score_status);
+  HEDGEDB_RETURN_IF_ERROR(s);
+
+  json out = RetrievalJson(metrics);
+  out["kind"] = KindName(spec.kind);
+  out["score"] = ScoreName(ResolveScore(spec.kind, options.score.score));
+  out["gallery"] = gallery.n;
+  out["leave_one_out"] = retrieval.exclude_same_index;
+  out["knn_k"] = retrieval.knn_k;
+  if (spec.kind == Kind::kGaussian || spec.kind == Kind::kMog) {
+    // Only these kinds draw Monte Carlo samples (mc scores, eta).
+    out["samples"] = options.score.samples > 0 ? options.score.samples : spec.samples;
+    out["seed"] = options.score.has_seed ? options.score.seed : spec.seed;
+    std::vector<float> eta;
+    HEDGEDB_RETURN_IF_ERROR(ItemUncertainties(spec, queries, options.score, &eta));
+    double sum = 0.0;
+    for (const float e : eta) sum += e;
+    out["mean_eta"] = sum / static_cast<double>(eta.size());
+    if (queries.n >= options.eta_bins) {
+      UncertaintyCalibration calibration;
+      HEDGEDB_RETURN_IF_ERROR(CalibrateAccuracy(std::vector<double>(eta.begin(), eta.end()),
+                                                metrics.knn_correct, options.eta_bins,
+                                                &calibration));
+      json c = CalibrationJson(calibration);
+      c["performance"] = "knn_accuracy";
+      c["bin_sizes"] = calibration.bin_sizes;
+      out["eta_calibration"] = std::move(c);
+    } else {
+      out["eta_calibration_note"] = std::to_string(queries.n) + " queries cannot fill " +
+                                    std::to_string(options.eta_bins) + " eta bins";
+    }
+  }
+  *report = std::move(out);
+  return Status::OK();
 }
 
 namespace {

@@ -29,7 +29,9 @@
 #include "encoders/embedder.h"
 #include "encoders/eval/metrics.h"
 #include "hedgedb/calibration.h"
+#include "hedgedb/score.h"
 #include "hedgedb/status.h"
+#include "hedgedb/types.h"
 
 namespace hedgedb {
 namespace encoders {
@@ -126,6 +128,39 @@ nlohmann::json MergeRepeats(const std::vector<nlohmann::json>& runs);
 Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
                      const EvaluationOptions& options, nlohmann::json* report,
                      CalibrationReport* calibration = nullptr);
+
+// The JSON `hedgedb evaluate` prints for retrieval metrics (recall_at_K,
+// map_at_r, r_precision, knn_accuracy, queries, queries_with_relevant) and
+// for an uncertainty calibration (kendall_tau, bin_performance, bin_mean_eta;
+// null where NaN).
+nlohmann::json RetrievalJson(const RetrievalMetrics& metrics);
+nlohmann::json CalibrationJson(const UncertaintyCalibration& calibration);
+
+// Retrieval metrics of embeddings the caller already has (no model): every
+// query ranks the whole gallery by ScoreMatrix's exact scores (the numbers a
+// search of a collection with `spec` returns), and EvaluateRetrieval turns
+// the rankings into recall@k, MAP@R, R-precision and KNN accuracy. With
+// retrieval.exclude_same_index, query i and gallery item i are the same item
+// (leave-one-out: pass the same view twice). For gaussian and mog queries
+// also the uncertainty calibration of the queries' eta (KNN accuracy per eta
+// bin, Kendall's tau; HIB section 4.4) when there are at least eta_bins
+// queries.
+struct EmbeddingEvaluationOptions {
+  ScoreOptions score;
+  RetrievalOptions retrieval;
+  int eta_bins = 20;
+  // The score matrix is computed in blocks of queries holding at most this
+  // many floats (at least one query per block), so memory stays bounded
+  // whatever the number of items.
+  int64_t block_floats = int64_t{1} << 24;
+};
+// Errors: label counts that do not match the rows, embeddings ScoreMatrix
+// refuses (shape, variances, score not defined for the kind), k or bins out
+// of range (EvaluateRetrieval).
+Status EvaluateEmbeddings(const CollectionSpec& spec, const EmbeddingView& queries,
+                          const EmbeddingView& gallery, const std::vector<int64_t>& query_labels,
+                          const std::vector<int64_t>& gallery_labels,
+                          const EmbeddingEvaluationOptions& options, nlohmann::json* report);
 
 }  // namespace encoders
 }  // namespace hedgedb
