@@ -612,7 +612,9 @@ TEST(DBTest, CodesTwoStageOverFlatIndexEqualsExhaustive) {
       for (size_t j = 0; j < 10; ++j) {
         EXPECT_EQ(fast[q].hits[j].id, exact[q].hits[j].id) << "query " << q << " rank " << j;
         EXPECT_EQ(fast[q].hits[j].score, exact[q].hits[j].score);
-        if (filtered) EXPECT_GE(fast[q].hits[j].label, 3);
+        if (filtered) {
+          EXPECT_GE(fast[q].hits[j].label, 3);
+        }
       }
     }
   }
