@@ -1,6 +1,7 @@
 #include "calibration/report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "calibration/fit.h"
@@ -8,6 +9,8 @@
 namespace hedgedb {
 namespace calibration {
 namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 void CopyBins(const CalibrationMetrics& m, CalibrationQuality* q) {
   q->ece = m.ece;
@@ -19,7 +22,20 @@ void CopyBins(const CalibrationMetrics& m, CalibrationQuality* q) {
   }
 }
 
-// Precision@1 and the mean probability of the top matches.
+// ECE of the predictions whose pair ranked at most max_rank in its query
+// (NaN when ranks are unknown or none qualifies).
+double EceUpToRank(const std::vector<ScoredPair>& predictions, int32_t max_rank) {
+  std::vector<ScoredPair> top;
+  for (const ScoredPair& p : predictions) {
+    if (p.context.rank >= 1 && p.context.rank <= max_rank) top.push_back(p);
+  }
+  CalibrationMetrics m;
+  if (top.empty() || !MeasureCalibration(top, &m).ok()) return kNaN;
+  return m.ece;
+}
+
+// Precision@1 and the mean probability of the top matches, overall and per
+// quartile of query eta.
 void TopOneQuality(const std::vector<TopMatch>& top, const std::vector<double>& probs,
                    CalibrationQuality* q) {
   if (top.empty()) return;
@@ -30,20 +46,76 @@ void TopOneQuality(const std::vector<TopMatch>& top, const std::vector<double>& 
   }
   q->precision_at_1 = correct / double(top.size());
   q->mean_top1_prob = prob / double(top.size());
+
+  std::vector<size_t> with_eta;
+  for (size_t i = 0; i < top.size(); ++i) {
+    if (std::isfinite(top[i].query_uncertainty)) with_eta.push_back(i);
+  }
+  const size_t n = with_eta.size();
+  if (n < 4) return;
+  std::stable_sort(with_eta.begin(), with_eta.end(), [&](size_t a, size_t b) {
+    return top[a].query_uncertainty < top[b].query_uncertainty;
+  });
+  q->eta_quartiles.clear();
+  q->worst_eta_gap = 0;
+  for (size_t g = 0; g < 4; ++g) {
+    const size_t begin = g * n / 4, end = (g + 1) * n / 4;
+    EtaGroupQuality group;
+    group.eta_lo = top[with_eta[begin]].query_uncertainty;
+    group.eta_hi = top[with_eta[end - 1]].query_uncertainty;
+    group.queries = int64_t(end - begin);
+    double c = 0, p = 0;
+    for (size_t k = begin; k < end; ++k) {
+      c += top[with_eta[k]].correct ? 1 : 0;
+      p += probs[with_eta[k]];
+    }
+    group.precision_at_1 = c / double(end - begin);
+    group.mean_top1_prob = p / double(end - begin);
+    group.gap = group.mean_top1_prob - group.precision_at_1;
+    if (std::isnan(group.gap)) {
+      q->worst_eta_gap = kNaN;
+    } else if (!std::isnan(q->worst_eta_gap)) {
+      q->worst_eta_gap = std::max(q->worst_eta_gap, std::fabs(group.gap));
+    }
+    q->eta_quartiles.push_back(group);
+  }
 }
 
 }  // namespace
 
-Status FitAndReport(ScoreType score, uint64_t split_seed, const std::vector<QueryPairs>& per_query,
-                    CalibrationMap* map, CalibrationReport* report) {
+void RankQueryPairs(QueryPairs* query, int64_t keep) {
+  std::vector<ScoredPair>& pairs = query->pairs;
+  for (size_t j = 0; j < pairs.size(); ++j) {
+    pairs[j].context.rank = int32_t(std::min<size_t>(j + 1, size_t(INT32_MAX)));
+    pairs[j].context.next_score =
+        j + 1 < pairs.size() ? float(pairs[j + 1].score) : std::numeric_limits<float>::quiet_NaN();
+  }
+  if (!pairs.empty()) {
+    query->has_top = true;
+    query->top_score = pairs[0].score;
+    query->top_correct = pairs[0].is_match;
+    query->top_context = pairs[0].context;
+  }
+  if (keep > 0 && int64_t(pairs.size()) > keep) pairs.resize(size_t(keep));
+}
+
+Status FitAndReport(ScoreType score, uint64_t split_seed, bool allow_conditional,
+                    const std::vector<QueryPairs>& per_query, CalibrationMap* map,
+                    CalibrationReport* report) {
   *report = CalibrationReport();
-  // Fit on every pair: the stored map.
+  // Fit on every pair: the stored map. Each pair names its query, so the
+  // method choice is cross-fitted by query.
   std::vector<ScoredPair> pairs;
-  for (const QueryPairs& qp : per_query)
-    pairs.insert(pairs.end(), qp.pairs.begin(), qp.pairs.end());
+  for (size_t i = 0; i < per_query.size(); ++i) {
+    for (ScoredPair p : per_query[i].pairs) {
+      p.query = int32_t(i);
+      pairs.push_back(p);
+    }
+  }
   FitOptions fit;
   fit.score_type = score;
   fit.split_seed = split_seed;
+  fit.allow_conditional = allow_conditional;
   CalibrationMap fitted;
   Status s = FitCalibration(pairs, fit, &fitted);
   if (!s.ok()) {
@@ -54,14 +126,17 @@ Status FitAndReport(ScoreType score, uint64_t split_seed, const std::vector<Quer
   // Held out, by query: the map of one half of the queries predicts the
   // pairs and the top matches of the other half.
   const size_t nq = per_query.size();
-  std::vector<ScoredPair> held;  // (probability, match)
-  std::vector<double> top_prob(nq, std::numeric_limits<double>::quiet_NaN());
+  std::vector<ScoredPair> held;  // (probability, match, context)
+  std::vector<double> top_prob(nq, kNaN);
   bool folds_ok = nq >= 2;
   for (int fold = 0; fold < 2 && folds_ok; ++fold) {
     std::vector<ScoredPair> train;
     for (size_t i = 0; i < nq; ++i) {
-      if (int(i % 2) == fold)
-        train.insert(train.end(), per_query[i].pairs.begin(), per_query[i].pairs.end());
+      if (int(i % 2) != fold) continue;
+      for (ScoredPair p : per_query[i].pairs) {
+        p.query = int32_t(i);
+        train.push_back(p);
+      }
     }
     CalibrationMap half;
     if (!FitCalibration(train, fit, &half).ok()) {
@@ -71,9 +146,13 @@ Status FitAndReport(ScoreType score, uint64_t split_seed, const std::vector<Quer
     for (size_t i = 0; i < nq; ++i) {
       if (int(i % 2) == fold) continue;
       for (const ScoredPair& p : per_query[i].pairs) {
-        held.push_back({half.Apply(p.score), p.is_match});
+        ScoredPair h = p;
+        h.score = half.Apply(p.score, &p.context);
+        held.push_back(h);
       }
-      if (per_query[i].has_top) top_prob[i] = half.Apply(per_query[i].top_score);
+      if (per_query[i].has_top) {
+        top_prob[i] = half.Apply(per_query[i].top_score, &per_query[i].top_context);
+      }
     }
   }
   std::vector<TopMatch> top;
@@ -92,6 +171,8 @@ Status FitAndReport(ScoreType score, uint64_t split_seed, const std::vector<Quer
     CalibrationMetrics after;
     HEDGEDB_RETURN_IF_ERROR(MeasureCalibration(held, &after));
     CopyBins(after, &report->after);
+    report->after.ece_top1 = EceUpToRank(held, 1);
+    report->after.ece_top10 = EceUpToRank(held, 10);
     TopOneQuality(top, held_top, &report->after);
   }
   if (IsProbabilityScore(score)) {
@@ -100,10 +181,13 @@ Status FitAndReport(ScoreType score, uint64_t split_seed, const std::vector<Quer
     CalibrationMetrics before;
     HEDGEDB_RETURN_IF_ERROR(MeasureCalibration(raw, &before));
     CopyBins(before, &report->before);
+    report->before.ece_top1 = EceUpToRank(raw, 1);
+    report->before.ece_top10 = EceUpToRank(raw, 10);
+    for (double& p : raw_top) p = std::min(1.0, std::max(0.0, p));
     TopOneQuality(top, raw_top, &report->before);
   } else {
     // Not a probability: only precision@1 has a "before".
-    std::vector<double> none(top.size(), std::numeric_limits<double>::quiet_NaN());
+    std::vector<double> none(top.size(), kNaN);
     TopOneQuality(top, none, &report->before);
   }
   report->info = fitted.Info();

@@ -262,13 +262,18 @@ struct SearchResult {
 // A calibration stored for one score of a collection (DB::Calibrate).
 struct CalibrationInfo {
   ScoreType score = ScoreType::kMc;  // resolved
-  std::string method;                // "platt", "beta" or "isotonic"
+  std::string method;                // "platt", "beta", "isotonic" or "conditional"
   int64_t pairs = 0;                 // labelled pairs it was fitted on
   double fit_base_rate = 0;          // their positive rate
   double base_rate = 0;              // the rate it is calibrated for
   int samples = 0;                   // Monte Carlo samples of the pair scores (0: not MC)
   uint64_t sequence = 0;             // collection sequence when fitted
   std::string reason;                // why this method won
+  // A conditional map reads the result's context (rank, gap to the next
+  // score, eta: docs/calibration.md); conditioned_on lists its features.
+  // Maps stored before version 2 are unconditional.
+  bool conditional = false;
+  std::string conditioned_on;
 };
 
 struct CollectionStats {
