@@ -248,6 +248,36 @@ double CalibrationMap::Apply(double score, const PairContext* context) const {
   return Sigmoid(z + shift);
 }
 
+static int64_t FewestConformalQueries(double alpha) {
+  // The smallest n with floor(alpha (n + 1)) >= 1, with the 1e-9 of
+  // ConformalThreshold (1 / alpha rounds either way).
+  int64_t n = int64_t(std::ceil(1 / alpha)) + 1;
+  while (n > 0 && std::floor(alpha * double(n) + 1e-9) >= 1) --n;
+  return n;
+}
+
+Status CalibrationMap::ConformalThreshold(double coverage, double* threshold) const {
+  if (!(coverage > 0 && coverage < 1)) {
+    return Status::InvalidArgument("coverage must be in (0, 1), got " + std::to_string(coverage));
+  }
+  if (conformal_scores.empty()) {
+    return Status::InvalidArgument(
+        "the calibration has no conformal scores: calibrate with a conformal fraction "
+        "(--conformal-fraction) first");
+  }
+  const double alpha = 1 - coverage;
+  const int64_t n = int64_t(conformal_scores.size());
+  // 1e-9: alpha (n + 1) of a whole number must not round below it.
+  const int64_t j = int64_t(std::floor(alpha * double(n + 1) + 1e-9));
+  if (j < 1) {
+    return Status::InvalidArgument("coverage " + std::to_string(coverage) + " needs at least " +
+                                   std::to_string(FewestConformalQueries(alpha)) +
+                                   " conformal queries, the calibration has " + std::to_string(n));
+  }
+  *threshold = conformal_scores[size_t(std::min(j, n) - 1)];
+  return Status::OK();
+}
+
 Status CalibrationMap::SetBaseRate(double pi) {
   if (!(pi > 0 && pi < 1)) {
     return Status::InvalidArgument("base rate must be in (0, 1), got " + std::to_string(pi));
@@ -344,6 +374,12 @@ Status CalibrationMap::Validate() const {
     return Status::InvalidArgument(std::string(MethodName(method)) +
                                    " map has conditional features");
   }
+  for (size_t i = 0; i < conformal_scores.size(); ++i) {
+    const double c = conformal_scores[i];
+    if (!(c == -1 || (c >= 0 && c <= 1)) || (i > 0 && c < conformal_scores[i - 1])) {
+      return Status::InvalidArgument("conformal scores are not ascending in {-1} and [0, 1]");
+    }
+  }
   if (!IsMethod(uint8_t(report.chosen))) {
     return Status::InvalidArgument("fit report names an unknown method");
   }
@@ -367,6 +403,7 @@ Status CalibrationMap::Validate() const {
 //   u32 n, f64 params[n], u32 m, f64 knot_score[m], f64 knot_prob[m],
 //   (version >= 2) u32 features, u32 i, f64 input_lo[i], f64 input_hi[i],
 //           f64 input_mean[i], u32 f, f64 feature_mean[f], f64 feature_scale[f],
+//           u32 c, f64 conformal_scores[c],
 //   report: u8 chosen, u64 split seed, u8 has_raw, f64 raw ece/brier/log loss,
 //           u32 c, c x (u8 method, f64 ece, f64 brier, f64 log loss),
 //           u32 length, reason bytes,
@@ -387,6 +424,7 @@ CalibrationInfo CalibrationMap::Info() const {
   info.sequence = sequence;
   info.reason = report.reason;
   info.conditional = conditional();
+  info.conformal_queries = int64_t(conformal_scores.size());
   for (int k = 0; k < kNumConditionalFeatures; ++k) {
     if (conditional() && (features >> k & 1)) {
       info.conditioned_on +=
@@ -424,6 +462,8 @@ std::string CalibrationMap::Encode() const {
     for (size_t k = 0; k < feature_mean.size(); ++k)
       PutFixed<double>(&out, k < v->size() ? (*v)[k] : 0);
   }
+  PutFixed<uint32_t>(&out, uint32_t(conformal_scores.size()));
+  for (double v : conformal_scores) PutFixed<double>(&out, v);
   PutFixed<uint8_t>(&out, uint8_t(report.chosen));
   PutFixed<uint64_t>(&out, report.split_seed);
   PutFixed<uint8_t>(&out, report.has_raw ? 1 : 0);
@@ -517,7 +557,8 @@ Status CalibrationMap::Decode(const std::string& bytes, CalibrationMap* map) {
   if (ok && version >= 2) {
     ok = r.Get(&m.features) && r.Get(&n) && r.GetDoubles(n, &m.input_lo) &&
          r.GetDoubles(n, &m.input_hi) && r.GetDoubles(n, &m.input_mean) && r.Get(&n) &&
-         r.GetDoubles(n, &m.feature_mean) && r.GetDoubles(n, &m.feature_scale);
+         r.GetDoubles(n, &m.feature_mean) && r.GetDoubles(n, &m.feature_scale) && r.Get(&n) &&
+         r.GetDoubles(n, &m.conformal_scores);
   }
   ok = ok && r.Get(&chosen) && r.Get(&m.report.split_seed) && r.Get(&has_raw) &&
        r.Get(&m.report.raw_ece) && r.Get(&m.report.raw_brier) && r.Get(&m.report.raw_log_loss) &&

@@ -143,6 +143,12 @@ struct CalibrationMap {
   uint32_t features = 0;
   std::vector<double> input_lo, input_hi, input_mean;
   std::vector<double> feature_mean, feature_scale;
+  // Split-conformal scores (docs/calibration.md, "Conformal match sets"),
+  // ascending: for each conformal query (labelled queries the map was not
+  // fitted on), the highest probability this map gives one of its
+  // same-label items as a search ranks them, or -1 when none was ranked.
+  // Empty: the map has no conformal sets.
+  std::vector<double> conformal_scores;
   double fit_base_rate = 0.5;
   double base_rate = 0.5;
   // Labelled pairs the map was fitted on.
@@ -160,6 +166,15 @@ struct CalibrationMap {
   // gets base_rate. Requires a map that Validate() accepts.
   double Apply(double score, const PairContext* context = nullptr) const;
   bool conditional() const { return method == Method::kConditional; }
+  // The probability threshold of a match set with the given coverage in
+  // (0, 1): the items of a query whose probability is at least it contain a
+  // same-label item with probability >= coverage (over exchangeable
+  // queries), the finite-sample split-conformal quantile: with n scores
+  // s_(1) <= ... <= s_(n) and alpha = 1 - coverage, s_(j) for
+  // j = floor(alpha (n + 1)). InvalidArgument without conformal scores, for
+  // a coverage outside (0, 1), or when j < 1 (naming the fewest conformal
+  // queries the coverage needs).
+  Status ConformalThreshold(double coverage, double* threshold) const;
   // Whether Apply reads the query's / the items' eta (a search computes them
   // for it).
   bool ReadsQueryEta() const;

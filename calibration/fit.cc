@@ -368,8 +368,8 @@ CalibrationMap ConditionalUnchecked(const std::vector<ScoredPair>& all_pairs,
     ConditionalFeatures(v, &x[i * kF]);
   }
   uint32_t mask = (1u << kF) - 1;
-    mask &=
-        ~((1u << kFeatureQueryEta) | (1u << kFeatureScoreQueryEta) | (1u << kFeatureQueryEtaTop1));
+  mask &=
+      ~((1u << kFeatureQueryEta) | (1u << kFeatureScoreQueryEta) | (1u << kFeatureQueryEtaTop1));
   for (int attempt = 0; attempt < 8; ++attempt) {
     std::vector<int> columns;
     for (int k = 0; k < kF; ++k) {

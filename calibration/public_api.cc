@@ -97,7 +97,7 @@ Status CalibrateScoreMatrix(ScoreType score_type, const float* scores, int64_t n
   }
   calibration::CalibrationMap map;
   HEDGEDB_RETURN_IF_ERROR(
-      calibration::FitAndReport(score_type, split_seed, true, queries, &map, report));
+      calibration::FitAndReport(score_type, split_seed, true, 0, queries, &map, report));
   if (map_bytes) *map_bytes = map.Encode();
   return Status::OK();
 }

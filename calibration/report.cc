@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "calibration/fit.h"
 
@@ -100,9 +101,38 @@ void RankQueryPairs(QueryPairs* query, int64_t keep) {
 }
 
 Status FitAndReport(ScoreType score, uint64_t split_seed, bool allow_conditional,
-                    const std::vector<QueryPairs>& per_query, CalibrationMap* map,
-                    CalibrationReport* report) {
+                    double conformal_fraction, const std::vector<QueryPairs>& all_queries,
+                    CalibrationMap* map, CalibrationReport* report) {
   *report = CalibrationReport();
+  if (!(conformal_fraction >= 0 && conformal_fraction < 1)) {
+    return Status::InvalidArgument("conformal fraction must be in [0, 1), got " +
+                                   std::to_string(conformal_fraction));
+  }
+  // The conformal queries: a seeded sample, kept out of everything below.
+  std::vector<size_t> order(all_queries.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::mt19937_64 rng(split_seed ^ 0xC0F0A11ULL);
+  std::shuffle(order.begin(), order.end(), rng);
+  const size_t n_conformal = size_t(std::floor(conformal_fraction * double(order.size())));
+  if (conformal_fraction > 0 && (n_conformal < 1 || n_conformal >= order.size())) {
+    return Status::InvalidArgument("a conformal fraction of " + std::to_string(conformal_fraction) +
+                                   " of " + std::to_string(order.size()) +
+                                   " queries leaves no conformal or no fitting queries");
+  }
+  std::vector<QueryPairs> fit_queries;
+  std::vector<const QueryPairs*> conformal;
+  {
+    std::vector<bool> is_conformal(order.size(), false);
+    for (size_t k = 0; k < n_conformal; ++k) is_conformal[order[k]] = true;
+    for (size_t i = 0; i < all_queries.size(); ++i) {
+      if (is_conformal[i]) {
+        conformal.push_back(&all_queries[i]);
+      } else if (n_conformal > 0) {
+        fit_queries.push_back(all_queries[i]);
+      }
+    }
+  }
+  const std::vector<QueryPairs>& per_query = n_conformal > 0 ? fit_queries : all_queries;
   // Fit on every pair: the stored map. Each pair names its query, so the
   // method choice is cross-fitted by query.
   std::vector<ScoredPair> pairs;
@@ -190,11 +220,20 @@ Status FitAndReport(ScoreType score, uint64_t split_seed, bool allow_conditional
     std::vector<double> none(top.size(), kNaN);
     TopOneQuality(top, none, &report->before);
   }
-  report->info = fitted.Info();
   report->queries = int64_t(nq);
   for (const auto& p : pairs) report->positives += p.is_match ? 1 : 0;
   report->top_matches = std::move(top);
 
+  // Conformal scores: with the stored map, as a search computes them.
+  for (const QueryPairs* qp : conformal) {
+    double best = -1;
+    for (const ScoredPair& p : qp->pairs) {
+      if (p.is_match) best = std::max(best, fitted.Apply(p.score, &p.context));
+    }
+    fitted.conformal_scores.push_back(best);
+  }
+  std::sort(fitted.conformal_scores.begin(), fitted.conformal_scores.end());
+  report->info = fitted.Info();
   *map = std::move(fitted);
   return Status::OK();
 }

@@ -31,9 +31,12 @@ struct QueryPairs {
 // matches; report->info from the map). Errors (the pairs cannot be fitted)
 // leave *map unchanged.
 // allow_conditional: whether the conditional map is a candidate.
+// conformal_fraction in [0, 1): that fraction of the queries (seeded by
+// split_seed) is kept out of the fit; the map's probabilities of their
+// same-label items become map->conformal_scores.
 Status FitAndReport(ScoreType score, uint64_t split_seed, bool allow_conditional,
-                    const std::vector<QueryPairs>& queries, CalibrationMap* map,
-                    CalibrationReport* report);
+                    double conformal_fraction, const std::vector<QueryPairs>& queries,
+                    CalibrationMap* map, CalibrationReport* report);
 
 // The pairs of one query, sorted best first (as its search ranks them), get
 // their rank and the next pair's score; the best becomes the query's top

@@ -381,8 +381,9 @@ class PyDB {
                        int k, const std::string& score, int samples, const py::object& seed,
                        bool exhaustive, int64_t candidates, int nprobe, int ef_search,
                        bool with_uncertainty, bool with_payload, bool adaptive_samples,
-                       double min_prob, int64_t max_results, const py::object& labels_in,
-                       const py::object& labels_not_in, const py::object& payload_equals) {
+                       double min_prob, int64_t max_results, double coverage,
+                       const py::object& labels_in, const py::object& labels_not_in,
+                       const py::object& payload_equals) {
     const CollectionSpec spec = Describe(collection);
     const auto [variance, form] = VarianceArgument(var, stdev, log_var, log_std);
     Embeddings e = ReadEmbeddings(spec, true, vec, mean, variance, weights, py::none(), logp, form);
@@ -405,6 +406,7 @@ class PyDB {
     options.adaptive_samples = adaptive_samples;
     options.min_prob = min_prob;
     options.max_results = max_results;
+    options.coverage = coverage;
     SearchFilter& filter = options.filter;
     if (!labels_in.is_none() && !labels_not_in.is_none()) {
       Invalid("give labels_in or labels_not_in, not both");
@@ -447,7 +449,7 @@ class PyDB {
     }
     Check(s);
     const py::ssize_t q = static_cast<py::ssize_t>(results.size());
-    py::ssize_t width = min_prob > 0 ? 0 : k;
+    py::ssize_t width = min_prob > 0 || coverage > 0 ? 0 : k;
     for (const SearchResult& r : results) {
       width = std::max<py::ssize_t>(width, static_cast<py::ssize_t>(r.hits.size()));
     }
@@ -557,7 +559,8 @@ class PyDB {
                      const py::object& log_std, const py::object& weights, const py::object& logp,
                      const py::object& query_labels, const std::string& score, int samples,
                      const py::object& seed, int64_t max_pairs, uint64_t sample_seed,
-                     int64_t top_ranks, bool unconditional, bool dry_run) {
+                     int64_t top_ranks, double conformal_fraction, bool unconditional,
+                     bool dry_run) {
     const CollectionSpec spec = Describe(collection);
     CalibrateOptions o;
     if (!score.empty() && !ParseScore(score, &o.score)) {
@@ -575,6 +578,10 @@ class PyDB {
     o.max_pairs = max_pairs;
     o.sample_seed = sample_seed;
     o.top_ranks = top_ranks;
+    if (!(conformal_fraction >= 0 && conformal_fraction < 1)) {
+      Invalid("conformal_fraction must be in [0, 1), got " + std::to_string(conformal_fraction));
+    }
+    o.conformal_fraction = conformal_fraction;
     o.unconditional = unconditional;
     o.dry_run = dry_run;
     const bool held_out = !vec.is_none() || !mean.is_none() || !logp.is_none();
@@ -639,6 +646,7 @@ class PyDB {
     out["positives"] = report.positives;
     out["base_rate"] = report.info.base_rate;
     out["queries"] = report.queries;
+    out["conformal_queries"] = report.info.conformal_queries;
     out["before"] = quality(report.before);
     out["after"] = quality(report.after);
     out["stored"] = report.stored;
@@ -837,12 +845,14 @@ PYBIND11_MODULE(_hedgedb, m) {
            py::arg("candidates") = 0, py::arg("nprobe") = 0, py::arg("ef_search") = 0,
            py::arg("with_uncertainty") = true, py::arg("with_payload") = false,
            py::arg("adaptive_samples") = false, py::arg("min_prob") = 0.0,
-           py::arg("max_results") = 1000, py::arg("labels_in") = py::none(),
-           py::arg("labels_not_in") = py::none(), py::arg("payload_equals") = py::none(),
+           py::arg("max_results") = 1000, py::arg("coverage") = 0.0,
+           py::arg("labels_in") = py::none(), py::arg("labels_not_in") = py::none(),
+           py::arg("payload_equals") = py::none(),
            "Top-k of each query (the item layout of the kind; codes: logp (n, d, k) tables). "
            "Filters (ANDed): labels_in / labels_not_in (int64 arrays), payload_equals "
            "{field: str | int | float | bool | None} on the top-level fields of JSON "
-           "payloads. Returns SearchResults.")
+           "payloads. coverage in (0, 1): the conformal match set of each query (needs a "
+           "calibration with conformal_fraction). Returns SearchResults.")
       .def("calibrate", &PyDB::Calibrate, py::arg("collection"), py::kw_only(),
            py::arg("vec") = py::none(), py::arg("mean") = py::none(), py::arg("var") = py::none(),
            py::arg("std") = py::none(), py::arg("log_var") = py::none(),
@@ -850,7 +860,8 @@ PYBIND11_MODULE(_hedgedb, m) {
            py::arg("logp") = py::none(), py::arg("query_labels") = py::none(),
            py::arg("score") = "", py::arg("samples") = 0, py::arg("seed") = py::none(),
            py::arg("max_pairs") = 1000000, py::arg("sample_seed") = 0, py::arg("top_ranks") = 0,
-           py::arg("unconditional") = false, py::arg("dry_run") = false,
+           py::arg("conformal_fraction") = 0.0, py::arg("unconditional") = false,
+           py::arg("dry_run") = false,
            "Fit and store the map from a score to P(same label) (docs/calibration.md): on the "
            "collection's labelled items, or on held-out queries (the search layout) with "
            "query_labels (n,) int64. By default conditional on each result's rank, gap and "

@@ -49,6 +49,10 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
   HEDGEDB_RETURN_IF_ERROR(ScoreParamsFor(s, o.score, o.samples, o.has_seed, o.seed, &params));
   if (o.max_pairs < 1) return Status::InvalidArgument("max-pairs must be >= 1");
   if (o.top_ranks < 0) return Status::InvalidArgument("top-ranks must be >= 0");
+  if (!(o.conformal_fraction >= 0 && o.conformal_fraction < 1)) {
+    return Status::InvalidArgument("conformal fraction must be in [0, 1), got " +
+                                   std::to_string(o.conformal_fraction));
+  }
   const bool held_out = o.queries.n > 0;
   const size_t qfloats = QueryRowSize(s);
   std::vector<float> held_rows;
@@ -169,7 +173,7 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
 
   calibration::CalibrationMap map;
   Status fitted = calibration::FitAndReport(params.score, o.sample_seed, !o.unconditional,
-                                            per_query, &map, &report);
+                                            o.conformal_fraction, per_query, &map, &report);
   if (!fitted.ok()) {
     return Status::InvalidArgument("cannot calibrate collection '" + s.name +
                                    "': " + fitted.message());

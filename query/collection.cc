@@ -855,9 +855,18 @@ void Collection::PackQueryRow(const EmbeddingView& v, int64_t i, float* row) con
 Status Collection::PlanSearch(const EmbeddingView& queries, const SearchOptions& options,
                               SearchPlan* plan) const {
   const CollectionSpec& s = meta_.spec;
-  const bool threshold = options.min_prob != 0;
+  if (options.coverage != 0) {
+    if (!(options.coverage > 0 && options.coverage < 1)) {
+      return Status::InvalidArgument("coverage must be in (0, 1), got " +
+                                     std::to_string(options.coverage));
+    }
+    if (options.min_prob != 0) {
+      return Status::InvalidArgument("coverage and min-prob exclude each other");
+    }
+  }
+  const bool threshold = options.min_prob != 0 || options.coverage != 0;
   if (!threshold && options.k < 1) return Status::InvalidArgument("k must be >= 1");
-  if (threshold && !(options.min_prob > 0 && options.min_prob <= 1)) {
+  if (options.min_prob != 0 && !(options.min_prob > 0 && options.min_prob <= 1)) {
     return Status::InvalidArgument("min-prob must be in (0, 1], got " +
                                    std::to_string(options.min_prob));
   }
@@ -1391,14 +1400,16 @@ Status Collection::RescoreLocked(const SearchPlan& plan, const SearchOptions& op
   return Status::OK();
 }
 
-Status Collection::Search(const EmbeddingView& queries, const SearchOptions& options,
+Status Collection::Search(const EmbeddingView& queries, const SearchOptions& asked,
                           std::vector<SearchResult>* results) {
   SearchPlan plan;
-  HEDGEDB_RETURN_IF_ERROR(PlanSearch(queries, options, &plan));
+  HEDGEDB_RETURN_IF_ERROR(PlanSearch(queries, asked, &plan));
   CompiledFilter filter;
-  HEDGEDB_RETURN_IF_ERROR(CompileFilter(options.filter, &filter));
+  HEDGEDB_RETURN_IF_ERROR(CompileFilter(asked.filter, &filter));
   const int64_t nq = queries.n;
-  const bool threshold = options.min_prob > 0;
+  // A conformal set is a threshold search at the map's threshold (below).
+  SearchOptions options = asked;
+  const bool threshold = options.min_prob > 0 || options.coverage > 0;
 
   if (!options.exhaustive) HEDGEDB_RETURN_IF_ERROR(TrainIfDue());
   std::shared_lock<RwMutex> lock(state_mutex_, std::defer_lock);
@@ -1416,8 +1427,16 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
   auto map = calibrations_.find(plan.params.score);
   if (map != calibrations_.end()) plan.map = &map->second;
   if (threshold && !plan.map) {
-    return Status::InvalidArgument(std::string("min-prob needs a calibration of score ") +
-                                   ScoreName(plan.params.score) + " (run calibrate first)");
+    return Status::InvalidArgument(std::string(options.coverage > 0 ? "coverage" : "min-prob") +
+                                   " needs a calibration of score " + ScoreName(plan.params.score) +
+                                   " (run calibrate first)");
+  }
+  if (options.coverage > 0) {
+    double tau = 0;
+    HEDGEDB_RETURN_IF_ERROR(plan.map->ConformalThreshold(options.coverage, &tau));
+    // A threshold of 0 or -1 (too few conformal queries found a match to
+    // cut anything): every item, up to max_results.
+    options.min_prob = std::max(tau, std::numeric_limits<double>::min());
   }
   const int64_t live = int64_t(live_rows_.size());
   const bool exhaustive = options.exhaustive || !index_->is_trained() || index_stale_;

@@ -335,6 +335,7 @@ nlohmann::json CalibrationInfoToJson(const CalibrationInfo& info) {
   j["reason"] = info.reason;
   j["conditional"] = info.conditional;
   if (info.conditional) j["conditioned_on"] = info.conditioned_on;
+  if (info.conformal_queries > 0) j["conformal_queries"] = info.conformal_queries;
   return j;
 }
 

@@ -246,14 +246,20 @@ void AddTopKFlags(CLI::App* cmd, TopKFlags* flags) {
           ->check(Positive());
   AddSearchFlags(cmd, &flags->search);
   flags->k_option->excludes(flags->search.min_prob_option);
+  flags->k_option->excludes(flags->search.coverage_option);
   cmd->add_flag("--with-payload", flags->search.options.with_payload,
                 "Print each result's payload (one record read per result)");
 }
 
 SearchOptions ResolveTopKFlags(const TopKFlags& flags) {
   const SearchOptions options = ResolveSearchFlags(flags.search);
-  if (flags.k_option->count() == 0 && options.min_prob == 0) {
-    UsageError("give --k (top-k search) or --min-prob (threshold search)");
+  if (flags.k_option->count() == 0 && options.min_prob == 0 && options.coverage == 0) {
+    UsageError(
+        "give --k (top-k search), --min-prob (threshold search) or --coverage (conformal set)");
+  }
+  if (flags.search.max_results_option->count() > 0 && options.min_prob == 0 &&
+      options.coverage == 0) {
+    UsageError("--max-results needs --min-prob or --coverage");
   }
   return options;
 }
@@ -355,6 +361,7 @@ void RunCalibrate(CalibrateArgs& args) {
   out["positives"] = report.positives;
   out["base_rate"] = report.info.base_rate;
   out["queries"] = report.queries;
+  out["conformal_queries"] = report.info.conformal_queries;
   out["before"] = CalibrationQualityToJson(report.before);
   out["after"] = CalibrationQualityToJson(report.after);
   out["stored"] = report.stored;
@@ -373,6 +380,10 @@ void RunCalibrate(CalibrateArgs& args) {
   std::printf("  %s\n", report.info.reason.c_str());
   if (report.info.conditional) {
     std::printf("  conditioned on: %s\n", report.info.conditioned_on.c_str());
+  }
+  if (report.info.conformal_queries > 0) {
+    std::printf("  conformal match sets: %lld queries kept out of the fit\n",
+                static_cast<long long>(report.info.conformal_queries));
   }
   std::printf("  %-24s %8s %8s %8s %8s %9s %12s %16s\n", "", "ECE", "ECE@1", "ECE@10", "Brier",
               "log loss", "precision@1", "mean top-1 prob");
@@ -444,6 +455,10 @@ void RegisterCalibrate(CLI::App& app) {
   AddEmbeddingOptions(cmd, &args->queries, /*for_query=*/true);
   cmd->add_option("--query-labels", args->query_labels,
                   "Labels of the held-out queries, a 1-d integer .npy");
+  cmd->add_option("--conformal-fraction", args->options.conformal_fraction,
+                  "Keep this fraction of the queries out of the fit, for conformal match sets "
+                  "(search --coverage)")
+      ->check(CLI::Range(0.0, 0.999999));
   cmd->add_flag("--unconditional", args->options.unconditional,
                 "Calibrate the score alone (platt, beta or isotonic), not the map conditional on "
                 "rank, gap and eta");

@@ -46,6 +46,11 @@ struct CalibrateOptions {
   // that also reads each result's rank, gap and eta: the maps of version 1,
   // for comparison.
   bool unconditional = false;
+  // Conformal match sets (SearchOptions::coverage): this fraction of the
+  // queries, in [0, 1), is kept out of the fit, and the probabilities the
+  // map gives their same-label items are stored with it (split conformal,
+  // docs/calibration.md). 0: none.
+  double conformal_fraction = 0;
   // Fit and report, but do not store the map.
   bool dry_run = false;
 };

@@ -222,6 +222,14 @@ struct SearchOptions {
   // qualifying item (docs/calibration.md, "Threshold search").
   double min_prob = 0;
   int64_t max_results = 1000;
+  // Conformal match sets: with coverage in (0, 1), return the items whose
+  // calibrated probability is at least the map's split-conformal threshold
+  // for that coverage (a threshold search, at most max_results), so that a
+  // query's set holds a same-label item with probability >= coverage over
+  // queries exchangeable with the conformal ones. Needs a calibration fitted
+  // with a conformal fraction (CalibrateOptions::conformal_fraction);
+  // excludes min_prob (docs/calibration.md, "Conformal match sets").
+  double coverage = 0;
   // Only items that pass this filter are returned (top-k and threshold
   // search alike).
   SearchFilter filter;
@@ -274,6 +282,9 @@ struct CalibrationInfo {
   // Maps stored before version 2 are unconditional.
   bool conditional = false;
   std::string conditioned_on;
+  // Labelled queries held out of the fit whose scores give conformal match
+  // sets (SearchOptions::coverage); 0: none.
+  int64_t conformal_queries = 0;
 };
 
 struct CollectionStats {

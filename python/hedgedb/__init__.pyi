@@ -86,6 +86,7 @@ class DB:
         adaptive_samples: bool = False,
         min_prob: float = 0.0,
         max_results: int = 1000,
+        coverage: float = 0.0,
         labels_in: Optional[ArrayLike] = None,
         labels_not_in: Optional[ArrayLike] = None,
         payload_equals: Optional[Dict[str, Union[str, int, float, bool, None]]] = None,
@@ -109,6 +110,7 @@ class DB:
         max_pairs: int = 1000000,
         sample_seed: int = 0,
         top_ranks: int = 0,
+        conformal_fraction: float = 0.0,
         unconditional: bool = False,
         dry_run: bool = False,
     ) -> Dict[str, Any]: ...

@@ -357,3 +357,140 @@ TEST(ConditionalMapTest, PublicFitTakesTheContext) {
 }  // namespace
 }  // namespace calibration
 }  // namespace hedgedb
+
+namespace hedgedb {
+namespace calibration {
+namespace {
+
+// The conformal score of one query as FitAndReport computes it: the best
+// probability the map gives a same-label item (-1: none ranked).
+double ConformalScore(const CalibrationMap& map, const QueryPairs& qp) {
+  double best = -1;
+  for (const ScoredPair& p : qp.pairs) {
+    if (p.is_match) best = std::max(best, map.Apply(p.score, &p.context));
+  }
+  return best;
+}
+
+// Split conformal over 200 seeds: a map fitted once, 500 conformal queries
+// and 2,000 fresh ones per seed. A query is covered when its set (the items
+// of probability >= the threshold) holds its match. Averaged over the seeds,
+// coverage lies in the finite-sample band [1 - alpha, 1 - alpha + 1/(n+1)]
+// up to the spread of 200 seeds.
+TEST(ConformalTest, CoverageHoldsOverManySeeds) {
+  std::vector<ScoredPair> pairs;
+  const std::vector<QueryPairs> train = SampleRankedQueries(2000, 50, 100);
+  for (size_t q = 0; q < train.size(); ++q) {
+    for (ScoredPair p : train[q].pairs) {
+      p.query = int32_t(q);
+      pairs.push_back(p);
+    }
+  }
+  FitOptions options;
+  options.score_type = ScoreType::kL2;
+  CalibrationMap map;
+  ASSERT_TRUE(FitCalibration(pairs, options, &map).ok());
+  for (double coverage : {0.9, 0.8}) {
+    double sum = 0, sum_size = 0;
+    int below = 0;
+    const int seeds = 200;
+    for (int seed = 0; seed < seeds; ++seed) {
+      CalibrationMap m = map;
+      m.conformal_scores.clear();
+      for (const QueryPairs& qp : SampleRankedQueries(500, 50, 1000 + seed)) {
+        m.conformal_scores.push_back(ConformalScore(m, qp));
+      }
+      std::sort(m.conformal_scores.begin(), m.conformal_scores.end());
+      double tau = 0;
+      ASSERT_TRUE(m.ConformalThreshold(coverage, &tau).ok());
+      int covered = 0;
+      int64_t size = 0;
+      const std::vector<QueryPairs> fresh = SampleRankedQueries(2000, 50, 5000 + seed);
+      for (const QueryPairs& qp : fresh) {
+        bool hit = false;
+        for (const ScoredPair& p : qp.pairs) {
+          if (m.Apply(p.score, &p.context) < tau) continue;
+          ++size;
+          hit = hit || p.is_match;
+        }
+        covered += hit ? 1 : 0;
+      }
+      const double c = double(covered) / double(fresh.size());
+      sum += c;
+      sum_size += double(size) / double(fresh.size());
+      below += c < coverage - 0.04 ? 1 : 0;
+    }
+    const double mean = sum / seeds;
+    std::printf("coverage %.2f: mean measured %.4f over %d seeds (band [%.4f, %.4f]), mean set "
+                "size %.2f, %d seeds below %.2f\n",
+                coverage, mean, seeds, coverage, coverage + 1.0 / 501, sum_size / seeds, below,
+                coverage - 0.04);
+    EXPECT_GE(mean, coverage - 0.005);
+    EXPECT_LE(mean, coverage + 1.0 / 501 + 0.005);
+    EXPECT_LE(below, 6);  // a seed's own coverage rarely strays (sd ~0.016)
+  }
+}
+
+TEST(ConformalTest, ThresholdIsTheFiniteSampleQuantileAndBadInputIsRefused) {
+  CalibrationMap map;
+  map.params = {1, 0};
+  double tau = 0;
+  Status s = map.ConformalThreshold(0.9, &tau);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("conformal"), std::string::npos) << s.ToString();
+  // 19 scores 0.05, 0.10, ..., 0.95: alpha = 0.1 -> j = floor(0.1 x 20) = 2.
+  for (int i = 1; i <= 19; ++i) map.conformal_scores.push_back(0.05 * i);
+  ASSERT_TRUE(map.Validate().ok());
+  ASSERT_TRUE(map.ConformalThreshold(0.9, &tau).ok());
+  EXPECT_DOUBLE_EQ(tau, 0.10);
+  ASSERT_TRUE(map.ConformalThreshold(0.5, &tau).ok());  // j = 10
+  EXPECT_DOUBLE_EQ(tau, 0.50);
+  for (double bad : {0.0, 1.0, -0.1, 1.5, std::nan("")}) {
+    s = map.ConformalThreshold(bad, &tau);
+    EXPECT_TRUE(s.IsInvalidArgument()) << bad;
+    EXPECT_NE(s.message().find("(0, 1)"), std::string::npos) << s.ToString();
+  }
+  // 0.99 needs floor(0.01 (n + 1)) >= 1: n >= 99.
+  s = map.ConformalThreshold(0.99, &tau);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("at least 99 conformal queries, the calibration has 19"),
+            std::string::npos)
+      << s.ToString();
+  // 0.9 needs 9.
+  map.conformal_scores.resize(8);
+  s = map.ConformalThreshold(0.9, &tau);
+  EXPECT_NE(s.message().find("at least 9 conformal"), std::string::npos) << s.ToString();
+  map.conformal_scores.push_back(0.9);
+  EXPECT_TRUE(map.ConformalThreshold(0.9, &tau).ok());
+  // Encoded with the map; unsorted or out-of-range scores are not valid.
+  CalibrationMap back;
+  ASSERT_TRUE(CalibrationMap::Decode(map.Encode(), &back).ok());
+  EXPECT_EQ(back.conformal_scores, map.conformal_scores);
+  EXPECT_EQ(back.Info().conformal_queries, 9);
+  std::swap(map.conformal_scores[0], map.conformal_scores[1]);
+  EXPECT_FALSE(map.Validate().ok());
+  map.conformal_scores = {-1, 0.5, 1.5};
+  EXPECT_FALSE(map.Validate().ok());
+}
+
+// FitAndReport keeps the conformal queries out of the fit and stores their
+// scores with the map.
+TEST(ConformalTest, FitAndReportStoresTheScoresOfQueriesItDidNotFit) {
+  const std::vector<QueryPairs> queries = SampleRankedQueries(1000, 50, 77);
+  CalibrationMap map;
+  CalibrationReport report;
+  ASSERT_TRUE(FitAndReport(ScoreType::kL2, 3, true, 0.3, queries, &map, &report).ok());
+  EXPECT_EQ(map.conformal_scores.size(), 300u);
+  EXPECT_EQ(report.queries, 700);
+  EXPECT_EQ(map.num_pairs, 700 * 50);
+  EXPECT_EQ(report.info.conformal_queries, 300);
+  EXPECT_TRUE(std::is_sorted(map.conformal_scores.begin(), map.conformal_scores.end()));
+  EXPECT_TRUE(FitAndReport(ScoreType::kL2, 3, true, 1.0, queries, &map, &report)
+                  .IsInvalidArgument());
+  EXPECT_TRUE(FitAndReport(ScoreType::kL2, 3, true, 0.0001, queries, &map, &report)
+                  .IsInvalidArgument());
+}
+
+}  // namespace
+}  // namespace calibration
+}  // namespace hedgedb

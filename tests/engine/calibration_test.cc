@@ -570,6 +570,84 @@ TEST(Calibrate, ConditionalMapIsRightForUncertainQueriesAtEveryK) {
   }
 }
 
+// Conformal match sets: calibrated with 30% of the queries kept out of the
+// fit, a --coverage 0.9 search of fresh queries holds a same-label item in
+// 87-95% of them (the finite-sample guarantee is >= 0.9 on average over
+// calibration draws; one draw of ~300 conformal queries wobbles by ~0.02).
+TEST(Calibrate, ConformalSetsCoverFreshQueries) {
+  if (testing_util::kSanitized) GTEST_SKIP() << "needs ~3M scored pairs";
+  TempDir dir;
+  const CollectionSpec spec = GaussianSpec("IVF16,Flat");
+  std::unique_ptr<DB> db = DbWith(dir, spec, ClusteredBatch(spec, 3000, 20, 51));
+  ASSERT_TRUE(db->Flush().ok());
+  const testing::Batch queries = ClusteredBatch(spec, 2000, 20, 52);
+  SearchOptions set90;
+  set90.coverage = 0.9;
+  // No calibration, then one without conformal scores: refused, saying why.
+  std::vector<SearchResult> results;
+  Status s = db->Search("c", queries.view(), set90, &results);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("coverage needs a calibration"), std::string::npos) << s.ToString();
+  CalibrateOptions plain;
+  plain.max_pairs = 20000;
+  ASSERT_TRUE(db->Calibrate("c", plain, nullptr).ok());
+  s = db->Search("c", queries.view(), set90, &results);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("conformal-fraction"), std::string::npos) << s.ToString();
+
+  CalibrateOptions o;
+  o.max_pairs = 3000 * 999;
+  o.conformal_fraction = 0.3;
+  CalibrationReport report;
+  s = db->Calibrate("c", o, &report);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  // 999 queries fit in max_pairs (2,999 pairs each); 30% of them, rounded down.
+  EXPECT_EQ(report.info.conformal_queries, 299);
+  EXPECT_EQ(report.queries, 700);
+  EXPECT_EQ(StatsOf(db.get(), "c").calibrations[0].conformal_queries, 299);
+  ASSERT_TRUE(db->Search("c", queries.view(), set90, &results).ok());
+  std::vector<float> etas;
+  for (const SearchResult& r : results) etas.push_back(r.query_uncertainty);
+  std::vector<float> sorted = etas;
+  std::sort(sorted.begin(), sorted.end());
+  const float median = sorted[sorted.size() / 2];
+  int covered = 0, half_covered[2] = {0, 0}, half_n[2] = {0, 0};
+  int64_t size[2] = {0, 0};
+  for (size_t q = 0; q < results.size(); ++q) {
+    bool hit = false;
+    for (const SearchHit& h : results[q].hits) hit = hit || h.label == queries.labels[q];
+    EXPECT_FALSE(results[q].truncated);
+    const int half = etas[q] < median ? 0 : 1;
+    covered += hit;
+    half_covered[half] += hit;
+    ++half_n[half];
+    size[half] += int64_t(results[q].hits.size());
+  }
+  const double coverage = double(covered) / double(results.size());
+  std::printf("coverage 0.9: measured %.3f; low eta half %.3f (mean set size %.1f), high eta half "
+              "%.3f (%.1f)\n",
+              coverage, double(half_covered[0]) / half_n[0], double(size[0]) / half_n[0],
+              double(half_covered[1]) / half_n[1], double(size[1]) / half_n[1]);
+  EXPECT_GE(coverage, 0.87);
+  EXPECT_LE(coverage, 0.95);
+  // Bad input.
+  SearchOptions bad = set90;
+  bad.coverage = 1.5;
+  EXPECT_TRUE(db->Search("c", queries.view(), bad, &results).IsInvalidArgument());
+  bad.coverage = 0.9;
+  bad.min_prob = 0.5;
+  s = db->Search("c", queries.view(), bad, &results);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("exclude"), std::string::npos) << s.ToString();
+  bad.min_prob = 0;
+  bad.coverage = 0.999;  // needs 999 conformal queries
+  s = db->Search("c", queries.view(), bad, &results);
+  EXPECT_NE(s.message().find("at least 999 conformal queries"), std::string::npos)
+      << s.ToString();
+  o.conformal_fraction = 1.0;
+  EXPECT_TRUE(db->Calibrate("c", o, nullptr).IsInvalidArgument());
+}
+
 // A map stored by version 1 of the format (before conditional maps) still
 // loads, says it is unconditional, and gives the probabilities it did.
 TEST(Calibrate, VersionOneMapStillLoadsAndWorks) {
