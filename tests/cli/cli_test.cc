@@ -1249,6 +1249,25 @@ TEST_F(CliTest, CalibrateStoresAMapThatSearchAndStatsShow) {
   EXPECT_EQ(plain["conditional"], false);
   EXPECT_NE(plain["method"], "conditional");
 
+  // Conformal match sets: refused without conformal scores; with them, the
+  // sets of --coverage are threshold searches, capped by --max-results.
+  Fails(search({"--coverage", "0.9"}), 1, {"conformal-fraction"});
+  Fails(search({"--coverage", "1.5"}), 2, {"--coverage"});
+  Fails(search({"--coverage", "0.9", "--min-prob", "0.5"}), 2, {"excludes"});
+  Fails(search({"--coverage", "0.9", "--k", "3"}), 2, {"excludes"});
+  Fails(search({"--k", "3", "--max-results", "4"}), 2, {"--max-results needs"});
+  const json conformal = Ok({"calibrate", "--db", db_, "--collection", "c", "--conformal-fraction",
+                             "0.3", "--max-pairs", "20000"})
+                             .Json();
+  EXPECT_GT(conformal["conformal_queries"].get<int64_t>(), 0);
+  Fails({"calibrate", "--db", db_, "--collection", "c", "--conformal-fraction", "1"}, 2,
+        {"--conformal-fraction"});
+  lines = Ok(search({"--coverage", "0.8", "--max-results", "50"})).JsonLines();
+  ASSERT_EQ(lines.size(), 30u);
+  for (const json& line : lines) EXPECT_LE(line["results"].size(), 50u);
+  Fails(search({"--coverage", "0.999"}), 1, {"conformal queries"});
+  Ok({"calibrate", "--db", db_, "--collection", "c"});
+
   // The table for people, a dry run that stores nothing, and removal.
   const RunResult table = Ok({"calibrate", "--db", db_, "--collection", "c", "--score", "csd",
                               "--dry-run", "--format", "table"});

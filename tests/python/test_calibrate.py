@@ -75,6 +75,30 @@ def test_calibrate_fits_the_conditional_map_and_reports(db, data):
     assert stats["conditional"] is True  # the dry runs stored nothing
 
 
+def test_conformal_sets(db, data):
+    (mean, var, labels), (qmean, qvar, qlabels) = data
+    db.create_collection("c", "gaussian", 8, match_b=2.0)
+    db.ingest("c", mean=mean, var=var, labels=labels)
+    with pytest.raises(hedgedb.InvalidArgumentError, match="coverage needs a calibration"):
+        db.search("c", mean=qmean, var=qvar, coverage=0.9)
+    report = db.calibrate("c", conformal_fraction=0.5)
+    assert report["conformal_queries"] == 300 and report["queries"] == 300
+    sets = db.search("c", mean=qmean, var=qvar, coverage=0.8)
+    covered = np.mean([np.any(sets.labels[q][sets.ids[q] >= 0] == qlabels[q])
+                       for q in range(len(qlabels))])
+    # 200 fresh queries, 300 conformal ones: the guarantee is >= 0.8 on
+    # average over draws; one draw wobbles by a few points.
+    assert 0.7 <= covered <= 0.95, covered
+    with pytest.raises(hedgedb.InvalidArgumentError, match=r"\(0, 1\)"):
+        db.search("c", mean=qmean, var=qvar, coverage=1.5)
+    with pytest.raises(hedgedb.InvalidArgumentError, match="exclude"):
+        db.search("c", mean=qmean, var=qvar, coverage=0.8, min_prob=0.5)
+    with pytest.raises(hedgedb.InvalidArgumentError, match="at least 999 conformal queries"):
+        db.search("c", mean=qmean, var=qvar, coverage=0.999)
+    with pytest.raises(hedgedb.InvalidArgumentError, match="conformal_fraction"):
+        db.calibrate("c", conformal_fraction=1.0)
+
+
 def test_calibrate_refuses_bad_input(db, data):
     (mean, var, labels), (qmean, qvar, qlabels) = data
     db.create_collection("c", "gaussian", 8)
