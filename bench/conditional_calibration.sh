@@ -29,6 +29,14 @@ for mode in unconditional conditional; do
     --mean "$WORK/g.query.mean.npy" --var "$WORK/g.query.var.npy" --k 10 \
     > "$WORK/search_$mode.jsonl"
 done
+# Conformal match sets: 30% of the calibration queries kept out of the fit,
+# then --coverage 0.9 on the held-out queries.
+DB="$WORK/db_conditional"
+/usr/bin/time -f "conformal calibrate: %e s" "$BIN" calibrate --db "$DB" --collection c \
+  --conformal-fraction 0.3 > "$WORK/calibrate_conformal.json"
+/usr/bin/time -f "search --coverage 0.9: %e s" "$BIN" search --db "$DB" --collection c \
+  --mean "$WORK/g.query.mean.npy" --var "$WORK/g.query.var.npy" --coverage 0.9 \
+  > "$WORK/search_conformal.jsonl"
 /usr/bin/python3 - "$WORK" <<'PY'
 import json, sys
 import numpy as np
@@ -56,4 +64,15 @@ for mode in ["unconditional", "conditional"]:
         print(f"  {name} half: mean top-1 prob {p[m, 0].mean():.3f}, precision@1 {y[m, 0].mean():.3f}, "
               f"gap {p[m, 0].mean() - y[m, 0].mean():+.3f} ({m.sum()} queries)")
     print(f"  returned top-1 ECE {ece(p[:, 0], y[:, 0]):.4f}, top-10 ECE {ece(p.ravel(), y.ravel()):.4f}")
+
+rep = json.load(open(f"{work}/calibrate_conformal.json"))
+lines = [json.loads(l) for l in open(f"{work}/search_conformal.jsonl")]
+eta = np.array([l["query_uncertainty"] for l in lines])
+covered = np.array([any(h["label"] == labels[i] for h in l["results"]) for i, l in enumerate(lines)])
+size = np.array([len(l["results"]) for l in lines])
+med = np.median(eta)
+print(f"conformal (--coverage 0.9, {rep['conformal_queries']} conformal queries): coverage "
+      f"{covered.mean():.3f}, mean set size {size.mean():.1f}")
+for name, m in [("low eta ", eta < med), ("high eta", eta >= med)]:
+    print(f"  {name} half: coverage {covered[m].mean():.3f}, mean set size {size[m].mean():.1f}")
 PY
