@@ -256,26 +256,67 @@ static int64_t FewestConformalQueries(double alpha) {
   return n;
 }
 
-Status CalibrationMap::ConformalThreshold(double coverage, double* threshold) const {
+namespace {
+
+// The finite-sample split-conformal quantile of ascending scores.
+Status ConformalQuantile(const std::vector<double>& ascending, double coverage, const char* what,
+                         double* threshold) {
   if (!(coverage > 0 && coverage < 1)) {
     return Status::InvalidArgument("coverage must be in (0, 1), got " + std::to_string(coverage));
   }
-  if (conformal_scores.empty()) {
+  if (ascending.empty()) {
     return Status::InvalidArgument(
         "the calibration has no conformal scores: calibrate with a conformal fraction "
         "(--conformal-fraction) first");
   }
   const double alpha = 1 - coverage;
-  const int64_t n = int64_t(conformal_scores.size());
+  const int64_t n = int64_t(ascending.size());
   // 1e-9: alpha (n + 1) of a whole number must not round below it.
   const int64_t j = int64_t(std::floor(alpha * double(n + 1) + 1e-9));
   if (j < 1) {
     return Status::InvalidArgument("coverage " + std::to_string(coverage) + " needs at least " +
                                    std::to_string(FewestConformalQueries(alpha)) +
-                                   " conformal queries, the calibration has " + std::to_string(n));
+                                   " conformal queries" + what + ", the calibration has " +
+                                   std::to_string(n));
   }
-  *threshold = conformal_scores[size_t(std::min(j, n) - 1)];
+  *threshold = ascending[size_t(std::min(j, n) - 1)];
   return Status::OK();
+}
+
+}  // namespace
+
+Status CalibrationMap::ConformalThreshold(double coverage, double* threshold) const {
+  return ConformalQuantile(conformal_scores, coverage, "", threshold);
+}
+
+Status CalibrationMap::ConformalThresholdByEta(double coverage, double query_eta,
+                                               double* threshold) const {
+  if (!conformal_scores.empty() && conformal_eta.empty()) {
+    return Status::InvalidArgument(
+        "the conformal queries have no eta (points, codes): sets by eta need gaussian or mog");
+  }
+  if (!std::isfinite(query_eta)) {
+    return Status::InvalidArgument("sets by eta need the query's eta");
+  }
+  // Quartile edges of the conformal queries' eta; the query's quartile.
+  std::vector<double> sorted = conformal_eta;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  auto quartile = [&](double eta) {
+    int q = 0;
+    for (int k = 1; k < 4 && n > 0; ++k) {
+      if (eta >= sorted[k * n / 4]) q = k;
+    }
+    return q;
+  };
+  const int mine = quartile(query_eta);
+  std::vector<double> group;  // ascending, as conformal_scores
+  for (size_t i = 0; i < conformal_scores.size(); ++i) {
+    if (quartile(conformal_eta[i]) == mine) group.push_back(conformal_scores[i]);
+  }
+  const std::string what = " in quartile " + std::to_string(mine + 1) + " of eta";
+  return ConformalQuantile(conformal_scores.empty() ? conformal_scores : group, coverage,
+                           what.c_str(), threshold);
 }
 
 Status CalibrationMap::SetBaseRate(double pi) {
@@ -380,6 +421,12 @@ Status CalibrationMap::Validate() const {
       return Status::InvalidArgument("conformal scores are not ascending in {-1} and [0, 1]");
     }
   }
+  if (!conformal_eta.empty() && conformal_eta.size() != conformal_scores.size()) {
+    return Status::InvalidArgument("conformal eta and scores differ in number");
+  }
+  for (double e : conformal_eta) {
+    if (!std::isfinite(e)) return Status::InvalidArgument("conformal eta is not finite");
+  }
   if (!IsMethod(uint8_t(report.chosen))) {
     return Status::InvalidArgument("fit report names an unknown method");
   }
@@ -403,7 +450,7 @@ Status CalibrationMap::Validate() const {
 //   u32 n, f64 params[n], u32 m, f64 knot_score[m], f64 knot_prob[m],
 //   (version >= 2) u32 features, u32 i, f64 input_lo[i], f64 input_hi[i],
 //           f64 input_mean[i], u32 f, f64 feature_mean[f], f64 feature_scale[f],
-//           u32 c, f64 conformal_scores[c],
+//           u32 c, f64 conformal_scores[c], u32 e, f64 conformal_eta[e],
 //   report: u8 chosen, u64 split seed, u8 has_raw, f64 raw ece/brier/log loss,
 //           u32 c, c x (u8 method, f64 ece, f64 brier, f64 log loss),
 //           u32 length, reason bytes,
@@ -464,6 +511,8 @@ std::string CalibrationMap::Encode() const {
   }
   PutFixed<uint32_t>(&out, uint32_t(conformal_scores.size()));
   for (double v : conformal_scores) PutFixed<double>(&out, v);
+  PutFixed<uint32_t>(&out, uint32_t(conformal_eta.size()));
+  for (double v : conformal_eta) PutFixed<double>(&out, v);
   PutFixed<uint8_t>(&out, uint8_t(report.chosen));
   PutFixed<uint64_t>(&out, report.split_seed);
   PutFixed<uint8_t>(&out, report.has_raw ? 1 : 0);
@@ -558,7 +607,7 @@ Status CalibrationMap::Decode(const std::string& bytes, CalibrationMap* map) {
     ok = r.Get(&m.features) && r.Get(&n) && r.GetDoubles(n, &m.input_lo) &&
          r.GetDoubles(n, &m.input_hi) && r.GetDoubles(n, &m.input_mean) && r.Get(&n) &&
          r.GetDoubles(n, &m.feature_mean) && r.GetDoubles(n, &m.feature_scale) && r.Get(&n) &&
-         r.GetDoubles(n, &m.conformal_scores);
+         r.GetDoubles(n, &m.conformal_scores) && r.Get(&n) && r.GetDoubles(n, &m.conformal_eta);
   }
   ok = ok && r.Get(&chosen) && r.Get(&m.report.split_seed) && r.Get(&has_raw) &&
        r.Get(&m.report.raw_ece) && r.Get(&m.report.raw_brier) && r.Get(&m.report.raw_log_loss) &&

@@ -149,6 +149,10 @@ struct CalibrationMap {
   // same-label items as a search ranks them, or -1 when none was ranked.
   // Empty: the map has no conformal sets.
   std::vector<double> conformal_scores;
+  // The eta of each conformal query, in the order of conformal_scores
+  // (empty when the queries have none): group-conditional (Mondrian) sets
+  // by quartile of query eta.
+  std::vector<double> conformal_eta;
   double fit_base_rate = 0.5;
   double base_rate = 0.5;
   // Labelled pairs the map was fitted on.
@@ -175,6 +179,11 @@ struct CalibrationMap {
   // a coverage outside (0, 1), or when j < 1 (naming the fewest conformal
   // queries the coverage needs).
   Status ConformalThreshold(double coverage, double* threshold) const;
+  // The same within the query's quartile of eta (the quartiles of the
+  // conformal queries' eta): the quantile of the conformal queries of that
+  // quartile only, so coverage holds within each quartile (Mondrian
+  // conformal). Needs conformal_eta and a finite query eta.
+  Status ConformalThresholdByEta(double coverage, double query_eta, double* threshold) const;
   // Whether Apply reads the query's / the items' eta (a search computes them
   // for it).
   bool ReadsQueryEta() const;

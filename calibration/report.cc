@@ -224,15 +224,24 @@ Status FitAndReport(ScoreType score, uint64_t split_seed, bool allow_conditional
   for (const auto& p : pairs) report->positives += p.is_match ? 1 : 0;
   report->top_matches = std::move(top);
 
-  // Conformal scores: with the stored map, as a search computes them.
+  // Conformal scores: with the stored map, as a search computes them;
+  // ascending, each with its query's eta (when every one has one).
+  std::vector<std::pair<double, double>> scored;  // (score, eta)
+  bool all_eta = !conformal.empty();
   for (const QueryPairs* qp : conformal) {
     double best = -1;
     for (const ScoredPair& p : qp->pairs) {
       if (p.is_match) best = std::max(best, fitted.Apply(p.score, &p.context));
     }
-    fitted.conformal_scores.push_back(best);
+    scored.push_back({best, double(qp->eta)});
+    all_eta = all_eta && std::isfinite(qp->eta);
   }
-  std::sort(fitted.conformal_scores.begin(), fitted.conformal_scores.end());
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& se : scored) {
+    fitted.conformal_scores.push_back(se.first);
+    if (all_eta) fitted.conformal_eta.push_back(se.second);
+  }
   report->info = fitted.Info();
   *map = std::move(fitted);
   return Status::OK();

@@ -381,7 +381,7 @@ class PyDB {
                        int k, const std::string& score, int samples, const py::object& seed,
                        bool exhaustive, int64_t candidates, int nprobe, int ef_search,
                        bool with_uncertainty, bool with_payload, bool adaptive_samples,
-                       double min_prob, int64_t max_results, double coverage,
+                       double min_prob, int64_t max_results, double coverage, bool coverage_by_eta,
                        const py::object& labels_in, const py::object& labels_not_in,
                        const py::object& payload_equals) {
     const CollectionSpec spec = Describe(collection);
@@ -407,6 +407,7 @@ class PyDB {
     options.min_prob = min_prob;
     options.max_results = max_results;
     options.coverage = coverage;
+    options.coverage_by_eta = coverage_by_eta;
     SearchFilter& filter = options.filter;
     if (!labels_in.is_none() && !labels_not_in.is_none()) {
       Invalid("give labels_in or labels_not_in, not both");
@@ -846,8 +847,8 @@ PYBIND11_MODULE(_hedgedb, m) {
            py::arg("with_uncertainty") = true, py::arg("with_payload") = false,
            py::arg("adaptive_samples") = false, py::arg("min_prob") = 0.0,
            py::arg("max_results") = 1000, py::arg("coverage") = 0.0,
-           py::arg("labels_in") = py::none(), py::arg("labels_not_in") = py::none(),
-           py::arg("payload_equals") = py::none(),
+           py::arg("coverage_by_eta") = false, py::arg("labels_in") = py::none(),
+           py::arg("labels_not_in") = py::none(), py::arg("payload_equals") = py::none(),
            "Top-k of each query (the item layout of the kind; codes: logp (n, d, k) tables). "
            "Filters (ANDed): labels_in / labels_not_in (int64 arrays), payload_equals "
            "{field: str | int | float | bool | None} on the top-level fields of JSON "

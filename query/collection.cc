@@ -864,6 +864,9 @@ Status Collection::PlanSearch(const EmbeddingView& queries, const SearchOptions&
       return Status::InvalidArgument("coverage and min-prob exclude each other");
     }
   }
+  if (options.coverage_by_eta && options.coverage == 0) {
+    return Status::InvalidArgument("coverage by eta needs a coverage");
+  }
   const bool threshold = options.min_prob != 0 || options.coverage != 0;
   if (!threshold && options.k < 1) return Status::InvalidArgument("k must be >= 1");
   if (options.min_prob != 0 && !(options.min_prob > 0 && options.min_prob <= 1)) {
@@ -1431,12 +1434,22 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& ask
                                    " needs a calibration of score " + ScoreName(plan.params.score) +
                                    " (run calibrate first)");
   }
+  // Per query: the probability threshold of a threshold search.
+  std::vector<double> min_prob(static_cast<size_t>(nq), options.min_prob);
   if (options.coverage > 0) {
-    double tau = 0;
-    HEDGEDB_RETURN_IF_ERROR(plan.map->ConformalThreshold(options.coverage, &tau));
-    // A threshold of 0 or -1 (too few conformal queries found a match to
-    // cut anything): every item, up to max_results.
-    options.min_prob = std::max(tau, std::numeric_limits<double>::min());
+    for (int64_t q = 0; q < nq; ++q) {
+      double tau = 0;
+      if (options.coverage_by_eta) {
+        const double eta =
+            Uncertainty(plan.shape, plan.params, plan.rows.data() + q * plan.query_floats);
+        HEDGEDB_RETURN_IF_ERROR(plan.map->ConformalThresholdByEta(options.coverage, eta, &tau));
+      } else {
+        HEDGEDB_RETURN_IF_ERROR(plan.map->ConformalThreshold(options.coverage, &tau));
+      }
+      // A threshold of 0 or -1 (too few conformal queries found a match to
+      // cut anything): every item, up to max_results.
+      min_prob[size_t(q)] = std::max(tau, std::numeric_limits<double>::min());
+    }
   }
   const int64_t live = int64_t(live_rows_.size());
   const bool exhaustive = options.exhaustive || !index_->is_trained() || index_stale_;
@@ -1454,8 +1467,9 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& ask
   if (threshold) {
     // Per query: stage 1 widens as far as that query needs.
     for (int64_t q = 0; q < nq; ++q) {
-      errors[q] =
-          ThresholdSearchLocked(plan, options, q, exhaustive, passing.get(), &(*results)[q]);
+      SearchOptions at = options;
+      at.min_prob = min_prob[size_t(q)];
+      errors[q] = ThresholdSearchLocked(plan, at, q, exhaustive, passing.get(), &(*results)[q]);
     }
   } else if (passing) {
     const int64_t kprime =

@@ -64,6 +64,10 @@ void AddSearchFlags(CLI::App* cmd, SearchFlags* flags) {
                       "needs a calibration fitted with --conformal-fraction")
           ->check(CLI::Range(0.0, 1.0))
           ->excludes(flags->min_prob_option);
+  cmd->add_flag("--coverage-by-eta", o.coverage_by_eta,
+                "With --coverage: the threshold of the query's quartile of eta among the "
+                "conformal queries, so coverage holds within each quartile (gaussian, mog)")
+      ->needs(flags->coverage_option);
   flags->max_results_option =
       cmd->add_option("--max-results", o.max_results,
                       "Threshold search and --coverage: at most this many results per query (the "

@@ -230,6 +230,10 @@ struct SearchOptions {
   // with a conformal fraction (CalibrateOptions::conformal_fraction);
   // excludes min_prob (docs/calibration.md, "Conformal match sets").
   double coverage = 0;
+  // With coverage: the threshold of the query's quartile of eta among the
+  // conformal queries (group-conditional, Mondrian), so that coverage holds
+  // within each quartile, not only on average (gaussian and mog).
+  bool coverage_by_eta = false;
   // Only items that pass this filter are returned (top-k and threshold
   // search alike).
   SearchFilter filter;

@@ -87,6 +87,7 @@ class DB:
         min_prob: float = 0.0,
         max_results: int = 1000,
         coverage: float = 0.0,
+        coverage_by_eta: bool = False,
         labels_in: Optional[ArrayLike] = None,
         labels_not_in: Optional[ArrayLike] = None,
         payload_equals: Optional[Dict[str, Union[str, int, float, bool, None]]] = None,

@@ -473,6 +473,40 @@ TEST(ConformalTest, ThresholdIsTheFiniteSampleQuantileAndBadInputIsRefused) {
   EXPECT_FALSE(map.Validate().ok());
 }
 
+TEST(ConformalTest, ByEtaUsesTheQuerysQuartile) {
+  CalibrationMap map;
+  map.params = {1, 0};
+  // 40 conformal queries: eta i / 40, score 0.5 + i / 100 (ascending both):
+  // quartile k holds scores 0.5 + (10k .. 10k + 9) / 100.
+  for (int i = 0; i < 40; ++i) {
+    map.conformal_scores.push_back(0.5 + i / 100.0);
+    map.conformal_eta.push_back(i / 40.0);
+  }
+  ASSERT_TRUE(map.Validate().ok());
+  double tau = 0;
+  // Quartile 3 (eta 0.5 .. 0.725): 10 scores 0.70 .. 0.79; alpha = 0.1 ->
+  // j = floor(0.1 x 11) = 1: the smallest, 0.70.
+  ASSERT_TRUE(map.ConformalThresholdByEta(0.9, 0.6, &tau).ok());
+  EXPECT_DOUBLE_EQ(tau, 0.70);
+  ASSERT_TRUE(map.ConformalThresholdByEta(0.9, 0.0, &tau).ok());
+  EXPECT_DOUBLE_EQ(tau, 0.50);
+  ASSERT_TRUE(map.ConformalThresholdByEta(0.9, 5.0, &tau).ok());  // beyond: the last quartile
+  EXPECT_DOUBLE_EQ(tau, 0.80);
+  // 10 per quartile cannot give 0.95 (needs 19), and the message says where.
+  Status s = map.ConformalThresholdByEta(0.95, 0.6, &tau);
+  EXPECT_NE(s.message().find("at least 19 conformal queries in quartile 3 of eta"),
+            std::string::npos)
+      << s.ToString();
+  EXPECT_TRUE(map.ConformalThresholdByEta(0.9, std::nan(""), &tau).IsInvalidArgument());
+  CalibrationMap back;
+  ASSERT_TRUE(CalibrationMap::Decode(map.Encode(), &back).ok());
+  EXPECT_EQ(back.conformal_eta, map.conformal_eta);
+  map.conformal_eta.pop_back();
+  EXPECT_FALSE(map.Validate().ok());
+  map.conformal_eta.clear();  // no eta: sets by eta are refused
+  EXPECT_TRUE(map.ConformalThresholdByEta(0.9, 0.3, &tau).IsInvalidArgument());
+}
+
 // FitAndReport keeps the conformal queries out of the fit and stores their
 // scores with the map.
 TEST(ConformalTest, FitAndReportStoresTheScoresOfQueriesItDidNotFit) {

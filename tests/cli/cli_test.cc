@@ -1266,6 +1266,10 @@ TEST_F(CliTest, CalibrateStoresAMapThatSearchAndStatsShow) {
   ASSERT_EQ(lines.size(), 30u);
   for (const json& line : lines) EXPECT_LE(line["results"].size(), 50u);
   Fails(search({"--coverage", "0.999"}), 1, {"conformal queries"});
+  Fails(search({"--k", "3", "--coverage-by-eta"}), 2, {"--coverage"});
+  // 7 conformal queries, about 2 per quartile of eta: too few for 0.8.
+  Fails(search({"--coverage", "0.8", "--coverage-by-eta"}), 1,
+        {"conformal queries in quartile"});
   Ok({"calibrate", "--db", db_, "--collection", "c"});
 
   // The table for people, a dry run that stores nothing, and removal.

@@ -630,6 +630,28 @@ TEST(Calibrate, ConformalSetsCoverFreshQueries) {
               double(half_covered[1]) / half_n[1], double(size[1]) / half_n[1]);
   EXPECT_GE(coverage, 0.87);
   EXPECT_LE(coverage, 0.95);
+  // By quartile of eta (Mondrian): ~75 conformal queries per quartile, and
+  // coverage within each half of the fresh queries.
+  SearchOptions by_eta = set90;
+  by_eta.coverage_by_eta = true;
+  ASSERT_TRUE(db->Search("c", queries.view(), by_eta, &results).ok());
+  int eta_covered[2] = {0, 0};
+  int64_t eta_size[2] = {0, 0};
+  for (size_t q = 0; q < results.size(); ++q) {
+    bool hit = false;
+    for (const SearchHit& h : results[q].hits) hit = hit || h.label == queries.labels[q];
+    const int half = etas[q] < median ? 0 : 1;
+    eta_covered[half] += hit;
+    eta_size[half] += int64_t(results[q].hits.size());
+  }
+  std::printf("coverage 0.9 by eta: low eta half %.3f (mean set size %.1f), high eta half %.3f "
+              "(%.1f)\n",
+              double(eta_covered[0]) / half_n[0], double(eta_size[0]) / half_n[0],
+              double(eta_covered[1]) / half_n[1], double(eta_size[1]) / half_n[1]);
+  for (int h = 0; h < 2; ++h) {
+    EXPECT_GE(double(eta_covered[h]) / half_n[h], 0.85) << "half " << h;
+    EXPECT_LE(double(eta_covered[h]) / half_n[h], 0.96) << "half " << h;
+  }
   // Bad input.
   SearchOptions bad = set90;
   bad.coverage = 1.5;
@@ -644,6 +666,9 @@ TEST(Calibrate, ConformalSetsCoverFreshQueries) {
   s = db->Search("c", queries.view(), bad, &results);
   EXPECT_NE(s.message().find("at least 999 conformal queries"), std::string::npos)
       << s.ToString();
+  bad.coverage = 0;
+  bad.coverage_by_eta = true;
+  EXPECT_TRUE(db->Search("c", queries.view(), bad, &results).IsInvalidArgument());
   o.conformal_fraction = 1.0;
   EXPECT_TRUE(db->Calibrate("c", o, nullptr).IsInvalidArgument());
 }

@@ -89,6 +89,10 @@ def test_conformal_sets(db, data):
     # 200 fresh queries, 300 conformal ones: the guarantee is >= 0.8 on
     # average over draws; one draw wobbles by a few points.
     assert 0.7 <= covered <= 0.95, covered
+    by_eta = db.search("c", mean=qmean, var=qvar, coverage=0.8, coverage_by_eta=True)
+    assert by_eta.ids.shape[0] == len(qlabels)
+    with pytest.raises(hedgedb.InvalidArgumentError, match="needs a coverage"):
+        db.search("c", mean=qmean, var=qvar, coverage_by_eta=True)
     with pytest.raises(hedgedb.InvalidArgumentError, match=r"\(0, 1\)"):
         db.search("c", mean=qmean, var=qvar, coverage=1.5)
     with pytest.raises(hedgedb.InvalidArgumentError, match="exclude"):
