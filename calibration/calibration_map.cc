@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "calibration/logistic.h"
 #include "common/coding.h"
@@ -18,8 +19,45 @@ const char* MethodName(Method method) {
       return "beta";
     case Method::kIsotonic:
       return "isotonic";
+    case Method::kConditional:
+      return "conditional";
   }
   return "unknown";
+}
+
+const char* ConditionalFeatureName(int feature) {
+  static const char* const kNames[kNumConditionalFeatures] = {"score",
+                                                              "gap",
+                                                              "log rank",
+                                                              "gap x top1",
+                                                              "query eta",
+                                                              "score x query eta",
+                                                              "query eta x top1",
+                                                              "item eta",
+                                                              "score x item eta",
+                                                              "query eta x head",
+                                                              "score x query eta x head",
+                                                              "item eta x head",
+                                                              "score x item eta x head",
+                                                              "rank 1",
+                                                              "rank 2-3",
+                                                              "rank 4-10",
+                                                              "rank 11-30",
+                                                              "rank 31-100",
+                                                              "score x rank 1",
+                                                              "score x rank 2-3",
+                                                              "score x rank 4-10",
+                                                              "score x rank 11-30",
+                                                              "score x rank 31-100"};
+  return feature >= 0 && feature < kNumConditionalFeatures ? kNames[feature] : "unknown";
+}
+
+int RankBucket(double log_rank) {
+  for (int b = 0; b < kRankBuckets; ++b) {
+    // Ranks are whole numbers: half a step above the bucket's last rank.
+    if (log_rank < std::log(kRankBucketLast[b] + 0.5)) return b;
+  }
+  return kRankBuckets;
 }
 
 bool IsProbabilityScore(ScoreType score) {
@@ -34,7 +72,22 @@ double ClipProbability(double s) {
   return std::min(std::max(s, kProbabilityClip), 1 - kProbabilityClip);
 }
 
-bool IsMethod(uint8_t m) { return m >= 1 && m <= 3; }
+bool IsMethod(uint8_t m) { return m >= 1 && m <= 4; }
+
+constexpr double kEtaClip = 1e-6;
+
+double EtaInput(float eta) {
+  if (std::isnan(eta)) return std::numeric_limits<double>::quiet_NaN();
+  return Logit(std::min(std::max(double(eta), kEtaClip), 1 - kEtaClip));
+}
+
+int PopCount(uint32_t v) {
+  int n = 0;
+  for (; v; v &= v - 1) ++n;
+  return n;
+}
+
+constexpr uint32_t kAllFeatures = (1u << kNumConditionalFeatures) - 1;
 
 // Score types a map can read: resolved ones only.
 bool IsResolvedScore(uint8_t s) {
@@ -49,11 +102,120 @@ double TransformScore(ScoreType score_type, double score) {
   return std::min(std::max(score, -kMaxUnboundedScore), kMaxUnboundedScore);
 }
 
-double CalibrationMap::Apply(double score) const {
+void ConditionalInputs(ScoreType score_type, double score, const PairContext& context,
+                       double inputs[kNumConditionalInputs]) {
+  const double t = TransformScore(score_type, score);
+  inputs[kInputScore] = t;
+  inputs[kInputGap] = std::isnan(context.next_score)
+                          ? std::numeric_limits<double>::quiet_NaN()
+                          : t - TransformScore(score_type, double(context.next_score));
+  inputs[kInputLogRank] =
+      context.rank > 0 ? std::log(double(context.rank)) : std::numeric_limits<double>::quiet_NaN();
+  inputs[kInputQueryEta] = EtaInput(context.query_eta);
+  inputs[kInputItemEta] = EtaInput(context.item_eta);
+}
+
+void ConditionalFeatures(const double in[kNumConditionalInputs],
+                         double f[kNumConditionalFeatures]) {
+  const double t = in[kInputScore], gap = in[kInputGap], lr = in[kInputLogRank];
+  const int bucket = RankBucket(lr);
+  const double top1 = bucket == 0 ? 1 : 0, head = bucket < kHeadBuckets ? 1 : 0;
+  const double q = in[kInputQueryEta], i = in[kInputItemEta];
+  f[kFeatureQueryEtaHead] = q * head;
+  f[kFeatureScoreQueryEtaHead] = t * q * head;
+  f[kFeatureItemEtaHead] = i * head;
+  f[kFeatureScoreItemEtaHead] = t * i * head;
+  f[kFeatureScore] = t;
+  f[kFeatureGap] = gap;
+  f[kFeatureLogRank] = lr;
+  f[kFeatureGapTop1] = gap * top1;
+  f[kFeatureQueryEta] = in[kInputQueryEta];
+  f[kFeatureScoreQueryEta] = t * in[kInputQueryEta];
+  f[kFeatureQueryEtaTop1] = in[kInputQueryEta] * top1;
+  f[kFeatureItemEta] = in[kInputItemEta];
+  f[kFeatureScoreItemEta] = t * in[kInputItemEta];
+  for (int b = 0; b < kRankBuckets; ++b) {
+    f[kFeatureRankBucket + b] = bucket == b ? 1 : 0;
+    f[kFeatureScoreRankBucket + b] = bucket == b ? t : 0;
+  }
+}
+
+bool CalibrationMap::ReadsQueryEta() const {
+  constexpr uint32_t kReads = (1u << kFeatureQueryEta) | (1u << kFeatureScoreQueryEta) |
+                              (1u << kFeatureQueryEtaTop1) | (1u << kFeatureQueryEtaHead) |
+                              (1u << kFeatureScoreQueryEtaHead);
+  return conditional() && (features & kReads) != 0;
+}
+
+bool CalibrationMap::ReadsItemEta() const {
+  constexpr uint32_t kReads = (1u << kFeatureItemEta) | (1u << kFeatureScoreItemEta) |
+                              (1u << kFeatureItemEtaHead) | (1u << kFeatureScoreItemEtaHead);
+  return conditional() && (features & kReads) != 0;
+}
+
+namespace {
+
+// The log-odds of a conditional map (before the prior shift).
+double ConditionalLogOdds(const CalibrationMap& m, double score, const PairContext& context) {
+  double in[kNumConditionalInputs];
+  ConditionalInputs(m.score_type, score, context, in);
+  for (int k = 0; k < kNumConditionalInputs; ++k) {
+    if (std::isnan(in[k])) in[k] = m.input_mean[size_t(k)];
+    in[k] = std::min(std::max(in[k], m.input_lo[size_t(k)]), m.input_hi[size_t(k)]);
+  }
+  double f[kNumConditionalFeatures];
+  ConditionalFeatures(in, f);
+  double z = m.params.back();
+  size_t j = 0;
+  for (int k = 0; k < kNumConditionalFeatures; ++k) {
+    if (!(m.features >> k & 1)) continue;
+    z += m.params[j] * (f[k] - m.feature_mean[j]) / m.feature_scale[j];
+    ++j;
+  }
+  return z;
+}
+
+}  // namespace
+
+void ConditionalSlopes(const CalibrationMap& m, bool* score_ok, bool* gap_ok) {
+  // Weights on the unstandardized features (0 for unused ones).
+  double w[kNumConditionalFeatures] = {};
+  size_t j = 0;
+  for (int k = 0; k < kNumConditionalFeatures; ++k) {
+    if (m.features >> k & 1) {
+      w[k] = m.params[j] / m.feature_scale[j];
+      ++j;
+    }
+  }
+  // The score's slope is linear in (eta_q, eta_i) within a rank bucket, and
+  // the gap's depends on top1 only, so their minima over the clamped box lie
+  // at a corner of some bucket.
+  *score_ok = *gap_ok = true;
+  for (int bucket = 0; bucket <= kRankBuckets; ++bucket) {
+    for (int corner = 0; corner < 4; ++corner) {
+      const double q = (corner & 1) ? m.input_hi[kInputQueryEta] : m.input_lo[kInputQueryEta];
+      const double i = (corner & 2) ? m.input_hi[kInputItemEta] : m.input_lo[kInputItemEta];
+      double d_score =
+          w[kFeatureScore] + w[kFeatureScoreQueryEta] * q + w[kFeatureScoreItemEta] * i;
+      if (bucket < kRankBuckets) d_score += w[kFeatureScoreRankBucket + bucket];
+      if (bucket < kHeadBuckets) {
+        d_score += w[kFeatureScoreQueryEtaHead] * q + w[kFeatureScoreItemEtaHead] * i;
+      }
+      const double d_gap = w[kFeatureGap] + (bucket == 0 ? w[kFeatureGapTop1] : 0);
+      if (d_score < 0) *score_ok = false;
+      if (d_gap < 0) *gap_ok = false;
+    }
+  }
+}
+
+double CalibrationMap::Apply(double score, const PairContext* context) const {
   if (std::isnan(score)) return base_rate;
   const double shift = Logit(base_rate) - Logit(fit_base_rate);
   double z = 0;
   switch (method) {
+    case Method::kConditional:
+      z = ConditionalLogOdds(*this, score, context ? *context : PairContext());
+      break;
     case Method::kPlatt:
       z = params[0] * TransformScore(score_type, score) + params[1];
       break;
@@ -86,6 +248,77 @@ double CalibrationMap::Apply(double score) const {
   return Sigmoid(z + shift);
 }
 
+static int64_t FewestConformalQueries(double alpha) {
+  // The smallest n with floor(alpha (n + 1)) >= 1, with the 1e-9 of
+  // ConformalThreshold (1 / alpha rounds either way).
+  int64_t n = int64_t(std::ceil(1 / alpha)) + 1;
+  while (n > 0 && std::floor(alpha * double(n) + 1e-9) >= 1) --n;
+  return n;
+}
+
+namespace {
+
+// The finite-sample split-conformal quantile of ascending scores.
+Status ConformalQuantile(const std::vector<double>& ascending, double coverage, const char* what,
+                         double* threshold) {
+  if (!(coverage > 0 && coverage < 1)) {
+    return Status::InvalidArgument("coverage must be in (0, 1), got " + std::to_string(coverage));
+  }
+  if (ascending.empty()) {
+    return Status::InvalidArgument(
+        "the calibration has no conformal scores: calibrate with a conformal fraction "
+        "(--conformal-fraction) first");
+  }
+  const double alpha = 1 - coverage;
+  const int64_t n = int64_t(ascending.size());
+  // 1e-9: alpha (n + 1) of a whole number must not round below it.
+  const int64_t j = int64_t(std::floor(alpha * double(n + 1) + 1e-9));
+  if (j < 1) {
+    return Status::InvalidArgument("coverage " + std::to_string(coverage) + " needs at least " +
+                                   std::to_string(FewestConformalQueries(alpha)) +
+                                   " conformal queries" + what + ", the calibration has " +
+                                   std::to_string(n));
+  }
+  *threshold = ascending[size_t(std::min(j, n) - 1)];
+  return Status::OK();
+}
+
+}  // namespace
+
+Status CalibrationMap::ConformalThreshold(double coverage, double* threshold) const {
+  return ConformalQuantile(conformal_scores, coverage, "", threshold);
+}
+
+Status CalibrationMap::ConformalThresholdByEta(double coverage, double query_eta,
+                                               double* threshold) const {
+  if (!conformal_scores.empty() && conformal_eta.empty()) {
+    return Status::InvalidArgument(
+        "the conformal queries have no eta (points, codes): sets by eta need gaussian or mog");
+  }
+  if (!std::isfinite(query_eta)) {
+    return Status::InvalidArgument("sets by eta need the query's eta");
+  }
+  // Quartile edges of the conformal queries' eta; the query's quartile.
+  std::vector<double> sorted = conformal_eta;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  auto quartile = [&](double eta) {
+    int q = 0;
+    for (int k = 1; k < 4 && n > 0; ++k) {
+      if (eta >= sorted[k * n / 4]) q = k;
+    }
+    return q;
+  };
+  const int mine = quartile(query_eta);
+  std::vector<double> group;  // ascending, as conformal_scores
+  for (size_t i = 0; i < conformal_scores.size(); ++i) {
+    if (quartile(conformal_eta[i]) == mine) group.push_back(conformal_scores[i]);
+  }
+  const std::string what = " in quartile " + std::to_string(mine + 1) + " of eta";
+  return ConformalQuantile(conformal_scores.empty() ? conformal_scores : group, coverage,
+                           what.c_str(), threshold);
+}
+
 Status CalibrationMap::SetBaseRate(double pi) {
   if (!(pi > 0 && pi < 1)) {
     return Status::InvalidArgument("base rate must be in (0, 1), got " + std::to_string(pi));
@@ -110,7 +343,11 @@ Status CalibrationMap::Validate() const {
   }
   if (num_pairs < 0) return Status::InvalidArgument("negative number of pairs");
   if (samples < 0) return Status::InvalidArgument("negative number of samples");
-  const size_t want_params = method == Method::kPlatt ? 2 : method == Method::kBeta ? 3 : 0;
+  const int used = PopCount(features);
+  const size_t want_params = method == Method::kPlatt         ? 2
+                             : method == Method::kBeta        ? 3
+                             : method == Method::kConditional ? size_t(used) + 1
+                                                              : 0;
   if (params.size() != want_params) {
     return Status::InvalidArgument(std::string(MethodName(method)) + " map has " +
                                    std::to_string(params.size()) + " parameters, expected " +
@@ -143,6 +380,53 @@ Status CalibrationMap::Validate() const {
   } else if (!knot_score.empty()) {
     return Status::InvalidArgument(std::string(MethodName(method)) + " map has isotonic knots");
   }
+  if (method == Method::kConditional) {
+    if ((features & ~kAllFeatures) != 0) {
+      return Status::InvalidArgument("conditional map uses unknown features");
+    }
+    if (input_lo.size() != kNumConditionalInputs || input_hi.size() != kNumConditionalInputs ||
+        input_mean.size() != kNumConditionalInputs || feature_mean.size() != size_t(used) ||
+        feature_scale.size() != size_t(used)) {
+      return Status::InvalidArgument("conditional map: inputs or standardization of wrong size");
+    }
+    for (int k = 0; k < kNumConditionalInputs; ++k) {
+      if (!std::isfinite(input_lo[k]) || !std::isfinite(input_hi[k]) ||
+          !(input_lo[k] <= input_mean[k] && input_mean[k] <= input_hi[k])) {
+        return Status::InvalidArgument("conditional map: range of input " + std::to_string(k) +
+                                       " is not finite or does not hold its mean");
+      }
+    }
+    for (int j = 0; j < used; ++j) {
+      if (!std::isfinite(feature_mean[j]) ||
+          !(feature_scale[j] > 0 && std::isfinite(feature_scale[j]))) {
+        return Status::InvalidArgument("conditional map: bad standardization of feature " +
+                                       std::to_string(j));
+      }
+    }
+    bool score_ok = true, gap_ok = true;
+    ConditionalSlopes(*this, &score_ok, &gap_ok);
+    if (!score_ok || !gap_ok) {
+      return Status::InvalidArgument(std::string("conditional map decreases with the ") +
+                                     (score_ok ? "gap" : "score") +
+                                     " somewhere in its range (the map would not be monotone)");
+    }
+  } else if (features != 0 || !input_lo.empty() || !input_hi.empty() || !input_mean.empty() ||
+             !feature_mean.empty() || !feature_scale.empty()) {
+    return Status::InvalidArgument(std::string(MethodName(method)) +
+                                   " map has conditional features");
+  }
+  for (size_t i = 0; i < conformal_scores.size(); ++i) {
+    const double c = conformal_scores[i];
+    if (!(c == -1 || (c >= 0 && c <= 1)) || (i > 0 && c < conformal_scores[i - 1])) {
+      return Status::InvalidArgument("conformal scores are not ascending in {-1} and [0, 1]");
+    }
+  }
+  if (!conformal_eta.empty() && conformal_eta.size() != conformal_scores.size()) {
+    return Status::InvalidArgument("conformal eta and scores differ in number");
+  }
+  for (double e : conformal_eta) {
+    if (!std::isfinite(e)) return Status::InvalidArgument("conformal eta is not finite");
+  }
   if (!IsMethod(uint8_t(report.chosen))) {
     return Status::InvalidArgument("fit report names an unknown method");
   }
@@ -164,6 +448,9 @@ Status CalibrationMap::Validate() const {
 //   u32 magic "HDCM", u16 version, u32 total size in bytes,
 //   u8 method, u8 score type, f64 fit base rate, f64 base rate, i64 pairs,
 //   u32 n, f64 params[n], u32 m, f64 knot_score[m], f64 knot_prob[m],
+//   (version >= 2) u32 features, u32 i, f64 input_lo[i], f64 input_hi[i],
+//           f64 input_mean[i], u32 f, f64 feature_mean[f], f64 feature_scale[f],
+//           u32 c, f64 conformal_scores[c], u32 e, f64 conformal_eta[e],
 //   report: u8 chosen, u64 split seed, u8 has_raw, f64 raw ece/brier/log loss,
 //           u32 c, c x (u8 method, f64 ece, f64 brier, f64 log loss),
 //           u32 length, reason bytes,
@@ -183,6 +470,14 @@ CalibrationInfo CalibrationMap::Info() const {
   info.samples = samples;
   info.sequence = sequence;
   info.reason = report.reason;
+  info.conditional = conditional();
+  info.conformal_queries = int64_t(conformal_scores.size());
+  for (int k = 0; k < kNumConditionalFeatures; ++k) {
+    if (conditional() && (features >> k & 1)) {
+      info.conditioned_on +=
+          std::string(info.conditioned_on.empty() ? "" : ", ") + ConditionalFeatureName(k);
+    }
+  }
   return info;
 }
 
@@ -203,6 +498,21 @@ std::string CalibrationMap::Encode() const {
   PutFixed<uint32_t>(&out, uint32_t(knot_score.size()));
   for (double v : knot_score) PutFixed<double>(&out, v);
   for (double v : knot_prob) PutFixed<double>(&out, v);
+  PutFixed<uint32_t>(&out, features);
+  PutFixed<uint32_t>(&out, uint32_t(input_lo.size()));
+  for (const std::vector<double>* v : {&input_lo, &input_hi, &input_mean}) {
+    for (size_t k = 0; k < input_lo.size(); ++k)
+      PutFixed<double>(&out, k < v->size() ? (*v)[k] : 0);
+  }
+  PutFixed<uint32_t>(&out, uint32_t(feature_mean.size()));
+  for (const std::vector<double>* v : {&feature_mean, &feature_scale}) {
+    for (size_t k = 0; k < feature_mean.size(); ++k)
+      PutFixed<double>(&out, k < v->size() ? (*v)[k] : 0);
+  }
+  PutFixed<uint32_t>(&out, uint32_t(conformal_scores.size()));
+  for (double v : conformal_scores) PutFixed<double>(&out, v);
+  PutFixed<uint32_t>(&out, uint32_t(conformal_eta.size()));
+  for (double v : conformal_eta) PutFixed<double>(&out, v);
   PutFixed<uint8_t>(&out, uint8_t(report.chosen));
   PutFixed<uint64_t>(&out, report.split_seed);
   PutFixed<uint8_t>(&out, report.has_raw ? 1 : 0);
@@ -272,7 +582,7 @@ Status CalibrationMap::Decode(const std::string& bytes, CalibrationMap* map) {
     return Status::Corruption("not a calibration map (bad magic)");
   }
   const uint16_t version = GetFixed<uint16_t>(bytes.data() + 4);
-  if (version != kCalibrationMapVersion) {
+  if (version < 1 || version > kCalibrationMapVersion) {
     return Status::Corruption("calibration map has unknown version " + std::to_string(version));
   }
   const uint32_t size = GetFixed<uint32_t>(bytes.data() + 6);
@@ -292,9 +602,16 @@ Status CalibrationMap::Decode(const std::string& bytes, CalibrationMap* map) {
   bool ok = r.Get(&method) && r.Get(&score) && r.Get(&m.fit_base_rate) && r.Get(&m.base_rate) &&
             r.Get(&m.num_pairs) && r.Get(&m.samples) && r.Get(&m.sequence) && r.Get(&n) &&
             r.GetDoubles(n, &m.params) && r.Get(&n) && r.GetDoubles(n, &m.knot_score) &&
-            r.GetDoubles(n, &m.knot_prob) && r.Get(&chosen) && r.Get(&m.report.split_seed) &&
-            r.Get(&has_raw) && r.Get(&m.report.raw_ece) && r.Get(&m.report.raw_brier) &&
-            r.Get(&m.report.raw_log_loss) && r.Get(&n);
+            r.GetDoubles(n, &m.knot_prob);
+  if (ok && version >= 2) {
+    ok = r.Get(&m.features) && r.Get(&n) && r.GetDoubles(n, &m.input_lo) &&
+         r.GetDoubles(n, &m.input_hi) && r.GetDoubles(n, &m.input_mean) && r.Get(&n) &&
+         r.GetDoubles(n, &m.feature_mean) && r.GetDoubles(n, &m.feature_scale) && r.Get(&n) &&
+         r.GetDoubles(n, &m.conformal_scores) && r.Get(&n) && r.GetDoubles(n, &m.conformal_eta);
+  }
+  ok = ok && r.Get(&chosen) && r.Get(&m.report.split_seed) && r.Get(&has_raw) &&
+       r.Get(&m.report.raw_ece) && r.Get(&m.report.raw_brier) && r.Get(&m.report.raw_log_loss) &&
+       r.Get(&n);
   // Candidates: 25 bytes each, checked before allocating.
   ok = ok && uint64_t(n) * 25 <= r.left();
   if (ok) {

@@ -20,8 +20,64 @@ enum class Method : uint8_t {
   kPlatt = 1,     // logistic on the transformed score: 2 parameters
   kBeta = 2,      // logistic on [ln s, -ln(1 - s)] (probability scores only): 3
   kIsotonic = 3,  // pool-adjacent-violators: one knot per block
+  // Logistic on the score and the result's context (rank, gap to the next
+  // score, query and item eta) with interactions: P(same label | score,
+  // context). Fitted only on pairs that carry their context.
+  kConditional = 4,
 };
-const char* MethodName(Method method);  // "platt", "beta", "isotonic"
+const char* MethodName(Method method);  // "platt", "beta", "isotonic", "conditional"
+
+// The conditional map's inputs, read from a score and its PairContext
+// (ConditionalInputs). Each is clamped to the range seen in the fit, so the
+// map never extrapolates a line beyond its data; an unknown one takes the
+// fit's mean.
+enum ConditionalInput : int {
+  kInputScore = 0,  // t = TransformScore(score)
+  kInputGap,        // t - TransformScore(next score): the margin over the next candidate
+  kInputLogRank,    // ln(rank), rank 1-based
+  kInputQueryEta,   // logit(query eta), eta clipped to [1e-6, 1 - 1e-6]
+  kInputItemEta,    // logit(item eta), likewise
+  kNumConditionalInputs
+};
+// Its design features, built from the clamped inputs (bit f of
+// CalibrationMap::features says feature f is used). Ranks fall into buckets
+// 1, 2-3, 4-10, 11-30, 31-100 and beyond (the reference): each bucket but the
+// last has its own intercept and score slope, so the map can say that the
+// best match is likelier right than a deeper item of the same score, for
+// every k. "top1" is 1 for rank 1.
+constexpr int kRankBuckets = 5;  // buckets with their own terms
+constexpr int kRankBucketLast[kRankBuckets] = {1, 3, 10, 30, 100};
+enum ConditionalFeature : int {
+  kFeatureScore = 0,          // t
+  kFeatureGap,                // gap
+  kFeatureLogRank,            // ln rank
+  kFeatureGapTop1,            // gap x top1
+  kFeatureQueryEta,           // logit eta_q
+  kFeatureScoreQueryEta,      // t x logit eta_q
+  kFeatureQueryEtaTop1,       // logit eta_q x top1
+  kFeatureItemEta,            // logit eta_i
+  kFeatureScoreItemEta,       // t x logit eta_i
+  kFeatureQueryEtaHead,       // logit eta_q x head (head: rank <= 10)
+  kFeatureScoreQueryEtaHead,  // t x logit eta_q x head
+  kFeatureItemEtaHead,        // logit eta_i x head
+  kFeatureScoreItemEtaHead,   // t x logit eta_i x head
+  kFeatureRankBucket,         // kRankBuckets indicators: [rank in bucket b]
+  kFeatureScoreRankBucket = kFeatureRankBucket + kRankBuckets,  // t x [rank in bucket b]
+  kNumConditionalFeatures = kFeatureScoreRankBucket + kRankBuckets
+};
+// Buckets before this one are the head, where what eta says of a match
+// differs most from the deep ranks (where nearly every pair is an easy
+// non-match): the eta terms have their own head part.
+constexpr int kHeadBuckets = 3;  // ranks 1-10
+// The rank bucket of ln(rank) (kRankBuckets: beyond the last).
+int RankBucket(double log_rank);
+const char* ConditionalFeatureName(int feature);
+// The inputs of one pair, before clamping: NaN where the context does not say.
+void ConditionalInputs(ScoreType score_type, double score, const PairContext& context,
+                       double inputs[kNumConditionalInputs]);
+// Every design feature of (clamped, complete) inputs.
+void ConditionalFeatures(const double inputs[kNumConditionalInputs],
+                         double features[kNumConditionalFeatures]);
 
 // mc and match are probabilities in [0, 1]; the other scores are unbounded
 // reals (higher is better).
@@ -69,6 +125,8 @@ struct CalibrationMap {
   // Platt: {slope, intercept} on TransformScore(s), slope >= 0.
   // Beta: {a, b, c}: logit p = a ln s - b ln(1 - s) + c, a >= 0, b >= 0.
   // Isotonic: empty.
+  // Conditional: one weight per used feature (on the standardized feature),
+  // then the intercept.
   std::vector<double> params;
   // Isotonic only: knot i maps TransformScore(s) = knot_score[i] (strictly
   // increasing) to knot_prob[i] (non-decreasing, in [0, 1]); linear between
@@ -78,6 +136,23 @@ struct CalibrationMap {
   // Positive rate of the pairs the map was fitted on (pi0) and of the
   // population it is calibrated for (pi). Apply adds the prior shift
   // logit(pi) - logit(pi0) to the fitted log-odds.
+  // Conditional only (empty / 0 otherwise): the used design features (bit
+  // f: ConditionalFeature f), each input's fitted range [input_lo,
+  // input_hi] and mean, and each used feature's standardization (mean and
+  // scale, in feature order).
+  uint32_t features = 0;
+  std::vector<double> input_lo, input_hi, input_mean;
+  std::vector<double> feature_mean, feature_scale;
+  // Split-conformal scores (docs/calibration.md, "Conformal match sets"),
+  // ascending: for each conformal query (labelled queries the map was not
+  // fitted on), the highest probability this map gives one of its
+  // same-label items as a search ranks them, or -1 when none was ranked.
+  // Empty: the map has no conformal sets.
+  std::vector<double> conformal_scores;
+  // The eta of each conformal query, in the order of conformal_scores
+  // (empty when the queries have none): group-conditional (Mondrian) sets
+  // by quartile of query eta.
+  std::vector<double> conformal_eta;
   double fit_base_rate = 0.5;
   double base_rate = 0.5;
   // Labelled pairs the map was fitted on.
@@ -88,10 +163,31 @@ struct CalibrationMap {
   uint64_t sequence = 0;
   FitReport report;
 
-  // P(same label | score) in the population of base_rate: monotone
-  // non-decreasing in score, in [0, 1]. A NaN score (no information) gets
-  // base_rate. Requires a map that Validate() accepts.
-  double Apply(double score) const;
+  // P(same label | score) in the population of base_rate, in [0, 1]; a
+  // conditional map reads the context too (null, or a field unknown: its
+  // fit's mean). Monotone non-decreasing in score (for a conditional map:
+  // with the rest of the context held fixed). A NaN score (no information)
+  // gets base_rate. Requires a map that Validate() accepts.
+  double Apply(double score, const PairContext* context = nullptr) const;
+  bool conditional() const { return method == Method::kConditional; }
+  // The probability threshold of a match set with the given coverage in
+  // (0, 1): the items of a query whose probability is at least it contain a
+  // same-label item with probability >= coverage (over exchangeable
+  // queries), the finite-sample split-conformal quantile: with n scores
+  // s_(1) <= ... <= s_(n) and alpha = 1 - coverage, s_(j) for
+  // j = floor(alpha (n + 1)). InvalidArgument without conformal scores, for
+  // a coverage outside (0, 1), or when j < 1 (naming the fewest conformal
+  // queries the coverage needs).
+  Status ConformalThreshold(double coverage, double* threshold) const;
+  // The same within the query's quartile of eta (the quartiles of the
+  // conformal queries' eta): the quantile of the conformal queries of that
+  // quartile only, so coverage holds within each quartile (Mondrian
+  // conformal). Needs conformal_eta and a finite query eta.
+  Status ConformalThresholdByEta(double coverage, double query_eta, double* threshold) const;
+  // Whether Apply reads the query's / the items' eta (a search computes them
+  // for it).
+  bool ReadsQueryEta() const;
+  bool ReadsItemEta() const;
   // Re-targets the map to a population with another positive rate, in (0, 1).
   Status SetBaseRate(double pi);
 
@@ -106,8 +202,14 @@ struct CalibrationMap {
   static Status Decode(const std::string& bytes, CalibrationMap* map);
 };
 
-// Encoding version written by Encode().
-constexpr uint16_t kCalibrationMapVersion = 1;
+// Whether a conditional map's log-odds are non-decreasing in the score
+// (*score_ok) and in the gap (*gap_ok) everywhere in its clamped input range,
+// with the rest of the context fixed. Validate() requires both.
+void ConditionalSlopes(const CalibrationMap& map, bool* score_ok, bool* gap_ok);
+
+// Encoding version written by Encode(). Version 1 (no conditional section)
+// still decodes: such maps are unconditional.
+constexpr uint16_t kCalibrationMapVersion = 2;
 
 }  // namespace calibration
 }  // namespace hedgedb

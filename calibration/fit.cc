@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
+#include <unordered_map>
 
 #include "calibration/logistic.h"
 
@@ -23,8 +25,8 @@ double PositiveRate(const std::vector<ScoredPair>& pairs) {
 // ln(1 + e^z) without overflow.
 double Softplus(double z) { return z > 0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z)); }
 
-// Solves the n x n system a x = b (row-major, n <= 3) by Gaussian elimination
-// with partial pivoting. False if singular.
+// Solves the n x n system a x = b (row-major) by Gaussian elimination with
+// partial pivoting. False if singular.
 bool Solve(std::vector<double> a, std::vector<double> b, int n, std::vector<double>* x) {
   for (int col = 0; col < n; ++col) {
     int pivot = col;
@@ -51,48 +53,64 @@ bool Solve(std::vector<double> a, std::vector<double> b, int n, std::vector<doub
   return true;
 }
 
-// Logistic regression logit P(match) = w . x + c on m features (x: n x m,
-// row-major). Features are standardized for the solver; a feature with no
-// spread gets weight 0. A tiny ridge on the standardized weights keeps
-// separable data finite. Newton's method with step halving.
-struct LogisticFit {
-  std::vector<double> w;  // on the original features
-  double c = 0;
+// Logistic regression logit P(match) = c + sum_j theta_j (x_j - mean_j) / sd_j
+// on the standardized features with spread (x: n x m, row-major; `used`
+// lists them, a feature without spread gets no weight). An L2 penalty of
+// ridge/2 |theta|^2 on the standardized weights keeps separable data finite.
+// Newton's method (IRLS) with step halving, in double precision.
+struct StandardizedLogistic {
+  std::vector<int> used;         // features with spread
+  std::vector<double> mean, sd;  // of the used features
+  std::vector<double> theta;     // weights of the used features, then the intercept
 };
 
-LogisticFit FitLogistic(const std::vector<double>& x, int m, const std::vector<ScoredPair>& pairs) {
+// weights: one per pair (null: 1 each); the likelihood and the feature
+// moments are weighted.
+StandardizedLogistic FitStandardizedLogistic(const std::vector<double>& x, int m,
+                                             const std::vector<ScoredPair>& pairs, double ridge,
+                                             const std::vector<double>* weights = nullptr) {
   const size_t n = pairs.size();
-  constexpr double kRidge = 1e-4;
+  auto weight = [weights](size_t i) { return weights ? (*weights)[i] : 1.0; };
+  double total = 0, positive = 0;
+  for (size_t i = 0; i < n; ++i) {
+    total += weight(i);
+    positive += pairs[i].is_match ? weight(i) : 0;
+  }
   std::vector<double> mean(m, 0), sd(m, 0);
   for (size_t i = 0; i < n; ++i) {
-    for (int k = 0; k < m; ++k) mean[k] += x[i * m + k];
+    for (int k = 0; k < m; ++k) mean[k] += weight(i) * x[i * m + k];
   }
-  for (int k = 0; k < m; ++k) mean[k] /= double(n);
+  for (int k = 0; k < m; ++k) mean[k] /= total;
   for (size_t i = 0; i < n; ++i) {
-    for (int k = 0; k < m; ++k) sd[k] += (x[i * m + k] - mean[k]) * (x[i * m + k] - mean[k]);
+    for (int k = 0; k < m; ++k)
+      sd[k] += weight(i) * (x[i * m + k] - mean[k]) * (x[i * m + k] - mean[k]);
   }
-  std::vector<int> used;  // features with spread
+  StandardizedLogistic fit;
   for (int k = 0; k < m; ++k) {
-    sd[k] = std::sqrt(sd[k] / double(n));
-    if (sd[k] > 1e-12 * std::max(1.0, std::fabs(mean[k]))) used.push_back(k);
+    sd[k] = std::sqrt(sd[k] / total);
+    if (sd[k] > 1e-12 * std::max(1.0, std::fabs(mean[k]))) {
+      fit.used.push_back(k);
+      fit.mean.push_back(mean[k]);
+      fit.sd.push_back(sd[k]);
+    }
   }
-  const int u = int(used.size()), dim = u + 1;  // weights, then the intercept
+  const int u = int(fit.used.size()), dim = u + 1;  // weights, then the intercept
   std::vector<double> z(n * u);
   for (size_t i = 0; i < n; ++i) {
-    for (int j = 0; j < u; ++j) z[i * u + j] = (x[i * m + used[j]] - mean[used[j]]) / sd[used[j]];
+    for (int j = 0; j < u; ++j) z[i * u + j] = (x[i * m + fit.used[j]] - fit.mean[j]) / fit.sd[j];
   }
   auto loss = [&](const std::vector<double>& theta) {
     double l = 0;
     for (size_t i = 0; i < n; ++i) {
       double eta = theta[u];
       for (int j = 0; j < u; ++j) eta += theta[j] * z[i * u + j];
-      l += Softplus(eta) - (pairs[i].is_match ? eta : 0);
+      l += weight(i) * (Softplus(eta) - (pairs[i].is_match ? eta : 0));
     }
-    for (int j = 0; j < u; ++j) l += 0.5 * kRidge * theta[j] * theta[j];
+    for (int j = 0; j < u; ++j) l += 0.5 * ridge * theta[j] * theta[j];
     return l;
   };
   std::vector<double> theta(dim, 0);
-  theta[u] = Logit(std::min(std::max(PositiveRate(pairs), 1e-12), 1 - 1e-12));
+  theta[u] = Logit(std::min(std::max(positive / total, 1e-12), 1 - 1e-12));
   double current = loss(theta);
   for (int iter = 0; iter < 100; ++iter) {
     std::vector<double> grad(dim, 0), hess(dim * dim, 0), row(dim);
@@ -101,15 +119,20 @@ LogisticFit FitLogistic(const std::vector<double>& x, int m, const std::vector<S
       row[u] = 1;
       double eta = 0;
       for (int j = 0; j < dim; ++j) eta += theta[j] * row[j];
-      const double p = Sigmoid(eta), r = p - (pairs[i].is_match ? 1 : 0), v = p * (1 - p);
+      const double p = Sigmoid(eta), wi = weight(i);
+      const double r = wi * (p - (pairs[i].is_match ? 1 : 0)), v = wi * p * (1 - p);
       for (int a = 0; a < dim; ++a) {
         grad[a] += r * row[a];
-        for (int b = 0; b < dim; ++b) hess[a * dim + b] += v * row[a] * row[b];
+        const double va = v * row[a];
+        for (int b = a; b < dim; ++b) hess[a * dim + b] += va * row[b];  // upper triangle
       }
     }
+    for (int a = 0; a < dim; ++a) {
+      for (int b = 0; b < a; ++b) hess[a * dim + b] = hess[b * dim + a];
+    }
     for (int j = 0; j < u; ++j) {
-      grad[j] += kRidge * theta[j];
-      hess[j * dim + j] += kRidge;
+      grad[j] += ridge * theta[j];
+      hess[j * dim + j] += ridge;
     }
     std::vector<double> step;
     if (!Solve(hess, grad, dim, &step)) break;
@@ -128,13 +151,28 @@ LogisticFit FitLogistic(const std::vector<double>& x, int m, const std::vector<S
     current = next;
     if (moved < 1e-10 || gain < 1e-12 * std::max(1.0, current)) break;
   }
+  fit.theta = std::move(theta);
+  return fit;
+}
+
+// The same fit with its weights on the original features (0 for a feature
+// without spread): logit P(match) = w . x + c. A tiny ridge keeps separable
+// data finite.
+struct LogisticFit {
+  std::vector<double> w;  // on the original features
+  double c = 0;
+};
+
+LogisticFit FitLogistic(const std::vector<double>& x, int m, const std::vector<ScoredPair>& pairs) {
+  constexpr double kRidge = 1e-4;
+  const StandardizedLogistic s = FitStandardizedLogistic(x, m, pairs, kRidge);
+  const int u = int(s.used.size());
   LogisticFit fit;
   fit.w.assign(m, 0);
-  fit.c = theta[u];
+  fit.c = s.theta[u];
   for (int j = 0; j < u; ++j) {
-    const int k = used[j];
-    fit.w[k] = theta[j] / sd[k];
-    fit.c -= theta[j] * mean[k] / sd[k];
+    fit.w[s.used[j]] = s.theta[j] / s.sd[j];
+    fit.c -= s.theta[j] * s.mean[j] / s.sd[j];
   }
   return fit;
 }
@@ -255,6 +293,132 @@ CalibrationMap IsotonicUnchecked(const std::vector<ScoredPair>& pairs, const Fit
   return map;
 }
 
+// The conditional map: logistic on the design features of the clamped
+// inputs (calibration_map.h). A feature without spread in these pairs (an
+// input they do not carry, all ranks 1, ...) is left out. When the fitted
+// log-odds would fall with the score or the gap somewhere in the input range,
+// the interactions that bend that slope are dropped and the map refitted,
+// then the main effect itself; so the map is monotone in both.
+//
+// Cost: every pair ranked in the first 100 of its query and every match is
+// kept; of the deeper non-matches (nearly all pairs of a large collection,
+// and the easy ones) a seeded random fraction is kept with weight
+// 1 / fraction, so that at most options.conditional_max_pairs pairs are
+// fitted. The weighted likelihood estimates the full one without bias.
+CalibrationMap ConditionalUnchecked(const std::vector<ScoredPair>& all_pairs,
+                                    const FitOptions& options) {
+  CalibrationMap map = NewMap(Method::kConditional, all_pairs, options);
+  constexpr int kIn = kNumConditionalInputs, kF = kNumConditionalFeatures;
+  std::vector<double> all_in(all_pairs.size() * kIn);
+  for (size_t i = 0; i < all_pairs.size(); ++i) {
+    ConditionalInputs(options.score_type, all_pairs[i].score, all_pairs[i].context,
+                      &all_in[i * kIn]);
+  }
+  map.input_lo.assign(kIn, 0);
+  map.input_hi.assign(kIn, 0);
+  map.input_mean.assign(kIn, 0);
+  for (int k = 0; k < kIn; ++k) {
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo, sum = 0;
+    int64_t seen = 0;
+    for (size_t i = 0; i < all_pairs.size(); ++i) {
+      const double v = all_in[i * kIn + k];
+      if (std::isnan(v)) continue;
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      sum += v;
+      ++seen;
+    }
+    if (seen == 0) continue;  // unknown everywhere: a constant 0, no feature
+    map.input_lo[k] = lo;
+    map.input_hi[k] = hi;
+    map.input_mean[k] = std::min(std::max(sum / double(seen), lo), hi);
+  }
+
+  // The pairs fitted, and their weights.
+  auto kept_always = [&](size_t i) {
+    return all_pairs[i].is_match || RankBucket(all_in[i * kIn + kInputLogRank]) < kRankBuckets;
+  };
+  size_t always = 0;
+  for (size_t i = 0; i < all_pairs.size(); ++i) always += kept_always(i) ? 1 : 0;
+  const size_t rest = all_pairs.size() - always;
+  const int64_t budget = std::max<int64_t>(options.conditional_max_pairs - int64_t(always), 0);
+  const double fraction =
+      rest == 0 ? 1.0 : std::min(1.0, std::max(double(budget), 1000.0) / double(rest));
+  std::mt19937_64 rng(options.split_seed ^ 0xC0D171710AULL);
+  std::uniform_real_distribution<double> unit(0, 1);
+  std::vector<ScoredPair> pairs;
+  std::vector<double> weights, in;
+  for (size_t i = 0; i < all_pairs.size(); ++i) {
+    double w = 1;
+    if (!kept_always(i)) {
+      if (fraction < 1 && unit(rng) >= fraction) continue;
+      w = 1 / fraction;
+    }
+    pairs.push_back(all_pairs[i]);
+    weights.push_back(w);
+    in.insert(in.end(), &all_in[i * kIn], &all_in[i * kIn] + kIn);
+  }
+  const size_t n = pairs.size();
+  std::vector<double> x(n * kF);
+  for (size_t i = 0; i < n; ++i) {
+    double* v = &in[i * kIn];
+    for (int k = 0; k < kIn; ++k) {
+      if (std::isnan(v[k])) v[k] = map.input_mean[k];
+    }
+    ConditionalFeatures(v, &x[i * kF]);
+  }
+  uint32_t mask = (1u << kF) - 1;
+  mask &=
+      ~((1u << kFeatureQueryEta) | (1u << kFeatureScoreQueryEta) | (1u << kFeatureQueryEtaTop1));
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    std::vector<int> columns;
+    for (int k = 0; k < kF; ++k) {
+      if (mask >> k & 1) columns.push_back(k);
+    }
+    const int m = int(columns.size());
+    std::vector<double> design(n * size_t(m));
+    for (size_t i = 0; i < n; ++i) {
+      for (int j = 0; j < m; ++j) design[i * m + j] = x[i * kF + columns[j]];
+    }
+    const StandardizedLogistic fit =
+        FitStandardizedLogistic(design, m, pairs, options.conditional_ridge, &weights);
+    map.features = 0;
+    for (int j : fit.used) map.features |= 1u << columns[j];
+    map.feature_mean = fit.mean;
+    map.feature_scale = fit.sd;
+    map.params = fit.theta;
+    mask = map.features;
+    bool score_ok = true, gap_ok = true;
+    ConditionalSlopes(map, &score_ok, &gap_ok);
+    if (score_ok && gap_ok) break;
+    // What bends the score's slope: the eta interactions, then the rank
+    // buckets' own slopes, then the slope itself.
+    constexpr uint32_t kEtaSlopes = (1u << kFeatureScoreQueryEta) | (1u << kFeatureScoreItemEta) |
+                                    (1u << kFeatureScoreQueryEtaHead) |
+                                    (1u << kFeatureScoreItemEtaHead);
+    constexpr uint32_t kBucketSlopes = ((1u << kRankBuckets) - 1) << kFeatureScoreRankBucket;
+    if (!score_ok) {
+      mask &= (mask & kEtaSlopes)      ? ~kEtaSlopes
+              : (mask & kBucketSlopes) ? ~kBucketSlopes
+                                       : ~(1u << kFeatureScore);
+    }
+    if (!gap_ok) {
+      mask &= (mask & (1u << kFeatureGapTop1)) ? ~(1u << kFeatureGapTop1) : ~(1u << kFeatureGap);
+    }
+  }
+  // Eight attempts remove every feature a slope depends on, so the last
+  // map is monotone; this only guards the loop's arithmetic.
+  bool score_ok = true, gap_ok = true;
+  ConditionalSlopes(map, &score_ok, &gap_ok);
+  if (!score_ok || !gap_ok) {
+    map.features = 0;
+    map.feature_mean.clear();
+    map.feature_scale.clear();
+    map.params = {Logit(map.fit_base_rate)};
+  }
+  return map;
+}
+
 CalibrationMap FitUnchecked(Method method, const std::vector<ScoredPair>& pairs,
                             const FitOptions& options) {
   switch (method) {
@@ -262,6 +426,8 @@ CalibrationMap FitUnchecked(Method method, const std::vector<ScoredPair>& pairs,
       return PlattUnchecked(pairs, options);
     case Method::kBeta:
       return BetaUnchecked(pairs, options);
+    case Method::kConditional:
+      return ConditionalUnchecked(pairs, options);
     case Method::kIsotonic:
       break;
   }
@@ -273,6 +439,14 @@ Status Finish(const FitOptions& options, CalibrationMap* map) {
   if (options.target_base_rate != 0)
     HEDGEDB_RETURN_IF_ERROR(map->SetBaseRate(options.target_base_rate));
   return map->Validate();
+}
+
+// Every pair names its query.
+bool HasQueries(const std::vector<ScoredPair>& pairs) {
+  for (const ScoredPair& p : pairs) {
+    if (p.query < 0) return false;
+  }
+  return !pairs.empty();
 }
 
 double PairLogLoss(double p, bool match) {
@@ -375,27 +549,74 @@ Status FitIsotonic(const std::vector<ScoredPair>& pairs, const FitOptions& optio
   return FitOne(Method::kIsotonic, pairs, options, map);
 }
 
+Status FitConditional(const std::vector<ScoredPair>& pairs, const FitOptions& options,
+                      CalibrationMap* map) {
+  if (!HasContext(pairs)) {
+    return Status::InvalidArgument(
+        "a conditional calibration needs each pair's rank in its query's ranking");
+  }
+  return FitOne(Method::kConditional, pairs, options, map);
+}
+
+bool HasContext(const std::vector<ScoredPair>& pairs) {
+  for (const ScoredPair& p : pairs) {
+    if (p.context.rank < 1) return false;
+  }
+  return !pairs.empty();
+}
+
 Status FitCalibration(const std::vector<ScoredPair>& pairs, const FitOptions& options,
                       CalibrationMap* map) {
   HEDGEDB_RETURN_IF_ERROR(ValidatePairs(pairs, options));
-  // Stratified split: each half keeps the pairs' positive rate.
-  std::vector<size_t> pos, neg;
-  for (size_t i = 0; i < pairs.size(); ++i) (pairs[i].is_match ? pos : neg).push_back(i);
-  std::mt19937_64 rng(options.split_seed);
-  std::shuffle(pos.begin(), pos.end(), rng);
-  std::shuffle(neg.begin(), neg.end(), rng);
+  // Two halves. Pairs that name their query are split by query (seeded),
+  // so that a query's pairs, which share its eta and its ranking, are never
+  // on both sides; otherwise a stratified split by pair, each half keeping
+  // the pairs' positive rate.
   std::vector<ScoredPair> half[2];
   std::vector<size_t> index[2];
-  for (const std::vector<size_t>* cls : {&pos, &neg}) {
-    for (size_t k = 0; k < cls->size(); ++k) {
-      half[k % 2].push_back(pairs[(*cls)[k]]);
-      index[k % 2].push_back((*cls)[k]);
+  std::mt19937_64 rng(options.split_seed);
+  if (HasQueries(pairs)) {
+    std::vector<int32_t> queries;
+    for (const ScoredPair& p : pairs) queries.push_back(p.query);
+    std::sort(queries.begin(), queries.end());
+    queries.erase(std::unique(queries.begin(), queries.end()), queries.end());
+    std::shuffle(queries.begin(), queries.end(), rng);
+    std::unordered_map<int32_t, int> side;
+    for (size_t k = 0; k < queries.size(); ++k) side[queries[k]] = int(k % 2);
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      const int h = side[pairs[i].query];
+      half[h].push_back(pairs[i]);
+      index[h].push_back(i);
+    }
+    // A half without both classes cannot be fitted: split by pair instead.
+    for (int h = 0; h < 2; ++h) {
+      const double rate = half[h].empty() ? 0 : PositiveRate(half[h]);
+      if (!(rate > 0 && rate < 1)) {
+        half[0].clear();
+        half[1].clear();
+        index[0].clear();
+        index[1].clear();
+        break;
+      }
+    }
+  }
+  if (half[0].empty()) {
+    std::vector<size_t> pos, neg;
+    for (size_t i = 0; i < pairs.size(); ++i) (pairs[i].is_match ? pos : neg).push_back(i);
+    std::shuffle(pos.begin(), pos.end(), rng);
+    std::shuffle(neg.begin(), neg.end(), rng);
+    for (const std::vector<size_t>* cls : {&pos, &neg}) {
+      for (size_t k = 0; k < cls->size(); ++k) {
+        half[k % 2].push_back(pairs[(*cls)[k]]);
+        index[k % 2].push_back((*cls)[k]);
+      }
     }
   }
 
   std::vector<Method> methods = {Method::kPlatt};
   if (IsProbabilityScore(options.score_type)) methods.push_back(Method::kBeta);
   methods.push_back(Method::kIsotonic);
+  if (options.allow_conditional && HasContext(pairs)) methods.push_back(Method::kConditional);
 
   FitReport report;
   report.split_seed = options.split_seed;
@@ -406,7 +627,8 @@ Status FitCalibration(const std::vector<ScoredPair>& pairs, const FitOptions& op
       const CalibrationMap fitted = FitUnchecked(method, half[h], options);
       const std::vector<ScoredPair>& other = half[1 - h];
       for (size_t k = 0; k < other.size(); ++k) {
-        held_out[index[1 - h][k]] = {fitted.Apply(other[k].score), other[k].is_match};
+        held_out[index[1 - h][k]] = {fitted.Apply(other[k].score, &other[k].context),
+                                     other[k].is_match};
       }
     }
     CalibrationMetrics metrics;

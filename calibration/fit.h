@@ -36,6 +36,16 @@ struct FitOptions {
   // Isotonic: each block's rate is shrunk towards the pairs' base rate by
   // this many pseudo-pairs, so no block claims exactly 0 or 1.
   double isotonic_prior_pairs = 1.0;
+  // FitCalibration tries the conditional map when the pairs carry their
+  // context; false: the score alone (the maps of version 1).
+  bool allow_conditional = true;
+  // Conditional map: L2 penalty on its standardized weights (in units of
+  // one pair's log loss: negligible with many pairs, a mild pull towards the
+  // unconditional map with few).
+  double conditional_ridge = 1.0;
+  // Conditional map: at most about this many pairs are fitted (the deep
+  // non-matches are subsampled and weighted; fit.cc, ConditionalUnchecked).
+  int64_t conditional_max_pairs = 200000;
   // Bins of the reported ECE.
   int ece_bins = kEceBins;
 };
@@ -54,9 +64,18 @@ Status FitBeta(const std::vector<ScoredPair>& pairs, const FitOptions& options,
 Status FitIsotonic(const std::vector<ScoredPair>& pairs, const FitOptions& options,
                    CalibrationMap* map);
 
-// Cross-fits every applicable method (fit on one half, predict the other,
-// both ways), keeps the lowest held-out log loss (ties: the simplest), refits
-// it on all pairs and fills map->report with every candidate's held-out ECE,
+// The conditional map (Method::kConditional): logistic on the score and the
+// pair's context with interactions, monotone in score and gap. Needs every
+// pair's rank (HasContext).
+Status FitConditional(const std::vector<ScoredPair>& pairs, const FitOptions& options,
+                      CalibrationMap* map);
+// Every pair carries its rank, so the conditional map applies.
+bool HasContext(const std::vector<ScoredPair>& pairs);
+
+// Cross-fits every applicable method (the conditional one when the pairs
+// carry their context; fit on one half, predict the other, both ways; halves
+// split by query when every pair names one), keeps the lowest held-out log loss (ties: the
+// simplest), refits it on all pairs and fills map->report with every candidate's held-out ECE,
 // Brier score and log loss.
 Status FitCalibration(const std::vector<ScoredPair>& pairs, const FitOptions& options,
                       CalibrationMap* map);

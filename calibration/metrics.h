@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "hedgedb/status.h"
@@ -10,11 +11,32 @@
 namespace hedgedb {
 namespace calibration {
 
+// What a search knows about a result besides its raw score; a conditional
+// map (Method::kConditional) reads it, the other maps ignore it. A field left
+// at its default is unknown (the map puts its training mean in its place).
+// Floats keep a million pairs small; scores and eta are floats anyway.
+struct PairContext {
+  // 1-based position of the item in its query's ranking (best first), as the
+  // search that returned it ranked its candidates; 0: unknown.
+  int32_t rank = 0;
+  // Raw score of the candidate ranked right after it (NaN: none or unknown).
+  float next_score = std::numeric_limits<float>::quiet_NaN();
+  // Uncertainty (eta) of the query and of the item; NaN: none.
+  float query_eta = std::numeric_limits<float>::quiet_NaN();
+  float item_eta = std::numeric_limits<float>::quiet_NaN();
+};
+
 // One labelled pair: a score (a raw score, or a probability when measuring)
-// and whether the two items share a label.
+// and whether the two items share a label, with the context a conditional
+// map reads and the query it came from (-1: unknown), so that fits can be
+// cross-fitted by query.
 struct ScoredPair {
+  ScoredPair() = default;
+  ScoredPair(double score_in, bool is_match_in) : score(score_in), is_match(is_match_in) {}
   double score = 0;
   bool is_match = false;
+  int32_t query = -1;
+  PairContext context;
 };
 
 // Equal-mass bins of the expected calibration error.

@@ -1,5 +1,7 @@
 // The exported entry points of hedgedb/calibration.h that need no database.
+#include <algorithm>
 #include <cmath>
+#include <unordered_map>
 
 #include "calibration/fit.h"
 #include "calibration/report.h"
@@ -10,14 +12,42 @@ namespace hedgedb {
 Status FitCalibrationMap(ScoreType score_type, const double* scores, const uint8_t* same_label,
                          int64_t n, double base_rate, std::string* map_bytes,
                          CalibrationInfo* info) {
-  if (n < 0 || (n > 0 && (!scores || !same_label))) {
+  CalibrationPairs pairs;
+  pairs.scores = scores;
+  pairs.same_label = same_label;
+  pairs.n = n;
+  return FitCalibrationMap(score_type, pairs, base_rate, map_bytes, info);
+}
+
+Status FitCalibrationMap(ScoreType score_type, const CalibrationPairs& in, double base_rate,
+                         std::string* map_bytes, CalibrationInfo* info) {
+  const int64_t n = in.n;
+  if (n < 0 || (n > 0 && (!in.scores || !in.same_label))) {
     return Status::InvalidArgument("FitCalibrationMap: scores and labels of n pairs are needed");
   }
   if (score_type == ScoreType::kDefault) {
     return Status::InvalidArgument("FitCalibrationMap: give the resolved score type");
   }
   std::vector<calibration::ScoredPair> pairs(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) pairs[size_t(i)] = {scores[i], same_label[i] != 0};
+  std::unordered_map<int64_t, int32_t> query_index;  // dense, for the split by query
+  for (int64_t i = 0; i < n; ++i) {
+    calibration::ScoredPair& p = pairs[size_t(i)];
+    p.score = in.scores[i];
+    p.is_match = in.same_label[i] != 0;
+    if (in.query) {
+      p.query = query_index.emplace(in.query[i], int32_t(query_index.size())).first->second;
+    }
+    if (in.rank) {
+      if (in.rank[i] < 1) {
+        return Status::InvalidArgument("rank of pair " + std::to_string(i) + " is " +
+                                       std::to_string(in.rank[i]) + ": ranks start at 1");
+      }
+      p.context.rank = in.rank[i];
+    }
+    if (in.next_score) p.context.next_score = in.next_score[i];
+    if (in.query_eta) p.context.query_eta = in.query_eta[i];
+    if (in.item_eta) p.context.item_eta = in.item_eta[i];
+  }
   calibration::FitOptions options;
   options.score_type = score_type;
   options.target_base_rate = base_rate;
@@ -45,24 +75,29 @@ Status CalibrateScoreMatrix(ScoreType score_type, const float* scores, int64_t n
   for (int64_t q = 0; q < n_queries; ++q) {
     calibration::QueryPairs& qp = queries[size_t(q)];
     const float* row = scores + q * n_items;
+    if (query_eta) qp.eta = query_eta[q];
+    std::vector<int64_t> ranking;
     for (int64_t j = 0; j < n_items; ++j) {
       if (self_index && self_index[q] == j) continue;
       if (!std::isfinite(row[j])) {
         return Status::InvalidArgument("score of query " + std::to_string(q) + " and item " +
                                        std::to_string(j) + " is not finite");
       }
-      const bool match = query_labels[q] == item_labels[j];
-      qp.pairs.push_back({double(row[j]), match});
-      if (!qp.has_top || row[j] > qp.top_score) {
-        qp.has_top = true;
-        qp.top_score = row[j];
-        qp.top_correct = match;
-      }
+      ranking.push_back(j);
     }
-    if (query_eta) qp.eta = query_eta[q];
+    // Best first; equal scores by item index (the top-1 is the first best).
+    std::stable_sort(ranking.begin(), ranking.end(),
+                     [row](int64_t a, int64_t b) { return row[a] > row[b]; });
+    for (int64_t j : ranking) {
+      calibration::ScoredPair pair{double(row[j]), query_labels[q] == item_labels[j]};
+      pair.context.query_eta = qp.eta;
+      qp.pairs.push_back(pair);
+    }
+    calibration::RankQueryPairs(&qp, 0);
   }
   calibration::CalibrationMap map;
-  HEDGEDB_RETURN_IF_ERROR(calibration::FitAndReport(score_type, split_seed, queries, &map, report));
+  HEDGEDB_RETURN_IF_ERROR(
+      calibration::FitAndReport(score_type, split_seed, true, 0, queries, &map, report));
   if (map_bytes) *map_bytes = map.Encode();
   return Status::OK();
 }

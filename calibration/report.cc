@@ -1,13 +1,17 @@
 #include "calibration/report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <random>
 
 #include "calibration/fit.h"
 
 namespace hedgedb {
 namespace calibration {
 namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 void CopyBins(const CalibrationMetrics& m, CalibrationQuality* q) {
   q->ece = m.ece;
@@ -19,7 +23,20 @@ void CopyBins(const CalibrationMetrics& m, CalibrationQuality* q) {
   }
 }
 
-// Precision@1 and the mean probability of the top matches.
+// ECE of the predictions whose pair ranked at most max_rank in its query
+// (NaN when ranks are unknown or none qualifies).
+double EceUpToRank(const std::vector<ScoredPair>& predictions, int32_t max_rank) {
+  std::vector<ScoredPair> top;
+  for (const ScoredPair& p : predictions) {
+    if (p.context.rank >= 1 && p.context.rank <= max_rank) top.push_back(p);
+  }
+  CalibrationMetrics m;
+  if (top.empty() || !MeasureCalibration(top, &m).ok()) return kNaN;
+  return m.ece;
+}
+
+// Precision@1 and the mean probability of the top matches, overall and per
+// quartile of query eta.
 void TopOneQuality(const std::vector<TopMatch>& top, const std::vector<double>& probs,
                    CalibrationQuality* q) {
   if (top.empty()) return;
@@ -30,20 +47,105 @@ void TopOneQuality(const std::vector<TopMatch>& top, const std::vector<double>& 
   }
   q->precision_at_1 = correct / double(top.size());
   q->mean_top1_prob = prob / double(top.size());
+
+  std::vector<size_t> with_eta;
+  for (size_t i = 0; i < top.size(); ++i) {
+    if (std::isfinite(top[i].query_uncertainty)) with_eta.push_back(i);
+  }
+  const size_t n = with_eta.size();
+  if (n < 4) return;
+  std::stable_sort(with_eta.begin(), with_eta.end(), [&](size_t a, size_t b) {
+    return top[a].query_uncertainty < top[b].query_uncertainty;
+  });
+  q->eta_quartiles.clear();
+  q->worst_eta_gap = 0;
+  for (size_t g = 0; g < 4; ++g) {
+    const size_t begin = g * n / 4, end = (g + 1) * n / 4;
+    EtaGroupQuality group;
+    group.eta_lo = top[with_eta[begin]].query_uncertainty;
+    group.eta_hi = top[with_eta[end - 1]].query_uncertainty;
+    group.queries = int64_t(end - begin);
+    double c = 0, p = 0;
+    for (size_t k = begin; k < end; ++k) {
+      c += top[with_eta[k]].correct ? 1 : 0;
+      p += probs[with_eta[k]];
+    }
+    group.precision_at_1 = c / double(end - begin);
+    group.mean_top1_prob = p / double(end - begin);
+    group.gap = group.mean_top1_prob - group.precision_at_1;
+    if (std::isnan(group.gap)) {
+      q->worst_eta_gap = kNaN;
+    } else if (!std::isnan(q->worst_eta_gap)) {
+      q->worst_eta_gap = std::max(q->worst_eta_gap, std::fabs(group.gap));
+    }
+    q->eta_quartiles.push_back(group);
+  }
 }
 
 }  // namespace
 
-Status FitAndReport(ScoreType score, uint64_t split_seed, const std::vector<QueryPairs>& per_query,
+void RankQueryPairs(QueryPairs* query, int64_t keep) {
+  std::vector<ScoredPair>& pairs = query->pairs;
+  for (size_t j = 0; j < pairs.size(); ++j) {
+    pairs[j].context.rank = int32_t(std::min<size_t>(j + 1, size_t(INT32_MAX)));
+    pairs[j].context.next_score =
+        j + 1 < pairs.size() ? float(pairs[j + 1].score) : std::numeric_limits<float>::quiet_NaN();
+  }
+  if (!pairs.empty()) {
+    query->has_top = true;
+    query->top_score = pairs[0].score;
+    query->top_correct = pairs[0].is_match;
+    query->top_context = pairs[0].context;
+  }
+  if (keep > 0 && int64_t(pairs.size()) > keep) pairs.resize(size_t(keep));
+}
+
+Status FitAndReport(ScoreType score, uint64_t split_seed, bool allow_conditional,
+                    double conformal_fraction, const std::vector<QueryPairs>& all_queries,
                     CalibrationMap* map, CalibrationReport* report) {
   *report = CalibrationReport();
-  // Fit on every pair: the stored map.
+  if (!(conformal_fraction >= 0 && conformal_fraction < 1)) {
+    return Status::InvalidArgument("conformal fraction must be in [0, 1), got " +
+                                   std::to_string(conformal_fraction));
+  }
+  // The conformal queries: a seeded sample, kept out of everything below.
+  std::vector<size_t> order(all_queries.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::mt19937_64 rng(split_seed ^ 0xC0F0A11ULL);
+  std::shuffle(order.begin(), order.end(), rng);
+  const size_t n_conformal = size_t(std::floor(conformal_fraction * double(order.size())));
+  if (conformal_fraction > 0 && (n_conformal < 1 || n_conformal >= order.size())) {
+    return Status::InvalidArgument("a conformal fraction of " + std::to_string(conformal_fraction) +
+                                   " of " + std::to_string(order.size()) +
+                                   " queries leaves no conformal or no fitting queries");
+  }
+  std::vector<QueryPairs> fit_queries;
+  std::vector<const QueryPairs*> conformal;
+  {
+    std::vector<bool> is_conformal(order.size(), false);
+    for (size_t k = 0; k < n_conformal; ++k) is_conformal[order[k]] = true;
+    for (size_t i = 0; i < all_queries.size(); ++i) {
+      if (is_conformal[i]) {
+        conformal.push_back(&all_queries[i]);
+      } else if (n_conformal > 0) {
+        fit_queries.push_back(all_queries[i]);
+      }
+    }
+  }
+  const std::vector<QueryPairs>& per_query = n_conformal > 0 ? fit_queries : all_queries;
+  // Fit on every pair: the stored map. Each pair names its query, so the
+  // method choice is cross-fitted by query.
   std::vector<ScoredPair> pairs;
-  for (const QueryPairs& qp : per_query)
-    pairs.insert(pairs.end(), qp.pairs.begin(), qp.pairs.end());
+  for (size_t i = 0; i < per_query.size(); ++i) {
+    for (ScoredPair p : per_query[i].pairs) {
+      p.query = int32_t(i);
+      pairs.push_back(p);
+    }
+  }
   FitOptions fit;
   fit.score_type = score;
   fit.split_seed = split_seed;
+  fit.allow_conditional = allow_conditional;
   CalibrationMap fitted;
   Status s = FitCalibration(pairs, fit, &fitted);
   if (!s.ok()) {
@@ -54,14 +156,17 @@ Status FitAndReport(ScoreType score, uint64_t split_seed, const std::vector<Quer
   // Held out, by query: the map of one half of the queries predicts the
   // pairs and the top matches of the other half.
   const size_t nq = per_query.size();
-  std::vector<ScoredPair> held;  // (probability, match)
-  std::vector<double> top_prob(nq, std::numeric_limits<double>::quiet_NaN());
+  std::vector<ScoredPair> held;  // (probability, match, context)
+  std::vector<double> top_prob(nq, kNaN);
   bool folds_ok = nq >= 2;
   for (int fold = 0; fold < 2 && folds_ok; ++fold) {
     std::vector<ScoredPair> train;
     for (size_t i = 0; i < nq; ++i) {
-      if (int(i % 2) == fold)
-        train.insert(train.end(), per_query[i].pairs.begin(), per_query[i].pairs.end());
+      if (int(i % 2) != fold) continue;
+      for (ScoredPair p : per_query[i].pairs) {
+        p.query = int32_t(i);
+        train.push_back(p);
+      }
     }
     CalibrationMap half;
     if (!FitCalibration(train, fit, &half).ok()) {
@@ -71,9 +176,13 @@ Status FitAndReport(ScoreType score, uint64_t split_seed, const std::vector<Quer
     for (size_t i = 0; i < nq; ++i) {
       if (int(i % 2) == fold) continue;
       for (const ScoredPair& p : per_query[i].pairs) {
-        held.push_back({half.Apply(p.score), p.is_match});
+        ScoredPair h = p;
+        h.score = half.Apply(p.score, &p.context);
+        held.push_back(h);
       }
-      if (per_query[i].has_top) top_prob[i] = half.Apply(per_query[i].top_score);
+      if (per_query[i].has_top) {
+        top_prob[i] = half.Apply(per_query[i].top_score, &per_query[i].top_context);
+      }
     }
   }
   std::vector<TopMatch> top;
@@ -92,6 +201,8 @@ Status FitAndReport(ScoreType score, uint64_t split_seed, const std::vector<Quer
     CalibrationMetrics after;
     HEDGEDB_RETURN_IF_ERROR(MeasureCalibration(held, &after));
     CopyBins(after, &report->after);
+    report->after.ece_top1 = EceUpToRank(held, 1);
+    report->after.ece_top10 = EceUpToRank(held, 10);
     TopOneQuality(top, held_top, &report->after);
   }
   if (IsProbabilityScore(score)) {
@@ -100,17 +211,38 @@ Status FitAndReport(ScoreType score, uint64_t split_seed, const std::vector<Quer
     CalibrationMetrics before;
     HEDGEDB_RETURN_IF_ERROR(MeasureCalibration(raw, &before));
     CopyBins(before, &report->before);
+    report->before.ece_top1 = EceUpToRank(raw, 1);
+    report->before.ece_top10 = EceUpToRank(raw, 10);
+    for (double& p : raw_top) p = std::min(1.0, std::max(0.0, p));
     TopOneQuality(top, raw_top, &report->before);
   } else {
     // Not a probability: only precision@1 has a "before".
-    std::vector<double> none(top.size(), std::numeric_limits<double>::quiet_NaN());
+    std::vector<double> none(top.size(), kNaN);
     TopOneQuality(top, none, &report->before);
   }
-  report->info = fitted.Info();
   report->queries = int64_t(nq);
   for (const auto& p : pairs) report->positives += p.is_match ? 1 : 0;
   report->top_matches = std::move(top);
 
+  // Conformal scores: with the stored map, as a search computes them;
+  // ascending, each with its query's eta (when every one has one).
+  std::vector<std::pair<double, double>> scored;  // (score, eta)
+  bool all_eta = !conformal.empty();
+  for (const QueryPairs* qp : conformal) {
+    double best = -1;
+    for (const ScoredPair& p : qp->pairs) {
+      if (p.is_match) best = std::max(best, fitted.Apply(p.score, &p.context));
+    }
+    scored.push_back({best, double(qp->eta)});
+    all_eta = all_eta && std::isfinite(qp->eta);
+  }
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& se : scored) {
+    fitted.conformal_scores.push_back(se.first);
+    if (all_eta) fitted.conformal_eta.push_back(se.second);
+  }
+  report->info = fitted.Info();
   *map = std::move(fitted);
   return Status::OK();
 }

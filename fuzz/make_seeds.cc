@@ -107,6 +107,18 @@ void CalibrationSeeds() {
   map.knot_score = {-2.0, 0.0, 1.0};
   map.knot_prob = {0.1, 0.5, 0.9};
   Put("calibration_map", "isotonic", std::string(1, '\0') + map.Encode());
+  // Conditional: the score and the rank-1 bucket (format version 2).
+  map.method = calibration::Method::kConditional;
+  map.knot_score.clear();
+  map.knot_prob.clear();
+  map.features = (1u << calibration::kFeatureScore) | (1u << calibration::kFeatureRankBucket);
+  map.input_lo = {-5.0, 0.0, 0.0, -3.0, -3.0};
+  map.input_hi = {5.0, 4.0, 6.0, 0.0, 0.0};
+  map.input_mean = {0.0, 1.0, 3.0, -1.0, -1.0};
+  map.feature_mean = {0.0, 0.01};
+  map.feature_scale = {2.0, 0.1};
+  map.params = {1.5, 0.5, -3.0};
+  Put("calibration_map", "conditional", std::string(1, '\0') + map.Encode());
 }
 
 void ModelSeeds() {

@@ -521,6 +521,7 @@ class PyDB {
                        const py::object& seed, bool exhaustive, int64_t candidates, int nprobe,
                        int ef_search, bool with_uncertainty, bool with_payload,
                        bool adaptive_samples, double min_prob, int64_t max_results,
+                       double coverage, bool coverage_by_eta,
                        const py::object& labels_in, const py::object& labels_not_in,
                        const py::object& payload_equals) {
     const CollectionSpec spec = Describe(collection);
@@ -547,6 +548,8 @@ class PyDB {
     options.adaptive_samples = adaptive_samples;
     options.min_prob = min_prob;
     options.max_results = max_results;
+    options.coverage = coverage;
+    options.coverage_by_eta = coverage_by_eta;
     SearchFilter& filter = options.filter;
     if (!labels_in.is_none() && !labels_not_in.is_none()) {
       Invalid("give labels_in or labels_not_in, not both");
@@ -596,8 +599,9 @@ class PyDB {
     const py::ssize_t q = static_cast<py::ssize_t>(results.size());
     // k columns, but never more than the collection had items: a k of 10^9
     // asks for no 10^9 columns of padding (and hits can only be more if an
-    // ingest landed between the count and the search).
-    py::ssize_t width = min_prob > 0 ? 0 : std::min<int64_t>(k, items);
+    // ingest landed between the count and the search). Threshold and
+    // conformal searches: as many as the longest answer.
+    py::ssize_t width = min_prob > 0 || coverage > 0 ? 0 : std::min<int64_t>(k, items);
     for (const SearchResult& r : results) {
       width = std::max<py::ssize_t>(width, static_cast<py::ssize_t>(r.hits.size()));
     }
@@ -701,6 +705,109 @@ class PyDB {
     return out;
   }
 
+  // DB::Calibrate: the collection's own labelled items as queries, or
+  // held-out queries (the search layout) with query_labels. The CLI's
+  // `calibrate` and this refuse the same input (docs/python.md).
+  py::dict Calibrate(const std::string& collection, const py::object& vec, const py::object& mean,
+                     const py::object& var, const py::object& stdev, const py::object& log_var,
+                     const py::object& log_std, const py::object& weights, const py::object& logp,
+                     const py::object& query_labels, const std::string& score, int samples,
+                     const py::object& seed, int64_t max_pairs, uint64_t sample_seed,
+                     int64_t top_ranks, double conformal_fraction, bool unconditional,
+                     bool dry_run) {
+    const CollectionSpec spec = Describe(collection);
+    CalibrateOptions o;
+    if (!score.empty() && !ParseScore(score, &o.score)) {
+      Invalid("unknown score '" + score + "' (expected mc, csd, mls, l2, match or logprob)");
+    }
+    if (samples < 0)
+      Invalid("samples must be > 0 (or 0: the collection's), got " + std::to_string(samples));
+    if (max_pairs < 1) Invalid("max_pairs must be >= 1, got " + std::to_string(max_pairs));
+    if (top_ranks < 0) Invalid("top_ranks must be >= 0, got " + std::to_string(top_ranks));
+    o.samples = samples;
+    if (!seed.is_none()) {
+      o.has_seed = true;
+      o.seed = AsSeed(seed, "seed");
+    }
+    o.max_pairs = max_pairs;
+    o.sample_seed = sample_seed;
+    o.top_ranks = top_ranks;
+    if (!(conformal_fraction >= 0 && conformal_fraction < 1)) {
+      Invalid("conformal_fraction must be in [0, 1), got " + std::to_string(conformal_fraction));
+    }
+    o.conformal_fraction = conformal_fraction;
+    o.unconditional = unconditional;
+    o.dry_run = dry_run;
+    const bool held_out = !vec.is_none() || !mean.is_none() || !logp.is_none();
+    if (held_out != !query_labels.is_none()) {
+      Invalid("held-out queries need query_labels, and query_labels needs the queries");
+    }
+    Embeddings e;
+    std::vector<int64_t> labels;
+    if (held_out) {
+      const auto [variance, form] = VarianceArgument(var, stdev, log_var, log_std);
+      e = ReadEmbeddings(spec, true, vec, mean, variance, weights, py::none(), logp, form);
+      auto a = AsArray<int64_t>(query_labels, "query_labels");
+      if (a.ndim() != 1 || a.shape(0) != static_cast<py::ssize_t>(e.view.n)) {
+        Invalid("query_labels: expected shape (" + std::to_string(e.view.n) + ",), got " +
+                ShapeText(a));
+      }
+      labels.assign(a.data(), a.data() + a.shape(0));
+      o.queries = e.view;
+      o.query_labels = labels.data();
+    } else if (!var.is_none() || !stdev.is_none() || !log_var.is_none() || !log_std.is_none() ||
+               !weights.is_none()) {
+      Invalid("var, std, log_var, log_std and weights belong to held-out queries (mean or vec)");
+    }
+    CalibrationReport report;
+    Status s;
+    {
+      Use use = Enter();
+      py::gil_scoped_release release;
+      s = use->Calibrate(collection, o, &report);
+    }
+    Check(s);
+    auto quality = [](const CalibrationQuality& q) {
+      py::dict d;
+      d["ece"] = q.ece;
+      d["ece_top1"] = q.ece_top1;
+      d["ece_top10"] = q.ece_top10;
+      d["brier"] = q.brier;
+      d["log_loss"] = q.log_loss;
+      d["precision_at_1"] = q.precision_at_1;
+      d["mean_top1_prob"] = q.mean_top1_prob;
+      py::list groups;
+      for (const EtaGroupQuality& g : q.eta_quartiles) {
+        py::dict gd;
+        gd["eta_lo"] = g.eta_lo;
+        gd["eta_hi"] = g.eta_hi;
+        gd["queries"] = g.queries;
+        gd["mean_top1_prob"] = g.mean_top1_prob;
+        gd["precision_at_1"] = g.precision_at_1;
+        gd["gap"] = g.gap;
+        groups.append(gd);
+      }
+      d["eta_quartiles"] = groups;
+      d["worst_eta_gap"] = q.worst_eta_gap;
+      return d;
+    };
+    py::dict out;
+    out["score"] = ScoreName(report.info.score);
+    out["method"] = report.info.method;
+    out["conditional"] = report.info.conditional;
+    out["conditioned_on"] = report.info.conditioned_on;
+    out["reason"] = report.info.reason;
+    out["pairs"] = report.info.pairs;
+    out["positives"] = report.positives;
+    out["base_rate"] = report.info.base_rate;
+    out["queries"] = report.queries;
+    out["conformal_queries"] = report.info.conformal_queries;
+    out["before"] = quality(report.before);
+    out["after"] = quality(report.after);
+    out["stored"] = report.stored;
+    return out;
+  }
+
   py::dict Stats(const std::string& collection) {
     CollectionStats st;
     Check(Enter()->GetStats(collection, &st));
@@ -724,6 +831,8 @@ class PyDB {
       cd["method"] = c.method;
       cd["pairs"] = c.pairs;
       cd["base_rate"] = c.base_rate;
+      cd["conditional"] = c.conditional;
+      cd["conditioned_on"] = c.conditioned_on;
       calibrations.append(cd);
     }
     d["calibrations"] = calibrations;
@@ -931,12 +1040,30 @@ PYBIND11_MODULE(_hedgedb, m) {
            py::arg("candidates") = 0, py::arg("nprobe") = 0, py::arg("ef_search") = 0,
            py::arg("with_uncertainty") = true, py::arg("with_payload") = false,
            py::arg("adaptive_samples") = false, py::arg("min_prob") = 0.0,
-           py::arg("max_results") = 1000, py::arg("labels_in") = py::none(),
+           py::arg("max_results") = 1000, py::arg("coverage") = 0.0,
+           py::arg("coverage_by_eta") = false, py::arg("labels_in") = py::none(),
            py::arg("labels_not_in") = py::none(), py::arg("payload_equals") = py::none(),
            "Top-k of each query (the item layout of the kind; codes: logp (n, d, k) tables). "
            "Filters (ANDed): labels_in / labels_not_in (int64 arrays), payload_equals "
            "{field: str | int | float | bool | None} on the top-level fields of JSON "
-           "payloads. Returns SearchResults.")
+           "payloads. coverage in (0, 1): the conformal match set of each query (needs a "
+           "calibration with conformal_fraction). Returns SearchResults.")
+      .def("calibrate", &PyDB::Calibrate, py::arg("collection"), py::kw_only(),
+           py::arg("vec") = py::none(), py::arg("mean") = py::none(), py::arg("var") = py::none(),
+           py::arg("std") = py::none(), py::arg("log_var") = py::none(),
+           py::arg("log_std") = py::none(), py::arg("weights") = py::none(),
+           py::arg("logp") = py::none(), py::arg("query_labels") = py::none(),
+           py::arg("score") = "", py::arg("samples") = 0, py::arg("seed") = py::none(),
+           py::arg("max_pairs") = 1000000, py::arg("sample_seed") = 0, py::arg("top_ranks") = 0,
+           py::arg("conformal_fraction") = 0.0, py::arg("unconditional") = false,
+           py::arg("dry_run") = false,
+           "Fit and store the map from a score to P(same label) (docs/calibration.md): on the "
+           "collection's labelled items, or on held-out queries (the search layout) with "
+           "query_labels (n,) int64. By default conditional on each result's rank, gap and "
+           "eta (unconditional=True: the score alone). Returns the report as a dict: method, "
+           "conditional, pairs, base_rate, before / after (held out by query: ece, ece_top1, "
+           "ece_top10, brier, log_loss, precision_at_1, mean_top1_prob, eta_quartiles, "
+           "worst_eta_gap), stored.")
       .def("get", &PyDB::Get, py::arg("collection"), py::arg("ids"),
            "One dict per id: id, found, and for found items label, payload and the vectors.")
       .def("remove", &PyDB::Remove, py::arg("collection"), py::arg("ids"),

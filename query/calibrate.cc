@@ -7,6 +7,7 @@
 #include <mutex>
 #include <numeric>
 #include <shared_mutex>
+#include <type_traits>
 #include <unordered_set>
 
 #include "calibration/report.h"
@@ -37,11 +38,20 @@ Status FloorMinusInfinity(std::vector<calibration::QueryPairs>* queries) {
         "every pair's score is -inf (each query gives the items' symbols log-probability 0): "
         "nothing to calibrate on");
   }
+  const auto floor = [lowest](auto* score) {
+    if (*score == -std::numeric_limits<std::decay_t<decltype(*score)>>::infinity()) {
+      *score = static_cast<std::decay_t<decltype(*score)>>(lowest);
+    }
+  };
   for (auto& q : *queries) {
     for (auto& p : q.pairs) {
-      if (p.score == -std::numeric_limits<double>::infinity()) p.score = lowest;
+      floor(&p.score);
+      floor(&p.context.next_score);  // the conditional map's gap reads it
     }
-    if (q.has_top && q.top_score == -std::numeric_limits<double>::infinity()) q.top_score = lowest;
+    if (q.has_top) {
+      floor(&q.top_score);
+      floor(&q.top_context.next_score);
+    }
   }
   return Status::OK();
 }
@@ -82,6 +92,10 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
   HEDGEDB_RETURN_IF_ERROR(ScoreParamsFor(s, o.score, o.samples, o.has_seed, o.seed, &params));
   if (o.max_pairs < 1) return Status::InvalidArgument("max-pairs must be >= 1");
   if (o.top_ranks < 0) return Status::InvalidArgument("top-ranks must be >= 0");
+  if (!(o.conformal_fraction >= 0 && o.conformal_fraction < 1)) {
+    return Status::InvalidArgument("conformal fraction must be in [0, 1), got " +
+                                   std::to_string(o.conformal_fraction));
+  }
   const bool held_out = o.queries.n > 0;
   const size_t qfloats = QueryRowSize(s);
   std::vector<float> held_rows;
@@ -136,6 +150,14 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
     per_query.resize(size_t(nq));
     std::vector<Status> errors(static_cast<size_t>(nq));
     const bool with_eta = s.kind == Kind::kGaussian || s.kind == Kind::kMog;
+    // Every labelled item's eta, once: a conditional map reads it (as a
+    // search computes it for its hits).
+    std::vector<float> item_eta;
+    if (with_eta) {
+      item_eta.resize(labelled.size());
+      UncertaintyRows(shape, params, arena_.data(), row_bytes_, labelled.data(), labelled.size(),
+                      item_eta.data());
+    }
 #pragma omp parallel for schedule(dynamic)
     for (int64_t i = 0; i < nq; ++i) {
       std::vector<float> own(qfloats);
@@ -157,9 +179,10 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
       std::vector<float> scores(labelled.size());
       prepared->ScoreRows(arena_.data(), row_bytes_, labelled.data(), labelled.size(),
                           scores.data());
-      // Ties of float scores are ordered as search orders them
-      // (PreparedQuery::TieBreakKeys), so that the calibrated top-1 is the
-      // hit a search returns.
+      // The query's exact ranking, ordered as search orders it (ties of
+      // float scores by PreparedQuery::TieBreakKeys), so that the ranks,
+      // the gaps to the next score and the top-1 are those a search
+      // returns.
       std::vector<double> keys;
       if (prepared->TieBreakKeys(arena_.data(), row_bytes_, nullptr, 0, nullptr)) {
         keys.resize(labelled.size());
@@ -168,34 +191,25 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
       }
       const auto better = [&](size_t a, size_t b) {
         if (scores[a] != scores[b]) return scores[a] > scores[b];
-        return !keys.empty() && keys[a] > keys[b];
+        if (!keys.empty() && keys[a] != keys[b]) return keys[a] > keys[b];
+        return row_ids_[labelled[a]] < row_ids_[labelled[b]];
       };
-      std::vector<size_t> order;
-      order.reserve(labelled.size());
+      std::vector<size_t> ranking;
+      ranking.reserve(labelled.size());
       for (size_t j = 0; j < labelled.size(); ++j) {
-        if (labelled[j] != self) order.push_back(j);
+        if (labelled[j] != self) ranking.push_back(j);
       }
+      std::sort(ranking.begin(), ranking.end(), better);
       calibration::QueryPairs& qp = per_query[size_t(i)];
-      size_t top = 0;
-      for (size_t j : order) {
-        if (!qp.has_top || better(j, top)) {
-          qp.has_top = true;
-          top = j;
-        }
-      }
-      if (qp.has_top) {
-        qp.top_score = scores[top];
-        qp.top_correct = row_labels_[labelled[top]] == qlabel;
-      }
-      if (o.top_ranks > 0 && int64_t(order.size()) > o.top_ranks) {
-        std::nth_element(order.begin(), order.begin() + o.top_ranks, order.end(), better);
-        order.resize(size_t(o.top_ranks));
-      }
-      qp.pairs.reserve(order.size());
-      for (size_t j : order) {
-        qp.pairs.push_back({double(scores[j]), row_labels_[labelled[j]] == qlabel});
-      }
       if (with_eta) qp.eta = Uncertainty(shape, params, qrow);
+      qp.pairs.reserve(ranking.size());
+      for (size_t j : ranking) {
+        calibration::ScoredPair pair{double(scores[j]), row_labels_[labelled[j]] == qlabel};
+        pair.context.query_eta = qp.eta;
+        if (with_eta) pair.context.item_eta = item_eta[j];
+        qp.pairs.push_back(pair);
+      }
+      calibration::RankQueryPairs(&qp, o.top_ranks);
     }
     for (const Status& e : errors) HEDGEDB_RETURN_IF_ERROR(e);
   }
@@ -203,7 +217,8 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
   calibration::CalibrationMap map;
   Status fitted = FloorMinusInfinity(&per_query);
   if (fitted.ok()) {
-    fitted = calibration::FitAndReport(params.score, o.sample_seed, per_query, &map, &report);
+    fitted = calibration::FitAndReport(params.score, o.sample_seed, !o.unconditional,
+                                       o.conformal_fraction, per_query, &map, &report);
   }
   if (!fitted.ok()) {
     return Status::InvalidArgument("cannot calibrate collection '" + s.name +

@@ -882,9 +882,21 @@ void Collection::PackQueryRow(const EmbeddingView& v, int64_t i, float* row) con
 Status Collection::PlanSearch(const EmbeddingView& queries, const SearchOptions& options,
                               SearchPlan* plan) const {
   const CollectionSpec& s = meta_.spec;
-  const bool threshold = options.min_prob != 0;
+  if (options.coverage != 0) {
+    if (!(options.coverage > 0 && options.coverage < 1)) {
+      return Status::InvalidArgument("coverage must be in (0, 1), got " +
+                                     std::to_string(options.coverage));
+    }
+    if (options.min_prob != 0) {
+      return Status::InvalidArgument("coverage and min-prob exclude each other");
+    }
+  }
+  if (options.coverage_by_eta && options.coverage == 0) {
+    return Status::InvalidArgument("coverage by eta needs a coverage");
+  }
+  const bool threshold = options.min_prob != 0 || options.coverage != 0;
   if (!threshold && options.k < 1) return Status::InvalidArgument("k must be >= 1");
-  if (threshold && !(options.min_prob > 0 && options.min_prob <= 1)) {
+  if (options.min_prob != 0 && !(options.min_prob > 0 && options.min_prob <= 1)) {
     return Status::InvalidArgument("min-prob must be in (0, 1], got " +
                                    std::to_string(options.min_prob));
   }
@@ -1078,15 +1090,22 @@ Status Collection::FilteredCandidatesLocked(const SearchPlan& plan, const Search
 }
 
 void Collection::FillHits(const SearchPlan& plan, int64_t q, const std::vector<int64_t>& rows,
-                          const std::vector<float>& scores, const std::vector<int>& samples,
-                          const std::vector<float>& std_errors, SearchResult* res) const {
+                          const std::vector<float>& scores,
+                          std::vector<calibration::PairContext> contexts,
+                          const std::vector<int>& samples, const std::vector<float>& std_errors,
+                          SearchResult* res) const {
   const size_t k = rows.size();
-  if (plan.with_eta) {
-    res->query_uncertainty =
-        Uncertainty(plan.shape, plan.params, plan.rows.data() + q * plan.query_floats);
+  // A conditional map reads the etas even when the caller did not ask for
+  // them (with_uncertainty off).
+  const bool query_eta = plan.with_eta || (plan.map && plan.map->ReadsQueryEta());
+  const bool item_eta = plan.with_eta || (plan.map && plan.map->ReadsItemEta());
+  float qeta = std::numeric_limits<float>::quiet_NaN();
+  if (query_eta) {
+    qeta = Uncertainty(plan.shape, plan.params, plan.rows.data() + q * plan.query_floats);
+    if (plan.with_eta) res->query_uncertainty = qeta;
   }
-  std::vector<float> eta(k);
-  if (plan.with_eta) {  // one batched call: hits share SIMD lanes
+  std::vector<float> eta(k, std::numeric_limits<float>::quiet_NaN());
+  if (item_eta) {  // one batched call: hits share SIMD lanes
     UncertaintyRows(plan.shape, plan.params, arena_.data(), row_bytes_, rows.data(), k, eta.data());
   }
   res->hits.resize(k);
@@ -1098,7 +1117,12 @@ void Collection::FillHits(const SearchPlan& plan, int64_t q, const std::vector<i
     hit.has_label = (row_flags_[r] & kHasLabel) != 0;
     hit.label = row_labels_[r];
     if (plan.with_eta) hit.uncertainty = eta[j];
-    if (plan.map) hit.prob = float(plan.map->Apply(scores[j]));
+    if (plan.map) {
+      calibration::PairContext& context = contexts[j];
+      context.query_eta = qeta;
+      context.item_eta = eta[j];
+      hit.prob = float(plan.map->Apply(scores[j], &context));
+    }
     if (!samples.empty()) hit.samples = samples[j];
     if (!std_errors.empty()) hit.std_error = std_errors[j];
   }
@@ -1179,7 +1203,44 @@ Status Collection::ThresholdSearchLocked(const SearchPlan& plan, const SearchOpt
     prepared->ScoreRows(arena_.data(), row_bytes_, fresh.data(), fresh.size(), scores.data());
     for (size_t j = 0; j < fresh.size(); ++j) score_of_row[fresh[j]] = scores[j];
   };
-  auto qualifies = [&](int64_t r) { return map.Apply(score_of_row.at(r)) >= options.min_prob; };
+  // Probabilities of the rows scored so far. A conditional map reads each
+  // row's rank among them and the score ranked after it (the exact ranking
+  // once stage 1 has found the qualifying items), and the etas.
+  const bool reads_query_eta = map.ReadsQueryEta(), reads_item_eta = map.ReadsItemEta();
+  const float query_eta = reads_query_eta ? Uncertainty(plan.shape, plan.params,
+                                                        plan.rows.data() + q * plan.query_floats)
+                                          : std::numeric_limits<float>::quiet_NaN();
+  std::unordered_map<int64_t, float> eta_of_row;
+  std::vector<std::pair<int64_t, float>> ranking;  // every scored row, best first
+  std::unordered_map<int64_t, double> prob_of_row;
+  auto update_probs = [&]() {
+    ranking.assign(score_of_row.begin(), score_of_row.end());
+    prob_of_row.clear();
+    if (!map.conditional()) {  // the score alone: no ranking needed
+      for (const auto& rs : ranking) prob_of_row[rs.first] = map.Apply(rs.second);
+      return;
+    }
+    RankBestFirst(*prepared, arena_.data(), row_bytes_, row_ids_, &ranking, ranking.size());
+    if (reads_item_eta) {
+      std::vector<int64_t> fresh;
+      for (const auto& rs : ranking) {
+        if (!eta_of_row.count(rs.first)) fresh.push_back(rs.first);
+      }
+      std::vector<float> eta(fresh.size());
+      UncertaintyRows(plan.shape, plan.params, arena_.data(), row_bytes_, fresh.data(),
+                      fresh.size(), eta.data());
+      for (size_t j = 0; j < fresh.size(); ++j) eta_of_row[fresh[j]] = eta[j];
+    }
+    for (size_t j = 0; j < ranking.size(); ++j) {
+      calibration::PairContext context;
+      context.rank = int32_t(std::min<size_t>(j + 1, INT32_MAX));
+      if (j + 1 < ranking.size()) context.next_score = ranking[j + 1].second;
+      context.query_eta = query_eta;
+      if (reads_item_eta) context.item_eta = eta_of_row[ranking[j].first];
+      prob_of_row[ranking[j].first] = map.Apply(ranking[j].second, &context);
+    }
+  };
+  auto qualifies = [&](int64_t r) { return prob_of_row.at(r) >= options.min_prob; };
 
   const int64_t slots = std::max<int64_t>(index_->ntotal(), 1);
   const int64_t lists = index_->shape().ivf_lists;
@@ -1199,6 +1260,7 @@ Status Collection::ThresholdSearchLocked(const SearchPlan& plan, const SearchOpt
     while (returned < kprime && coarse[size_t(returned)] >= 0) ++returned;
     CandidateRows(coarse.data(), returned, &rows, passing);
     score_rows(rows);
+    update_probs();
     // Qualifying items among the worse half of the candidates say that more
     // may lie beyond them.
     size_t found = 0, in_tail = 0;
@@ -1225,18 +1287,36 @@ Status Collection::ThresholdSearchLocked(const SearchPlan& plan, const SearchOpt
       knobs.ef_search = int(std::min<int64_t>(knobs.ef_search * 2LL, kMaxFilteredEfSearch));
   }
   if (exhaustive) score_rows(passing ? passing->rows : live_rows_);
+  update_probs();
 
-  std::vector<std::pair<int64_t, float>> hits;
-  for (const auto& rs : score_of_row) {
-    if (map.Apply(rs.second) >= options.min_prob) hits.push_back(rs);
+  if (!map.conditional()) {
+    // Only the qualifying rows need ranking (and tie-break keys).
+    std::vector<std::pair<int64_t, float>> hits;
+    for (const auto& rs : score_of_row) {
+      if (qualifies(rs.first)) hits.push_back(rs);
+    }
+    res->truncated = int64_t(hits.size()) > options.max_results;
+    RankBestFirst(*prepared, arena_.data(), row_bytes_, row_ids_, &hits,
+                  size_t(options.max_results));
+    ranking = std::move(hits);
   }
-  res->truncated = int64_t(hits.size()) > options.max_results;
-  RankBestFirst(*prepared, arena_.data(), row_bytes_, row_ids_, &hits, size_t(options.max_results));
-  std::vector<int64_t> hit_rows(hits.size());
-  std::vector<float> hit_scores(hits.size());
-  for (size_t j = 0; j < hits.size(); ++j) {
-    hit_rows[j] = hits[j].first;
-    hit_scores[j] = hits[j].second;
+  // The qualifying rows, best first, each with its place in the ranking
+  // (for an unconditional map, which does not read it: among the hits).
+  std::vector<int64_t> hit_rows;
+  std::vector<float> hit_scores;
+  std::vector<calibration::PairContext> contexts;
+  for (size_t j = 0; j < ranking.size(); ++j) {
+    if (!qualifies(ranking[j].first)) continue;
+    if (int64_t(hit_rows.size()) == options.max_results) {
+      res->truncated = true;
+      break;
+    }
+    hit_rows.push_back(ranking[j].first);
+    hit_scores.push_back(ranking[j].second);
+    calibration::PairContext context;
+    context.rank = int32_t(std::min<size_t>(j + 1, INT32_MAX));
+    if (j + 1 < ranking.size()) context.next_score = ranking[j + 1].second;
+    contexts.push_back(context);
   }
   res->scored = int64_t(score_of_row.size());
   std::vector<int> samples;
@@ -1247,7 +1327,7 @@ Status Collection::ThresholdSearchLocked(const SearchPlan& plan, const SearchOpt
     prepared->StdErrorRows(arena_.data(), row_bytes_, hit_rows.data(), hit_rows.size(),
                            std_errors.data());
   }
-  FillHits(plan, q, hit_rows, hit_scores, samples, std_errors, res);
+  FillHits(plan, q, hit_rows, hit_scores, std::move(contexts), samples, std_errors, res);
   return Status::OK();
 }
 
@@ -1316,11 +1396,19 @@ Status Collection::RescoreLocked(const SearchPlan& plan, const SearchOptions& op
     // at the samples it used (measured at the top of the last round), so
     // `refined` is not empty and `prepared` is not needed below.
   }
+  // One more than k: the hit ranked k is told the score ranked after it
+  // (its gap), as calibration measured it over the exact ranking.
   if (prepared != nullptr) {
-    RankBestFirst(*prepared, arena_.data(), row_bytes_, row_ids_, &scored, k);
+    RankBestFirst(*prepared, arena_.data(), row_bytes_, row_ids_, &scored, k + 1);
   } else {
-    SortBestFirst(row_ids_, &scored, k);  // mc (moved into by_samples): no ties to break
+    SortBestFirst(row_ids_, &scored, k + 1);  // mc (moved into by_samples): no ties to break
   }
+  std::vector<calibration::PairContext> contexts(std::min(scored.size(), k));
+  for (size_t j = 0; j < contexts.size(); ++j) {
+    contexts[j].rank = int32_t(j + 1);
+    if (j + 1 < scored.size()) contexts[j].next_score = scored[j + 1].second;
+  }
+  scored.resize(contexts.size());
   std::vector<int64_t> hit_rows(scored.size());
   std::vector<float> hit_scores(scored.size());
   std::vector<int> samples;
@@ -1342,18 +1430,20 @@ Status Collection::RescoreLocked(const SearchPlan& plan, const SearchOptions& op
       }
     }
   }
-  FillHits(plan, q, hit_rows, hit_scores, samples, std_errors, res);
+  FillHits(plan, q, hit_rows, hit_scores, std::move(contexts), samples, std_errors, res);
   return Status::OK();
 }
 
-Status Collection::Search(const EmbeddingView& queries, const SearchOptions& options,
+Status Collection::Search(const EmbeddingView& queries, const SearchOptions& asked,
                           std::vector<SearchResult>* results) {
   SearchPlan plan;
-  HEDGEDB_RETURN_IF_ERROR(PlanSearch(queries, options, &plan));
+  HEDGEDB_RETURN_IF_ERROR(PlanSearch(queries, asked, &plan));
   CompiledFilter filter;
-  HEDGEDB_RETURN_IF_ERROR(CompileFilter(options.filter, &filter));
+  HEDGEDB_RETURN_IF_ERROR(CompileFilter(asked.filter, &filter));
   const int64_t nq = queries.n;
-  const bool threshold = options.min_prob > 0;
+  // A conformal set is a threshold search at the map's threshold (below).
+  SearchOptions options = asked;
+  const bool threshold = options.min_prob > 0 || options.coverage > 0;
 
   if (!options.exhaustive) HEDGEDB_RETURN_IF_ERROR(TrainIfDue());
   std::shared_lock<RwMutex> lock(state_mutex_, std::defer_lock);
@@ -1371,8 +1461,26 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
   auto map = calibrations_.find(plan.params.score);
   if (map != calibrations_.end()) plan.map = &map->second;
   if (threshold && !plan.map) {
-    return Status::InvalidArgument(std::string("min-prob needs a calibration of score ") +
-                                   ScoreName(plan.params.score) + " (run calibrate first)");
+    return Status::InvalidArgument(std::string(options.coverage > 0 ? "coverage" : "min-prob") +
+                                   " needs a calibration of score " + ScoreName(plan.params.score) +
+                                   " (run calibrate first)");
+  }
+  // Per query: the probability threshold of a threshold search.
+  std::vector<double> min_prob(static_cast<size_t>(nq), options.min_prob);
+  if (options.coverage > 0) {
+    for (int64_t q = 0; q < nq; ++q) {
+      double tau = 0;
+      if (options.coverage_by_eta) {
+        const double eta =
+            Uncertainty(plan.shape, plan.params, plan.rows.data() + q * plan.query_floats);
+        HEDGEDB_RETURN_IF_ERROR(plan.map->ConformalThresholdByEta(options.coverage, eta, &tau));
+      } else {
+        HEDGEDB_RETURN_IF_ERROR(plan.map->ConformalThreshold(options.coverage, &tau));
+      }
+      // A threshold of 0 or -1 (too few conformal queries found a match to
+      // cut anything): every item, up to max_results.
+      min_prob[size_t(q)] = std::max(tau, std::numeric_limits<double>::min());
+    }
   }
   const int64_t live = int64_t(live_rows_.size());
   const bool exhaustive = options.exhaustive || !index_->is_trained() || index_stale_;
@@ -1390,8 +1498,9 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
   if (threshold) {
     // Per query: stage 1 widens as far as that query needs.
     for (int64_t q = 0; q < nq; ++q) {
-      errors[q] =
-          ThresholdSearchLocked(plan, options, q, exhaustive, passing.get(), &(*results)[q]);
+      SearchOptions at = options;
+      at.min_prob = min_prob[size_t(q)];
+      errors[q] = ThresholdSearchLocked(plan, at, q, exhaustive, passing.get(), &(*results)[q]);
     }
   } else if (passing) {
     const int64_t kprime =

@@ -140,10 +140,13 @@ class Collection {
                                   int64_t kprime, const PassingSet& passing,
                                   std::vector<int64_t>* rows) const;
   // Fills result->hits from `rows` (already best first), their scores, and
-  // for mc the samples and standard error of each score.
+  // for mc the samples and standard error of each score. `contexts` give
+  // each hit's rank in the query's ranking and the score ranked after it;
+  // FillHits adds the etas a conditional map reads and computes `prob`.
   void FillHits(const SearchPlan& plan, int64_t q, const std::vector<int64_t>& rows,
-                const std::vector<float>& scores, const std::vector<int>& samples,
-                const std::vector<float>& std_errors, SearchResult* result) const;
+                const std::vector<float>& scores, std::vector<calibration::PairContext> contexts,
+                const std::vector<int>& samples, const std::vector<float>& std_errors,
+                SearchResult* result) const;
   // Stage 2 of one query over `rows`: exact scores, then (adaptive_samples)
   // more samples where the k-th boundary is uncertain; fills the top k.
   Status RescoreLocked(const SearchPlan& plan, const SearchOptions& options, int64_t q,

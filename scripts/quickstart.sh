@@ -166,8 +166,9 @@ section "6. Calibration: is p what it says?"
 # pairs, so the map learns the real base rate (about 1.2% of the pairs match).
 run calibrate --db "$DB" --collection fashion --plots "$WORK/plots" --format table \
   | tee "$WORK/calibration.txt"
-# The held-out row: ECE, Brier, log loss, precision@1, mean top-1 probability.
-awk '$1 == "calibrated" { prec = $7; mean = $8 }
+# The held-out row: ECE (all pairs, top-1, top-10), Brier, log loss,
+# precision@1, mean top-1 probability.
+awk '$1 == "calibrated" && $3 == "out)" { prec = $9; mean = $10 }
   END {
     d = prec - mean; if (d < 0) d = -d
     printf "\ncalibrated top-1 matches: precision@1 %.3f, mean probability %.3f (%s)\n", prec, mean,

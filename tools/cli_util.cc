@@ -377,6 +377,9 @@ nlohmann::json CalibrationInfoToJson(const CalibrationInfo& info) {
   if (info.samples > 0) j["samples"] = info.samples;
   j["sequence"] = info.sequence;
   j["reason"] = info.reason;
+  j["conditional"] = info.conditional;
+  if (info.conditional) j["conditioned_on"] = info.conditioned_on;
+  if (info.conformal_queries > 0) j["conformal_queries"] = info.conformal_queries;
   return j;
 }
 
@@ -391,6 +394,21 @@ nlohmann::json CalibrationQualityToJson(const CalibrationQuality& q) {
   j["log_loss"] = number(q.log_loss);
   j["precision_at_1"] = number(q.precision_at_1);
   j["mean_top1_prob"] = number(q.mean_top1_prob);
+  j["ece_top1"] = number(q.ece_top1);
+  j["ece_top10"] = number(q.ece_top10);
+  if (!q.eta_quartiles.empty()) {
+    nlohmann::json groups = nlohmann::json::array();
+    for (const EtaGroupQuality& g : q.eta_quartiles) {
+      groups.push_back({{"eta_lo", number(g.eta_lo)},
+                        {"eta_hi", number(g.eta_hi)},
+                        {"queries", g.queries},
+                        {"mean_top1_prob", number(g.mean_top1_prob)},
+                        {"precision_at_1", number(g.precision_at_1)},
+                        {"gap", number(g.gap)}});
+    }
+    j["eta_quartiles"] = std::move(groups);
+    j["worst_eta_gap"] = number(q.worst_eta_gap);
+  }
   return j;
 }
 

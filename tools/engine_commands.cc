@@ -3,6 +3,7 @@
 // Each one parses its flags, calls hedgedb::DB and prints JSON to stdout.
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -226,14 +227,20 @@ void AddTopKFlags(CLI::App* cmd, TopKFlags* flags) {
           ->check(Positive());
   AddSearchFlags(cmd, &flags->search);
   flags->k_option->excludes(flags->search.min_prob_option);
+  flags->k_option->excludes(flags->search.coverage_option);
   cmd->add_flag("--with-payload", flags->search.options.with_payload,
                 "Print each result's payload (one record read per result)");
 }
 
 SearchOptions ResolveTopKFlags(const TopKFlags& flags) {
   const SearchOptions options = ResolveSearchFlags(flags.search);
-  if (flags.k_option->count() == 0 && options.min_prob == 0) {
-    UsageError("give --k (top-k search) or --min-prob (threshold search)");
+  if (flags.k_option->count() == 0 && options.min_prob == 0 && options.coverage == 0) {
+    UsageError(
+        "give --k (top-k search), --min-prob (threshold search) or --coverage (conformal set)");
+  }
+  if (flags.search.max_results_option->count() > 0 && options.min_prob == 0 &&
+      options.coverage == 0) {
+    UsageError("--max-results needs --min-prob or --coverage");
   }
   return options;
 }
@@ -328,11 +335,14 @@ void RunCalibrate(CalibrateArgs& args) {
   CalibrationReport report;
   Check(db->Calibrate(args.collection, o, &report));
   out["method"] = report.info.method;
+  out["conditional"] = report.info.conditional;
+  if (report.info.conditional) out["conditioned_on"] = report.info.conditioned_on;
   out["reason"] = report.info.reason;
   out["pairs"] = report.info.pairs;
   out["positives"] = report.positives;
   out["base_rate"] = report.info.base_rate;
   out["queries"] = report.queries;
+  out["conformal_queries"] = report.info.conformal_queries;
   out["before"] = CalibrationQualityToJson(report.before);
   out["after"] = CalibrationQualityToJson(report.after);
   out["stored"] = report.stored;
@@ -349,14 +359,36 @@ void RunCalibrate(CalibrateArgs& args) {
       static_cast<long long>(report.info.pairs), static_cast<long long>(report.queries),
       100.0 * report.info.base_rate, report.stored ? "" : " [not stored: --dry-run]");
   std::printf("  %s\n", report.info.reason.c_str());
-  std::printf("  %-24s %8s %8s %9s %12s %16s\n", "", "ECE", "Brier", "log loss", "precision@1",
-              "mean top-1 prob");
+  if (report.info.conditional) {
+    std::printf("  conditioned on: %s\n", report.info.conditioned_on.c_str());
+  }
+  if (report.info.conformal_queries > 0) {
+    std::printf("  conformal match sets: %lld queries kept out of the fit\n",
+                static_cast<long long>(report.info.conformal_queries));
+  }
+  std::printf("  %-24s %8s %8s %8s %8s %9s %12s %16s\n", "", "ECE", "ECE@1", "ECE@10", "Brier",
+              "log loss", "precision@1", "mean top-1 prob");
   auto row = [](const char* name, const CalibrationQuality& q) {
-    std::printf("  %-24s %8.4f %8.4f %9.4f %12.3f %16.3f\n", name, q.ece, q.brier, q.log_loss,
-                q.precision_at_1, q.mean_top1_prob);
+    std::printf("  %-24s %8.4f %8.4f %8.4f %8.4f %9.4f %12.3f %16.3f\n", name, q.ece, q.ece_top1,
+                q.ece_top10, q.brier, q.log_loss, q.precision_at_1, q.mean_top1_prob);
   };
   row("raw score", report.before);
   row("calibrated (held out)", report.after);
+  // Top-1 calibration within quartiles of query eta.
+  auto quartiles = [](const char* name, const CalibrationQuality& q) {
+    if (q.eta_quartiles.empty() || std::isnan(q.worst_eta_gap)) return;
+    std::printf("  %s, top-1 by quartile of query eta (worst gap %.3f):\n", name, q.worst_eta_gap);
+    std::printf("    %-21s %8s %12s %12s %8s\n", "eta", "queries", "mean top-1 p", "precision@1",
+                "gap");
+    for (const EtaGroupQuality& g : q.eta_quartiles) {
+      char range[64];
+      std::snprintf(range, sizeof(range), "%.4g - %.4g", g.eta_lo, g.eta_hi);
+      std::printf("    %-21s %8lld %12.3f %12.3f %+8.3f\n", range,
+                  static_cast<long long>(g.queries), g.mean_top1_prob, g.precision_at_1, g.gap);
+    }
+  };
+  quartiles("raw score", report.before);
+  quartiles("calibrated (held out)", report.after);
   for (const auto& path : out.value("pictures", nlohmann::json::array())) {
     std::printf("  picture: %s\n", path.get<std::string>().c_str());
   }
@@ -372,8 +404,10 @@ void RegisterCalibrate(CLI::App& app) {
   cmd->footer(
       "Pairs: each sampled labelled item of the collection against every other labelled item "
       "(the collection's own base rate), or held-out queries (--vec / --mean --var / --logp "
-      "with --query-labels) against every labelled item. The method (platt, beta, isotonic) "
-      "is chosen by held-out log loss. \"after\" is measured on queries the map was not "
+      "with --query-labels) against every labelled item. The method (platt, beta, isotonic, or "
+      "conditional: on the score, the result's rank, its gap to the next score and the query's "
+      "and item's eta) is chosen by held-out log loss, cross-fitted by query. \"after\" is "
+      "measured on queries the map was not "
       "fitted on. Prints one JSON line; searches then return \"prob\" and accept --min-prob. "
       "See docs/calibration.md.");
   AddDbOption(cmd, &args->db);
@@ -402,6 +436,13 @@ void RegisterCalibrate(CLI::App& app) {
   AddEmbeddingOptions(cmd, &args->queries, /*for_query=*/true);
   cmd->add_option("--query-labels", args->query_labels,
                   "Labels of the held-out queries, a 1-d integer .npy");
+  cmd->add_option("--conformal-fraction", args->options.conformal_fraction,
+                  "Keep this fraction of the queries out of the fit, for conformal match sets "
+                  "(search --coverage)")
+      ->check(CLI::Range(0.0, 0.999999));
+  cmd->add_flag("--unconditional", args->options.unconditional,
+                "Calibrate the score alone (platt, beta or isotonic), not the map conditional on "
+                "rank, gap and eta");
   cmd->add_flag("--dry-run", args->options.dry_run, "Fit and report, but store nothing");
   cmd->add_option("--format", args->format, "json (one line) or table (for people)")
       ->capture_default_str()

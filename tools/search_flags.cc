@@ -59,12 +59,23 @@ void AddSearchFlags(CLI::App* cmd, SearchFlags* flags) {
                       "(in (0, 1]), best first, instead of the top k; needs a calibration of the "
                       "score (hedgedb calibrate)")
           ->check(NumberIn(0.0, 1.0));
-  cmd->add_option("--max-results", o.max_results,
-                  "Threshold search: at most this many results per query (the line says "
-                  "\"truncated\": true when more qualified)")
-      ->capture_default_str()
-      ->check(Positive())
-      ->needs(flags->min_prob_option);
+  flags->coverage_option =
+      cmd->add_option("--coverage", o.coverage,
+                      "Conformal match set: the items whose calibrated probability clears the "
+                      "threshold that holds a same-label item with this probability (in (0, 1)); "
+                      "needs a calibration fitted with --conformal-fraction")
+          ->check(NumberIn(0.0, 1.0))
+          ->excludes(flags->min_prob_option);
+  cmd->add_flag("--coverage-by-eta", o.coverage_by_eta,
+                "With --coverage: the threshold of the query's quartile of eta among the "
+                "conformal queries, so coverage holds within each quartile (gaussian, mog)")
+      ->needs(flags->coverage_option);
+  flags->max_results_option =
+      cmd->add_option("--max-results", o.max_results,
+                      "Threshold search and --coverage: at most this many results per query (the "
+                      "line says \"truncated\": true when more qualified)")
+          ->capture_default_str()
+          ->check(Positive());
   CLI::Option* label_in =
       cmd->add_option("--label", flags->label_in,
                       "Filter: only items whose label is one of these (comma-separated)")

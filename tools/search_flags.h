@@ -31,10 +31,12 @@ struct SearchFlags {
   std::vector<std::string> payload_equals;  // "field=value"
   CLI::Option* seed_option = nullptr;       // set by AddSearchFlags
   CLI::Option* min_prob_option = nullptr;   // set by AddSearchFlags
+  CLI::Option* coverage_option = nullptr;   // set by AddSearchFlags
+  CLI::Option* max_results_option = nullptr;
 };
 
 // Adds --score, --candidates, --oversampling, --exhaustive, --samples,
-// --seed, --nprobe, --ef-search, --no-uncertainty, --min-prob,
+// --seed, --nprobe, --ef-search, --no-uncertainty, --min-prob, --coverage,
 // --max-results and the filter flags (--label, --label-not-in,
 // --payload-equals) to `cmd`.
 void AddSearchFlags(CLI::App* cmd, SearchFlags* flags);

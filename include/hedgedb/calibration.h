@@ -42,6 +42,15 @@ struct CalibrateOptions {
   // other candidate is likelier a match than another pair of the same
   // score): fitting on the ranks a search returns calibrates what users see.
   int64_t top_ranks = 0;
+  // Fit the score alone (platt, beta or isotonic), not the conditional map
+  // that also reads each result's rank, gap and eta: the maps of version 1,
+  // for comparison.
+  bool unconditional = false;
+  // Conformal match sets (SearchOptions::coverage): this fraction of the
+  // queries, in [0, 1), is kept out of the fit, and the probabilities the
+  // map gives their same-label items are stored with it (split conformal,
+  // docs/calibration.md). 0: none.
+  double conformal_fraction = 0;
   // Fit and report, but do not store the map.
   bool dry_run = false;
 };
@@ -53,9 +62,23 @@ struct CalibrationBin {
   int64_t count = 0;
 };
 
+// The queries of one quartile of query uncertainty (eta), and how their
+// best matches' probabilities compare with how often those are right.
+struct EtaGroupQuality {
+  double eta_lo = 0, eta_hi = 0;  // eta range of the group's queries
+  int64_t queries = 0;
+  double mean_top1_prob = std::numeric_limits<double>::quiet_NaN();
+  double precision_at_1 = std::numeric_limits<double>::quiet_NaN();
+  double gap = std::numeric_limits<double>::quiet_NaN();  // mean_top1_prob - precision_at_1
+};
+
 // Calibration quality of one set of probabilities on labelled pairs.
 struct CalibrationQuality {
-  double ece = std::numeric_limits<double>::quiet_NaN();  // 15 equal-mass bins
+  double ece = std::numeric_limits<double>::quiet_NaN();  // 15 equal-mass bins, all pairs
+  // ECE of the pairs a search returns: each query's best item (top-1) and
+  // best ten (top-10), ranked by raw score (NaN when ranks are unknown).
+  double ece_top1 = std::numeric_limits<double>::quiet_NaN();
+  double ece_top10 = std::numeric_limits<double>::quiet_NaN();
   double brier = std::numeric_limits<double>::quiet_NaN();
   double log_loss = std::numeric_limits<double>::quiet_NaN();
   // Over the queries: how often the best other item shares the query's
@@ -64,6 +87,10 @@ struct CalibrationQuality {
   double precision_at_1 = std::numeric_limits<double>::quiet_NaN();
   double mean_top1_prob = std::numeric_limits<double>::quiet_NaN();
   std::vector<CalibrationBin> bins;
+  // The queries cut into four equal groups by their eta (lowest first; empty
+  // when the queries have no eta), and the largest |gap| among them.
+  std::vector<EtaGroupQuality> eta_quartiles;
+  double worst_eta_gap = std::numeric_limits<double>::quiet_NaN();
 };
 
 // One query's best match, for uncertainty-vs-accuracy curves.
@@ -96,11 +123,38 @@ HEDGEDB_EXPORT Status FitCalibrationMap(ScoreType score_type, const double* scor
                                         const uint8_t* same_label, int64_t n, double base_rate,
                                         std::string* map_bytes, CalibrationInfo* info);
 
+// Labelled pairs with what a search knows of each besides its score, for an
+// uncertainty- and rank-conditional map (docs/calibration.md, "Conditional
+// maps"). Arrays of n entries; scores and same_label are needed, the others
+// may be null (unknown). Without ranks the map is unconditional.
+struct CalibrationPairs {
+  const double* scores = nullptr;
+  const uint8_t* same_label = nullptr;
+  int64_t n = 0;
+  // The query each pair came from: the method is then chosen on halves split
+  // by query (a query's pairs share its eta and its ranking).
+  const int64_t* query = nullptr;
+  // 1-based position of the item in its query's ranking by raw score (best
+  // first), and the raw score of the candidate ranked right after it (NaN:
+  // none), as a search ranks them.
+  const int32_t* rank = nullptr;
+  const float* next_score = nullptr;
+  // Uncertainty (eta) of the query and of the item (NaN: none).
+  const float* query_eta = nullptr;
+  const float* item_eta = nullptr;
+};
+
+HEDGEDB_EXPORT Status FitCalibrationMap(ScoreType score_type, const CalibrationPairs& pairs,
+                                        double base_rate, std::string* map_bytes,
+                                        CalibrationInfo* info);
+
 // A labelled score matrix in (queries x items, row-major, raw scores of
 // `score_type`), the report of DB::Calibrate out, and the map it would store
 // (map_bytes, may be null). Each query is paired with every item except
 // self_index[q] (its own item, or -1; self_index may be null). query_eta
-// (n_queries, may be null) fills TopMatch::query_uncertainty. split_seed
+// (n_queries, may be null) fills TopMatch::query_uncertainty and is what a
+// conditional map reads of the query; each query's ranking (ties by item
+// index) gives the pairs their rank and gap. split_seed
 // seeds the method choice. For evaluations outside a database.
 HEDGEDB_EXPORT Status CalibrateScoreMatrix(ScoreType score_type, const float* scores,
                                            int64_t n_queries, int64_t n_items,

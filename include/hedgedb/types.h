@@ -232,6 +232,18 @@ struct SearchOptions {
   // qualifying item (docs/calibration.md, "Threshold search").
   double min_prob = 0;
   int64_t max_results = 1000;
+  // Conformal match sets: with coverage in (0, 1), return the items whose
+  // calibrated probability is at least the map's split-conformal threshold
+  // for that coverage (a threshold search, at most max_results), so that a
+  // query's set holds a same-label item with probability >= coverage over
+  // queries exchangeable with the conformal ones. Needs a calibration fitted
+  // with a conformal fraction (CalibrateOptions::conformal_fraction);
+  // excludes min_prob (docs/calibration.md, "Conformal match sets").
+  double coverage = 0;
+  // With coverage: the threshold of the query's quartile of eta among the
+  // conformal queries (group-conditional, Mondrian), so that coverage holds
+  // within each quartile, not only on average (gaussian and mog).
+  bool coverage_by_eta = false;
   // Only items that pass this filter are returned (top-k and threshold
   // search alike).
   SearchFilter filter;
@@ -272,13 +284,21 @@ struct SearchResult {
 // A calibration stored for one score of a collection (DB::Calibrate).
 struct CalibrationInfo {
   ScoreType score = ScoreType::kMc;  // resolved
-  std::string method;                // "platt", "beta" or "isotonic"
+  std::string method;                // "platt", "beta", "isotonic" or "conditional"
   int64_t pairs = 0;                 // labelled pairs it was fitted on
   double fit_base_rate = 0;          // their positive rate
   double base_rate = 0;              // the rate it is calibrated for
   int samples = 0;                   // Monte Carlo samples of the pair scores (0: not MC)
   uint64_t sequence = 0;             // collection sequence when fitted
   std::string reason;                // why this method won
+  // A conditional map reads the result's context (rank, gap to the next
+  // score, eta: docs/calibration.md); conditioned_on lists its features.
+  // Maps stored before version 2 are unconditional.
+  bool conditional = false;
+  std::string conditioned_on;
+  // Labelled queries held out of the fit whose scores give conformal match
+  // sets (SearchOptions::coverage); 0: none.
+  int64_t conformal_queries = 0;
 };
 
 struct CollectionStats {

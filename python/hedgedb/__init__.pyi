@@ -86,10 +86,35 @@ class DB:
         adaptive_samples: bool = False,
         min_prob: float = 0.0,
         max_results: int = 1000,
+        coverage: float = 0.0,
+        coverage_by_eta: bool = False,
         labels_in: Optional[ArrayLike] = None,
         labels_not_in: Optional[ArrayLike] = None,
         payload_equals: Optional[Dict[str, Union[str, int, float, bool, None]]] = None,
     ) -> SearchResults: ...
+    def calibrate(
+        self,
+        collection: str,
+        *,
+        vec: Optional[ArrayLike] = None,
+        mean: Optional[ArrayLike] = None,
+        var: Optional[ArrayLike] = None,
+        std: Optional[ArrayLike] = None,
+        log_var: Optional[ArrayLike] = None,
+        log_std: Optional[ArrayLike] = None,
+        weights: Optional[ArrayLike] = None,
+        logp: Optional[ArrayLike] = None,
+        query_labels: Optional[ArrayLike] = None,
+        score: str = "",
+        samples: int = 0,
+        seed: Optional[int] = None,
+        max_pairs: int = 1000000,
+        sample_seed: int = 0,
+        top_ranks: int = 0,
+        conformal_fraction: float = 0.0,
+        unconditional: bool = False,
+        dry_run: bool = False,
+    ) -> Dict[str, Any]: ...
     def get(self, collection: str, ids: ArrayLike) -> List[Dict[str, Any]]: ...
     def remove(self, collection: str, ids: ArrayLike) -> int: ...
     def list_ids(self, collection: str) -> npt.NDArray[np.int64]: ...

@@ -115,7 +115,13 @@ TEST(CalibrationMapTest, WrongVersionIsRejected) {
   CalibrationMap decoded;
   Status s = CalibrationMap::Decode(bytes, &decoded);
   EXPECT_TRUE(s.IsCorruption());
-  EXPECT_NE(s.message().find("unknown version 2"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("unknown version " + std::to_string(kCalibrationMapVersion + 1)),
+            std::string::npos)
+      << s.ToString();
+  // Version 0 never existed.
+  bytes[4] = 0;
+  Reseal(&bytes);
+  EXPECT_TRUE(CalibrationMap::Decode(bytes, &decoded).IsCorruption());
 }
 
 // Offsets in the layout of calibration_map.cc: a 10-byte header, then

@@ -1212,6 +1212,23 @@ TEST_F(CliTest, CalibrateStoresAMapThatSearchAndStatsShow) {
   EXPECT_EQ(report["stored"], true);
   EXPECT_EQ(report["pairs"], 800 * 799);
   EXPECT_LT(report["after"]["ece"].get<double>(), 0.02);
+  // The map reads each result's rank, gap and eta; the report gives the ECE
+  // of the top-1 and top-10 and the top-1 per quartile of query eta.
+  EXPECT_EQ(report["conditional"], true) << report.dump();
+  EXPECT_NE(report["conditioned_on"].get<std::string>().find("query eta"), std::string::npos);
+  for (const char* part : {"before", "after"}) {
+    EXPECT_TRUE(report[part]["ece_top1"].is_number()) << part;
+    EXPECT_TRUE(report[part]["ece_top10"].is_number()) << part;
+    ASSERT_EQ(report[part]["eta_quartiles"].size(), 4u) << part;
+    int64_t queries = 0;
+    for (const json& g : report[part]["eta_quartiles"]) {
+      queries += g["queries"].get<int64_t>();
+      EXPECT_NEAR(g["gap"].get<double>(),
+                  g["mean_top1_prob"].get<double>() - g["precision_at_1"].get<double>(), 1e-9);
+    }
+    EXPECT_EQ(queries, 800);
+    EXPECT_TRUE(report[part]["worst_eta_gap"].is_number()) << part;
+  }
   ASSERT_EQ(report["pictures"].size(), 2u);
   for (const auto& path : report["pictures"]) {
     EXPECT_GT(fs::file_size(path.get<std::string>()), 1000u) << path;
@@ -1242,11 +1259,42 @@ TEST_F(CliTest, CalibrateStoresAMapThatSearchAndStatsShow) {
   json stats = Ok({"stats", "--db", db_, "--collection", "c"}).Json();
   ASSERT_EQ(stats["calibrations"].size(), 1u);
   EXPECT_EQ(stats["calibrations"][0]["score"], "mc");
+  EXPECT_EQ(stats["calibrations"][0]["conditional"], true);
+  // --unconditional: the score alone, as maps before version 2.
+  const json plain =
+      Ok({"calibrate", "--db", db_, "--collection", "c", "--unconditional", "--dry-run"}).Json();
+  EXPECT_EQ(plain["conditional"], false);
+  EXPECT_NE(plain["method"], "conditional");
+
+  // Conformal match sets: refused without conformal scores; with them, the
+  // sets of --coverage are threshold searches, capped by --max-results.
+  Fails(search({"--coverage", "0.9"}), 1, {"conformal-fraction"});
+  Fails(search({"--coverage", "1.5"}), 2, {"--coverage"});
+  Fails(search({"--coverage", "0.9", "--min-prob", "0.5"}), 2, {"excludes"});
+  Fails(search({"--coverage", "0.9", "--k", "3"}), 2, {"excludes"});
+  Fails(search({"--k", "3", "--max-results", "4"}), 2, {"--max-results needs"});
+  const json conformal = Ok({"calibrate", "--db", db_, "--collection", "c", "--conformal-fraction",
+                             "0.3", "--max-pairs", "20000"})
+                             .Json();
+  EXPECT_GT(conformal["conformal_queries"].get<int64_t>(), 0);
+  Fails({"calibrate", "--db", db_, "--collection", "c", "--conformal-fraction", "1"}, 2,
+        {"--conformal-fraction"});
+  lines = Ok(search({"--coverage", "0.8", "--max-results", "50"})).JsonLines();
+  ASSERT_EQ(lines.size(), 30u);
+  for (const json& line : lines) EXPECT_LE(line["results"].size(), 50u);
+  Fails(search({"--coverage", "0.999"}), 1, {"conformal queries"});
+  Fails(search({"--k", "3", "--coverage-by-eta"}), 2, {"--coverage"});
+  // 7 conformal queries, about 2 per quartile of eta: too few for 0.8.
+  Fails(search({"--coverage", "0.8", "--coverage-by-eta"}), 1,
+        {"conformal queries in quartile"});
+  Ok({"calibrate", "--db", db_, "--collection", "c"});
 
   // The table for people, a dry run that stores nothing, and removal.
   const RunResult table = Ok({"calibrate", "--db", db_, "--collection", "c", "--score", "csd",
                               "--dry-run", "--format", "table"});
   EXPECT_NE(table.out.find("calibrated (held out)"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("ECE@10"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("by quartile of query eta"), std::string::npos) << table.out;
   stats = Ok({"stats", "--db", db_, "--collection", "c"}).Json();
   EXPECT_EQ(stats["calibrations"].size(), 1u);
   Ok({"calibrate", "--db", db_, "--collection", "c", "--remove"});

@@ -18,10 +18,12 @@
 #include <set>
 #include <thread>
 
+#include "calibration/metrics.h"
 #include "engine_test_util.h"
 #include "hedgedb/score.h"
 #include "sanitizer.h"
 #include "storage/record_store.h"
+#include "tests/calibration/version_one_map.h"
 
 extern char** environ;
 
@@ -134,7 +136,10 @@ TEST(Calibrate, StoresAMapThatSearchesUseAndThatSurvivesReopen) {
       ASSERT_TRUE(std::isfinite(hit.prob));
       EXPECT_GE(hit.prob, 0.0f);
       EXPECT_LE(hit.prob, 1.0f);
-      if (j > 0) {
+      // A map of the score alone is monotone, so probabilities fall along
+      // the ranking; a conditional one also reads each item's eta, and a
+      // less certain item can rank above a likelier match.
+      if (j > 0 && !st.calibrations[0].conditional) {
         EXPECT_LE(hit.prob, results[q].hits[j - 1].prob);
       }
     }
@@ -479,6 +484,280 @@ TEST(Calibrate, ScoreMatrixEntryPointAgreesWithTheCollection) {
                                    items.labels.data(), self.data(), nullptr, 0, nullptr,
                                    &from_matrix)
                   .IsInvalidArgument());
+}
+
+// Top-1 calibration of fresh labelled queries split at their median eta.
+struct EtaHalf {
+  double mean_prob = 0, precision = 0;
+  int64_t queries = 0;
+};
+
+std::vector<EtaHalf> TopOneByEtaHalf(const std::vector<SearchResult>& results,
+                                     const std::vector<int64_t>& labels) {
+  std::vector<float> etas;
+  for (const SearchResult& r : results) etas.push_back(r.query_uncertainty);
+  std::vector<float> sorted = etas;
+  std::sort(sorted.begin(), sorted.end());
+  const float median = sorted[sorted.size() / 2];
+  std::vector<EtaHalf> halves(2);
+  for (size_t q = 0; q < results.size(); ++q) {
+    EtaHalf& h = halves[etas[q] < median ? 0 : 1];
+    const SearchHit& top = results[q].hits.at(0);
+    h.mean_prob += top.prob;
+    h.precision += top.label == labels[q] ? 1 : 0;
+    ++h.queries;
+  }
+  for (EtaHalf& h : halves) {
+    h.mean_prob /= double(h.queries);
+    h.precision /= double(h.queries);
+  }
+  return halves;
+}
+
+// ECE (15 equal-mass bins) of the hits ranked at most max_rank.
+double EceOfHits(const std::vector<SearchResult>& results, const std::vector<int64_t>& labels,
+                 size_t max_rank) {
+  std::vector<calibration::ScoredPair> pairs;
+  for (size_t q = 0; q < results.size(); ++q) {
+    for (size_t j = 0; j < std::min(max_rank, results[q].hits.size()); ++j) {
+      const SearchHit& h = results[q].hits[j];
+      pairs.push_back({double(h.prob), h.label == labels[q]});
+    }
+  }
+  calibration::CalibrationMetrics m;
+  EXPECT_TRUE(calibration::MeasureCalibration(pairs, &m).ok());
+  return m.ece;
+}
+
+// Gaussians whose uncertain items are the noisy ones, in an IVF index: the
+// map of the score alone promises uncertain queries too much and certain
+// ones too little; the conditional map (rank, gap, query and item eta) is
+// right in both halves, for the top-1 and the top-10, with one map.
+TEST(Calibrate, ConditionalMapIsRightForUncertainQueriesAtEveryK) {
+  if (testing_util::kSanitized) GTEST_SKIP() << "needs ~1M scored pairs";
+  TempDir dir;
+  const CollectionSpec spec = GaussianSpec("IVF16,Flat");
+  std::unique_ptr<DB> db = DbWith(dir, spec, ClusteredBatch(spec, 3000, 20, 31));
+  ASSERT_TRUE(db->Flush().ok());
+  ASSERT_TRUE(StatsOf(db.get(), "c").index_trained);
+  const testing::Batch queries = ClusteredBatch(spec, 2000, 20, 32);
+  SearchOptions top10;
+  top10.k = 10;
+
+  struct Run {
+    const char* name;
+    bool unconditional;
+  };
+  double worst_gap[2] = {0, 0};
+  for (const Run& run : {Run{"score alone", true}, Run{"conditional", false}}) {
+    CalibrateOptions o;
+    o.unconditional = run.unconditional;
+    CalibrationReport report;
+    Status s = db->Calibrate("c", o, &report);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(report.info.conditional, !run.unconditional);
+    // The report's own held-out view: ECE of the top-1 and top-10, and the
+    // top-1 per quartile of query eta.
+    EXPECT_TRUE(std::isfinite(report.after.ece_top1));
+    EXPECT_TRUE(std::isfinite(report.after.ece_top10));
+    ASSERT_EQ(report.after.eta_quartiles.size(), 4u);
+    std::vector<SearchResult> results;
+    ASSERT_TRUE(db->Search("c", queries.view(), top10, &results).ok());
+    const std::vector<EtaHalf> halves = TopOneByEtaHalf(results, queries.labels);
+    for (int h = 0; h < 2; ++h) {
+      std::printf("%s, %s eta half: mean top-1 prob %.3f, precision@1 %.3f (%lld queries)\n",
+                  run.name, h ? "high" : "low", halves[h].mean_prob, halves[h].precision,
+                  (long long)halves[h].queries);
+      worst_gap[run.unconditional ? 0 : 1] =
+          std::max(worst_gap[run.unconditional ? 0 : 1],
+                   std::fabs(halves[h].mean_prob - halves[h].precision));
+    }
+    std::printf(
+        "%s: returned top-1 ECE %.4f, top-10 ECE %.4f; report (held out): all %.4f, "
+        "top-1 %.4f, top-10 %.4f, worst eta-quartile gap %.3f; %s\n",
+        run.name, EceOfHits(results, queries.labels, 1), EceOfHits(results, queries.labels, 10),
+        report.after.ece, report.after.ece_top1, report.after.ece_top10, report.after.worst_eta_gap,
+        report.info.reason.c_str());
+    if (!run.unconditional) {
+      EXPECT_EQ(report.info.method, "conditional");
+      EXPECT_NE(report.info.conditioned_on.find("query eta"), std::string::npos);
+      EXPECT_LE(EceOfHits(results, queries.labels, 10), 0.03);
+      // One map for every k: over the exact ranking, the best hit of a
+      // top-1 search says what the best hit of a top-10 search says (the
+      // IVF's candidates for k = 1 and k = 10 differ, and so can the score
+      // ranked second).
+      SearchOptions exact1, exact10;
+      exact1.k = 1;
+      exact1.exhaustive = exact10.exhaustive = true;
+      exact10.k = 10;
+      std::vector<SearchResult> single, ten;
+      ASSERT_TRUE(db->Search("c", queries.view(), exact1, &single).ok());
+      ASSERT_TRUE(db->Search("c", queries.view(), exact10, &ten).ok());
+      for (size_t q = 0; q < single.size(); ++q) {
+        ASSERT_EQ(single[q].hits[0].id, ten[q].hits[0].id);
+        ASSERT_EQ(single[q].hits[0].prob, ten[q].hits[0].prob) << "query " << q;
+      }
+    }
+  }
+  EXPECT_GT(worst_gap[0], 0.05) << "the score alone should miss the eta effect";
+  EXPECT_LE(worst_gap[1], 0.05);
+
+  // Threshold search with the conditional map: exactly the items of an
+  // exhaustive ranking whose probability clears the threshold, with the
+  // probabilities that ranking gives them.
+  SearchOptions all;
+  all.k = 3000;
+  all.exhaustive = true;
+  SearchOptions threshold;
+  threshold.min_prob = 0.3;
+  threshold.exhaustive = true;
+  const testing::Batch few = ClusteredBatch(spec, 20, 20, 33);
+  std::vector<SearchResult> ranked, over;
+  ASSERT_TRUE(db->Search("c", few.view(), all, &ranked).ok());
+  ASSERT_TRUE(db->Search("c", few.view(), threshold, &over).ok());
+  for (size_t q = 0; q < ranked.size(); ++q) {
+    std::map<int64_t, float> want;
+    for (const SearchHit& h : ranked[q].hits) {
+      if (h.prob >= 0.3f) want[h.id] = h.prob;
+    }
+    ASSERT_EQ(over[q].hits.size(), want.size()) << "query " << q;
+    for (const SearchHit& h : over[q].hits) {
+      ASSERT_TRUE(want.count(h.id)) << h.id;
+      EXPECT_NEAR(h.prob, want[h.id], 1e-6);
+    }
+  }
+}
+
+// Conformal match sets: calibrated with 30% of the queries kept out of the
+// fit, a --coverage 0.9 search of fresh queries holds a same-label item in
+// 87-95% of them (the finite-sample guarantee is >= 0.9 on average over
+// calibration draws; one draw of ~300 conformal queries wobbles by ~0.02).
+TEST(Calibrate, ConformalSetsCoverFreshQueries) {
+  if (testing_util::kSanitized) GTEST_SKIP() << "needs ~3M scored pairs";
+  TempDir dir;
+  const CollectionSpec spec = GaussianSpec("IVF16,Flat");
+  std::unique_ptr<DB> db = DbWith(dir, spec, ClusteredBatch(spec, 3000, 20, 51));
+  ASSERT_TRUE(db->Flush().ok());
+  const testing::Batch queries = ClusteredBatch(spec, 2000, 20, 52);
+  SearchOptions set90;
+  set90.coverage = 0.9;
+  // No calibration, then one without conformal scores: refused, saying why.
+  std::vector<SearchResult> results;
+  Status s = db->Search("c", queries.view(), set90, &results);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("coverage needs a calibration"), std::string::npos) << s.ToString();
+  CalibrateOptions plain;
+  plain.max_pairs = 20000;
+  ASSERT_TRUE(db->Calibrate("c", plain, nullptr).ok());
+  s = db->Search("c", queries.view(), set90, &results);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("conformal-fraction"), std::string::npos) << s.ToString();
+
+  CalibrateOptions o;
+  o.max_pairs = 3000 * 999;
+  o.conformal_fraction = 0.3;
+  CalibrationReport report;
+  s = db->Calibrate("c", o, &report);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  // 999 queries fit in max_pairs (2,999 pairs each); 30% of them, rounded down.
+  EXPECT_EQ(report.info.conformal_queries, 299);
+  EXPECT_EQ(report.queries, 700);
+  EXPECT_EQ(StatsOf(db.get(), "c").calibrations[0].conformal_queries, 299);
+  ASSERT_TRUE(db->Search("c", queries.view(), set90, &results).ok());
+  std::vector<float> etas;
+  for (const SearchResult& r : results) etas.push_back(r.query_uncertainty);
+  std::vector<float> sorted = etas;
+  std::sort(sorted.begin(), sorted.end());
+  const float median = sorted[sorted.size() / 2];
+  int covered = 0, half_covered[2] = {0, 0}, half_n[2] = {0, 0};
+  int64_t size[2] = {0, 0};
+  for (size_t q = 0; q < results.size(); ++q) {
+    bool hit = false;
+    for (const SearchHit& h : results[q].hits) hit = hit || h.label == queries.labels[q];
+    EXPECT_FALSE(results[q].truncated);
+    const int half = etas[q] < median ? 0 : 1;
+    covered += hit;
+    half_covered[half] += hit;
+    ++half_n[half];
+    size[half] += int64_t(results[q].hits.size());
+  }
+  const double coverage = double(covered) / double(results.size());
+  std::printf("coverage 0.9: measured %.3f; low eta half %.3f (mean set size %.1f), high eta half "
+              "%.3f (%.1f)\n",
+              coverage, double(half_covered[0]) / half_n[0], double(size[0]) / half_n[0],
+              double(half_covered[1]) / half_n[1], double(size[1]) / half_n[1]);
+  EXPECT_GE(coverage, 0.87);
+  EXPECT_LE(coverage, 0.95);
+  // By quartile of eta (Mondrian): ~75 conformal queries per quartile, and
+  // coverage within each half of the fresh queries.
+  SearchOptions by_eta = set90;
+  by_eta.coverage_by_eta = true;
+  ASSERT_TRUE(db->Search("c", queries.view(), by_eta, &results).ok());
+  int eta_covered[2] = {0, 0};
+  int64_t eta_size[2] = {0, 0};
+  for (size_t q = 0; q < results.size(); ++q) {
+    bool hit = false;
+    for (const SearchHit& h : results[q].hits) hit = hit || h.label == queries.labels[q];
+    const int half = etas[q] < median ? 0 : 1;
+    eta_covered[half] += hit;
+    eta_size[half] += int64_t(results[q].hits.size());
+  }
+  std::printf("coverage 0.9 by eta: low eta half %.3f (mean set size %.1f), high eta half %.3f "
+              "(%.1f)\n",
+              double(eta_covered[0]) / half_n[0], double(eta_size[0]) / half_n[0],
+              double(eta_covered[1]) / half_n[1], double(eta_size[1]) / half_n[1]);
+  for (int h = 0; h < 2; ++h) {
+    EXPECT_GE(double(eta_covered[h]) / half_n[h], 0.85) << "half " << h;
+    EXPECT_LE(double(eta_covered[h]) / half_n[h], 0.96) << "half " << h;
+  }
+  // Bad input.
+  SearchOptions bad = set90;
+  bad.coverage = 1.5;
+  EXPECT_TRUE(db->Search("c", queries.view(), bad, &results).IsInvalidArgument());
+  bad.coverage = 0.9;
+  bad.min_prob = 0.5;
+  s = db->Search("c", queries.view(), bad, &results);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("exclude"), std::string::npos) << s.ToString();
+  bad.min_prob = 0;
+  bad.coverage = 0.999;  // needs 999 conformal queries
+  s = db->Search("c", queries.view(), bad, &results);
+  EXPECT_NE(s.message().find("at least 999 conformal queries"), std::string::npos)
+      << s.ToString();
+  bad.coverage = 0;
+  bad.coverage_by_eta = true;
+  EXPECT_TRUE(db->Search("c", queries.view(), bad, &results).IsInvalidArgument());
+  o.conformal_fraction = 1.0;
+  EXPECT_TRUE(db->Calibrate("c", o, nullptr).IsInvalidArgument());
+}
+
+// A map stored by version 1 of the format (before conditional maps) still
+// loads, says it is unconditional, and gives the probabilities it did.
+TEST(Calibrate, VersionOneMapStillLoadsAndWorks) {
+  TempDir dir;
+  const CollectionSpec spec = GaussianSpec();
+  const testing::Batch queries = ClusteredBatch(spec, 5, 8, 41);
+  {
+    std::unique_ptr<DB> db = DbWith(dir, spec, ClusteredBatch(spec, 400, 8, 40));
+    Status s =
+        db->ImportCalibration("c", calibration::testing::VersionOnePlattMap(1.3, -3.5, 0.1), 0);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  std::unique_ptr<DB> db = OpenDb(dir.path());
+  const CollectionStats st = StatsOf(db.get(), "c");
+  ASSERT_EQ(st.calibrations.size(), 1u);
+  EXPECT_EQ(st.calibrations[0].method, "platt");
+  EXPECT_FALSE(st.calibrations[0].conditional);
+  EXPECT_TRUE(st.calibration_note.empty()) << st.calibration_note;
+  std::vector<SearchResult> results;
+  ASSERT_TRUE(db->Search("c", queries.view(), SearchOptions(), &results).ok());
+  for (const SearchResult& r : results) {
+    for (const SearchHit& h : r.hits) {
+      const double s = std::min(std::max(double(h.score), 1e-7), 1 - 1e-7);
+      const double z = 1.3 * std::log(s / (1 - s)) - 3.5;
+      EXPECT_NEAR(h.prob, 1 / (1 + std::exp(-z)), 1e-6);
+    }
+  }
 }
 
 // The standard error of an mc score is honest: over 1,000 seeds its root mean
