@@ -747,7 +747,7 @@ class PyDB {
     if (held_out) {
       const auto [variance, form] = VarianceArgument(var, stdev, log_var, log_std);
       e = ReadEmbeddings(spec, true, vec, mean, variance, weights, py::none(), logp, form);
-      auto a = AsArray<int64_t>(query_labels, "query_labels");
+      auto a = AsIntArray<int64_t>(query_labels, "query_labels");
       if (a.ndim() != 1 || a.shape(0) != static_cast<py::ssize_t>(e.view.n)) {
         Invalid("query_labels: expected shape (" + std::to_string(e.view.n) + ",), got " +
                 ShapeText(a));
