@@ -729,7 +729,8 @@ void RunDrop(const CollectionArgs& args) {
 }
 
 void RunRepair(const CollectionArgs& args) {
-  Check(RepairDB(args.db));
+  RepairReport report;
+  Check(RepairDB(args.db, &report));
   // Open every collection once: their index files are rebuilt from what the
   // repair salvaged.
   std::unique_ptr<DB> db = OpenDatabase(args.db, false);
@@ -739,16 +740,37 @@ void RunRepair(const CollectionArgs& args) {
   for (const std::string& name : names) {
     CollectionStats stats;
     const Status s = db->GetStats(name, &stats);
+    nlohmann::json j = {{"name", name}};
     if (s.ok()) {
-      collections.push_back({{"name", name}, {"items", stats.items}, {"max_id", stats.max_id}});
+      j["items"] = stats.items;
+      j["max_id"] = stats.max_id;
     } else {
-      collections.push_back({{"name", name}, {"error", s.ToString()}});
+      j["error"] = s.ToString();
     }
+    for (const RepairCollection& c : report.collections) {
+      if (c.name != name) continue;
+      j["restored_from_snapshot"] = c.restored;
+      if (c.lost_records > 0) j["lost_records"] = c.lost_records;
+      if (c.lost_payloads > 0) j["lost_payloads"] = c.lost_payloads;
+      if (c.possibly_lost) j["possibly_lost"] = true;
+      if (!c.note.empty()) j["note"] = c.note;
+    }
+    collections.push_back(std::move(j));
   }
   nlohmann::json out;
   out["repaired"] = args.db;
+  out["set_aside"] = report.set_aside;
+  out["complete"] = report.complete();
+  if (report.lost_catalog_entries > 0) out["lost_catalog_entries"] = report.lost_catalog_entries;
+  if (report.catalog_possibly_lost) out["catalog_possibly_lost"] = true;
   out["collections"] = std::move(collections);
   PrintJsonLine(out);
+  if (!report.complete()) {
+    Fail(
+        "repair could not recover everything (see lost_records, lost_payloads, possibly_lost); "
+        "the damaged table files are kept in " +
+        args.db + "/store/lost/");
+  }
 }
 
 struct BackupArgs {
