@@ -135,7 +135,12 @@ Status RestoreFromSnapshot(storage::RecordStore* store, const std::string& ident
 Status RepairDB(const std::string& path, RepairReport* report) {
   *report = RepairReport();
   std::error_code ec;
-  if (!fs::is_directory(path + "/store", ec)) return Status::NotFound("no database at " + path);
+  // A store missing while a finished repaired copy waits beside it: a
+  // repair was interrupted while swapping them (RecordStore::Repair).
+  if (!fs::is_directory(path + "/store", ec) &&
+      !fs::exists(path + "/store.repair-new/REPAIRED", ec)) {
+    return Status::NotFound("no database at " + path);
+  }
   const std::string store_path = path + "/store";
   const std::string aside = path + "/index.repair";
   HEDGEDB_RETURN_IF_ERROR(SetIndexFilesAside(path, aside));

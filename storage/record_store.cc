@@ -370,6 +370,37 @@ Status RecordStore::Write(const rocksdb::WriteOptions& options, rocksdb::WriteBa
   return s;
 }
 
+// A copy of the directory tree `from` in `to` (which must not exist): files
+// hard-linked where possible, copied otherwise; RocksDB's LOCK file left out.
+Status LinkOrCopyTree(const std::string& from, const std::string& to) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(to, ec);
+  if (ec) return Status::IOError("cannot create " + to + ": " + ec.message());
+  for (fs::directory_iterator it(from, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const std::string target = to + "/" + name;
+    std::error_code e;
+    if (it->is_directory(e)) {
+      HEDGEDB_RETURN_IF_ERROR(LinkOrCopyTree(it->path().string(), target));
+      continue;
+    }
+    if (name == "LOCK") continue;
+    // Table files are never changed once written: a link is a copy. Logs
+    // and the MANIFEST are copied (RocksDB's repair reads them; a link
+    // would do too, but a copy keeps the original's bytes whatever happens).
+    const bool table = it->path().extension() == ".sst";
+    if (table) fs::create_hard_link(it->path(), target, e);
+    if (!table || e) {
+      e.clear();
+      fs::copy_file(it->path(), target, e);
+    }
+    if (e) return Status::IOError("cannot copy " + it->path().string() + ": " + e.message());
+  }
+  if (ec) return Status::IOError("cannot list " + from + ": " + ec.message());
+  return Status::OK();
+}
+
 // The newest MANIFEST-<n> file of a store directory, or "".
 std::string NewestManifest(const std::string& path) {
   std::string newest;
@@ -416,10 +447,43 @@ Status RecordStore::Repair(const std::string& path) {
     if (Open(check, path, &store).ok()) return Status::OK();
     std::filesystem::remove(path + "/CURRENT", ec);  // that manifest is no good either
   }
-  rocksdb::DBOptions db_options;
-  db_options.create_if_missing = false;
-  rocksdb::Status s = rocksdb::RepairDB(path, db_options, StoreFamilies());
-  return FromRocks(s, "repairing record store " + path);
+  // RocksDB 7.8's repair is not safe to interrupt: it writes each log into a
+  // new table before it moves the log to lost/, so a repair killed in
+  // between and run again makes a second table with the same keys and
+  // sequence numbers, and every later read of them aborts the process (an
+  // assertion in DBIter; found by bench/crash_harness.cc). So it repairs a
+  // copy (table files hard-linked: RocksDB never changes one), marks the
+  // copy finished, and swaps it in; the store itself is untouched until
+  // then, and an interrupted swap is finished by the next repair.
+  namespace fs = std::filesystem;
+  const std::string fresh = path + ".repair-new", old = path + ".repair-old";
+  const std::string done_marker = "/REPAIRED";
+  if (fs::exists(path, ec)) {
+    fs::remove_all(old, ec);  // the store is whole: the old copy is not needed
+    fs::remove(path + done_marker, ec);
+  }
+  if (!fs::exists(fresh + done_marker, ec)) {
+    fs::remove_all(fresh, ec);
+    if (!fs::exists(path, ec)) return Status::NotFound("no record store at " + path);
+    HEDGEDB_RETURN_IF_ERROR(LinkOrCopyTree(path, fresh));
+    rocksdb::DBOptions db_options;
+    db_options.create_if_missing = false;
+    HEDGEDB_RETURN_IF_ERROR(FromRocks(rocksdb::RepairDB(fresh, db_options, StoreFamilies()),
+                                      "repairing record store " + path));
+    HEDGEDB_RETURN_IF_ERROR(WriteFileAtomically(fresh + done_marker, {"repaired\n"}));
+  }
+  if (fs::exists(path, ec)) {
+    fs::rename(path, old, ec);
+    if (ec) return Status::IOError("cannot move " + path + " aside: " + ec.message());
+  }
+  fs::rename(fresh, path, ec);
+  if (ec)
+    return Status::IOError("cannot move the repaired " + fresh + " to " + path + ": " +
+                           ec.message());
+  HEDGEDB_RETURN_IF_ERROR(SyncDirectory(fs::path(path).parent_path().string()));
+  fs::remove(path + done_marker, ec);
+  fs::remove_all(old, ec);
+  return Status::OK();
 }
 
 Status RecordStore::Open(const StoreOptions& options, const std::string& path,

@@ -863,8 +863,10 @@ void RegisterCollectionCommands(CLI::App& app) {
   auto repair = std::make_shared<CollectionArgs>();
   cmd = app.add_subcommand(
       "repair",
-      "Repair a damaged record store (RocksDB repair: salvages every readable file), then "
-      "rebuild every index; prints what each collection holds afterwards");
+      "Repair a damaged record store (RocksDB repair: salvages every readable file; records of "
+      "a table set aside come back from the collection's arena snapshot where it agrees with "
+      "the rest), then rebuild every index; prints what each collection holds afterwards, and "
+      "exits 1 if anything readable could not be kept");
   cmd->footer(
       "Run it when a command reports that the store is damaged, with no other process using the "
       "database. Take a copy of the directory first: records in unreadable files are lost.");
@@ -878,9 +880,10 @@ void RegisterCollectionCommands(CLI::App& app) {
       "possible, plus the index files); prints each collection's items and sequence");
   cmd->footer(
       "The command opens the database like any other command, so no other process may write "
-      "it meanwhile, unless --read-only: the copy then holds the writer's acknowledged batches "
-      "as of the copy (a program that keeps the database open can also back it up with "
-      "DB::Backup while it writes). Restore by opening the copy's directory.");
+      "it meanwhile, unless --read-only: the copy then holds every batch the writer "
+      "acknowledged before the command started (the reader's view, copied key by key; a "
+      "program that keeps the database open can also back it up with DB::Backup while it "
+      "writes). Restore by opening the copy's directory.");
   AddDbOption(cmd, &backup->db);
   AddReadOnlyFlag(cmd, &backup->read_only);
   cmd->add_option("--to", backup->to, "Backup directory (must not exist, or be empty)")->required();

@@ -160,6 +160,12 @@ class HEDGEDB_EXPORT DB {
   // copied before the checkpoint; one that would still not fit is left out
   // and rebuilt when the copy is opened). `result` (if not null) receives
   // what each collection of the copy holds.
+  //
+  // A reader (Options::read_only) first catches up (as CatchUp), then copies
+  // its view key by key into a new store and checks the copy against it
+  // (each collection's sequence number and record count): the copy holds
+  // every batch the writer acknowledged before the call, and never links
+  // the writer's files, which the writer may delete or rewrite meanwhile.
   virtual Status Backup(const std::string& dir, BackupResult* result) = 0;
 
   // Checks, without changing anything and without opening collections:
