@@ -3,7 +3,9 @@ processes). The merged top-k equals a single-node collection's, score for
 score; a worker that dies makes the search raise, never return short."""
 
 import os
+import pathlib
 import signal
+import subprocess
 
 import numpy as np
 import pytest
@@ -11,6 +13,8 @@ import pytest
 hedgedb = pytest.importorskip("hedgedb")
 distributed = pytest.importorskip("distributed")
 from hedgedb.dask import ShardedCollection  # noqa: E402
+
+SOURCE = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -105,10 +109,7 @@ def test_a_dead_worker_fails_the_search(tmp_path):
 def test_threshold_search_merges_every_qualifying_item(client, tmp_path):
     """min_prob: every shard's qualifying items, merged (before the fix the
     merge cut them to the default k = 10)."""
-    import pathlib
-    import subprocess
-    source = pathlib.Path(__file__).resolve().parents[2]
-    binary = os.environ.get("HEDGEDB_BIN", str(source / "build" / "bin" / "hedgedb"))
+    binary = os.environ.get("HEDGEDB_BIN", str(SOURCE / "build" / "bin" / "hedgedb"))
     rng = np.random.default_rng(3)
     n = 2000
     labels = rng.integers(0, 4, size=n)  # 4 tight clusters: many pairs match
