@@ -22,7 +22,10 @@
 //     error, not stale, covering the records, and each live item's own
 //     embedding finds itself first;
 //   * the calibration is the old map or the new one, and searches with it
-//     give probabilities in [0, 1].
+//     give probabilities in [0, 1];
+//   * a backup that finished holds the state the model had when it was
+//     taken (checked as the database is); a repair of the undamaged store
+//     keeps everything, and one cut short is finished by repairing again.
 // Any violation is printed with the cycle and operation; the exit code is 1.
 #include <poll.h>
 #include <sys/wait.h>
@@ -65,14 +68,33 @@ constexpr size_t kMaxItems = 400;  // removes and drops keep collections small
 constexpr int kScriptOps = 5000;   // more than a child gets through in 200 ms
 constexpr int64_t kCalibratePairs = 1000;
 
-enum OpKind { kIngestAuto, kIngestIds, kRemove, kDrop, kCreate, kClose, kCalibrate, kOpKinds };
+enum OpKind {
+  kIngestAuto,
+  kIngestIds,
+  kRemove,
+  kDrop,
+  kCreate,
+  kClose,
+  kCalibrate,
+  kBackup,
+  kRepair,
+  kOpKinds
+};
 const char* const kOpNames[kOpKinds] = {"ingest (auto ids, token)",
                                         "ingest (explicit ids)",
                                         "remove",
                                         "drop",
                                         "create",
                                         "close + reopen",
-                                        "calibrate"};
+                                        "calibrate",
+                                        "backup",
+                                        "close + repair + reopen"};
+
+// Where the backup of operation `op` of a cycle goes (removed after the
+// cycle's checks).
+std::string BackupPath(const std::string& db_path, size_t op) {
+  return db_path + ".backup-" + std::to_string(op);
+}
 
 struct Op {
   int kind = kClose;
@@ -189,6 +211,21 @@ int RunChild(const std::string& db_path, const std::string& script_path, int fd)
         value = db->Calibrate(name, co, nullptr).ok() ? 1 : 0;
         break;
       }
+      case kBackup:
+        s = db->Backup(BackupPath(db_path, i), nullptr);
+        if (!s.ok()) Fail("backup", s);
+        break;
+      case kRepair: {
+        // A repair of an undamaged store must keep everything.
+        db.reset();
+        RepairReport report;
+        s = RepairDB(db_path, &report);
+        if (!s.ok()) Fail("repair", s);
+        if (!report.complete()) Fail("repair", Status::Corruption("it reports lost data"));
+        s = DB::Open(options, db_path, &db);
+        if (!s.ok()) Fail("reopen after repair", s);
+        break;
+      }
     }
     Send(fd, kDone, int32_t(i), value);
   }
@@ -257,6 +294,8 @@ void Apply(const Op& op, bool calibrated, Model* model) {
       m.exists = true;
       break;
     case kClose:
+    case kBackup:
+    case kRepair:
       break;
     case kCalibrate:
       if (calibrated) m.calib_sequence = int64_t(m.sequence);
@@ -288,8 +327,12 @@ std::vector<Op> MakeScript(Model model, std::mt19937_64* rng, int64_t* token_cou
       op.kind = kRemove;
     } else if (r < 89) {
       op.kind = kDrop;
-    } else if (r < 93) {
+    } else if (r < 92) {
       op.kind = kClose;  // slow (reopen): rarer, or it would be in flight at most kills
+    } else if (r < 94) {
+      op.kind = kBackup;
+    } else if (r < 95) {
+      op.kind = kRepair;  // slow (repair, reopen)
     } else {
       op.kind = kCalibrate;
     }
@@ -413,6 +456,8 @@ void ResolveInFlight(DB* db, const Op& op, Model* model, Checker* ck) {
       }
       break;
     case kClose:
+    case kBackup:  // a partial copy is removed; the database is checked as always
+    case kRepair:  // the parent repaired again before opening (RunParent)
       break;
     case kCalibrate: {
       CollectionStats st;
@@ -634,7 +679,11 @@ int RunParent(const std::string& dir, int cycles, uint64_t seed) {
       }
     }
     // The model after every acknowledged operation; then the one in flight.
+    // A finished backup must hold the model as it was then.
+    std::vector<std::pair<std::string, Model>> backups;
     for (int i = 0; i <= last_done; ++i) {
+      if (ops[size_t(i)].kind == kBackup)
+        backups.emplace_back(BackupPath(db_path, size_t(i)), model);
       const Op& op = ops[size_t(i)];
       if ((op.kind == kIngestAuto || op.kind == kIngestIds) &&
           done_value[size_t(i)] != FirstIdOf(op, model[op.coll])) {
@@ -651,11 +700,33 @@ int RunParent(const std::string& dir, int cycles, uint64_t seed) {
     }
     ck.written.clear();
     ck.in_flight = has_in_flight ? kOpNames[ops[size_t(last_begin)].kind] : "nothing";
+    if (has_in_flight && ops[size_t(last_begin)].kind == kRepair) {
+      // A repair cut short may leave the store without its MANIFEST or
+      // CURRENT: repairing again must finish it and lose nothing.
+      RepairReport report;
+      if (ck.Ok(RepairDB(db_path, &report), "repair after a repair was killed") &&
+          !report.complete()) {
+        ck.Violation("repair after a repair was killed reports lost data");
+      }
+    }
     std::unique_ptr<DB> db;
     if (!ck.Ok(DB::Open(options, db_path, &db), "reopen")) break;
     if (has_in_flight) ResolveInFlight(db.get(), ops[size_t(last_begin)], &model, &ck);
     CheckAll(db.get(), model, &ck);
     db.reset();
+    for (const auto& backup : backups) {
+      std::unique_ptr<DB> copy;
+      ck.in_flight = "checking the finished backup " + backup.first;
+      if (!ck.Ok(DB::Open(options, backup.first, &copy), "open the backup")) continue;
+      const std::set<int> written = ck.written;
+      ck.written.clear();  // the check's own writes went to the database, not the copy
+      CheckAll(copy.get(), backup.second, &ck);
+      ck.written = written;
+    }
+    for (size_t i = 0; i < ops.size(); ++i) {
+      std::error_code ec;
+      if (ops[i].kind == kBackup) std::filesystem::remove_all(BackupPath(db_path, i), ec);
+    }
     if (ck.violations > 0) break;  // the model no longer describes the database
     if ((cycle + 1) % 100 == 0) {
       std::printf("cycle %d: %lld operations acknowledged, violations %d\n", cycle + 1,

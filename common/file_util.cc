@@ -50,15 +50,19 @@ Status WriteParts(const std::string& path, const std::string_view* parts, size_t
     ::unlink(tmp.c_str());
     return Status::IOError("cannot rename " + tmp + " to " + path + ": " + why);
   }
-  const int dir = ::open(DirectoryOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return Status::IOError("cannot open the directory of " + path + ": " + ErrnoText());
-  const bool synced = ::fsync(dir) == 0;
-  ::close(dir);
-  if (!synced) return Status::IOError("cannot sync the directory of " + path + ": " + ErrnoText());
-  return Status::OK();
+  return SyncDirectory(DirectoryOf(path));
 }
 
 }  // namespace
+
+Status SyncDirectory(const std::string& dir_path) {
+  const int dir = ::open(dir_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return Status::IOError("cannot open directory " + dir_path + ": " + ErrnoText());
+  const bool synced = ::fsync(dir) == 0;
+  ::close(dir);
+  if (!synced) return Status::IOError("cannot sync directory " + dir_path + ": " + ErrnoText());
+  return Status::OK();
+}
 
 Status WriteFileAtomically(const std::string& path, std::initializer_list<std::string_view> parts) {
   return WriteParts(path, parts.begin(), parts.size());

@@ -19,6 +19,8 @@ namespace hedgedb {
 Status WriteFileAtomically(const std::string& path, std::initializer_list<std::string_view> parts);
 // The same for a number of parts known only at run time.
 Status WriteFileAtomically(const std::string& path, const std::vector<std::string_view>& parts);
+// fsync of a directory, so that renames and new files in it are durable.
+Status SyncDirectory(const std::string& dir_path);
 
 // Reads the whole regular file at `path` into *out. A file larger than
 // `max_bytes` is an error, checked before anything is allocated.

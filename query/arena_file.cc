@@ -178,6 +178,7 @@ Status LoadArenaSnapshot(const std::string& path, uint64_t binding, size_t row_b
     if (Crc32c(arena->data(), rows * row_bytes) != rows_crc) {
       s = Status::Corruption(what + " fails its checksum (rows)");
     }
+    arena->set_mapped_crc(rows_crc);
     arena->AdviseSequential(false);
   }
   if (!s.ok()) {

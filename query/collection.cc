@@ -300,7 +300,13 @@ Status Collection::WriteArenaLocked() const {
       runs.emplace_back(row, row_bytes_);
     }
   }
-  return WriteArenaSnapshot(arena_path_, meta_.sequence, index_binding_, row_bytes_, tables, runs);
+  // Mapped rows are written again only as they were checked: a snapshot
+  // changed in place must not come back with valid checksums. Checked
+  // before and after the write (the write reads the rows in between).
+  HEDGEDB_RETURN_IF_ERROR(arena_.CheckMapped(arena_path_));
+  HEDGEDB_RETURN_IF_ERROR(
+      WriteArenaSnapshot(arena_path_, meta_.sequence, index_binding_, row_bytes_, tables, runs));
+  return arena_.CheckMapped(arena_path_);
 }
 
 void Collection::NoteArenaWritten(const Status& written) {
@@ -458,6 +464,9 @@ Status Collection::SaveIndex() {
     }
     lock.lock();
     NoteArenaWritten(written);
+    // Rows that changed under the mapping were served: say so to the
+    // caller (Flush), not only in the stats.
+    if (s.ok() && written.IsCorruption()) s = written;
   }
   return s;
 }
@@ -1037,13 +1046,13 @@ Status Collection::ArenaCandidatesLocked(const SearchPlan& plan, int64_t q,
 }
 
 Status Collection::FilteredCandidatesLocked(const SearchPlan& plan, const SearchOptions& options,
-                                            int64_t q, int64_t kprime, const PassingSet& passing,
+                                            int64_t q, int64_t kprime, const PassingSet* passing,
                                             std::vector<int64_t>* rows) const {
   const float* query = plan.rows.data() + q * plan.query_floats;
+  const std::vector<int64_t>& among = passing ? passing->rows : live_rows_;
   // Among f of the items, the best kprime that pass lie about 1/f times
   // further down the unfiltered ranking: stage 1 starts that much wider.
-  const double fraction =
-      double(passing.rows.size()) / double(std::max<size_t>(live_rows_.size(), 1));
+  const double fraction = double(among.size()) / double(std::max<size_t>(live_rows_.size(), 1));
   const int64_t lists = index_->shape().ivf_lists;
   index::CoarseSearchKnobs knobs = index_->KnobsFor({options.nprobe, options.ef_search});
   if (lists > 0) {
@@ -1054,13 +1063,15 @@ Status Collection::FilteredCandidatesLocked(const SearchPlan& plan, const Search
     knobs.ef_search = int(std::min<double>(
         kMaxFilteredEfSearch, std::ceil(std::max<int64_t>(knobs.ef_search, kprime) / fraction)));
   }
-  if (ScansArena()) return ArenaCandidatesLocked(plan, q, passing.rows, kprime, rows);
+  if (ScansArena()) return ArenaCandidatesLocked(plan, q, among, kprime, rows);
   std::vector<int64_t> coarse;
   const bool graph = index_->shape().graph_only();
   if (index_->supports_filter() && !(graph && fraction >= kGraphPostFilterFraction)) {
     while (true) {
-      HEDGEDB_RETURN_IF_ERROR(index_->SearchFiltered(query, 1, kprime, knobs, passing, &coarse));
-      CandidateRows(coarse.data(), kprime, rows, &passing);
+      HEDGEDB_RETURN_IF_ERROR(
+          passing ? index_->SearchFiltered(query, 1, kprime, knobs, *passing, &coarse)
+                  : index_->Search(query, 1, kprime, knobs, &coarse));
+      CandidateRows(coarse.data(), kprime, rows, passing);
       if (int64_t(rows->size()) >= kprime) return Status::OK();
       // Too few passing items in the probed lists (or the visited graph):
       // widen, and score every passing item once stage 1 has no more to give.
@@ -1079,13 +1090,13 @@ Status Collection::FilteredCandidatesLocked(const SearchPlan& plan, const Search
         std::min<int64_t>(slots, int64_t(std::ceil(2.0 * double(kprime) / fraction)) + tombstones_);
     while (true) {
       HEDGEDB_RETURN_IF_ERROR(index_->Search(query, 1, wanted, knobs, &coarse));
-      CandidateRows(coarse.data(), wanted, rows, &passing);
+      CandidateRows(coarse.data(), wanted, rows, passing);
       if (int64_t(rows->size()) >= kprime) return Status::OK();
       if (wanted >= slots) break;
       wanted = std::min(wanted * 2, slots);
     }
   }
-  *rows = passing.rows;
+  *rows = among;
   return Status::OK();
 }
 
@@ -1516,18 +1527,19 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& ask
       if (all_passing) {
         rows = passing->rows;
       } else {
-        errors[q] = FilteredCandidatesLocked(plan, options, q, kprime, *passing, &rows);
+        errors[q] = FilteredCandidatesLocked(plan, options, q, kprime, passing.get(), &rows);
         if (!errors[q].ok()) continue;
       }
       errors[q] = RescoreLocked(plan, options, q, rows, &(*results)[q]);
     }
   } else {
     const int64_t slots = std::max<int64_t>(index_->ntotal(), 1);
-    int64_t kprime = options.candidates > 0
-                         ? std::min(options.candidates, slots)
-                         : std::min(int64_t(options.k) * options.oversampling, slots);
+    const int64_t wanted =
+        options.candidates > 0 ? options.candidates : int64_t(options.k) * options.oversampling;
     // Tombstones can take candidate slots: ask for that many more.
-    kprime = std::min<int64_t>(kprime + tombstones_, slots);
+    const int64_t kprime = std::min<int64_t>(std::min(wanted, slots) + tombstones_, slots);
+    // Every query gets min(k, live) hits.
+    const int64_t k_hits = std::min<int64_t>(options.k, live);
     std::vector<int64_t> coarse;
     const bool arena_scan = !exhaustive && ScansArena();
     if (!exhaustive && !arena_scan) {
@@ -1546,6 +1558,13 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& ask
         if (!errors[q].ok()) continue;
       } else {
         CandidateRows(coarse.data() + q * kprime, kprime, &rows);
+        if (int64_t(rows.size()) < k_hits) {
+          // Stage 1 found fewer live items than k (a graph walk that ended
+          // early, probed lists that hold fewer): widen it as a filtered
+          // search does, with every live item passing.
+          errors[q] = FilteredCandidatesLocked(plan, options, q, wanted, nullptr, &rows);
+          if (!errors[q].ok()) continue;
+        }
       }
       errors[q] = RescoreLocked(plan, options, q, rows, &(*results)[q]);
     }

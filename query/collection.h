@@ -135,9 +135,11 @@ class Collection {
   Status EnsurePayloadIndex();
   // Stage 1 of query q for a filtered top-k search: at least `kprime`
   // candidate rows that pass, or every passing row when stage 1 cannot find
-  // that many (docs/concepts.md, "Filtered search").
+  // that many (docs/concepts.md, "Filtered search"). `passing` null: every
+  // live row passes (an unfiltered search whose first stage 1 came back
+  // with fewer than k live items).
   Status FilteredCandidatesLocked(const SearchPlan& plan, const SearchOptions& options, int64_t q,
-                                  int64_t kprime, const PassingSet& passing,
+                                  int64_t kprime, const PassingSet* passing,
                                   std::vector<int64_t>* rows) const;
   // Fills result->hits from `rows` (already best first), their scores, and
   // for mc the samples and standard error of each score. `contexts` give

@@ -267,7 +267,6 @@ class DBImpl : public DB {
       HEDGEDB_RETURN_IF_ERROR(MakeDir(dir));
     }
     ScopedOmpThreads threads(options_.threads);
-    auto view = ReadView();
     bool complete = false;
     const Status s = BackupInto(dir, result, &complete);
     if (!s.ok() && !complete) {
@@ -405,7 +404,26 @@ class DBImpl : public DB {
       HEDGEDB_RETURN_IF_ERROR(WriteFileAtomically(query::IndexFilePath(dir, meta.id), {bytes}));
     }
     std::string copy_identity;
-    HEDGEDB_RETURN_IF_ERROR(store_->Checkpoint(dir + "/store", &copy_identity));
+    // A reader's copy: its own view, caught up first (so it holds every
+    // batch acknowledged before the call) and copied key by key
+    // (RecordStore::CopyView). RocksDB's checkpoint of a reader would link
+    // and copy the writer's current files by name, which the writer may
+    // have rewritten since the view was read (a log written into a table
+    // and deleted): a copy without those batches, or a failed one.
+    std::map<uint32_t, int64_t> view_records;
+    std::vector<storage::CollectionMeta> view_metas;
+    if (options_.read_only) {
+      {
+        std::unique_lock<std::shared_mutex> exclusive(view_mutex_);
+        HEDGEDB_RETURN_IF_ERROR(store_->CatchUp());
+        HEDGEDB_RETURN_IF_ERROR(ReloadCatalog());
+      }
+      auto view = ReadView();
+      HEDGEDB_RETURN_IF_ERROR(store_->LoadCatalog(&view_metas, nullptr));
+      HEDGEDB_RETURN_IF_ERROR(store_->CopyView(dir + "/store", &copy_identity, &view_records));
+    } else {
+      HEDGEDB_RETURN_IF_ERROR(store_->Checkpoint(dir + "/store", &copy_identity));
+    }
     // The copy has its own identity: bind the copied files to it. A file
     // that does not load (damaged here already) is left out and rebuilt.
     for (const auto& meta : metas) {
@@ -443,6 +461,26 @@ class DBImpl : public DB {
       }
       for (VerifyCollection& c : report.collections) {
         if (c.name == f.collection) c.index_present = false;
+      }
+    }
+    if (options_.read_only && damaged.empty()) {
+      // The copy must hold the view exactly: each collection with its
+      // sequence number and every record (damaged records are reported
+      // below instead).
+      for (const auto& m : view_metas) {
+        auto c = std::find_if(report.collections.begin(), report.collections.end(),
+                              [&](const VerifyCollection& v) { return v.name == m.spec.name; });
+        const int64_t want = view_records.count(m.id) ? view_records.at(m.id) : 0;
+        if (c == report.collections.end() || c->sequence != m.sequence || c->items != want) {
+          return Status::IOError(
+              "the copy in " + dir + " does not hold collection '" + m.spec.name +
+              "' as the reader saw it (sequence " + std::to_string(m.sequence) + ", " +
+              std::to_string(want) + " records; the copy: " +
+              (c == report.collections.end() ? std::string("none")
+                                             : "sequence " + std::to_string(c->sequence) + ", " +
+                                                   std::to_string(c->items) + " items") +
+              "); nothing was kept");
+        }
       }
     }
     if (result) {
@@ -576,28 +614,34 @@ Status VerifyDB(const std::string& path, const std::string& collection, VerifyRe
   so.read_only = true;
   std::unique_ptr<storage::RecordStore> store;
   HEDGEDB_RETURN_IF_ERROR(storage::RecordStore::Open(so, path + "/store", &store));
-  return query::VerifyStore(store.get(), path, collection, report);
-}
-
-Status RepairDB(const std::string& path) {
-  if (!IsDir(path + "/store")) return Status::NotFound("no database at " + path);
-  // The index files and arena snapshots go first: a repair that salvages
-  // only part of the store (or fails halfway) must not leave files that
-  // describe records it dropped.
-  std::error_code ec;
-  std::filesystem::directory_iterator it(path + "/index", ec), end;
-  for (; !ec && it != end; it.increment(ec)) {
-    std::error_code removed;
-    std::filesystem::remove(it->path(), removed);
-    if (removed) {
-      return Status::IOError("cannot delete index file " + it->path().string() + ": " +
-                             removed.message());
-    }
+  const int64_t writer = storage::RecordStore::WriterPid(path + "/store");
+  query::LatestSequence latest;
+  if (writer > 0) {
+    // The store was read as of the open above; the writer's index files may
+    // be newer. A fresh open tells whether the store has reached them.
+    latest = [&path, &so](const std::string& name, uint64_t* sequence) {
+      std::unique_ptr<storage::RecordStore> now;
+      HEDGEDB_RETURN_IF_ERROR(storage::RecordStore::Open(so, path + "/store", &now));
+      std::vector<storage::CollectionMeta> metas;
+      HEDGEDB_RETURN_IF_ERROR(now->LoadCatalog(&metas, nullptr));
+      for (const auto& m : metas) {
+        if (m.spec.name != name) continue;
+        *sequence = m.sequence;
+        return Status::OK();
+      }
+      return Status::NotFound("no collection named '" + name + "'");
+    };
   }
-  if (ec && ec != std::errc::no_such_file_or_directory) {
-    return Status::IOError("cannot list " + path + "/index: " + ec.message());
+  HEDGEDB_RETURN_IF_ERROR(query::VerifyStore(store.get(), path, collection, report, latest));
+  if (writer > 0) {
+    VerifyFinding f;
+    f.kind = "writer_running";
+    f.detail = "process " + std::to_string(writer) +
+               " holds the database open for writing: this check read the store as of its "
+               "start, and what the writer changed meanwhile was not checked (stop the writer, "
+               "or call DB::Verify inside it, for a check of one state)";
+    report->notes.insert(report->notes.begin(), std::move(f));
   }
-  HEDGEDB_RETURN_IF_ERROR(storage::RecordStore::Repair(path + "/store"));
   return Status::OK();
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <new>
 
+#include "common/crc32c.h"
 #include "common/file_util.h"
 
 namespace hedgedb {
@@ -151,6 +152,14 @@ Status RowArena::MapFile(int fd, uint64_t offset, int64_t rows, const std::strin
   }
   rows_ = rows;
   return Status::OK();
+}
+
+Status RowArena::CheckMapped(const std::string& path) const {
+  if (mapped_bytes_ == 0 || Crc32c(base_, mapped_bytes_) == mapped_crc_) return Status::OK();
+  return Status::Corruption("arena snapshot " + path +
+                            " changed on disk after it was checked and mapped (a write from "
+                            "outside hedgedb): the rows served since may be wrong; reopen the "
+                            "database (it reads the records)");
 }
 
 }  // namespace query

@@ -57,6 +57,15 @@ class RowArena {
   void AdviseSequential(bool sequential);
   // Bytes of rows backed by the file mapping (0: all in anonymous memory).
   size_t mapped_bytes() const { return mapped_bytes_; }
+  // The CRC32C that the mapped rows had when they were checked (the file's
+  // rows checksum, LoadArenaSnapshot).
+  void set_mapped_crc(uint32_t crc) { mapped_crc_ = crc; }
+  // OK if the mapped rows still hold what was checked. The mapping is
+  // private, but a page the process never wrote shows what the file holds
+  // now: a write into the file from outside (a stray process, a bad copy
+  // over it) changes the rows served. Corruption naming `path` otherwise.
+  // Reads every mapped row (CRC32C, memory speed once the pages are in).
+  Status CheckMapped(const std::string& path) const;
 
  private:
   void Release();
@@ -68,6 +77,7 @@ class RowArena {
   size_t writable_bytes_ = 0;  // [base_, base_ + writable_bytes_) may be written
   size_t mapped_bytes_ = 0;    // [base_, base_ + mapped_bytes_) comes from the file
   size_t mapped_pages_ = 0;    // page-rounded length of the file mapping
+  uint32_t mapped_crc_ = 0;    // set_mapped_crc
   int64_t rows_ = 0;
   int fd_ = -1;  // a duplicate of the mapped file, to map it again
   uint64_t file_offset_ = 0;

@@ -108,7 +108,20 @@ void VerifyArenaSnapshot(const std::string& db_path, const std::string& store_id
   const Status loaded = LoadArenaSnapshot(path, IndexBinding(store_identity, meta), row_bytes,
                                           meta.sequence, &tables, &arena);
   if (!loaded.ok()) {
-    if (!IsMissingArenaSnapshot(loaded)) {
+    // hedgedb writes a snapshot whole (a new file, renamed into place), so
+    // one that is damaged (a checksum, its structure) was changed in place
+    // from outside: a process that has it mapped may be serving the changed
+    // rows (RowArena::CheckMapped). A stale one, or one of another
+    // collection (a copied file), is only unused.
+    const bool damaged = loaded.IsCorruption() &&
+                         loaded.message().find("another collection") == std::string::npos &&
+                         loaded.message().find("holds rows of") == std::string::npos;
+    if (damaged) {
+      Add(&report->problems, "arena_corrupt", name,
+          loaded.ToString() +
+              "; the file was changed in place: a process that has it open may serve the changed "
+              "rows until it reopens (delete the file: the next open reads the records)");
+    } else if (!IsMissingArenaSnapshot(loaded)) {
       Add(&report->notes, "arena_unused", name,
           loaded.ToString() + "; the next open reads the records and writes it again");
     }
@@ -138,7 +151,8 @@ void VerifyArenaSnapshot(const std::string& db_path, const std::string& store_id
 }
 
 Status VerifyCollectionAt(storage::RecordStore* store, const std::string& db_path,
-                          const std::string& name, VerifyReport* report) {
+                          const std::string& name, const LatestSequence& latest,
+                          VerifyReport* report) {
   // Read the index file first, then take the snapshot: a file saved
   // meanwhile covers a sequence at or before the snapshot's.
   std::vector<storage::CollectionMeta> metas;
@@ -214,7 +228,15 @@ Status VerifyCollectionAt(storage::RecordStore* store, const std::string& db_pat
   } else {
     summary.index_present = true;
     summary.index_sequence = file_sequence;
-    if (file_sequence > meta.sequence) {
+    uint64_t now = 0;
+    if (file_sequence > meta.sequence && latest && latest(name, &now).ok() &&
+        now >= file_sequence) {
+      Add(&report->notes, "index_newer_than_view", name,
+          "index file covers sequence " + std::to_string(file_sequence) +
+              ", saved by the running writer after this check read the records at sequence " +
+              std::to_string(meta.sequence) + " (the store has " + std::to_string(now) +
+              " now): not checked");
+    } else if (file_sequence > meta.sequence) {
       Add(&report->problems, "index_ahead", name,
           "index file covers sequence " + std::to_string(file_sequence) + ", past the records' " +
               std::to_string(meta.sequence));
@@ -250,7 +272,8 @@ uint64_t IndexBinding(const std::string& store_identity, const storage::Collecti
 }
 
 Status VerifyStore(storage::RecordStore* store, const std::string& db_path,
-                   const std::string& collection, VerifyReport* report) {
+                   const std::string& collection, VerifyReport* report,
+                   const LatestSequence& latest) {
   *report = VerifyReport();
   std::vector<storage::CollectionMeta> metas;
   std::vector<storage::RecordStore::DamagedDescriptor> damaged;
@@ -272,7 +295,17 @@ Status VerifyStore(storage::RecordStore* store, const std::string& db_path,
     index_files.insert(std::to_string(m.id) + ".hidx");
     index_files.insert(std::to_string(m.id) + ".harena");
     if (!collection.empty() && m.spec.name != collection) continue;
-    HEDGEDB_RETURN_IF_ERROR(VerifyCollectionAt(store, db_path, m.spec.name, report));
+    // A read that fails (RocksDB's checksum of a table block, an I/O
+    // error) ends this collection's check, not the report.
+    // Findings of the part that was read stay; its summary is not listed
+    // (its counts would be partial).
+    const Status s = VerifyCollectionAt(store, db_path, m.spec.name, latest, report);
+    if (!s.ok()) {
+      Add(&report->problems, "records_unreadable", m.spec.name,
+          s.ToString() +
+              " (the collection's records or payloads cannot all be read; the other "
+              "collections were checked; 'hedgedb repair' salvages what is readable)");
+    }
   }
   if (collection.empty() && damaged.empty()) {
     // Files of no collection (a drop that could not delete its file) are

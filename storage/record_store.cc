@@ -6,11 +6,14 @@
 #include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/slice.h>
+#include <rocksdb/sst_file_reader.h>
+#include <rocksdb/table_properties.h>
 #include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -19,6 +22,7 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "common/coding.h"
 #include "common/crc32c.h"
@@ -148,6 +152,13 @@ std::string RecordStore::RecordKey(uint32_t collection_id, int64_t id) {
   return k;
 }
 
+// The collection id of a record or payload key (its first 4 bytes).
+static uint32_t CollectionOfKey(std::string_view key) {
+  uint32_t c = 0;
+  for (int i = 0; i < 4; ++i) c = (c << 8) | uint8_t(key[i]);
+  return c;
+}
+
 static int64_t IdFromKey(std::string_view key) {
   uint64_t u = 0;
   for (int i = 0; i < 8; ++i) u = (u << 8) | uint8_t(key[4 + i]);
@@ -251,17 +262,8 @@ Status LockedError(const rocksdb::Status& s, const std::string& store_path) {
     return Status::IOError("database " + database + " is already open in this process (pid " +
                            std::to_string(::getpid()) + ")" + way_out);
   }
-  std::string holder;
-  const int fd = ::open((store_path + "/LOCK").c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    struct flock lock = {};
-    lock.l_type = F_WRLCK;
-    lock.l_whence = SEEK_SET;
-    if (::fcntl(fd, F_GETLK, &lock) == 0 && lock.l_type != F_UNLCK && lock.l_pid > 0) {
-      holder = " (pid " + std::to_string(lock.l_pid) + ")";
-    }
-    ::close(fd);
-  }
+  const int64_t pid = RecordStore::WriterPid(store_path);
+  const std::string holder = pid > 0 ? " (pid " + std::to_string(pid) + ")" : "";
   return Status::IOError("database " + database + " is locked by another process" + holder +
                          way_out);
 }
@@ -368,6 +370,37 @@ Status RecordStore::Write(const rocksdb::WriteOptions& options, rocksdb::WriteBa
   return s;
 }
 
+// A copy of the directory tree `from` in `to` (which must not exist): files
+// hard-linked where possible, copied otherwise; RocksDB's LOCK file left out.
+Status LinkOrCopyTree(const std::string& from, const std::string& to) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(to, ec);
+  if (ec) return Status::IOError("cannot create " + to + ": " + ec.message());
+  for (fs::directory_iterator it(from, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const std::string target = to + "/" + name;
+    std::error_code e;
+    if (it->is_directory(e)) {
+      HEDGEDB_RETURN_IF_ERROR(LinkOrCopyTree(it->path().string(), target));
+      continue;
+    }
+    if (name == "LOCK") continue;
+    // Table files are never changed once written: a link is a copy. Logs
+    // and the MANIFEST are copied (RocksDB's repair reads them; a link
+    // would do too, but a copy keeps the original's bytes whatever happens).
+    const bool table = it->path().extension() == ".sst";
+    if (table) fs::create_hard_link(it->path(), target, e);
+    if (!table || e) {
+      e.clear();
+      fs::copy_file(it->path(), target, e);
+    }
+    if (e) return Status::IOError("cannot copy " + it->path().string() + ": " + e.message());
+  }
+  if (ec) return Status::IOError("cannot list " + from + ": " + ec.message());
+  return Status::OK();
+}
+
 // The newest MANIFEST-<n> file of a store directory, or "".
 std::string NewestManifest(const std::string& path) {
   std::string newest;
@@ -385,6 +418,21 @@ std::string NewestManifest(const std::string& path) {
   return newest;
 }
 
+int64_t RecordStore::WriterPid(const std::string& path) {
+  int64_t pid = 0;
+  const int fd = ::open((path + "/LOCK").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    struct flock lock = {};
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    if (::fcntl(fd, F_GETLK, &lock) == 0 && lock.l_type != F_UNLCK && lock.l_pid > 0) {
+      pid = lock.l_pid;
+    }
+    ::close(fd);
+  }
+  return pid;
+}
+
 Status RecordStore::Repair(const std::string& path) {
   // A lost CURRENT file only names the newest MANIFEST: restoring it loses
   // nothing, where RocksDB's repair rewrites the store from its tables and
@@ -399,10 +447,43 @@ Status RecordStore::Repair(const std::string& path) {
     if (Open(check, path, &store).ok()) return Status::OK();
     std::filesystem::remove(path + "/CURRENT", ec);  // that manifest is no good either
   }
-  rocksdb::DBOptions db_options;
-  db_options.create_if_missing = false;
-  rocksdb::Status s = rocksdb::RepairDB(path, db_options, StoreFamilies());
-  return FromRocks(s, "repairing record store " + path);
+  // RocksDB 7.8's repair is not safe to interrupt: it writes each log into a
+  // new table before it moves the log to lost/, so a repair killed in
+  // between and run again makes a second table with the same keys and
+  // sequence numbers, and every later read of them aborts the process (an
+  // assertion in DBIter; found by bench/crash_harness.cc). So it repairs a
+  // copy (table files hard-linked: RocksDB never changes one), marks the
+  // copy finished, and swaps it in; the store itself is untouched until
+  // then, and an interrupted swap is finished by the next repair.
+  namespace fs = std::filesystem;
+  const std::string fresh = path + ".repair-new", old = path + ".repair-old";
+  const std::string done_marker = "/REPAIRED";
+  if (fs::exists(path, ec)) {
+    fs::remove_all(old, ec);  // the store is whole: the old copy is not needed
+    fs::remove(path + done_marker, ec);
+  }
+  if (!fs::exists(fresh + done_marker, ec)) {
+    fs::remove_all(fresh, ec);
+    if (!fs::exists(path, ec)) return Status::NotFound("no record store at " + path);
+    HEDGEDB_RETURN_IF_ERROR(LinkOrCopyTree(path, fresh));
+    rocksdb::DBOptions db_options;
+    db_options.create_if_missing = false;
+    HEDGEDB_RETURN_IF_ERROR(FromRocks(rocksdb::RepairDB(fresh, db_options, StoreFamilies()),
+                                      "repairing record store " + path));
+    HEDGEDB_RETURN_IF_ERROR(WriteFileAtomically(fresh + done_marker, {"repaired\n"}));
+  }
+  if (fs::exists(path, ec)) {
+    fs::rename(path, old, ec);
+    if (ec) return Status::IOError("cannot move " + path + " aside: " + ec.message());
+  }
+  fs::rename(fresh, path, ec);
+  if (ec)
+    return Status::IOError("cannot move the repaired " + fresh + " to " + path + ": " +
+                           ec.message());
+  HEDGEDB_RETURN_IF_ERROR(SyncDirectory(fs::path(path).parent_path().string()));
+  fs::remove(path + done_marker, ec);
+  fs::remove_all(old, ec);
+  return Status::OK();
 }
 
 Status RecordStore::Open(const StoreOptions& options, const std::string& path,
@@ -439,13 +520,22 @@ Status RecordStore::Open(const StoreOptions& options, const std::string& path,
     // A secondary instance keeps every table file open, so that one the
     // writer deletes after a compaction stays readable until CatchUp. Its
     // scratch directory would only hold the info log, which is discarded:
-    // the path is never created.
+    // the path is never created. CatchUp opens it (a steady view).
     db_options.max_open_files = -1;
     std::error_code ec;
     std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
     if (ec) tmp = "/tmp";
-    const std::string scratch = (tmp / ("hedgedb-reader-" + std::to_string(::getpid()))).string();
-    s = rocksdb::DB::OpenAsSecondary(db_options, path, scratch, families, &store->handles_, &raw);
+    store->scratch_ = (tmp / ("hedgedb-reader-" + std::to_string(::getpid()))).string();
+    store->follow_options_ = std::make_unique<rocksdb::Options>(db_options);
+    store->follow_ = true;
+    store->path_ = path;
+    if (!std::filesystem::exists(path + "/CURRENT", ec)) {
+      return Status::NotFound("cannot open record store " + path + ": no CURRENT file");
+    }
+    HEDGEDB_RETURN_IF_ERROR(store->CatchUp());
+    HEDGEDB_RETURN_IF_ERROR(ReadIdentity(store->db_.get(), path, &store->identity_));
+    *out = std::move(store);
+    return Status::OK();
   } else if (options.read_only) {
     s = rocksdb::DB::OpenForReadOnly(db_options, path, families, &store->handles_, &raw);
   } else {
@@ -456,6 +546,7 @@ Status RecordStore::Open(const StoreOptions& options, const std::string& path,
   if (!s.ok()) return FromRocks(s, "cannot open record store " + path);
   store->db_.reset(raw);
   store->follow_ = options.follow;
+  store->path_ = path;
   HEDGEDB_RETURN_IF_ERROR(ReadIdentity(store->db_.get(), path, &store->identity_));
   store->meta_cf_ = store->handles_[1];
   store->records_cf_ = store->handles_[2];
@@ -779,9 +870,124 @@ Status RecordStore::FlushMemtables(uint64_t min_bytes) {
   return FromRocks(db_->Flush(options, handles_), "flushing the memtables");
 }
 
+namespace {
+
+// The writer's MANIFEST as a catch-up would read it: the file CURRENT names
+// and its length ("" if CURRENT cannot be read, as while it is replaced).
+std::string ManifestState(const std::string& path) {
+  std::string current;
+  if (!ReadWholeFile(path + "/CURRENT", &current, 4096).ok()) return "";
+  while (!current.empty() && (current.back() == '\n' || current.back() == '\r')) {
+    current.pop_back();
+  }
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(path + "/" + current, ec);
+  if (current.empty() || ec) return "";
+  return current + ":" + std::to_string(size);
+}
+
+}  // namespace
+
+Status RecordStore::OpenFollower() {
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  const rocksdb::Status s = rocksdb::DB::OpenAsSecondary(*follow_options_, path_, scratch_,
+                                                         StoreFamilies(), &handles, &raw);
+  if (!s.ok()) return FromRocks(s, "cannot open record store " + path_);
+  // The old instance goes only once the new one is open: a failed reopen
+  // leaves the view as it was.
+  std::unique_ptr<rocksdb::DB> old(raw);
+  old.swap(db_);
+  std::swap(handles, handles_);
+  meta_cf_ = handles_[1];
+  records_cf_ = handles_[2];
+  payload_cf_ = handles_[3];
+  if (old) {
+    for (auto* h : handles) old->DestroyColumnFamilyHandle(h);
+    old->Close();
+  }
+  return Status::OK();
+}
+
 Status RecordStore::CatchUp() {
   if (!follow_) return Status::OK();
-  return FromRocks(db_->TryCatchUpWithPrimary(), "catching up with the writer's record store");
+  Status last;
+  for (int attempt = 0; attempt < kCatchUpAttempts; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5 * attempt));
+    const std::string before = ManifestState(path_);
+    if (before.empty()) {
+      last = Status::IOError("cannot read the writer's CURRENT file in " + path_);
+      continue;
+    }
+    // The same MANIFEST as at the last catch-up: no log was written into a
+    // table since, so the instance's memtables (the logs it read) hold no
+    // value that a table now supersedes, and reading the logs' new records
+    // is enough. Otherwise a fresh instance: RocksDB 7.8's secondary keeps
+    // the memtables of a log that the writer has since written into a table,
+    // and a point read (Get) looks there first, so it returned a payload
+    // that a later upsert had replaced (tests/python/test_readers.py).
+    last = before == synced_manifest_ ? FromRocks(db_->TryCatchUpWithPrimary(),
+                                                  "catching up with the writer's record store")
+                                      : OpenFollower();
+    if (!last.ok()) {
+      synced_manifest_.clear();
+      continue;
+    }
+    if (before == ManifestState(path_)) {
+      synced_manifest_ = before;
+      return Status::OK();
+    }
+    synced_manifest_.clear();  // changed meanwhile: open afresh
+  }
+  if (!last.ok()) return last;
+  return Status::IOError("catching up with the writer's record store " + path_ +
+                         ": the writer changed its MANIFEST during each of " +
+                         std::to_string(kCatchUpAttempts) +
+                         " attempts (it was writing its log into table files), so the view "
+                         "might lack acknowledged batches; try again");
+}
+
+Status RecordStore::CopyView(const std::string& dir, std::string* identity,
+                             std::map<uint32_t, int64_t>* records) {
+  records->clear();
+  StoreOptions so;
+  so.create_if_missing = true;
+  so.error_if_exists = true;
+  std::unique_ptr<RecordStore> copy;
+  HEDGEDB_RETURN_IF_ERROR(Open(so, dir, &copy));
+  // Written without a log, then flushed: the copy's files are complete once
+  // the flush returns, and a failure leaves a copy the caller deletes.
+  rocksdb::WriteOptions wo;
+  wo.disableWAL = true;
+  constexpr size_t kBatchBytes = size_t(8) << 20;
+  for (size_t f = 0; f < handles_.size(); ++f) {
+    rocksdb::ReadOptions ro;
+    ro.readahead_size = 4 << 20;
+    ro.fill_cache = false;
+    ro.verify_checksums = true;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, handles_[f]));
+    rocksdb::WriteBatch batch;
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      HEDGEDB_RETURN_IF_ERROR(
+          FromRocks(batch.Put(copy->handles_[f], it->key(), it->value()), "batching the copy"));
+      if (handles_[f] == records_cf_ && it->key().size() == 12) {
+        const uint32_t id = CollectionOfKey(std::string_view(it->key().data(), 4));
+        if (id != 0) ++(*records)[id];  // 0: the family's marker
+      }
+      if (batch.GetDataSize() >= kBatchBytes) {
+        HEDGEDB_RETURN_IF_ERROR(copy->Write(wo, &batch, "writing the copy " + dir));
+        batch.Clear();
+      }
+    }
+    HEDGEDB_RETURN_IF_ERROR(FromRocks(it->status(), "reading the store for a copy"));
+    HEDGEDB_RETURN_IF_ERROR(copy->Write(wo, &batch, "writing the copy " + dir));
+  }
+  rocksdb::FlushOptions fo;
+  fo.wait = true;
+  HEDGEDB_RETURN_IF_ERROR(
+      FromRocks(copy->db_->Flush(fo, copy->handles_), "flushing the copy " + dir));
+  *identity = copy->identity();
+  return Status::OK();
 }
 
 Status RecordStore::ScanChecked(
@@ -814,6 +1020,92 @@ Status RecordStore::ScanChecked(
     visit_payload(id, DecodePayload(it->value().ToString(), id, &payload));
   }
   return FromRocks(it->status(), "scanning the payloads of collection " + meta.spec.name);
+}
+
+Status RecordStore::ReadSetAsideTable(const std::string& file, SetAsideTable* out) {
+  *out = SetAsideTable();
+  rocksdb::Options options;
+  options.info_log = std::make_shared<NoLogger>();
+  rocksdb::SstFileReader reader(options);
+  if (!reader.Open(file).ok()) {
+    out->gap_last_collection = std::numeric_limits<uint32_t>::max();
+    return Status::OK();  // nothing of it can be read
+  }
+  out->opened = true;
+  const auto properties = reader.GetTableProperties();
+  if (properties) out->family = properties->column_family_name;
+  rocksdb::ColumnFamilyHandle* family = nullptr;
+  if (out->family == "records") family = records_cf_;
+  if (out->family == "payload") family = payload_cf_;
+  if (out->family == "meta") family = meta_cf_;
+  if (out->family == rocksdb::kDefaultColumnFamilyName) family = handles_[0];
+  const bool items = family == records_cf_ || family == payload_cf_;
+  auto look_up = [&](const rocksdb::Slice& key) {
+    ++out->keys_read;
+    std::string value;
+    const rocksdb::Status s = family ? db_->Get(rocksdb::ReadOptions(), family, key, &value)
+                                     : rocksdb::Status::NotFound();
+    if (!s.IsNotFound()) return;
+    if (items && key.size() == 12) {
+      const std::string_view k(key.data(), key.size());
+      if (CollectionOfKey(k) != 0) out->missing_items[CollectionOfKey(k)].push_back(IdFromKey(k));
+    } else {
+      ++out->missing_other;
+    }
+  };
+  rocksdb::ReadOptions ro;
+  ro.verify_checksums = true;
+  ro.fill_cache = false;
+  std::unique_ptr<rocksdb::Iterator> it(reader.NewIterator(ro));
+  std::string last_forward;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    look_up(it->key());
+    last_forward = it->key().ToString();
+  }
+  if (it->status().ok()) {
+    out->whole = true;
+    return Status::OK();
+  }
+  std::string first_backward;
+  it.reset(reader.NewIterator(ro));
+  for (it->SeekToLast(); it->Valid() && it->key().ToString() > last_forward; it->Prev()) {
+    look_up(it->key());
+    first_backward = it->key().ToString();
+  }
+  out->gap_first_collection =
+      (items && last_forward.size() >= 4) ? CollectionOfKey(last_forward) : 0;
+  out->gap_last_collection = (items && first_backward.size() >= 4)
+                                 ? CollectionOfKey(first_backward)
+                                 : std::numeric_limits<uint32_t>::max();
+  return Status::OK();
+}
+
+Status RecordStore::RestoreRecords(const CollectionMeta& meta,
+                                   const std::vector<StoredRecord>& records) {
+  const size_t row_bytes = ItemRowBytes(meta.spec);
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  rocksdb::WriteBatch batch;
+  std::string value;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const StoredRecord& r = records[i];
+    if (r.row.size() != row_bytes) {
+      return Status::InvalidArgument("restoring item " + std::to_string(r.id) + ": bad row length");
+    }
+    RecordWrite w;
+    w.id = r.id;
+    w.has_label = r.has_label;
+    w.label = r.label;
+    w.row = r.row.data();
+    EncodeRecord(r.sequence, w, row_bytes, &value);
+    HEDGEDB_RETURN_IF_ERROR(
+        FromRocks(batch.Put(records_cf_, RecordKey(meta.id, r.id), value), "batching"));
+    if (batch.GetDataSize() >= (size_t(8) << 20) || i + 1 == records.size()) {
+      HEDGEDB_RETURN_IF_ERROR(Write(wo, &batch, "restoring records of " + meta.spec.name));
+      batch.Clear();
+    }
+  }
+  return Status::OK();
 }
 
 Status RecordStore::VerifyFileChecksums() {

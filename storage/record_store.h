@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -32,6 +33,7 @@ class ColumnFamilyHandle;
 class Env;
 class Snapshot;
 class WriteBatch;
+struct Options;
 struct WriteOptions;
 }  // namespace rocksdb
 
@@ -104,6 +106,34 @@ class RecordStore {
   // CURRENT or MANIFEST): salvages every readable table and log. The store
   // must not be open.
   static Status Repair(const std::string& path);
+  // A table file that RocksDB's repair set aside (into <store>/lost/: a
+  // block failed its checksum, so RocksDB dropped the whole file), read as
+  // far as it can be: forward from its first key up to the first unreadable
+  // block, and backward from its last key down to one. Each key read is
+  // looked up in this store's family of the same name.
+  struct SetAsideTable {
+    std::string family;   // the table's column family ("" if unknown)
+    bool opened = false;  // its footer and index could be read
+    bool whole = false;   // every block was read
+    int64_t keys_read = 0;
+    // Keys read that this store lacks, by collection id (records and
+    // payload keys), and of the other families (catalog, tokens, maps).
+    std::map<uint32_t, std::vector<int64_t>> missing_items;
+    int64_t missing_other = 0;
+    // What was not read (!whole): the collections whose keys may lie
+    // between the last key read forward and the first read backward
+    // (records and payload families; 0 .. UINT32_MAX when unknown).
+    uint32_t gap_first_collection = 0, gap_last_collection = 0;
+  };
+  Status ReadSetAsideTable(const std::string& file, SetAsideTable* out);
+  // Writes records exactly as given (each with its own batch's sequence
+  // number), synced; the descriptor is not changed. For repair, which
+  // restores records of an arena snapshot that it checked.
+  Status RestoreRecords(const CollectionMeta& meta, const std::vector<StoredRecord>& records);
+  // The pid of the process that holds the store at `path` open for writing
+  // (RocksDB's fcntl lock on its LOCK file, as F_GETLK reports it); 0 if
+  // none, or if it is this process.
+  static int64_t WriterPid(const std::string& path);
   ~RecordStore();
 
   // A collection descriptor that cannot be decoded.
@@ -162,7 +192,26 @@ class RecordStore {
   // follow: reads from now on see every write the writer's store had
   // committed to its log (RocksDB's TryCatchUpWithPrimary). The caller keeps
   // reads out meanwhile: a follower has no snapshots (see Snapshot).
+  //
+  // A catch-up reads the writer's MANIFEST, then its log files. A writer
+  // that meanwhile writes a log into a table file (flush, or the recovery of
+  // a writer's open) and deletes the log leaves a view that lacks those
+  // batches although they were acknowledged before the catch-up began. So a
+  // catch-up counts only if the writer's MANIFEST (the file CURRENT names,
+  // and its length) is the same before and after it: every table or log
+  // change goes through the MANIFEST before a log is deleted. Otherwise it
+  // is repeated, up to kCatchUpAttempts times; then IOError (the writer kept
+  // rewriting its files; try again). Open does the same once after opening.
+  static constexpr int kCatchUpAttempts = 20;
   Status CatchUp();
+  // follow: a copy of the store as this reader sees it now (a new store in
+  // `dir`, which must not exist, holding every key of every column family;
+  // nothing of the writer's files is linked or copied, so the writer may
+  // delete or rewrite them meanwhile). `identity` receives the copy's
+  // identity and `records` the number of records copied per collection id.
+  // The caller keeps the view from changing (no CatchUp) meanwhile.
+  Status CopyView(const std::string& dir, std::string* identity,
+                  std::map<uint32_t, int64_t>* records);
   // Writes the memtables to table files if they hold at least `min_bytes`,
   // so that the next open need not replay that much write-ahead log (a
   // million items take seconds to replay). For closing a large store.
@@ -229,6 +278,13 @@ class RecordStore {
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   bool sync_ = false;
   bool follow_ = false;
+  std::string path_;  // the store directory
+  // follow: how to open the secondary instance, and the writer's MANIFEST
+  // state (CatchUp) the instance last caught up with ("": open afresh).
+  Status OpenFollower();
+  std::string scratch_;
+  std::unique_ptr<rocksdb::Options> follow_options_;
+  std::string synced_manifest_;
   std::string identity_;
   std::mutex write_error_mutex_;
   std::string write_error_;  // the first failed write; empty while healthy

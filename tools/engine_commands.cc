@@ -768,7 +768,8 @@ void RunDrop(const CollectionArgs& args) {
 }
 
 void RunRepair(const CollectionArgs& args) {
-  Check(RepairDB(args.db));
+  RepairReport report;
+  Check(RepairDB(args.db, &report));
   // Open every collection once: their index files are rebuilt from what the
   // repair salvaged.
   std::unique_ptr<DB> db = OpenDatabase(args.db, false);
@@ -778,16 +779,37 @@ void RunRepair(const CollectionArgs& args) {
   for (const std::string& name : names) {
     CollectionStats stats;
     const Status s = db->GetStats(name, &stats);
+    nlohmann::json j = {{"name", name}};
     if (s.ok()) {
-      collections.push_back({{"name", name}, {"items", stats.items}, {"max_id", stats.max_id}});
+      j["items"] = stats.items;
+      j["max_id"] = stats.max_id;
     } else {
-      collections.push_back({{"name", name}, {"error", s.ToString()}});
+      j["error"] = s.ToString();
     }
+    for (const RepairCollection& c : report.collections) {
+      if (c.name != name) continue;
+      j["restored_from_snapshot"] = c.restored;
+      if (c.lost_records > 0) j["lost_records"] = c.lost_records;
+      if (c.lost_payloads > 0) j["lost_payloads"] = c.lost_payloads;
+      if (c.possibly_lost) j["possibly_lost"] = true;
+      if (!c.note.empty()) j["note"] = c.note;
+    }
+    collections.push_back(std::move(j));
   }
   nlohmann::json out;
   out["repaired"] = args.db;
+  out["set_aside"] = report.set_aside;
+  out["complete"] = report.complete();
+  if (report.lost_catalog_entries > 0) out["lost_catalog_entries"] = report.lost_catalog_entries;
+  if (report.catalog_possibly_lost) out["catalog_possibly_lost"] = true;
   out["collections"] = std::move(collections);
   PrintJsonLine(out);
+  if (!report.complete()) {
+    Fail(
+        "repair could not recover everything (see lost_records, lost_payloads, possibly_lost); "
+        "the damaged table files are kept in " +
+        args.db + "/store/lost/");
+  }
 }
 
 struct BackupArgs {
@@ -880,8 +902,10 @@ void RegisterCollectionCommands(CLI::App& app) {
   auto repair = std::make_shared<CollectionArgs>();
   cmd = app.add_subcommand(
       "repair",
-      "Repair a damaged record store (RocksDB repair: salvages every readable file), then "
-      "rebuild every index; prints what each collection holds afterwards");
+      "Repair a damaged record store (RocksDB repair: salvages every readable file; records of "
+      "a table set aside come back from the collection's arena snapshot where it agrees with "
+      "the rest), then rebuild every index; prints what each collection holds afterwards, and "
+      "exits 1 if anything readable could not be kept");
   cmd->footer(
       "Run it when a command reports that the store is damaged, with no other process using the "
       "database. Take a copy of the directory first: records in unreadable files are lost.");
@@ -895,9 +919,10 @@ void RegisterCollectionCommands(CLI::App& app) {
       "possible, plus the index files); prints each collection's items and sequence");
   cmd->footer(
       "The command opens the database like any other command, so no other process may write "
-      "it meanwhile, unless --read-only: the copy then holds the writer's acknowledged batches "
-      "as of the copy (a program that keeps the database open can also back it up with "
-      "DB::Backup while it writes). Restore by opening the copy's directory.");
+      "it meanwhile, unless --read-only: the copy then holds every batch the writer "
+      "acknowledged before the command started (the reader's view, copied key by key; a "
+      "program that keeps the database open can also back it up with DB::Backup while it "
+      "writes). Restore by opening the copy's directory.");
   AddDbOption(cmd, &backup->db);
   AddReadOnlyFlag(cmd, &backup->read_only);
   cmd->add_option("--to", backup->to, "Backup directory (must not exist, or be empty)")->required();

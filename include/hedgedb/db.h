@@ -160,6 +160,12 @@ class HEDGEDB_EXPORT DB {
   // copied before the checkpoint; one that would still not fit is left out
   // and rebuilt when the copy is opened). `result` (if not null) receives
   // what each collection of the copy holds.
+  //
+  // A reader (Options::read_only) first catches up (as CatchUp), then copies
+  // its view key by key into a new store and checks the copy against it
+  // (each collection's sequence number and record count): the copy holds
+  // every batch the writer acknowledged before the call, and never links
+  // the writer's files, which the writer may delete or rewrite meanwhile.
   virtual Status Backup(const std::string& dir, BackupResult* result) = 0;
 
   // Checks, without changing anything and without opening collections:
@@ -172,11 +178,54 @@ class HEDGEDB_EXPORT DB {
   virtual Status Verify(const std::string& collection, VerifyReport* report) = 0;
 };
 
-// Repairs a database whose record store is damaged (for example a lost
-// CURRENT or MANIFEST file): RocksDB's repair salvages every readable table
-// and log, then every index file is deleted so that each collection is
-// rebuilt from its records when next opened. The database must not be open.
-// Records that were in unreadable files are lost; GetStats shows what is left.
+// What RepairDB did for one collection.
+struct RepairCollection {
+  std::string name;
+  // Records written back from the collection's arena snapshot: records that
+  // were in a table RocksDB's repair set aside, or failed their checksum.
+  int64_t restored = 0;
+  // Records (and payloads) that were in a set-aside table and are nowhere
+  // now: counted where the table could be read, and `possibly_lost` where a
+  // part of it could not (how many were there is unknown).
+  int64_t lost_records = 0;
+  int64_t lost_payloads = 0;
+  bool possibly_lost = false;
+  std::string note;  // why the arena snapshot was not used, if it was not
+};
+
+struct RepairReport {
+  // Files that RocksDB's repair moved to <db>/store/lost/ in this repair
+  // (table files with an unreadable block; they stay there).
+  std::vector<std::string> set_aside;
+  std::vector<RepairCollection> collections;
+  // Catalog entries (descriptors, batch tokens, calibration maps) of a
+  // set-aside table that are nowhere now, or might be (an unread part).
+  int64_t lost_catalog_entries = 0;
+  bool catalog_possibly_lost = false;
+  // Nothing readable was dropped: every key of every set-aside table is in
+  // the repaired store, and no unread part of one may have held something.
+  bool complete() const {
+    if (lost_catalog_entries > 0 || catalog_possibly_lost) return false;
+    for (const RepairCollection& c : collections) {
+      if (c.lost_records > 0 || c.lost_payloads > 0 || c.possibly_lost) return false;
+    }
+    return true;
+  }
+};
+
+// Repairs a database whose record store is damaged (a lost CURRENT or
+// MANIFEST file, a table with a damaged block): RocksDB's repair salvages
+// every readable table and log; a table with an unreadable block is set
+// aside whole (<db>/store/lost/). Then each collection whose arena snapshot
+// covers exactly its sequence number and agrees with every record that
+// survived gets its missing (or damaged) records back from the snapshot;
+// the set-aside tables are read block by block to count what is still
+// missing (`report`). Index files and snapshots are deleted at the end: each
+// collection is rebuilt from its records when next opened. The database
+// must not be open. OK if the repair ran (report->complete() says whether
+// anything is lost); the overload without a report returns Corruption when
+// something is.
+HEDGEDB_EXPORT Status RepairDB(const std::string& path, RepairReport* report);
 HEDGEDB_EXPORT Status RepairDB(const std::string& path);
 
 // DB::Verify on a database that is not open, opened read-only: writes

@@ -227,7 +227,10 @@ class ShardedCollection:
         """The exact global top k of each query: every shard's top k, merged
         by score (best first; equal scores by id). Filters (labels_in,
         labels_not_in, payload_equals) apply on every shard; "passing" sums
-        the shards' counts."""
+        the shards' counts. With min_prob > 0 (each shard's own calibration)
+        the answer is every shard's qualifying items, merged and cut to
+        max_results (default 1000), not to k; columns past the longest
+        answer are dropped."""
         queries = {key: kwargs.pop(key) for key in ("vec", "mean", "var", "weights", "logp")
                    if kwargs.get(key) is not None}
         options = dict(kwargs, k=k)
@@ -239,7 +242,13 @@ class ShardedCollection:
         # Padding (id -1, NaN) sorts last; then score descending, id ascending.
         key_score = np.where(ids < 0, -np.inf, scores.astype(np.float64))
         key_id = np.where(ids < 0, np.iinfo(np.int64).max, ids)
-        order = np.lexsort((key_id, -key_score), axis=1)[:, :k]
+        # A threshold search answers with every qualifying item (up to
+        # max_results per shard), not with k.
+        threshold = (kwargs.get("min_prob") or 0) > 0
+        keep = kwargs.get("max_results", 1000) if threshold else k
+        if threshold:
+            keep = min(keep, int((ids >= 0).sum(axis=1).max(initial=0)))
+        order = np.lexsort((key_id, -key_score), axis=1)[:, :keep]
         merged = {name: np.take_along_axis(np.concatenate([p[name] for p in parts], axis=1),
                                            order, axis=1)
                   for name in ("ids", "scores", "probs", "uncertainties", "labels")}

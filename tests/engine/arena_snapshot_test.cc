@@ -293,15 +293,22 @@ TEST(ArenaSnapshotTest, VerifyChecksTheSnapshotAgainstTheRecords) {
   EXPECT_TRUE(report.problems.empty());
   EXPECT_TRUE(report.notes.empty());
 
-  // A damaged snapshot is never used: a note.
+  // A damaged snapshot is never used by an open, but it was changed in
+  // place, and a process that mapped it before may serve the change: a
+  // problem. A stale one is only unused: a note.
   const std::string file = ArenaFile(dir.path());
   const std::string good = ReadBytes(file);
   std::string bytes = good;
   bytes.back() ^= 0x01;
   WriteBytes(file, bytes);
   ASSERT_TRUE(VerifyDB(dir.path(), "", &report).ok());
-  EXPECT_TRUE(report.problems.empty());
-  EXPECT_EQ(KindsOf(report.notes), std::vector<std::string>{"arena_unused"});
+  EXPECT_EQ(KindsOf(report.problems), std::vector<std::string>{"arena_corrupt"});
+  EXPECT_TRUE(report.notes.empty());
+  bytes = good;
+  bytes[20] ^= 0x01;  // the sequence number, and so the header checksum
+  WriteBytes(file, bytes);
+  ASSERT_TRUE(VerifyDB(dir.path(), "", &report).ok());
+  EXPECT_EQ(KindsOf(report.problems), std::vector<std::string>{"arena_corrupt"});
   WriteBytes(file, good);
 
   // A record changed behind the store's back (its sequence number stays): the
@@ -343,6 +350,50 @@ TEST(ArenaSnapshotTest, DropRemovesTheSnapshot) {
   ASSERT_FALSE(ArenaFile(dir.path()).empty());
   ASSERT_TRUE(db->DropCollection("c").ok());
   EXPECT_EQ(ArenaFile(dir.path()), "");
+}
+
+// A write into the mapped snapshot from outside, while the database is open:
+// the open checked the file, so the changed row is served, but it is never
+// written into a new snapshot with valid checksums (before the fix: the
+// close after an ingest re-saved it, and every later open served it). Flush
+// says so; the file is deleted; the next open reads the records.
+TEST(ArenaSnapshotTest, RowsChangedUnderTheMappingAreNeverSavedAgain) {
+  TempDir dir;
+  const CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 16, "Flat");
+  Answers before;
+  {
+    auto db = OpenDb(dir.path());
+    Fill(db.get(), spec);
+  }
+  const std::string file = ArenaFile(dir.path());
+  {
+    auto db = OpenDb(dir.path());
+    ASSERT_EQ(StatsOf(db.get(), "c").arena_source, "snapshot");
+    // The snapshot is behind after this, so the flush writes one.
+    ASSERT_TRUE(db->Ingest("c", RandomBatch(spec, 10, 700, 3).ingest(), nullptr).ok());
+    before = Ask(db.get(), spec, kAsked);
+    {
+      // In place: the same file, one byte of the first row (the rows start
+      // at 64 KiB; the last page took the appended rows, a private copy).
+      std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekg(65536 + 3);
+      const char c = char(f.get() ^ 0x5A);
+      f.seekp(65536 + 3);
+      f.put(c);
+    }
+    const Status flushed = db->Flush();
+    EXPECT_TRUE(flushed.IsCorruption()) << flushed.ToString();
+    EXPECT_NE(flushed.message().find("changed on disk"), std::string::npos) << flushed.ToString();
+    EXPECT_FALSE(std::filesystem::exists(file));
+    EXPECT_NE(StatsOf(db.get(), "c").arena_note.find("changed on disk"), std::string::npos);
+  }  // the close tries again, and refuses again
+  EXPECT_FALSE(std::filesystem::exists(file));
+  auto db = OpenDb(dir.path());
+  EXPECT_EQ(StatsOf(db.get(), "c").arena_source, "records");
+  EXPECT_TRUE(Ask(db.get(), spec, kAsked) == before);
+  VerifyReport report;
+  ASSERT_TRUE(db->Verify("", &report).ok());
+  EXPECT_TRUE(report.problems.empty());
 }
 
 }  // namespace

@@ -399,6 +399,49 @@ TEST(FilterTest, BadFiltersAreRefusedNamingTheProblem) {
   EXPECT_NE(error(f).find("empty field"), std::string::npos);
 }
 
+// An unfiltered top k returns min(k, items) hits, as the same search with a
+// filter that every item passes does: stage 1 widens when it finds fewer
+// live items than k (an HNSW walk that ends early at k = 1000 of 5,000
+// items; IVF lists that hold fewer than k = 3000). Before the fix: 813-835
+// and 2,677 hits. The hits are the exhaustive top k up to stage 1's recall.
+TEST(FilterTest, UnfilteredTopKReturnsKWhenTheCollectionHoldsThatMany) {
+  struct Case {
+    const char* factory;
+    int k;
+  };
+  for (const Case& c : {Case{"HNSW16", 1000}, Case{"IVF16,Flat", 3000}, Case{"HNSW16", 6000}}) {
+    SCOPED_TRACE(std::string(c.factory) + " k=" + std::to_string(c.k));
+    TempDir dir;
+    auto db = OpenDb(dir.path());
+    const CollectionSpec spec = MakeSpec("c", Kind::kPoint, 8, c.factory);
+    ASSERT_TRUE(db->CreateCollection(spec).ok());
+    const int64_t n = 5000;
+    const Batch b = RandomBatch(spec, n, 0, 7);
+    ASSERT_TRUE(db->Ingest("c", b.ingest(), nullptr).ok());
+    ASSERT_TRUE(db->Flush().ok());
+    ASSERT_TRUE(StatsOf(db.get(), "c").index_trained);
+    const Batch queries = QueryBatch(spec, 3, 11);
+    SearchOptions o;
+    o.k = c.k;
+    o.with_uncertainty = false;
+    std::vector<SearchResult> got, exact, all_pass;
+    ASSERT_TRUE(db->Search("c", queries.view(), o, &got).ok());
+    o.exhaustive = true;
+    ASSERT_TRUE(db->Search("c", queries.view(), o, &exact).ok());
+    o.exhaustive = false;
+    o.filter.label_rule = SearchFilter::LabelRule::kNotIn;  // no item has label -1
+    o.filter.labels = {-1};
+    ASSERT_TRUE(db->Search("c", queries.view(), o, &all_pass).ok());
+    const size_t want = size_t(std::min<int64_t>(c.k, n));
+    for (size_t q = 0; q < got.size(); ++q) {
+      EXPECT_EQ(got[q].hits.size(), want);
+      EXPECT_EQ(IdsOf(got[q]).size(), got[q].hits.size());  // no id twice
+      EXPECT_EQ(all_pass[q].hits.size(), want);
+    }
+    EXPECT_GE(RecallAgainst(exact, got), 0.9);
+  }
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace hedgedb

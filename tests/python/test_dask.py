@@ -3,7 +3,9 @@ processes). The merged top-k equals a single-node collection's, score for
 score; a worker that dies makes the search raise, never return short."""
 
 import os
+import pathlib
 import signal
+import subprocess
 
 import numpy as np
 import pytest
@@ -11,6 +13,8 @@ import pytest
 hedgedb = pytest.importorskip("hedgedb")
 distributed = pytest.importorskip("distributed")
 from hedgedb.dask import ShardedCollection  # noqa: E402
+
+SOURCE = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -152,3 +156,48 @@ def test_reshard_keeps_each_items_label_and_can_be_retried(client, tmp_path):
                 got[r["id"]] = r["label"]
                 np.testing.assert_array_equal(r["mean"], mean[r["id"]])
     assert got == expected
+
+
+def test_threshold_search_merges_every_qualifying_item(client, tmp_path):
+    """min_prob: every shard's qualifying items, merged (before the fix the
+    merge cut them to the default k = 10)."""
+    binary = os.environ.get("HEDGEDB_BIN", str(SOURCE / "build" / "bin" / "hedgedb"))
+    rng = np.random.default_rng(3)
+    n = 2000
+    labels = rng.integers(0, 4, size=n)  # 4 tight clusters: many pairs match
+    mean = (labels[:, None] * 3.0 + rng.normal(scale=0.3, size=(n, 8))).astype(np.float32)
+    var = np.full((n, 8), 0.05, np.float32)
+    root = str(tmp_path / "s")
+    sharded = ShardedCollection.create(client, root, "c", shards=2, **SPEC)
+    sharded.ingest(ids=np.arange(n), mean=mean, var=var, labels=labels)
+    sharded.close()
+    for i in range(2):  # each shard's own calibration
+        r = subprocess.run([binary, "calibrate", "--db", os.path.join(root, f"shard-{i}"),
+                            "--collection", "c"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    # The expected answer: each shard's own threshold search, united.
+    expected = []
+    for q in range(3):
+        found = {}
+        for i in range(2):
+            with hedgedb.open(os.path.join(root, f"shard-{i}")) as db:
+                res = db.search("c", mean=mean[q:q + 1], var=var[q:q + 1], min_prob=0.05,
+                                exhaustive=True, max_results=5000)
+                for j in range(res.ids.shape[1]):
+                    if res.ids[0, j] >= 0:
+                        found[int(res.ids[0, j])] = float(res.scores[0, j])
+        expected.append(found)
+    assert min(len(f) for f in expected) > 100  # far more than k
+    sharded = ShardedCollection.create(client, root, "c", shards=2, **SPEC)
+    merged = sharded.search(mean=mean[:3], var=var[:3], min_prob=0.05, exhaustive=True,
+                            max_results=5000)
+    for q in range(3):
+        got = {int(i): float(s) for i, s in zip(merged["ids"][q], merged["scores"][q]) if i >= 0}
+        assert got == expected[q]
+        valid = merged["scores"][q][merged["ids"][q] >= 0]
+        assert np.all(np.diff(valid) <= 0)  # best first
+    # max_results cuts the merged answer.
+    capped = sharded.search(mean=mean[:1], var=var[:1], min_prob=0.05, exhaustive=True,
+                            max_results=50)
+    assert (capped["ids"][0] >= 0).sum() == 50
+    sharded.close()

@@ -71,3 +71,53 @@ def test_reader_beside_a_writer_catches_up(tmp_path):
     finally:
         writer.stdin.close()
         assert writer.wait(timeout=60) == 0
+
+
+# One writer process: opens the database, upserts ids 0..9 with label
+# `round` and payload {"round": round}, closes.
+UPSERT = r"""
+import sys
+import numpy as np
+import hedgedb
+r = int(sys.argv[2])
+with hedgedb.open(sys.argv[1]) as db:
+    db.ingest("c", ids=np.arange(10), labels=np.full(10, r), upsert=True,
+              vec=np.arange(10, dtype=np.float32)[:, None] * np.ones(4, np.float32) + r,
+              payloads=['{"round": %d}' % r] * 10)
+"""
+
+
+RESTART = r"""
+import sys
+import hedgedb
+hedgedb.open(sys.argv[1]).close()
+"""
+
+
+def test_long_lived_reader_sees_upserted_payloads_after_writer_restarts(tmp_path):
+    # The writer's next open writes the previous writer's log into a table
+    # and deletes the log; the reader catches up across that. Its payloads
+    # (get, search with_payload) must be those of its view, as its labels
+    # and the payload filter are.
+    path = str(tmp_path / "db")
+    with hedgedb.open(path) as db:
+        db.create_collection("c", "point", 4)
+    subprocess.run([sys.executable, "-c", UPSERT, path, "1"], check=True)
+    with hedgedb.open(path, read_only=True) as reader:
+        assert [r["payload"] for r in reader.get("c", [3])] == [b'{"round": 1}']
+        for r in (2, 3, 4):
+            subprocess.run([sys.executable, "-c", UPSERT, path, str(r)], check=True)
+            # The writer restarts: its open writes the upsert's log into a
+            # table, so the new payloads are in a table only, the old ones
+            # in the log the reader read.
+            subprocess.run([sys.executable, "-c", RESTART, path], check=True)
+            reader.catch_up()
+            want = ('{"round": %d}' % r).encode()
+            got = reader.get("c", np.arange(10))
+            assert [g["label"] for g in got] == [r] * 10
+            assert [g["payload"] for g in got] == [want] * 10
+            hits = reader.search("c", vec=points(3 + r, 1), k=10, with_payload=True)
+            assert sorted(hits.ids[0]) == list(range(10))
+            assert hits.payloads[0] == [want] * 10
+            passing = reader.search("c", vec=points(3, 1), k=10, payload_equals={"round": r})
+            assert passing.passing[0] == 10
