@@ -48,7 +48,10 @@ const char* ConditionalFeatureName(int feature) {
                                                               "score x rank 2-3",
                                                               "score x rank 4-10",
                                                               "score x rank 11-30",
-                                                              "score x rank 31-100"};
+                                                              "score x rank 31-100",
+                                                              "query eta knot 1 x head",
+                                                              "query eta knot 2 x head",
+                                                              "query eta knot 3 x head"};
   return feature >= 0 && feature < kNumConditionalFeatures ? kNames[feature] : "unknown";
 }
 
@@ -115,8 +118,8 @@ void ConditionalInputs(ScoreType score_type, double score, const PairContext& co
   inputs[kInputItemEta] = EtaInput(context.item_eta);
 }
 
-void ConditionalFeatures(const double in[kNumConditionalInputs],
-                         double f[kNumConditionalFeatures]) {
+void ConditionalFeatures(const double in[kNumConditionalInputs], const double* knots,
+                         int num_knots, double f[kNumConditionalFeatures]) {
   const double t = in[kInputScore], gap = in[kInputGap], lr = in[kInputLogRank];
   const int bucket = RankBucket(lr);
   const double top1 = bucket == 0 ? 1 : 0, head = bucket < kHeadBuckets ? 1 : 0;
@@ -138,12 +141,16 @@ void ConditionalFeatures(const double in[kNumConditionalInputs],
     f[kFeatureRankBucket + b] = bucket == b ? 1 : 0;
     f[kFeatureScoreRankBucket + b] = bucket == b ? t : 0;
   }
+  for (int k = 0; k < kEtaKnots; ++k) {
+    f[kFeatureQueryEtaKnot + k] = k < num_knots ? std::max(q - knots[k], 0.0) * head : 0;
+  }
 }
 
 bool CalibrationMap::ReadsQueryEta() const {
   constexpr uint32_t kReads = (1u << kFeatureQueryEta) | (1u << kFeatureScoreQueryEta) |
                               (1u << kFeatureQueryEtaTop1) | (1u << kFeatureQueryEtaHead) |
-                              (1u << kFeatureScoreQueryEtaHead);
+                              (1u << kFeatureScoreQueryEtaHead) |
+                              (((1u << kEtaKnots) - 1) << kFeatureQueryEtaKnot);
   return conditional() && (features & kReads) != 0;
 }
 
@@ -159,12 +166,16 @@ namespace {
 double ConditionalLogOdds(const CalibrationMap& m, double score, const PairContext& context) {
   double in[kNumConditionalInputs];
   ConditionalInputs(m.score_type, score, context, in);
+  // How far the query is more uncertain than any query of the fit.
+  const double beyond = std::isnan(in[kInputQueryEta])
+                            ? 0
+                            : std::max(in[kInputQueryEta] - m.input_hi[kInputQueryEta], 0.0);
   for (int k = 0; k < kNumConditionalInputs; ++k) {
     if (std::isnan(in[k])) in[k] = m.input_mean[size_t(k)];
     in[k] = std::min(std::max(in[k], m.input_lo[size_t(k)]), m.input_hi[size_t(k)]);
   }
   double f[kNumConditionalFeatures];
-  ConditionalFeatures(in, f);
+  ConditionalFeatures(in, m.eta_knots.data(), int(m.eta_knots.size()), f);
   double z = m.params.back();
   size_t j = 0;
   for (int k = 0; k < kNumConditionalFeatures; ++k) {
@@ -172,10 +183,32 @@ double ConditionalLogOdds(const CalibrationMap& m, double score, const PairConte
     z += m.params[j] * (f[k] - m.feature_mean[j]) / m.feature_scale[j];
     ++j;
   }
+  // Beyond the fit's most uncertain query, a head result's log-odds go on
+  // falling at the last segment's slope, never rising: a query more
+  // uncertain than every calibration query (an occluded image, say) is not
+  // promised more than the most uncertain one seen. The slope leaves out
+  // the score interaction, so the map stays monotone in the score. Deeper
+  // ranks keep the clamped value.
+  if (beyond > 0 && RankBucket(in[kInputLogRank]) < kHeadBuckets) {
+    z += std::min(HeadEtaSlope(m, int(m.eta_knots.size())), 0.0) * beyond;
+  }
   return z;
 }
 
 }  // namespace
+
+double HeadEtaSlope(const CalibrationMap& m, int segment) {
+  if (!m.conditional()) return 0;
+  double slope = 0;
+  size_t j = 0;
+  for (int k = 0; k < kNumConditionalFeatures; ++k) {
+    if (!(m.features >> k & 1)) continue;
+    const bool knot = k >= kFeatureQueryEtaKnot && k < kFeatureQueryEtaKnot + segment;
+    if (k == kFeatureQueryEtaHead || knot) slope += m.params[j] / m.feature_scale[j];
+    ++j;
+  }
+  return slope;
+}
 
 void ConditionalSlopes(const CalibrationMap& m, bool* score_ok, bool* gap_ok) {
   // Weights on the unstandardized features (0 for unused ones).
@@ -403,6 +436,15 @@ Status CalibrationMap::Validate() const {
                                        std::to_string(j));
       }
     }
+    if (eta_knots.size() > size_t(kEtaKnots)) {
+      return Status::InvalidArgument("conditional map has more than " +
+                                     std::to_string(kEtaKnots) + " eta knots");
+    }
+    for (size_t k = 0; k < eta_knots.size(); ++k) {
+      if (!std::isfinite(eta_knots[k]) || (k > 0 && !(eta_knots[k] > eta_knots[k - 1]))) {
+        return Status::InvalidArgument("conditional map: eta knots are not finite and ascending");
+      }
+    }
     bool score_ok = true, gap_ok = true;
     ConditionalSlopes(*this, &score_ok, &gap_ok);
     if (!score_ok || !gap_ok) {
@@ -411,7 +453,7 @@ Status CalibrationMap::Validate() const {
                                      " somewhere in its range (the map would not be monotone)");
     }
   } else if (features != 0 || !input_lo.empty() || !input_hi.empty() || !input_mean.empty() ||
-             !feature_mean.empty() || !feature_scale.empty()) {
+             !feature_mean.empty() || !feature_scale.empty() || !eta_knots.empty()) {
     return Status::InvalidArgument(std::string(MethodName(method)) +
                                    " map has conditional features");
   }
@@ -451,6 +493,7 @@ Status CalibrationMap::Validate() const {
 //   (version >= 2) u32 features, u32 i, f64 input_lo[i], f64 input_hi[i],
 //           f64 input_mean[i], u32 f, f64 feature_mean[f], f64 feature_scale[f],
 //           u32 c, f64 conformal_scores[c], u32 e, f64 conformal_eta[e],
+//   (version >= 3) u32 k, f64 eta_knots[k],
 //   report: u8 chosen, u64 split seed, u8 has_raw, f64 raw ece/brier/log loss,
 //           u32 c, c x (u8 method, f64 ece, f64 brier, f64 log loss),
 //           u32 length, reason bytes,
@@ -513,6 +556,8 @@ std::string CalibrationMap::Encode() const {
   for (double v : conformal_scores) PutFixed<double>(&out, v);
   PutFixed<uint32_t>(&out, uint32_t(conformal_eta.size()));
   for (double v : conformal_eta) PutFixed<double>(&out, v);
+  PutFixed<uint32_t>(&out, uint32_t(eta_knots.size()));
+  for (double v : eta_knots) PutFixed<double>(&out, v);
   PutFixed<uint8_t>(&out, uint8_t(report.chosen));
   PutFixed<uint64_t>(&out, report.split_seed);
   PutFixed<uint8_t>(&out, report.has_raw ? 1 : 0);
@@ -609,6 +654,7 @@ Status CalibrationMap::Decode(const std::string& bytes, CalibrationMap* map) {
          r.GetDoubles(n, &m.feature_mean) && r.GetDoubles(n, &m.feature_scale) && r.Get(&n) &&
          r.GetDoubles(n, &m.conformal_scores) && r.Get(&n) && r.GetDoubles(n, &m.conformal_eta);
   }
+  if (ok && version >= 3) ok = r.Get(&n) && r.GetDoubles(n, &m.eta_knots);
   ok = ok && r.Get(&chosen) && r.Get(&m.report.split_seed) && r.Get(&has_raw) &&
        r.Get(&m.report.raw_ece) && r.Get(&m.report.raw_brier) && r.Get(&m.report.raw_log_loss) &&
        r.Get(&n);

@@ -63,8 +63,18 @@ enum ConditionalFeature : int {
   kFeatureScoreItemEtaHead,   // t x logit eta_i x head
   kFeatureRankBucket,         // kRankBuckets indicators: [rank in bucket b]
   kFeatureScoreRankBucket = kFeatureRankBucket + kRankBuckets,  // t x [rank in bucket b]
-  kNumConditionalFeatures = kFeatureScoreRankBucket + kRankBuckets
+  // kEtaKnots hinges max(0, logit eta_q - knot_j) x head, knots at
+  // quantiles of the fitted queries' eta (kEtaKnotQuantiles) (CalibrationMap::eta_knots): how
+  // often the best matches are right falls steeply over the narrow bulk of
+  // eta and flattens in its long tail, which one line in logit eta cannot
+  // follow (the quickstart's top-1 precision by eta quartile: 0.67, 0.49,
+  // 0.32, 0.22, over eta ranges of width 0.0007, 0.0014, 0.004 and 0.15).
+  kFeatureQueryEtaKnot = kFeatureScoreRankBucket + kRankBuckets,
+  kNumConditionalFeatures = kFeatureQueryEtaKnot + 3
 };
+// The knots sit at these quantiles of the fitted queries' eta.
+constexpr int kEtaKnots = 3;
+constexpr double kEtaKnotQuantiles[kEtaKnots] = {0.25, 0.5, 0.75};
 // Buckets before this one are the head, where what eta says of a match
 // differs most from the deep ranks (where nearly every pair is an easy
 // non-match): the eta terms have their own head part.
@@ -75,9 +85,10 @@ const char* ConditionalFeatureName(int feature);
 // The inputs of one pair, before clamping: NaN where the context does not say.
 void ConditionalInputs(ScoreType score_type, double score, const PairContext& context,
                        double inputs[kNumConditionalInputs]);
-// Every design feature of (clamped, complete) inputs.
-void ConditionalFeatures(const double inputs[kNumConditionalInputs],
-                         double features[kNumConditionalFeatures]);
+// Every design feature of (clamped, complete) inputs; `knots` are the
+// query-eta knots (num_knots <= kEtaKnots; the hinges of missing knots are 0).
+void ConditionalFeatures(const double inputs[kNumConditionalInputs], const double* knots,
+                         int num_knots, double features[kNumConditionalFeatures]);
 
 // mc and match are probabilities in [0, 1]; the other scores are unbounded
 // reals (higher is better).
@@ -143,6 +154,10 @@ struct CalibrationMap {
   uint32_t features = 0;
   std::vector<double> input_lo, input_hi, input_mean;
   std::vector<double> feature_mean, feature_scale;
+  // Conditional only (format version 3): the knots of the query-eta hinges
+  // (kFeatureQueryEtaKnot), ascending, on the logit-eta input; at most
+  // kEtaKnots. Empty in maps of version 2.
+  std::vector<double> eta_knots;
   // Split-conformal scores (docs/calibration.md, "Conformal match sets"),
   // ascending: for each conformal query (labelled queries the map was not
   // fitted on), the highest probability this map gives one of its
@@ -207,9 +222,17 @@ struct CalibrationMap {
 // with the rest of the context fixed. Validate() requires both.
 void ConditionalSlopes(const CalibrationMap& map, bool* score_ok, bool* gap_ok);
 
+// The slope of a conditional map's log-odds in logit eta_q for a head
+// result (rank <= 10), on segment s of the eta knots (0: below the first
+// knot, s: from knot s - 1 on), without the score x eta interaction. The fit
+// keeps every segment's slope <= 0 (a more uncertain query is not promised
+// more), and Apply continues the last one beyond the fit's most uncertain
+// query.
+double HeadEtaSlope(const CalibrationMap& map, int segment);
+
 // Encoding version written by Encode(). Version 1 (no conditional section)
-// still decodes: such maps are unconditional.
-constexpr uint16_t kCalibrationMapVersion = 2;
+// still decodes: such maps are unconditional; version 2 has no eta knots.
+constexpr uint16_t kCalibrationMapVersion = 3;
 
 }  // namespace calibration
 }  // namespace hedgedb

@@ -359,13 +359,25 @@ CalibrationMap ConditionalUnchecked(const std::vector<ScoredPair>& all_pairs,
     in.insert(in.end(), &all_in[i * kIn], &all_in[i * kIn] + kIn);
   }
   const size_t n = pairs.size();
+  // The knots of the query-eta hinges: the kEtaKnotQuantiles of the queries' eta
+  // (each query once, by its best-ranked pair), strictly ascending.
+  std::vector<double> query_eta;
+  for (size_t i = 0; i < all_pairs.size(); ++i) {
+    const double q = all_in[i * kIn + kInputQueryEta];
+    if (!std::isnan(q) && RankBucket(all_in[i * kIn + kInputLogRank]) == 0) query_eta.push_back(q);
+  }
+  std::sort(query_eta.begin(), query_eta.end());
+  for (int k = 0; k < kEtaKnots && options.conditional_eta_knots && query_eta.size() >= 20; ++k) {
+    const double knot = query_eta[size_t(kEtaKnotQuantiles[k] * double(query_eta.size()))];
+    if (map.eta_knots.empty() || knot > map.eta_knots.back()) map.eta_knots.push_back(knot);
+  }
   std::vector<double> x(n * kF);
   for (size_t i = 0; i < n; ++i) {
     double* v = &in[i * kIn];
     for (int k = 0; k < kIn; ++k) {
       if (std::isnan(v[k])) v[k] = map.input_mean[k];
     }
-    ConditionalFeatures(v, &x[i * kF]);
+    ConditionalFeatures(v, map.eta_knots.data(), int(map.eta_knots.size()), &x[i * kF]);
   }
   uint32_t mask = (1u << kF) - 1;
   mask &=
@@ -412,6 +424,7 @@ CalibrationMap ConditionalUnchecked(const std::vector<ScoredPair>& all_pairs,
   ConditionalSlopes(map, &score_ok, &gap_ok);
   if (!score_ok || !gap_ok) {
     map.features = 0;
+    map.eta_knots.clear();
     map.feature_mean.clear();
     map.feature_scale.clear();
     map.params = {Logit(map.fit_base_rate)};

@@ -41,8 +41,13 @@ struct FitOptions {
   bool allow_conditional = true;
   // Conditional map: L2 penalty on its standardized weights (in units of
   // one pair's log loss: negligible with many pairs, a mild pull towards the
-  // unconditional map with few).
-  double conditional_ridge = 1.0;
+  // unconditional map with few; 30 keeps the head's eta terms, fitted on a
+  // few thousand best-ranked pairs, from following noise in the tail of eta).
+  double conditional_ridge = 30.0;
+  // Conditional map: hinges in the query's eta at its quartiles
+  // (kFeatureQueryEtaKnot), for an eta effect that is not a line in logit
+  // eta. false: the eta terms of map version 2 only.
+  bool conditional_eta_knots = true;
   // Conditional map: at most about this many pairs are fitted (the deep
   // non-matches are subsampled and weighted; fit.cc, ConditionalUnchecked).
   int64_t conditional_max_pairs = 200000;
