@@ -352,6 +352,119 @@ Status CalibrationMap::ConformalThresholdByEta(double coverage, double query_eta
                            what.c_str(), threshold);
 }
 
+namespace {
+
+// ln P(X <= k) for X ~ Binomial(n, p), 0 < p < 1, k < n: the terms from
+// ln P(X = 0) up by the ratio of neighbours, summed in log space.
+double LogBinomialCdf(int64_t k, int64_t n, double p) {
+  const double odds = std::log(p) - std::log1p(-p);
+  double t = double(n) * std::log1p(-p);  // ln P(X = 0)
+  double best = t, sum = 1;              // sum of exp(term - best)
+  for (int64_t i = 0; i < k; ++i) {
+    t += std::log(double(n - i) / double(i + 1)) + odds;  // ln P(X = i + 1)
+    if (t > best) {
+      sum = sum * std::exp(best - t) + 1;
+      best = t;
+    } else {
+      sum += std::exp(t - best);
+    }
+  }
+  return best + std::log(sum);
+}
+
+}  // namespace
+
+double ClopperPearsonUpper(int64_t k, int64_t n, double confidence) {
+  if (k >= n) return 1;
+  const double target = std::log1p(-confidence);  // ln(1 - confidence)
+  // The CDF falls as p rises: bisect for CDF(p) = 1 - confidence.
+  double lo = double(k) / double(n), hi = 1;
+  for (int iter = 0; iter < 100 && hi - lo > 1e-13 * hi; ++iter) {
+    const double mid = 0.5 * (lo + hi);
+    if (mid <= 0 || mid >= 1) break;
+    if (LogBinomialCdf(k, n, mid) > target) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return hi;
+}
+
+Status CalibrationMap::FalseMatchThreshold(double max_rate, double confidence,
+                                           double* threshold) const {
+  if (!(max_rate > 0 && max_rate < 1)) {
+    return Status::InvalidArgument("max false-match rate must be in (0, 1), got " +
+                                   std::to_string(max_rate));
+  }
+  if (!(confidence > 0 && confidence < 1)) {
+    return Status::InvalidArgument("confidence must be in (0, 1), got " +
+                                   std::to_string(confidence));
+  }
+  if (false_match_counts.empty()) {
+    return Status::InvalidArgument(
+        "the calibration has no held-out non-matching pairs: calibrate with a conformal "
+        "fraction (--conformal-fraction) first");
+  }
+  // above[b]: held-out non-matching pairs with p in bin b or higher.
+  std::vector<int64_t> above(size_t(kFalseMatchBins) + 1, 0);
+  for (int b = kFalseMatchBins - 1; b >= 0; --b) {
+    above[size_t(b)] = above[size_t(b) + 1] + int64_t(false_match_counts[size_t(b)]);
+  }
+  const int64_t n = above[0];
+  // Zero of n pairs above the threshold bounds the rate by
+  // 1 - (1 - confidence)^(1/n): n must be at least ln(1 - c) / ln(1 - rate).
+  const int64_t fewest =
+      int64_t(std::ceil(std::log1p(-confidence) / std::log1p(-max_rate) - 1e-9));
+  if (n < fewest) {
+    return Status::InvalidArgument(
+        "a false-match rate of " + std::to_string(max_rate) + " with confidence " +
+        std::to_string(confidence) + " needs at least " + std::to_string(fewest) +
+        " held-out non-matching pairs, the calibration has " + std::to_string(n));
+  }
+  // The bound falls as the threshold rises (fewer pairs above it): the
+  // smallest passing bin by bisection.
+  const bool clustered = false_match_kk.size() == size_t(kFalseMatchBins) &&
+                         false_match_kn.size() == size_t(kFalseMatchBins) &&
+                         false_match_queries >= 2;
+  auto passes = [&](int b) {
+    const int64_t k = above[size_t(b)];
+    const double r = double(k) / double(n);
+    if (r >= max_rate) return false;  // the bound is above the share itself
+    double deff = 1;
+    if (clustered && k > 0) {
+      // Ratio estimator: sum over queries of (k_q - r n_q)^2, scaled to the
+      // variance of k / n, against the binomial r (1 - r) / n.
+      const double q = false_match_queries;
+      const double ss = false_match_kk[size_t(b)] - 2 * r * false_match_kn[size_t(b)] +
+                        r * r * false_match_nn;
+      const double var = q / (q - 1) * std::max(ss, 0.0) / (double(n) * double(n));
+      deff = std::max(1.0, var / (r * (1 - r) / double(n)));
+    }
+    // The effective sample, rounded so the bound only rises: fewer pairs,
+    // more of them above the threshold.
+    const int64_t n_eff = std::max<int64_t>(1, int64_t(std::floor(double(n) / deff)));
+    const int64_t k_eff = std::min<int64_t>(n_eff, int64_t(std::ceil(r * double(n_eff) - 1e-9)));
+    return ClopperPearsonUpper(k_eff, n_eff, confidence) <= max_rate;
+  };
+  int lo = 0, hi = kFalseMatchBins;  // hi passes: nothing above 1 (k = 0)
+  if (passes(0)) {
+    hi = 0;
+  } else {
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (passes(mid)) {
+        hi = mid;
+      } else {
+        lo = mid;
+      }
+    }
+  }
+  // Bin kFalseMatchBins: every probability below 1, so p = 1 only.
+  *threshold = double(hi) / kFalseMatchBins;
+  return Status::OK();
+}
+
 Status CalibrationMap::SetBaseRate(double pi) {
   if (!(pi > 0 && pi < 1)) {
     return Status::InvalidArgument("base rate must be in (0, 1), got " + std::to_string(pi));
@@ -463,6 +576,35 @@ Status CalibrationMap::Validate() const {
       return Status::InvalidArgument("conformal scores are not ascending in {-1} and [0, 1]");
     }
   }
+  if (!false_match_counts.empty()) {
+    if (false_match_counts.size() != size_t(kFalseMatchBins)) {
+      return Status::InvalidArgument("false-match counts have " +
+                                     std::to_string(false_match_counts.size()) + " bins, expected " +
+                                     std::to_string(kFalseMatchBins));
+    }
+    for (double c : false_match_counts) {
+      if (!(c >= 0 && c <= 9e15 && c == std::floor(c))) {
+        return Status::InvalidArgument("false-match counts are not whole numbers >= 0");
+      }
+    }
+  }
+  if ((!false_match_kk.empty() || !false_match_kn.empty()) &&
+      (false_match_kk.size() != size_t(kFalseMatchBins) ||
+       false_match_kn.size() != size_t(kFalseMatchBins) || false_match_counts.empty())) {
+    return Status::InvalidArgument("false-match moments do not match the counts");
+  }
+  for (const std::vector<double>* v : {&false_match_kk, &false_match_kn}) {
+    for (double x : *v) {
+      if (!(x >= 0 && std::isfinite(x))) {
+        return Status::InvalidArgument("false-match moments are not finite and >= 0");
+      }
+    }
+  }
+  if (!(false_match_nn >= 0 && std::isfinite(false_match_nn)) ||
+      !(false_match_queries >= 0 && false_match_queries == std::floor(false_match_queries) &&
+        false_match_queries <= 9e15)) {
+    return Status::InvalidArgument("false-match moments are not finite and >= 0");
+  }
   if (!conformal_eta.empty() && conformal_eta.size() != conformal_scores.size()) {
     return Status::InvalidArgument("conformal eta and scores differ in number");
   }
@@ -493,7 +635,9 @@ Status CalibrationMap::Validate() const {
 //   (version >= 2) u32 features, u32 i, f64 input_lo[i], f64 input_hi[i],
 //           f64 input_mean[i], u32 f, f64 feature_mean[f], f64 feature_scale[f],
 //           u32 c, f64 conformal_scores[c], u32 e, f64 conformal_eta[e],
-//   (version >= 3) u32 k, f64 eta_knots[k],
+//   (version >= 3) u32 k, f64 eta_knots[k], u32 b, f64 false_match_counts[b],
+//           u32 m, f64 false_match_kk[m], f64 false_match_kn[m],
+//           f64 false_match_nn, f64 false_match_queries,
 //   report: u8 chosen, u64 split seed, u8 has_raw, f64 raw ece/brier/log loss,
 //           u32 c, c x (u8 method, f64 ece, f64 brier, f64 log loss),
 //           u32 length, reason bytes,
@@ -515,6 +659,7 @@ CalibrationInfo CalibrationMap::Info() const {
   info.reason = report.reason;
   info.conditional = conditional();
   info.conformal_queries = int64_t(conformal_scores.size());
+  for (double c : false_match_counts) info.held_out_non_matches += int64_t(c);
   for (int k = 0; k < kNumConditionalFeatures; ++k) {
     if (conditional() && (features >> k & 1)) {
       info.conditioned_on +=
@@ -558,6 +703,14 @@ std::string CalibrationMap::Encode() const {
   for (double v : conformal_eta) PutFixed<double>(&out, v);
   PutFixed<uint32_t>(&out, uint32_t(eta_knots.size()));
   for (double v : eta_knots) PutFixed<double>(&out, v);
+  PutFixed<uint32_t>(&out, uint32_t(false_match_counts.size()));
+  for (double v : false_match_counts) PutFixed<double>(&out, v);
+  PutFixed<uint32_t>(&out, uint32_t(false_match_kk.size()));
+  for (double v : false_match_kk) PutFixed<double>(&out, v);
+  for (size_t b = 0; b < false_match_kk.size(); ++b)
+    PutFixed<double>(&out, b < false_match_kn.size() ? false_match_kn[b] : 0);
+  PutFixed<double>(&out, false_match_nn);
+  PutFixed<double>(&out, false_match_queries);
   PutFixed<uint8_t>(&out, uint8_t(report.chosen));
   PutFixed<uint64_t>(&out, report.split_seed);
   PutFixed<uint8_t>(&out, report.has_raw ? 1 : 0);
@@ -654,7 +807,12 @@ Status CalibrationMap::Decode(const std::string& bytes, CalibrationMap* map) {
          r.GetDoubles(n, &m.feature_mean) && r.GetDoubles(n, &m.feature_scale) && r.Get(&n) &&
          r.GetDoubles(n, &m.conformal_scores) && r.Get(&n) && r.GetDoubles(n, &m.conformal_eta);
   }
-  if (ok && version >= 3) ok = r.Get(&n) && r.GetDoubles(n, &m.eta_knots);
+  if (ok && version >= 3) {
+    ok = r.Get(&n) && r.GetDoubles(n, &m.eta_knots) && r.Get(&n) &&
+         r.GetDoubles(n, &m.false_match_counts) && r.Get(&n) &&
+         r.GetDoubles(n, &m.false_match_kk) && r.GetDoubles(n, &m.false_match_kn) &&
+         r.Get(&m.false_match_nn) && r.Get(&m.false_match_queries);
+  }
   ok = ok && r.Get(&chosen) && r.Get(&m.report.split_seed) && r.Get(&has_raw) &&
        r.Get(&m.report.raw_ece) && r.Get(&m.report.raw_brier) && r.Get(&m.report.raw_log_loss) &&
        r.Get(&n);

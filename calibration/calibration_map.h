@@ -154,6 +154,20 @@ struct CalibrationMap {
   uint32_t features = 0;
   std::vector<double> input_lo, input_hi, input_mean;
   std::vector<double> feature_mean, feature_scale;
+  // Risk-controlled thresholds (format version 3; docs/calibration.md,
+  // "False-match rate"): the held-out (conformal) queries' non-matching
+  // pairs, counted by this map's probability in kFalseMatchBins equal bins of
+  // [0, 1] (bin b: p in [b, b + 1) / kFalseMatchBins, p = 1 in the last).
+  // Empty: none (fitted without a conformal fraction, or version 2).
+  std::vector<double> false_match_counts;
+  // Pairs of one query are not independent (an ambiguous query clears a
+  // threshold with many of its non-matching items at once), so the bound
+  // uses an effective number of pairs (Korn and Graubard 1998): with k_q(b)
+  // the query's non-matching pairs in bin b or above and n_q all its
+  // non-matching pairs, per bin the sums over the held-out queries of
+  // k_q(b)^2 and k_q(b) n_q, and the sum of n_q^2 and the number of queries.
+  std::vector<double> false_match_kk, false_match_kn;
+  double false_match_nn = 0, false_match_queries = 0;
   // Conditional only (format version 3): the knots of the query-eta hinges
   // (kFeatureQueryEtaKnot), ascending, on the logit-eta input; at most
   // kEtaKnots. Empty in maps of version 2.
@@ -199,6 +213,20 @@ struct CalibrationMap {
   // quartile only, so coverage holds within each quartile (Mondrian
   // conformal). Needs conformal_eta and a finite query eta.
   Status ConformalThresholdByEta(double coverage, double query_eta, double* threshold) const;
+  // The smallest probability threshold (a bin edge b / kFalseMatchBins)
+  // whose false-match rate, the share of non-matching pairs with p >= it,
+  // is at most max_rate with the given confidence: the one-sided
+  // Clopper-Pearson upper bound of that share over the held-out non-matching
+  // pairs is <= max_rate, computed on the effective sample (Korn and
+  // Graubard): the pairs and the count divided by the design effect, the
+  // between-query variance of the share over its binomial variance (at
+  // least 1), rounded to the safe side. The counts fall as the threshold
+  // rises, so the smallest passing threshold fails with probability at
+  // most about 1 - confidence, without a correction for the choice. InvalidArgument for a
+  // rate or confidence outside (0, 1), without counts, or when even a
+  // threshold that no held-out pair clears cannot be bounded (naming the
+  // fewest non-matching pairs it needs).
+  Status FalseMatchThreshold(double max_rate, double confidence, double* threshold) const;
   // Whether Apply reads the query's / the items' eta (a search computes them
   // for it).
   bool ReadsQueryEta() const;
@@ -221,6 +249,13 @@ struct CalibrationMap {
 // (*score_ok) and in the gap (*gap_ok) everywhere in its clamped input range,
 // with the rest of the context fixed. Validate() requires both.
 void ConditionalSlopes(const CalibrationMap& map, bool* score_ok, bool* gap_ok);
+
+// Bins of CalibrationMap::false_match_counts: thresholds in steps of 0.001.
+constexpr int kFalseMatchBins = 1000;
+// The one-sided Clopper-Pearson upper confidence bound on a binomial rate
+// after k successes in n trials (0 <= k <= n, n >= 1): the rate p with
+// P(X <= k | n, p) = 1 - confidence (1 when k == n).
+double ClopperPearsonUpper(int64_t k, int64_t n, double confidence);
 
 // The slope of a conditional map's log-odds in logit eta_q for a head
 // result (rank <= 10), on segment s of the eta knots (0: below the first

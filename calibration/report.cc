@@ -226,13 +226,42 @@ Status FitAndReport(ScoreType score, uint64_t split_seed, bool allow_conditional
 
   // Conformal scores: with the stored map, as a search computes them;
   // ascending, each with its query's eta (when every one has one).
+  // Their non-matching pairs, counted by probability, bound the
+  // false-match rate of a threshold (CalibrationMap::FalseMatchThreshold).
   std::vector<std::pair<double, double>> scored;  // (score, eta)
   bool all_eta = !conformal.empty();
+  if (!conformal.empty()) {
+    fitted.false_match_counts.assign(size_t(kFalseMatchBins), 0);
+    fitted.false_match_kk.assign(size_t(kFalseMatchBins), 0);
+    fitted.false_match_kn.assign(size_t(kFalseMatchBins), 0);
+    fitted.false_match_queries = double(conformal.size());
+  }
+  std::vector<double> mine(static_cast<size_t>(kFalseMatchBins));  // one query's counts
   for (const QueryPairs* qp : conformal) {
     double best = -1;
+    std::fill(mine.begin(), mine.end(), 0.0);
     for (const ScoredPair& p : qp->pairs) {
-      if (p.is_match) best = std::max(best, fitted.Apply(p.score, &p.context));
+      const double prob = fitted.Apply(p.score, &p.context);
+      if (p.is_match) {
+        best = std::max(best, prob);
+      } else {
+        const int bin = std::min(int(prob * kFalseMatchBins), kFalseMatchBins - 1);
+        mine[size_t(std::max(bin, 0))] += 1;
+      }
     }
+    // Cumulative from the top: k_q(b), then n_q = k_q(0).
+    double above = 0;
+    for (int b = kFalseMatchBins - 1; b >= 0; --b) {
+      fitted.false_match_counts[size_t(b)] += mine[size_t(b)];
+      above += mine[size_t(b)];
+      mine[size_t(b)] = above;
+    }
+    const double n_q = mine[0];
+    for (size_t b = 0; b < mine.size(); ++b) {
+      fitted.false_match_kk[b] += mine[b] * mine[b];
+      fitted.false_match_kn[b] += mine[b] * n_q;
+    }
+    fitted.false_match_nn += n_q * n_q;
     scored.push_back({best, double(qp->eta)});
     all_eta = all_eta && std::isfinite(qp->eta);
   }

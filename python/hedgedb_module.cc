@@ -521,8 +521,8 @@ class PyDB {
                        const py::object& seed, bool exhaustive, int64_t candidates, int nprobe,
                        int ef_search, bool with_uncertainty, bool with_payload,
                        bool adaptive_samples, double min_prob, int64_t max_results,
-                       double coverage, bool coverage_by_eta,
-                       const py::object& labels_in, const py::object& labels_not_in,
+                       double coverage, bool coverage_by_eta, double max_false_match_rate,
+                       double confidence, const py::object& labels_in, const py::object& labels_not_in,
                        const py::object& payload_equals) {
     const CollectionSpec spec = Describe(collection);
     const auto [variance, form] = VarianceArgument(var, stdev, log_var, log_std);
@@ -550,6 +550,8 @@ class PyDB {
     options.max_results = max_results;
     options.coverage = coverage;
     options.coverage_by_eta = coverage_by_eta;
+    options.max_false_match_rate = max_false_match_rate;
+    options.confidence = confidence;
     SearchFilter& filter = options.filter;
     if (!labels_in.is_none() && !labels_not_in.is_none()) {
       Invalid("give labels_in or labels_not_in, not both");
@@ -601,7 +603,8 @@ class PyDB {
     // asks for no 10^9 columns of padding (and hits can only be more if an
     // ingest landed between the count and the search). Threshold and
     // conformal searches: as many as the longest answer.
-    py::ssize_t width = min_prob > 0 || coverage > 0 ? 0 : std::min<int64_t>(k, items);
+    const bool threshold = min_prob > 0 || coverage > 0 || max_false_match_rate > 0;
+    py::ssize_t width = threshold ? 0 : std::min<int64_t>(k, items);
     for (const SearchResult& r : results) {
       width = std::max<py::ssize_t>(width, static_cast<py::ssize_t>(r.hits.size()));
     }
@@ -1041,13 +1044,16 @@ PYBIND11_MODULE(_hedgedb, m) {
            py::arg("with_uncertainty") = true, py::arg("with_payload") = false,
            py::arg("adaptive_samples") = false, py::arg("min_prob") = 0.0,
            py::arg("max_results") = 1000, py::arg("coverage") = 0.0,
-           py::arg("coverage_by_eta") = false, py::arg("labels_in") = py::none(),
+           py::arg("coverage_by_eta") = false, py::arg("max_false_match_rate") = 0.0,
+           py::arg("confidence") = 0.95, py::arg("labels_in") = py::none(),
            py::arg("labels_not_in") = py::none(), py::arg("payload_equals") = py::none(),
            "Top-k of each query (the item layout of the kind; codes: logp (n, d, k) tables). "
            "Filters (ANDed): labels_in / labels_not_in (int64 arrays), payload_equals "
            "{field: str | int | float | bool | None} on the top-level fields of JSON "
            "payloads. coverage in (0, 1): the conformal match set of each query (needs a "
-           "calibration with conformal_fraction). Returns SearchResults.")
+           "calibration with conformal_fraction). max_false_match_rate in (0, 1): every item "
+           "above the smallest threshold whose false-match rate is at most it with "
+           "`confidence` (same calibration). Returns SearchResults.")
       .def("calibrate", &PyDB::Calibrate, py::arg("collection"), py::kw_only(),
            py::arg("vec") = py::none(), py::arg("mean") = py::none(), py::arg("var") = py::none(),
            py::arg("std") = py::none(), py::arg("log_var") = py::none(),

@@ -903,7 +903,22 @@ Status Collection::PlanSearch(const EmbeddingView& queries, const SearchOptions&
   if (options.coverage_by_eta && options.coverage == 0) {
     return Status::InvalidArgument("coverage by eta needs a coverage");
   }
-  const bool threshold = options.min_prob != 0 || options.coverage != 0;
+  if (options.max_false_match_rate != 0) {
+    if (!(options.max_false_match_rate > 0 && options.max_false_match_rate < 1)) {
+      return Status::InvalidArgument("max false-match rate must be in (0, 1), got " +
+                                     std::to_string(options.max_false_match_rate));
+    }
+    if (options.min_prob != 0 || options.coverage != 0) {
+      return Status::InvalidArgument(
+          "max false-match rate excludes min-prob and coverage (each sets the threshold)");
+    }
+  }
+  if (!(options.confidence > 0 && options.confidence < 1)) {
+    return Status::InvalidArgument("confidence must be in (0, 1), got " +
+                                   std::to_string(options.confidence));
+  }
+  const bool threshold =
+      options.min_prob != 0 || options.coverage != 0 || options.max_false_match_rate != 0;
   if (!threshold && options.k < 1) return Status::InvalidArgument("k must be >= 1");
   if (options.min_prob != 0 && !(options.min_prob > 0 && options.min_prob <= 1)) {
     return Status::InvalidArgument("min-prob must be in (0, 1], got " +
@@ -1454,7 +1469,8 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& ask
   const int64_t nq = queries.n;
   // A conformal set is a threshold search at the map's threshold (below).
   SearchOptions options = asked;
-  const bool threshold = options.min_prob > 0 || options.coverage > 0;
+  const bool threshold =
+      options.min_prob > 0 || options.coverage > 0 || options.max_false_match_rate > 0;
 
   if (!options.exhaustive) HEDGEDB_RETURN_IF_ERROR(TrainIfDue());
   std::shared_lock<RwMutex> lock(state_mutex_, std::defer_lock);
@@ -1472,9 +1488,18 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& ask
   auto map = calibrations_.find(plan.params.score);
   if (map != calibrations_.end()) plan.map = &map->second;
   if (threshold && !plan.map) {
-    return Status::InvalidArgument(std::string(options.coverage > 0 ? "coverage" : "min-prob") +
-                                   " needs a calibration of score " + ScoreName(plan.params.score) +
-                                   " (run calibrate first)");
+    const char* what = options.coverage > 0               ? "coverage"
+                       : options.max_false_match_rate > 0 ? "max false-match rate"
+                                                          : "min-prob";
+    return Status::InvalidArgument(std::string(what) + " needs a calibration of score " +
+                                   ScoreName(plan.params.score) + " (run calibrate first)");
+  }
+  if (options.max_false_match_rate > 0) {
+    double tau = 0;
+    HEDGEDB_RETURN_IF_ERROR(plan.map->FalseMatchThreshold(options.max_false_match_rate,
+                                                          options.confidence, &tau));
+    // Threshold 0: every item clears it, up to max_results.
+    options.min_prob = std::max(tau, std::numeric_limits<double>::min());
   }
   // Per query: the probability threshold of a threshold search.
   std::vector<double> min_prob(static_cast<size_t>(nq), options.min_prob);

@@ -10,13 +10,17 @@ median query uncertainty eta:
   queries, mean top-1 prob, precision@1 and their gap,
 
 then the expected calibration error of the returned top-1 and top-10 results
-(15 equal-mass bins, as `hedgedb calibrate` measures it) and, for results that
-carry a "in_set" flag (conformal match sets), the coverage.
+(15 equal-mass bins, as `hedgedb calibrate` measures it). With --sets
+NAME=FILE, the output of `query-image --coverage C --format json` (each
+query's results are its conformal match set), it prints per set the measured
+coverage (the share of queries whose set holds a same-label item), per eta
+half too, and the mean set size.
 
 Computed with NumPy from the command's output only, independently of the
 library's own calibration metrics.
 
-  scripts/calibration_by_eta.py clean=clean.jsonl occluded=occluded.jsonl [--json]
+  scripts/calibration_by_eta.py clean=clean.jsonl occluded=occluded.jsonl \
+      [--sets clean=clean_sets.jsonl ...] [--json]
 """
 
 import argparse
@@ -99,13 +103,30 @@ def summarize(name, queries):
         probs, hits = top_k(queries, k)
         out[f"ece_top{k}"] = ece(probs, hits)
         out[f"results_top{k}"] = int(probs.size)
-    sets = [q for q in queries if any("in_set" in r for r in q["results"])]
-    if sets:
-        covered = [any(r.get("in_set") and r.get("label") == q["label"] for r in q["results"])
-                   for q in sets]
-        sizes = [sum(bool(r.get("in_set")) for r in q["results"]) for q in sets]
-        out["coverage"] = float(np.mean(covered))
-        out["mean_set_size"] = float(np.mean(sizes))
+    return out
+
+
+def coverage(name, queries):
+    """Conformal match sets: the results of each query are its set."""
+    eta = np.array([q["query_uncertainty"] for q in queries], float)
+    covered = np.array([any(r.get("label") == q["label"] for r in q["results"])
+                        for q in queries], float)
+    sizes = np.array([len(q["results"]) for q in queries], float)
+    median = float(np.median(eta))
+    halves = {half: float(covered[mask].mean())
+              for half, mask in (("low eta", eta <= median), ("high eta", eta > median))
+              if mask.any()}
+    return {"set": name, "queries": len(queries), "coverage": float(covered.mean()),
+            "coverage_by_half": halves, "mean_set_size": float(sizes.mean())}
+
+
+def named_files(items, parser):
+    out = []
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            parser.error(f"'{item}': expected NAME=FILE")
+        out.append((name, path))
     return out
 
 
@@ -113,16 +134,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("sets", nargs="+", metavar="NAME=FILE",
                         help="query-image --format json output of one query set")
+    parser.add_argument("--sets", nargs="+", default=[], metavar="NAME=FILE", dest="match_sets",
+                        help="query-image --coverage C --format json output (conformal sets)")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     args = parser.parse_args()
-    report = []
-    for item in args.sets:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            parser.error(f"'{item}': expected NAME=FILE")
-        report.append(summarize(name, read_lines(path)))
+    report = [summarize(name, read_lines(path)) for name, path in named_files(args.sets, parser)]
+    sets = [coverage(name, read_lines(path)) for name, path in named_files(args.match_sets, parser)]
     if args.json:
-        print(json.dumps(report))
+        print(json.dumps(report + sets))
         return
     print(f"{'queries':<22} {'n':>5} {'mean top-1 p':>13} {'precision@1':>12} {'gap':>7}")
     worst = 0.0
@@ -136,9 +155,11 @@ def main():
     for s in report:
         line = (f"{s['set']}: ECE of the returned top-1 {s['ece_top1']:.3f}, "
                 f"of the top-10 {s['ece_top10']:.3f} ({s['results_top10']} results)")
-        if "coverage" in s:
-            line += f"; match-set coverage {s['coverage']:.3f}, mean set size {s['mean_set_size']:.2f}"
         print(line)
+    for c in sets:
+        halves = ", ".join(f"{h} {v:.3f}" for h, v in c["coverage_by_half"].items())
+        print(f"{c['set']}: match-set coverage {c['coverage']:.3f} ({halves}), "
+              f"mean set size {c['mean_set_size']:.1f} ({c['queries']} queries)")
 
 
 if __name__ == "__main__":

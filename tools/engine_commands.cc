@@ -228,19 +228,22 @@ void AddTopKFlags(CLI::App* cmd, TopKFlags* flags) {
   AddSearchFlags(cmd, &flags->search);
   flags->k_option->excludes(flags->search.min_prob_option);
   flags->k_option->excludes(flags->search.coverage_option);
+  flags->k_option->excludes(flags->search.false_match_option);
   cmd->add_flag("--with-payload", flags->search.options.with_payload,
                 "Print each result's payload (one record read per result)");
 }
 
 SearchOptions ResolveTopKFlags(const TopKFlags& flags) {
   const SearchOptions options = ResolveSearchFlags(flags.search);
-  if (flags.k_option->count() == 0 && options.min_prob == 0 && options.coverage == 0) {
+  const bool threshold =
+      options.min_prob != 0 || options.coverage != 0 || options.max_false_match_rate != 0;
+  if (flags.k_option->count() == 0 && !threshold) {
     UsageError(
-        "give --k (top-k search), --min-prob (threshold search) or --coverage (conformal set)");
+        "give --k (top-k search), --min-prob (threshold search), --coverage (conformal set) or "
+        "--max-false-match-rate (risk-controlled threshold)");
   }
-  if (flags.search.max_results_option->count() > 0 && options.min_prob == 0 &&
-      options.coverage == 0) {
-    UsageError("--max-results needs --min-prob or --coverage");
+  if (flags.search.max_results_option->count() > 0 && !threshold) {
+    UsageError("--max-results needs --min-prob, --coverage or --max-false-match-rate");
   }
   return options;
 }

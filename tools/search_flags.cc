@@ -70,9 +70,23 @@ void AddSearchFlags(CLI::App* cmd, SearchFlags* flags) {
                 "With --coverage: the threshold of the query's quartile of eta among the "
                 "conformal queries, so coverage holds within each quartile (gaussian, mog)")
       ->needs(flags->coverage_option);
+  flags->false_match_option =
+      cmd->add_option("--max-false-match-rate", o.max_false_match_rate,
+                      "Risk-controlled threshold: the items whose calibrated probability clears "
+                      "the smallest threshold whose false-match rate (the share of non-matching "
+                      "pairs that clear it) is at most this (in (0, 1)) with --confidence; needs "
+                      "a calibration fitted with --conformal-fraction")
+          ->check(NumberIn(0.0, 1.0))
+          ->excludes(flags->min_prob_option)
+          ->excludes(flags->coverage_option);
+  cmd->add_option("--confidence", o.confidence,
+                  "With --max-false-match-rate: the probability that the bound holds (in (0, 1))")
+      ->capture_default_str()
+      ->check(NumberIn(0.0, 1.0))
+      ->needs(flags->false_match_option);
   flags->max_results_option =
       cmd->add_option("--max-results", o.max_results,
-                      "Threshold search and --coverage: at most this many results per query (the "
+                      "Threshold search, --coverage and --max-false-match-rate: at most this many results per query (the "
                       "line says \"truncated\": true when more qualified)")
           ->capture_default_str()
           ->check(Positive());

@@ -32,6 +32,7 @@ struct SearchFlags {
   CLI::Option* seed_option = nullptr;       // set by AddSearchFlags
   CLI::Option* min_prob_option = nullptr;   // set by AddSearchFlags
   CLI::Option* coverage_option = nullptr;   // set by AddSearchFlags
+  CLI::Option* false_match_option = nullptr;  // set by AddSearchFlags
   CLI::Option* max_results_option = nullptr;
 };
 

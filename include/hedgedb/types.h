@@ -244,6 +244,16 @@ struct SearchOptions {
   // conformal queries (group-conditional, Mondrian), so that coverage holds
   // within each quartile, not only on average (gaussian and mog).
   bool coverage_by_eta = false;
+  // Risk-controlled threshold: with max_false_match_rate in (0, 1), return
+  // the items whose calibrated probability is at least the smallest
+  // threshold whose false-match rate (the share of non-matching pairs that
+  // clear it) is at most max_false_match_rate with `confidence`, bounded
+  // (Clopper-Pearson) over the held-out queries' non-matching pairs (a
+  // threshold search, at most max_results). Needs a calibration fitted with
+  // a conformal fraction; excludes min_prob and coverage
+  // (docs/calibration.md, "False-match rate").
+  double max_false_match_rate = 0;
+  double confidence = 0.95;
   // Only items that pass this filter are returned (top-k and threshold
   // search alike).
   SearchFilter filter;
@@ -297,8 +307,10 @@ struct CalibrationInfo {
   bool conditional = false;
   std::string conditioned_on;
   // Labelled queries held out of the fit whose scores give conformal match
-  // sets (SearchOptions::coverage); 0: none.
+  // sets (SearchOptions::coverage); 0: none. Their non-matching pairs bound
+  // the false-match rate of SearchOptions::max_false_match_rate.
   int64_t conformal_queries = 0;
+  int64_t held_out_non_matches = 0;
 };
 
 struct CollectionStats {

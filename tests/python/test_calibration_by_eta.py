@@ -53,3 +53,25 @@ def test_errors_name_the_problem(tmp_path):
     assert out.returncode != 0 and "'label'" in out.stderr
     out = run(no_label)
     assert out.returncode == 2 and "NAME=FILE" in out.stderr
+
+
+def test_match_set_coverage(tmp_path):
+    # Conformal sets (query-image --coverage): the results are the set. Four
+    # queries, eta 0.1/0.2 (low half) and 0.3/0.4 (high half); the sets of
+    # the first, second and fourth hold a same-label item: coverage 3/4, low
+    # half 1.0, high half 0.5; set sizes 2, 1, 0, 3.
+    rows = [(0.1, [1, 2]), (0.2, [1]), (0.3, []), (0.4, [2, 2, 1])]
+    queries = [{"query": i, "label": 1, "query_uncertainty": eta,
+                "results": [{"id": j, "prob": 0.5, "label": l} for j, l in enumerate(labels)]}
+               for i, (eta, labels) in enumerate(rows)]
+    top = write(tmp_path / "top.jsonl", [dict(q, results=[{"id": 0, "prob": 0.5, "label": 1}])
+                                         for q in queries])
+    sets = write(tmp_path / "sets.jsonl", queries)
+    out = run("a=" + top, "--sets", "a=" + sets, "--json")
+    assert out.returncode == 0, out.stderr
+    c = json.loads(out.stdout)[1]
+    assert c["coverage"] == 0.75 and c["mean_set_size"] == 1.5
+    assert c["coverage_by_half"] == {"low eta": 1.0, "high eta": 0.5}
+    table = run("a=" + top, "--sets", "a=" + sets)
+    assert "a: match-set coverage 0.750 (low eta 1.000, high eta 0.500), mean set size 1.5" \
+        in table.stdout
