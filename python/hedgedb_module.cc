@@ -805,6 +805,7 @@ class PyDB {
     out["base_rate"] = report.info.base_rate;
     out["queries"] = report.queries;
     out["conformal_queries"] = report.info.conformal_queries;
+    out["held_out_non_matches"] = report.info.held_out_non_matches;
     out["before"] = quality(report.before);
     out["after"] = quality(report.after);
     out["stored"] = report.stored;
@@ -836,6 +837,12 @@ class PyDB {
       cd["base_rate"] = c.base_rate;
       cd["conditional"] = c.conditional;
       cd["conditioned_on"] = c.conditioned_on;
+      cd["fit_base_rate"] = c.fit_base_rate;
+      cd["samples"] = c.samples;
+      cd["sequence"] = c.sequence;
+      cd["reason"] = c.reason;
+      cd["conformal_queries"] = c.conformal_queries;
+      cd["held_out_non_matches"] = c.held_out_non_matches;
       calibrations.append(cd);
     }
     d["calibrations"] = calibrations;

@@ -380,6 +380,7 @@ nlohmann::json CalibrationInfoToJson(const CalibrationInfo& info) {
   j["conditional"] = info.conditional;
   if (info.conditional) j["conditioned_on"] = info.conditioned_on;
   if (info.conformal_queries > 0) j["conformal_queries"] = info.conformal_queries;
+  if (info.held_out_non_matches > 0) j["held_out_non_matches"] = info.held_out_non_matches;
   return j;
 }
 

@@ -346,6 +346,7 @@ void RunCalibrate(CalibrateArgs& args) {
   out["base_rate"] = report.info.base_rate;
   out["queries"] = report.queries;
   out["conformal_queries"] = report.info.conformal_queries;
+  out["held_out_non_matches"] = report.info.held_out_non_matches;
   out["before"] = CalibrationQualityToJson(report.before);
   out["after"] = CalibrationQualityToJson(report.after);
   out["stored"] = report.stored;
@@ -366,8 +367,11 @@ void RunCalibrate(CalibrateArgs& args) {
     std::printf("  conditioned on: %s\n", report.info.conditioned_on.c_str());
   }
   if (report.info.conformal_queries > 0) {
-    std::printf("  conformal match sets: %lld queries kept out of the fit\n",
-                static_cast<long long>(report.info.conformal_queries));
+    std::printf(
+        "  conformal match sets and false-match bounds: %lld queries kept out of the fit, with "
+        "%lld non-matching pairs\n",
+        static_cast<long long>(report.info.conformal_queries),
+        static_cast<long long>(report.info.held_out_non_matches));
   }
   std::printf("  %-24s %8s %8s %8s %8s %9s %12s %16s\n", "", "ECE", "ECE@1", "ECE@10", "Brier",
               "log loss", "precision@1", "mean top-1 prob");

@@ -39,5 +39,21 @@ inline CLI::Validator NumberIn(double lo, double hi) {
       bounds);
 }
 
+// The value is in (lo, hi): a probability a guarantee is about (coverage,
+// a false-match rate, a confidence), where either end means nothing.
+inline CLI::Validator NumberInOpen(double lo, double hi) {
+  char range[64];
+  std::snprintf(range, sizeof(range), "(%g, %g)", lo, hi);
+  const std::string bounds = range;
+  return CLI::Validator(
+      [lo, hi, bounds](std::string& text) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(text, value)) return "'" + text + "' is not a number";
+        if (value > lo && value < hi) return std::string();
+        return "must be in " + bounds + ", got " + text;
+      },
+      bounds);
+}
+
 }  // namespace cli
 }  // namespace hedgedb

@@ -64,7 +64,7 @@ void AddSearchFlags(CLI::App* cmd, SearchFlags* flags) {
                       "Conformal match set: the items whose calibrated probability clears the "
                       "threshold that holds a same-label item with this probability (in (0, 1)); "
                       "needs a calibration fitted with --conformal-fraction")
-          ->check(NumberIn(0.0, 1.0))
+          ->check(NumberInOpen(0.0, 1.0))
           ->excludes(flags->min_prob_option);
   cmd->add_flag("--coverage-by-eta", o.coverage_by_eta,
                 "With --coverage: the threshold of the query's quartile of eta among the "
@@ -76,13 +76,13 @@ void AddSearchFlags(CLI::App* cmd, SearchFlags* flags) {
                       "the smallest threshold whose false-match rate (the share of non-matching "
                       "pairs that clear it) is at most this (in (0, 1)) with --confidence; needs "
                       "a calibration fitted with --conformal-fraction")
-          ->check(NumberIn(0.0, 1.0))
+          ->check(NumberInOpen(0.0, 1.0))
           ->excludes(flags->min_prob_option)
           ->excludes(flags->coverage_option);
   cmd->add_option("--confidence", o.confidence,
                   "With --max-false-match-rate: the probability that the bound holds (in (0, 1))")
       ->capture_default_str()
-      ->check(NumberIn(0.0, 1.0))
+      ->check(NumberInOpen(0.0, 1.0))
       ->needs(flags->false_match_option);
   flags->max_results_option =
       cmd->add_option("--max-results", o.max_results,

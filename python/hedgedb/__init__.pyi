@@ -88,6 +88,8 @@ class DB:
         max_results: int = 1000,
         coverage: float = 0.0,
         coverage_by_eta: bool = False,
+        max_false_match_rate: float = 0.0,
+        confidence: float = 0.95,
         labels_in: Optional[ArrayLike] = None,
         labels_not_in: Optional[ArrayLike] = None,
         payload_equals: Optional[Dict[str, Union[str, int, float, bool, None]]] = None,

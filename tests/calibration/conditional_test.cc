@@ -19,6 +19,7 @@
 #include "calibration/metrics.h"
 #include "calibration/report.h"
 #include "common/coding.h"
+#include "common/crc32c.h"
 #include "hedgedb/calibration.h"
 #include "version_one_map.h"
 
@@ -404,6 +405,51 @@ TEST(ConditionalMapTest, VersionOneMapsDecodeAsUnconditional) {
   ASSERT_TRUE(CalibrationMap::Decode(map.Encode(), &again).ok());
   EXPECT_EQ(GetFixed<uint16_t>(map.Encode().data() + 4), kCalibrationMapVersion);
   EXPECT_EQ(again.Apply(0.8), map.Apply(0.8));
+}
+
+// A map as version 2 wrote it: version 3's encoding of a map without eta
+// knots and held-out pairs, less that section (u32 0 knots, u32 0 counts,
+// u32 0 moments, f64 nn, f64 queries: 28 bytes before the fit report).
+std::string AsVersionTwo(const CalibrationMap& map) {
+  std::string bytes = map.Encode();
+  size_t report = 1 + 8 + 1 + 3 * 8 + 4 + 25 * map.report.candidates.size() + 4 +
+                  map.report.reason.size();
+  const size_t end = bytes.size() - 4 - report;  // the section ends here
+  bytes.erase(end - 28, 28);
+  bytes.resize(bytes.size() - 4);  // the checksum
+  std::string field;
+  PutFixed<uint16_t>(&field, 2);
+  bytes.replace(4, 2, field);
+  field.clear();
+  PutFixed<uint32_t>(&field, uint32_t(bytes.size() + 4));
+  bytes.replace(6, 4, field);
+  PutFixed<uint32_t>(&bytes, Crc32c(bytes.data(), bytes.size()));
+  return bytes;
+}
+
+TEST(ConditionalMapTest, VersionTwoMapsDecodeWithoutKnotsOrFalseMatchCounts) {
+  CalibrationMap map = SmallConditionalMap();
+  map.eta_knots.clear();
+  map.false_match_counts.clear();
+  ASSERT_TRUE(map.Validate().ok());
+  const std::string v2 = AsVersionTwo(map);
+  EXPECT_EQ(GetFixed<uint16_t>(v2.data() + 4), 2);
+  CalibrationMap back;
+  Status s = CalibrationMap::Decode(v2, &back);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(back.conditional());
+  EXPECT_TRUE(back.eta_knots.empty());
+  double tau = 0;
+  EXPECT_TRUE(back.FalseMatchThreshold(0.01, 0.95, &tau).IsInvalidArgument());
+  PairContext c;
+  c.rank = 2;
+  c.query_eta = 0.2f;
+  c.item_eta = 0.1f;
+  EXPECT_EQ(back.Apply(0.7, &c), map.Apply(0.7, &c));
+  // A damaged version-2 map is still refused.
+  std::string bad = v2;
+  bad[20] ^= 1;
+  EXPECT_TRUE(CalibrationMap::Decode(bad, &back).IsCorruption());
 }
 
 TEST(ConditionalMapTest, PublicFitTakesTheContext) {

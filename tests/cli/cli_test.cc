@@ -1287,7 +1287,21 @@ TEST_F(CliTest, CalibrateStoresAMapThatSearchAndStatsShow) {
   // 7 conformal queries, about 2 per quartile of eta: too few for 0.8.
   Fails(search({"--coverage", "0.8", "--coverage-by-eta"}), 1,
         {"conformal queries in quartile"});
+  // Risk-controlled thresholds over the same held-out queries' non-matching
+  // pairs.
+  EXPECT_GT(conformal["held_out_non_matches"].get<int64_t>(), 299);
+  lines = Ok(search({"--max-false-match-rate", "0.1", "--confidence", "0.9", "--max-results",
+                     "50"}))
+              .JsonLines();
+  ASSERT_EQ(lines.size(), 30u);
+  Fails(search({"--max-false-match-rate", "0.1", "--k", "3"}), 2, {"excludes"});
+  Fails(search({"--max-false-match-rate", "0.1", "--coverage", "0.8"}), 2, {"excludes"});
+  Fails(search({"--max-false-match-rate", "1.5"}), 2, {"--max-false-match-rate"});
+  Fails(search({"--k", "3", "--confidence", "0.9"}), 2, {"--confidence"});
+  Fails(search({"--max-false-match-rate", "0.1", "--confidence", "1"}), 2, {"--confidence"});
+  Fails(search({"--max-false-match-rate", "0.0000001"}), 1, {"held-out non-matching pairs"});
   Ok({"calibrate", "--db", db_, "--collection", "c"});
+  Fails(search({"--max-false-match-rate", "0.1"}), 1, {"conformal-fraction"});
 
   // The table for people, a dry run that stores nothing, and removal.
   const RunResult table = Ok({"calibrate", "--db", db_, "--collection", "c", "--score", "csd",

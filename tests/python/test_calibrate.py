@@ -103,6 +103,42 @@ def test_conformal_sets(db, data):
         db.calibrate("c", conformal_fraction=1.0)
 
 
+def test_false_match_rate(db, data):
+    (mean, var, labels), (qmean, qvar, qlabels) = data
+    db.create_collection("c", "gaussian", 8, match_b=2.0)
+    db.ingest("c", mean=mean, var=var, labels=labels)
+    db.calibrate("c")
+    with pytest.raises(hedgedb.InvalidArgumentError, match="conformal-fraction"):
+        db.search("c", mean=qmean, var=qvar, max_false_match_rate=0.05)
+    report = db.calibrate("c", conformal_fraction=0.5)
+    # 300 held-out queries, each against the 599 other items: the pairs of
+    # another label.
+    n_other = sum(600 - np.sum(labels == labels[i]) for i in range(600))
+    assert 0 < report["held_out_non_matches"] <= n_other
+    assert db.stats("c")["calibrations"][0]["held_out_non_matches"] == \
+        report["held_out_non_matches"]
+    found = db.search("c", mean=qmean, var=qvar, max_false_match_rate=0.05, max_results=600)
+    # The realised rate on the 200 fresh queries, counted with NumPy: the
+    # non-matching items returned over all non-matching (query, item) pairs.
+    returned = found.ids >= 0
+    false = np.sum(returned & (found.labels != qlabels[:, None]))
+    non_matching = sum(600 - np.sum(labels == l) for l in qlabels)
+    assert 0 < false / non_matching <= 0.05 * 1.2, false / non_matching
+    # A stricter rate returns fewer.
+    strict = db.search("c", mean=qmean, var=qvar, max_false_match_rate=0.01, max_results=600)
+    assert np.sum(strict.ids >= 0) < np.sum(returned)
+    # Python refuses what the CLI refuses.
+    for bad in (0.0 - 1.0, 1.0, 2.0):
+        with pytest.raises(hedgedb.InvalidArgumentError, match=r"false-match rate must be in \(0, 1\)"):
+            db.search("c", mean=qmean, var=qvar, max_false_match_rate=bad)
+    with pytest.raises(hedgedb.InvalidArgumentError, match=r"confidence must be in \(0, 1\)"):
+        db.search("c", mean=qmean, var=qvar, max_false_match_rate=0.05, confidence=1.0)
+    with pytest.raises(hedgedb.InvalidArgumentError, match="excludes min-prob"):
+        db.search("c", mean=qmean, var=qvar, max_false_match_rate=0.05, min_prob=0.5)
+    with pytest.raises(hedgedb.InvalidArgumentError, match="held-out non-matching pairs"):
+        db.search("c", mean=qmean, var=qvar, max_false_match_rate=1e-7)
+
+
 def test_calibrate_refuses_bad_input(db, data):
     (mean, var, labels), (qmean, qvar, qlabels) = data
     db.create_collection("c", "gaussian", 8)
