@@ -14,17 +14,23 @@ then the expected calibration error of the returned top-1 and top-10 results
 NAME=FILE, the output of `query-image --coverage C --format json` (each
 query's results are its conformal match set), it prints per set the measured
 coverage (the share of queries whose set holds a same-label item), per eta
-half too, and the mean set size.
+half too, and the mean set size. With --false-match NAME=FILE, the output of
+`query-image --max-false-match-rate R --format json`, and --gallery DIR (the
+collection's images in class folders), it prints the realised false-match
+rate: the non-matching results returned over every non-matching (query,
+gallery image) pair.
 
 Computed with NumPy from the command's output only, independently of the
 library's own calibration metrics.
 
   scripts/calibration_by_eta.py clean=clean.jsonl occluded=occluded.jsonl \
-      [--sets clean=clean_sets.jsonl ...] [--json]
+      [--sets clean=clean_sets.jsonl ...] \
+      [--false-match clean=clean_fmr.jsonl ... --gallery GALLERY_DIR] [--json]
 """
 
 import argparse
 import json
+import os
 import sys
 
 import numpy as np
@@ -120,6 +126,33 @@ def coverage(name, queries):
             "coverage_by_half": halves, "mean_set_size": float(sizes.mean())}
 
 
+def false_match(name, queries, gallery_counts):
+    """Realised false-match rate of threshold searches against a gallery
+    whose label counts are known."""
+    total = sum(gallery_counts.values())
+    returned = sum(sum(r.get("label") != q["label"] for r in q["results"]) for q in queries)
+    pairs = sum(total - gallery_counts.get(q["label"], 0) for q in queries)
+    return {"set": name, "queries": len(queries), "false_matches": int(returned),
+            "non_matching_pairs": int(pairs), "false_match_rate": returned / pairs,
+            "mean_results": float(np.mean([len(q["results"]) for q in queries]))}
+
+
+def gallery_label_counts(root):
+    """Images per class folder (the folder name is the label)."""
+    counts = {}
+    for entry in sorted(os.listdir(root)):
+        path = os.path.join(root, entry)
+        if os.path.isdir(path):
+            try:
+                label = int(entry)
+            except ValueError:
+                sys.exit(f"{path}: class folders must be named by their integer label")
+            counts[label] = sum(1 for f in os.listdir(path) if not f.startswith("."))
+    if not counts:
+        sys.exit(f"{root}: no class folders")
+    return counts
+
+
 def named_files(items, parser):
     out = []
     for item in items:
@@ -136,12 +169,21 @@ def main():
                         help="query-image --format json output of one query set")
     parser.add_argument("--sets", nargs="+", default=[], metavar="NAME=FILE", dest="match_sets",
                         help="query-image --coverage C --format json output (conformal sets)")
+    parser.add_argument("--false-match", nargs="+", default=[], metavar="NAME=FILE",
+                        help="query-image --max-false-match-rate R --format json output")
+    parser.add_argument("--gallery", metavar="DIR",
+                        help="the collection's images in class folders (for --false-match)")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     args = parser.parse_args()
+    if args.false_match and not args.gallery:
+        parser.error("--false-match needs --gallery")
     report = [summarize(name, read_lines(path)) for name, path in named_files(args.sets, parser)]
     sets = [coverage(name, read_lines(path)) for name, path in named_files(args.match_sets, parser)]
+    counts = gallery_label_counts(args.gallery) if args.false_match else {}
+    rates = [false_match(name, read_lines(path), counts)
+             for name, path in named_files(args.false_match, parser)]
     if args.json:
-        print(json.dumps(report + sets))
+        print(json.dumps(report + sets + rates))
         return
     print(f"{'queries':<22} {'n':>5} {'mean top-1 p':>13} {'precision@1':>12} {'gap':>7}")
     worst = 0.0
@@ -160,6 +202,10 @@ def main():
         halves = ", ".join(f"{h} {v:.3f}" for h, v in c["coverage_by_half"].items())
         print(f"{c['set']}: match-set coverage {c['coverage']:.3f} ({halves}), "
               f"mean set size {c['mean_set_size']:.1f} ({c['queries']} queries)")
+    for f in rates:
+        print(f"{f['set']}: realised false-match rate {f['false_match_rate']:.5f} "
+              f"({f['false_matches']} of {f['non_matching_pairs']} non-matching pairs; "
+              f"{f['mean_results']:.1f} results a query)")
 
 
 if __name__ == "__main__":

@@ -193,11 +193,18 @@ for variant in clean occluded; do
 done
 # Conformal match sets: per query, the results whose p clears the
 # threshold that covers a same-label item for 90% of the conformal queries.
+# And the risk-controlled threshold: every match whose p clears the
+# threshold with a false-match rate of at most 1% (95% confidence).
 for variant in clean occluded; do
   run query-image --db "$DB" --collection fashion --model "$MODEL" --dir "$IMAGES/$variant" \
     --coverage 0.9 --max-results 2000 --format json --no-progress >"$WORK/sets_$variant.jsonl"
+  run query-image --db "$DB" --collection fashion --model "$MODEL" --dir "$IMAGES/$variant" \
+    --max-false-match-rate 0.01 --max-results 2000 --format json --no-progress \
+    >"$WORK/fmr_$variant.jsonl"
 done
 /usr/bin/python3 scripts/calibration_by_eta.py clean="$WORK/top10_clean.jsonl" \
   occluded="$WORK/top10_occluded.jsonl" --sets clean="$WORK/sets_clean.jsonl" \
-  occluded="$WORK/sets_occluded.jsonl" | tee "$WORK/calibration_by_eta.txt"
+  occluded="$WORK/sets_occluded.jsonl" --false-match clean="$WORK/fmr_clean.jsonl" \
+  occluded="$WORK/fmr_occluded.jsonl" --gallery "$IMAGES/gallery" \
+  | tee "$WORK/calibration_by_eta.txt"
 section "done"

@@ -75,3 +75,27 @@ def test_match_set_coverage(tmp_path):
     table = run("a=" + top, "--sets", "a=" + sets)
     assert "a: match-set coverage 0.750 (low eta 1.000, high eta 0.500), mean set size 1.5" \
         in table.stdout
+
+
+def test_realised_false_match_rate(tmp_path):
+    # A gallery of 3 images of label 1 and 2 of label 2; two queries of
+    # label 1 (2 non-matching gallery images each) and one of label 2 (3):
+    # 7 non-matching pairs. Returned: one wrong result for the first query,
+    # none for the second, two for the third: 3 of 7.
+    gallery = tmp_path / "gallery"
+    for label, n in ((1, 3), (2, 2)):
+        (gallery / str(label)).mkdir(parents=True)
+        for i in range(n):
+            (gallery / str(label) / f"{i}.png").write_bytes(b"")
+    rows = [(1, [1, 2]), (1, [1]), (2, [1, 1, 2])]
+    queries = [{"query": i, "label": label, "query_uncertainty": 0.1 * (i + 1),
+                "results": [{"id": j, "prob": 0.9, "label": l} for j, l in enumerate(found)]}
+               for i, (label, found) in enumerate(rows)]
+    path = write(tmp_path / "fmr.jsonl", queries)
+    out = run("a=" + path, "--false-match", "a=" + path, "--gallery", str(gallery), "--json")
+    assert out.returncode == 0, out.stderr
+    f = json.loads(out.stdout)[1]
+    assert (f["false_matches"], f["non_matching_pairs"]) == (3, 7)
+    assert abs(f["false_match_rate"] - 3 / 7) < 1e-12
+    out = run("a=" + path, "--false-match", "a=" + path)
+    assert out.returncode == 2 and "--gallery" in out.stderr
