@@ -61,5 +61,40 @@ Status MeasureCalibration(const std::vector<ScoredPair>& predictions, Calibratio
   return Status::OK();
 }
 
+double ErrorRejectArea(const std::vector<double>& confidence, const std::vector<bool>& correct) {
+  const size_t n = confidence.size();
+  if (n == 0 || correct.size() != n) return std::numeric_limits<double>::quiet_NaN();
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (std::isnan(confidence[i])) return std::numeric_limits<double>::quiet_NaN();
+    order[i] = i;
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return confidence[a] > confidence[b]; });
+  double area = 0, right_before = 0;
+  for (size_t begin = 0; begin < n;) {
+    size_t end = begin;
+    double right = 0;
+    while (end < n && confidence[order[end]] == confidence[order[begin]]) {
+      right += correct[order[end]] ? 1 : 0;
+      ++end;
+    }
+    const double mean = right / double(end - begin);
+    for (size_t m = begin + 1; m <= end; ++m) {
+      const double kept_right = right_before + mean * double(m - begin);
+      area += 1 - kept_right / double(m);
+    }
+    right_before += right;
+    begin = end;
+  }
+  return area / double(n);
+}
+
+double OracleErrorRejectArea(const std::vector<bool>& correct) {
+  std::vector<double> confidence(correct.size());
+  for (size_t i = 0; i < correct.size(); ++i) confidence[i] = correct[i] ? 1 : 0;
+  return ErrorRejectArea(confidence, correct);
+}
+
 }  // namespace calibration
 }  // namespace hedgedb

@@ -74,5 +74,19 @@ struct CalibrationMetrics {
 Status MeasureCalibration(const std::vector<ScoredPair>& predictions, CalibrationMetrics* metrics,
                           int num_bins = kEceBins);
 
+// The area under the error-versus-reject curve ("Probabilistic Embeddings
+// Revisited", section 5): the queries are sorted by confidence, most
+// confident first, and the error of the m most confident ones (the share of
+// them answered wrongly) is averaged over m = 1..n. Rejecting the least
+// confident first should leave fewer errors: a lower area is a better
+// confidence. `confidence` and `correct` have one entry per query; ties in
+// confidence count the group's mean correctness at every cut inside it (the
+// expectation over random tie breaking), so a constant confidence gives the
+// overall error. NaN for no queries or a NaN confidence.
+double ErrorRejectArea(const std::vector<double>& confidence, const std::vector<bool>& correct);
+// The same when the errors are rejected first (the best any confidence can
+// do on these answers).
+double OracleErrorRejectArea(const std::vector<bool>& correct);
+
 }  // namespace calibration
 }  // namespace hedgedb

@@ -47,6 +47,15 @@ void TopOneQuality(const std::vector<TopMatch>& top, const std::vector<double>& 
   }
   q->precision_at_1 = correct / double(top.size());
   q->mean_top1_prob = prob / double(top.size());
+  std::vector<bool> right(top.size());
+  std::vector<double> by_eta(top.size()), by_prob(probs.begin(), probs.end());
+  for (size_t i = 0; i < top.size(); ++i) {
+    right[i] = top[i].correct;
+    by_eta[i] = -double(top[i].query_uncertainty);  // NaN stays NaN
+  }
+  q->erc_area_eta = ErrorRejectArea(by_eta, right);
+  q->erc_area_prob = ErrorRejectArea(by_prob, right);
+  q->erc_area_oracle = OracleErrorRejectArea(right);
 
   std::vector<size_t> with_eta;
   for (size_t i = 0; i < top.size(); ++i) {

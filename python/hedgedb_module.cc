@@ -779,6 +779,9 @@ class PyDB {
       d["log_loss"] = q.log_loss;
       d["precision_at_1"] = q.precision_at_1;
       d["mean_top1_prob"] = q.mean_top1_prob;
+      d["erc_area_eta"] = q.erc_area_eta;
+      d["erc_area_prob"] = q.erc_area_prob;
+      d["erc_area_oracle"] = q.erc_area_oracle;
       py::list groups;
       for (const EtaGroupQuality& g : q.eta_quartiles) {
         py::dict gd;

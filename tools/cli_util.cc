@@ -397,6 +397,9 @@ nlohmann::json CalibrationQualityToJson(const CalibrationQuality& q) {
   j["mean_top1_prob"] = number(q.mean_top1_prob);
   j["ece_top1"] = number(q.ece_top1);
   j["ece_top10"] = number(q.ece_top10);
+  j["erc_area_eta"] = number(q.erc_area_eta);
+  j["erc_area_prob"] = number(q.erc_area_prob);
+  j["erc_area_oracle"] = number(q.erc_area_oracle);
   if (!q.eta_quartiles.empty()) {
     nlohmann::json groups = nlohmann::json::array();
     for (const EtaGroupQuality& g : q.eta_quartiles) {

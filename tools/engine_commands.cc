@@ -396,6 +396,21 @@ void RunCalibrate(CalibrateArgs& args) {
   };
   quartiles("raw score", report.before);
   quartiles("calibrated (held out)", report.after);
+  // Abstention: how well each confidence puts the wrong top-1 answers last.
+  const CalibrationQuality& a = report.after;
+  if (!std::isnan(a.erc_area_oracle)) {
+    auto area = [](double v) {
+      char text[16];
+      std::snprintf(text, sizeof(text), "%.4f", v);
+      return std::isnan(v) ? std::string("-") : std::string(text);
+    };
+    std::printf(
+        "  error-versus-reject area of the top-1 (lower is better): by eta %s, by p %s, by raw "
+        "score %s; oracle %s, no information %s\n",
+        area(a.erc_area_eta).c_str(), area(a.erc_area_prob).c_str(),
+        area(report.before.erc_area_prob).c_str(), area(a.erc_area_oracle).c_str(),
+        area(1 - a.precision_at_1).c_str());
+  }
   for (const auto& path : out.value("pictures", nlohmann::json::array())) {
     std::printf("  picture: %s\n", path.get<std::string>().c_str());
   }

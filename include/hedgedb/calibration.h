@@ -91,6 +91,16 @@ struct CalibrationQuality {
   // when the queries have no eta), and the largest |gap| among them.
   std::vector<EtaGroupQuality> eta_quartiles;
   double worst_eta_gap = std::numeric_limits<double>::quiet_NaN();
+  // Abstention: the area under the error-versus-reject curve of the top-1
+  // answers (queries sorted by confidence, the error of the most confident
+  // m averaged over m; lower is better; docs/calibration.md, "Metrics"),
+  // with the confidence 1 - eta (rejecting the most uncertain queries
+  // first) and the top-1 probability; the oracle rejects the errors first,
+  // and a confidence that says nothing scores the overall error,
+  // 1 - precision_at_1. NaN when there is no such confidence.
+  double erc_area_eta = std::numeric_limits<double>::quiet_NaN();
+  double erc_area_prob = std::numeric_limits<double>::quiet_NaN();
+  double erc_area_oracle = std::numeric_limits<double>::quiet_NaN();
 };
 
 // One query's best match, for uncertainty-vs-accuracy curves.

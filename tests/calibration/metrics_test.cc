@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace hedgedb {
 namespace calibration {
@@ -74,6 +75,27 @@ TEST(MetricsTest, Errors) {
   EXPECT_TRUE(MeasureCalibration({{1.5, true}}, &m).IsInvalidArgument());
   EXPECT_TRUE(MeasureCalibration({{std::numeric_limits<double>::quiet_NaN(), true}}, &m)
                   .IsInvalidArgument());
+}
+
+// The error-versus-reject area, by hand: confidences 0.9, 0.8, 0.7, 0.6
+// with answers right, wrong, right, wrong: the errors of the 1, 2, 3, 4 most
+// confident are 0, 1/2, 1/3, 1/2, area 1/3. Rejecting the errors first
+// (oracle): 0, 0, 1/3, 1/2, area 5/24. A constant confidence says nothing:
+// the overall error 1/2 at every cut.
+TEST(MetricsTest, ErrorRejectAreaByHand) {
+  const std::vector<bool> right = {true, false, true, false};
+  EXPECT_NEAR(ErrorRejectArea({0.9, 0.8, 0.7, 0.6}, right), 1.0 / 3, 1e-15);
+  EXPECT_NEAR(OracleErrorRejectArea(right), 5.0 / 24, 1e-15);
+  EXPECT_NEAR(ErrorRejectArea({0.5, 0.5, 0.5, 0.5}, right), 0.5, 1e-15);
+  // The order of the input does not matter; a tie between the two middle
+  // ones counts their mean: errors 0, (1/2 + 0) / 2 ... at m = 2 the kept
+  // part holds 1 + 1/2 right of 2, at m = 3 both: 0, 1/4, 1/3, 1/2.
+  EXPECT_NEAR(ErrorRejectArea({0.6, 0.7, 0.7, 0.9}, {false, true, false, true}),
+              (0 + 0.25 + 1.0 / 3 + 0.5) / 4, 1e-15);
+  // Confidence the wrong way round is worse than none.
+  EXPECT_GT(ErrorRejectArea({0.1, 0.9, 0.2, 0.8}, right), 0.5);
+  EXPECT_TRUE(std::isnan(ErrorRejectArea({}, {})));
+  EXPECT_TRUE(std::isnan(ErrorRejectArea({std::nan(""), 0.5}, {true, false})));
 }
 
 }  // namespace

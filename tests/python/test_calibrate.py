@@ -50,6 +50,12 @@ def test_calibrate_fits_the_conditional_map_and_reports(db, data):
         assert g["eta_lo"] <= g["eta_hi"]
         assert g["gap"] == pytest.approx(g["mean_top1_prob"] - g["precision_at_1"])
     assert after["worst_eta_gap"] == pytest.approx(max(abs(g["gap"]) for g in after["eta_quartiles"]))
+    # Error-versus-reject areas: the oracle is the least possible, and the
+    # calibrated probability orders the answers better than chance.
+    for key in ("erc_area_eta", "erc_area_prob", "erc_area_oracle"):
+        assert 0 <= after[key] <= 1, key
+    assert after["erc_area_oracle"] <= min(after["erc_area_eta"], after["erc_area_prob"])
+    assert after["erc_area_prob"] < 1 - after["precision_at_1"]
     (stats,) = db.stats("c")["calibrations"]
     assert stats["conditional"] is True and stats["method"] == "conditional"
 
