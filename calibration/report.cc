@@ -81,6 +81,17 @@ void TopOneQuality(const std::vector<TopMatch>& top, const std::vector<double>& 
     }
     group.precision_at_1 = c / double(end - begin);
     group.mean_top1_prob = p / double(end - begin);
+    std::vector<ScoredPair> answers;
+    for (size_t k = begin; k < end; ++k) {
+      const double prob = probs[with_eta[k]];
+      if (prob >= 0 && prob <= 1) answers.push_back({prob, top[with_eta[k]].correct});
+    }
+    CalibrationMetrics m;
+    if (answers.size() == end - begin && MeasureCalibration(answers, &m, 10).ok()) {
+      for (const ReliabilityBin& b : m.bins) {
+        group.top1_bins.push_back({b.mean_prob, b.fraction_positive, b.count});
+      }
+    }
     group.gap = group.mean_top1_prob - group.precision_at_1;
     if (std::isnan(group.gap)) {
       q->worst_eta_gap = kNaN;

@@ -1,6 +1,7 @@
 #include "tools/calibration_pictures.h"
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "report/plots.h"
@@ -10,10 +11,10 @@ namespace hedgedb {
 namespace cli {
 namespace {
 
-report::ReliabilityCurve CurveOf(const std::string& name, const CalibrationQuality& quality) {
+report::ReliabilityCurve CurveOf(const std::string& name, const std::vector<CalibrationBin>& bins) {
   report::ReliabilityCurve curve;
   curve.name = name;
-  for (const CalibrationBin& b : quality.bins) {
+  for (const CalibrationBin& b : bins) {
     calibration::ReliabilityBin bin;
     bin.mean_prob = b.mean_prob;
     bin.fraction_positive = b.fraction_positive;
@@ -34,13 +35,32 @@ std::vector<std::string> WriteCalibrationPictures(const CalibrationReport& rep,
   std::vector<std::string> paths;
 
   std::vector<report::ReliabilityCurve> curves;
-  if (!rep.before.bins.empty()) curves.push_back(CurveOf("raw score", rep.before));
-  if (!rep.after.bins.empty()) curves.push_back(CurveOf("calibrated (held out)", rep.after));
+  if (!rep.before.bins.empty()) curves.push_back(CurveOf("raw score", rep.before.bins));
+  if (!rep.after.bins.empty()) curves.push_back(CurveOf("calibrated (held out)", rep.after.bins));
   if (!curves.empty()) {
     report::PlotOptions options;
     options.title = title + ": reliability";
     const std::string path = dir + "/" + prefix + "reliability.png";
     Check(report::WriteReliabilityDiagram(curves, options, path));
+    paths.push_back(path);
+  }
+
+  // The top-1 answers' reliability within each quartile of query eta: does
+  // p hold for certain and uncertain queries alike?
+  std::vector<report::ReliabilityCurve> by_eta;
+  for (size_t g = 0; g < rep.after.eta_quartiles.size(); ++g) {
+    const EtaGroupQuality& group = rep.after.eta_quartiles[g];
+    if (group.top1_bins.empty()) continue;
+    char name[96];
+    std::snprintf(name, sizeof(name), "eta quartile %zu (%.4g - %.4g)", g + 1, group.eta_lo,
+                  group.eta_hi);
+    by_eta.push_back(CurveOf(name, group.top1_bins));
+  }
+  if (by_eta.size() == rep.after.eta_quartiles.size() && !by_eta.empty()) {
+    report::PlotOptions options;
+    options.title = title + ": top-1 reliability by quartile of query eta (held out)";
+    const std::string path = dir + "/" + prefix + "reliability_by_eta.png";
+    Check(report::WriteReliabilityDiagram(by_eta, options, path));
     paths.push_back(path);
   }
 

@@ -70,6 +70,9 @@ struct EtaGroupQuality {
   double mean_top1_prob = std::numeric_limits<double>::quiet_NaN();
   double precision_at_1 = std::numeric_limits<double>::quiet_NaN();
   double gap = std::numeric_limits<double>::quiet_NaN();  // mean_top1_prob - precision_at_1
+  // The reliability curve of the group's top-1 answers (10 equal-mass bins):
+  // whether p holds at every level within the group, not only on average.
+  std::vector<CalibrationBin> top1_bins;
 };
 
 // Calibration quality of one set of probabilities on labelled pairs.

@@ -1229,7 +1229,16 @@ TEST_F(CliTest, CalibrateStoresAMapThatSearchAndStatsShow) {
     EXPECT_EQ(queries, 800);
     EXPECT_TRUE(report[part]["worst_eta_gap"].is_number()) << part;
   }
-  ASSERT_EQ(report["pictures"].size(), 2u);
+  // The error-versus-reject areas: the oracle's is the least possible.
+  const json& after = report["after"];
+  EXPECT_LE(after["erc_area_oracle"].get<double>(), after["erc_area_eta"].get<double>());
+  EXPECT_LE(after["erc_area_oracle"].get<double>(), after["erc_area_prob"].get<double>());
+  EXPECT_TRUE(report["before"]["erc_area_prob"].is_number());
+  // reliability.png, reliability_by_eta.png (one curve per eta quartile)
+  // and uncertainty.png.
+  ASSERT_EQ(report["pictures"].size(), 3u);
+  EXPECT_NE(report["pictures"][1].get<std::string>().find("reliability_by_eta.png"),
+            std::string::npos);
   for (const auto& path : report["pictures"]) {
     EXPECT_GT(fs::file_size(path.get<std::string>()), 1000u) << path;
   }
