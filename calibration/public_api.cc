@@ -58,20 +58,16 @@ Status FitCalibrationMap(ScoreType score_type, const CalibrationPairs& in, doubl
   return Status::OK();
 }
 
-Status CalibrateScoreMatrix(ScoreType score_type, const float* scores, int64_t n_queries,
-                            int64_t n_items, const int64_t* query_labels,
-                            const int64_t* item_labels, const int64_t* self_index,
-                            const float* query_eta, uint64_t split_seed, std::string* map_bytes,
-                            CalibrationReport* report) {
-  if (n_queries < 1 || n_items < 1 || !scores || !query_labels || !item_labels || !report) {
-    return Status::InvalidArgument(
-        "CalibrateScoreMatrix: scores, labels and a report of at least one query and item are "
-        "needed");
-  }
-  if (score_type == ScoreType::kDefault) {
-    return Status::InvalidArgument("CalibrateScoreMatrix: give the resolved score type");
-  }
-  std::vector<calibration::QueryPairs> queries(static_cast<size_t>(n_queries));
+namespace {
+
+// Each query's labelled pairs from a score matrix, ranked as a search ranks
+// them (self_index: an item to leave out per query, or null).
+Status QueriesOfScoreMatrix(const float* scores, int64_t n_queries, int64_t n_items,
+                            const int64_t* query_labels, const int64_t* item_labels,
+                            const int64_t* self_index, const float* query_eta,
+                            std::vector<calibration::QueryPairs>* out) {
+  std::vector<calibration::QueryPairs>& queries = *out;
+  queries.assign(static_cast<size_t>(n_queries), calibration::QueryPairs());
   for (int64_t q = 0; q < n_queries; ++q) {
     calibration::QueryPairs& qp = queries[size_t(q)];
     const float* row = scores + q * n_items;
@@ -95,11 +91,50 @@ Status CalibrateScoreMatrix(ScoreType score_type, const float* scores, int64_t n
     }
     calibration::RankQueryPairs(&qp, 0);
   }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status CalibrateScoreMatrix(ScoreType score_type, const float* scores, int64_t n_queries,
+                            int64_t n_items, const int64_t* query_labels,
+                            const int64_t* item_labels, const int64_t* self_index,
+                            const float* query_eta, uint64_t split_seed, std::string* map_bytes,
+                            CalibrationReport* report) {
+  if (n_queries < 1 || n_items < 1 || !scores || !query_labels || !item_labels || !report) {
+    return Status::InvalidArgument(
+        "CalibrateScoreMatrix: scores, labels and a report of at least one query and item are "
+        "needed");
+  }
+  if (score_type == ScoreType::kDefault) {
+    return Status::InvalidArgument("CalibrateScoreMatrix: give the resolved score type");
+  }
+  std::vector<calibration::QueryPairs> queries;
+  HEDGEDB_RETURN_IF_ERROR(QueriesOfScoreMatrix(scores, n_queries, n_items, query_labels,
+                                               item_labels, self_index, query_eta, &queries));
   calibration::CalibrationMap map;
   HEDGEDB_RETURN_IF_ERROR(
       calibration::FitAndReport(score_type, split_seed, true, 0, queries, &map, report));
   if (map_bytes) *map_bytes = map.Encode();
   return Status::OK();
+}
+
+Status MeasureCalibrationScoreMatrix(const std::string& map_bytes, const float* scores,
+                                     int64_t n_queries, int64_t n_items,
+                                     const int64_t* query_labels, const int64_t* item_labels,
+                                     const int64_t* self_index, const float* query_eta,
+                                     CalibrationQuality* quality) {
+  if (n_queries < 1 || n_items < 1 || !scores || !query_labels || !item_labels || !quality) {
+    return Status::InvalidArgument(
+        "MeasureCalibrationScoreMatrix: scores, labels and a quality of at least one query and "
+        "item are needed");
+  }
+  calibration::CalibrationMap map;
+  HEDGEDB_RETURN_IF_ERROR(calibration::CalibrationMap::Decode(map_bytes, &map));
+  std::vector<calibration::QueryPairs> queries;
+  HEDGEDB_RETURN_IF_ERROR(QueriesOfScoreMatrix(scores, n_queries, n_items, query_labels,
+                                               item_labels, self_index, query_eta, &queries));
+  return calibration::MeasureMap(map, queries, quality);
 }
 
 }  // namespace hedgedb

@@ -120,6 +120,49 @@ void RankQueryPairs(QueryPairs* query, int64_t keep) {
   if (keep > 0 && int64_t(pairs.size()) > keep) pairs.resize(size_t(keep));
 }
 
+namespace {
+
+// The quality of predicted probabilities (each pair's score is its p, with
+// its rank in the context) and of the queries' top matches with their
+// probabilities: ECE of all pairs, of the top-1 and top-10, the top-1
+// quality by eta quartile and the error-versus-reject areas.
+Status QualityOf(const std::vector<ScoredPair>& predicted, const std::vector<TopMatch>& top,
+                 const std::vector<double>& top_probs, CalibrationQuality* q) {
+  CalibrationMetrics metrics;
+  HEDGEDB_RETURN_IF_ERROR(MeasureCalibration(predicted, &metrics));
+  CopyBins(metrics, q);
+  q->ece_top1 = EceUpToRank(predicted, 1);
+  q->ece_top10 = EceUpToRank(predicted, 10);
+  TopOneQuality(top, top_probs, q);
+  return Status::OK();
+}
+
+}  // namespace
+
+Status MeasureMap(const CalibrationMap& map, const std::vector<QueryPairs>& queries,
+                  CalibrationQuality* quality) {
+  std::vector<ScoredPair> predicted;
+  std::vector<TopMatch> top;
+  std::vector<double> top_probs;
+  for (const QueryPairs& qp : queries) {
+    for (const ScoredPair& p : qp.pairs) {
+      ScoredPair h = p;
+      h.score = map.Apply(p.score, &p.context);
+      predicted.push_back(h);
+    }
+    if (!qp.has_top) continue;
+    TopMatch t;
+    t.query_uncertainty = qp.eta;
+    t.correct = qp.top_correct;
+    top_probs.push_back(map.Apply(qp.top_score, &qp.top_context));
+    t.prob = float(top_probs.back());
+    top.push_back(t);
+  }
+  if (predicted.empty()) return Status::InvalidArgument("no labelled pairs to measure the map on");
+  *quality = CalibrationQuality();
+  return QualityOf(predicted, top, top_probs, quality);
+}
+
 Status FitAndReport(ScoreType score, uint64_t split_seed, bool allow_conditional,
                     double conformal_fraction, const std::vector<QueryPairs>& all_queries,
                     CalibrationMap* map, CalibrationReport* report) {
@@ -217,24 +260,12 @@ Status FitAndReport(ScoreType score, uint64_t split_seed, bool allow_conditional
     raw_top.push_back(per_query[i].top_score);
     held_top.push_back(top_prob[i]);
   }
-  if (folds_ok) {
-    CalibrationMetrics after;
-    HEDGEDB_RETURN_IF_ERROR(MeasureCalibration(held, &after));
-    CopyBins(after, &report->after);
-    report->after.ece_top1 = EceUpToRank(held, 1);
-    report->after.ece_top10 = EceUpToRank(held, 10);
-    TopOneQuality(top, held_top, &report->after);
-  }
+  if (folds_ok) HEDGEDB_RETURN_IF_ERROR(QualityOf(held, top, held_top, &report->after));
   if (IsProbabilityScore(score)) {
     std::vector<ScoredPair> raw(pairs);
     for (auto& p : raw) p.score = std::min(1.0, std::max(0.0, p.score));
-    CalibrationMetrics before;
-    HEDGEDB_RETURN_IF_ERROR(MeasureCalibration(raw, &before));
-    CopyBins(before, &report->before);
-    report->before.ece_top1 = EceUpToRank(raw, 1);
-    report->before.ece_top10 = EceUpToRank(raw, 10);
     for (double& p : raw_top) p = std::min(1.0, std::max(0.0, p));
-    TopOneQuality(top, raw_top, &report->before);
+    HEDGEDB_RETURN_IF_ERROR(QualityOf(raw, top, raw_top, &report->before));
   } else {
     // Not a probability: only precision@1 has a "before".
     std::vector<double> none(top.size(), kNaN);

@@ -38,6 +38,13 @@ Status FitAndReport(ScoreType score, uint64_t split_seed, bool allow_conditional
                     double conformal_fraction, const std::vector<QueryPairs>& queries,
                     CalibrationMap* map, CalibrationReport* report);
 
+// How a stored map does on other labelled queries (for example corrupted
+// ones, after a fit on clean ones): every pair's probability with its
+// context, measured as FitAndReport measures "after". InvalidArgument when
+// there are no pairs.
+Status MeasureMap(const CalibrationMap& map, const std::vector<QueryPairs>& queries,
+                  CalibrationQuality* quality);
+
 // The pairs of one query, sorted best first (as its search ranks them), get
 // their rank and the next pair's score; the best becomes the query's top
 // match. Then only the best `keep` stay (0: all).

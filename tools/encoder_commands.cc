@@ -498,7 +498,8 @@ void RunEvaluate(const EvaluateArgs& args, const CLI::App& cmd) {
   const EncoderData data = LoadDataOrFail(data_options);
   json report;
   CalibrationReport calibration;
-  Check(encoders::EvaluateModel(*model, data, args.options, &report, &calibration));
+  CalibrationQuality shifted;
+  Check(encoders::EvaluateModel(*model, data, args.options, &report, &calibration, &shifted));
   report["model"] = args.model;
   if (!args.protocol.empty()) report["protocol"] = args.protocol;
   if (report.contains("subset")) {
@@ -512,6 +513,9 @@ void RunEvaluate(const EvaluateArgs& args, const CLI::App& cmd) {
     c["base_rate"] = calibration.info.base_rate;
     c["before"] = CalibrationQualityToJson(calibration.before);
     c["after"] = CalibrationQualityToJson(calibration.after);
+    // The stored map of the clean items, on the corrupt probes against the
+    // clean gallery: the shift (docs/calibration.md, "When it breaks").
+    if (!std::isnan(shifted.ece)) c["shift_corrupt_probes"] = CalibrationQualityToJson(shifted);
     if (!args.plots.empty()) {
       c["pictures"] = WriteCalibrationPictures(calibration, args.plots, args.model);
     }

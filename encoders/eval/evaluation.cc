@@ -431,7 +431,7 @@ json MergeRepeats(const std::vector<json>& runs) {
 
 Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
                      const EvaluationOptions& options, json* report,
-                     CalibrationReport* calibration) {
+                     CalibrationReport* calibration, CalibrationQuality* shifted) {
   const ItemSet* set = nullptr;
   HEDGEDB_RETURN_IF_ERROR(SelectSplit(data, options.split, &set));
   if (options.samples < 1 || options.eta_bins < 2 || options.verification_pairs < 2 ||
@@ -622,12 +622,25 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
     for (int64_t q = 0; q < probes; ++q) self[size_t(q)] = q;
     std::vector<float> probe_eta(eta_clean.begin(),
                                  eta_clean.begin() + (eta_clean.empty() ? 0 : probes));
+    std::string map_bytes;
     const Status s = CalibrateScoreMatrix(
         ResolveScore(scoring.spec.kind, scoring.options.score), matrix.data(), probes, n,
         labels.data(), labels.data(), self.data(), probe_eta.empty() ? nullptr : probe_eta.data(),
-        options.seed, nullptr, calibration);
+        options.seed, &map_bytes, calibration);
     // The other metrics stand without it (e.g. a split with one class).
     if (!s.ok()) out["calibration_error"] = s.ToString();
+    if (s.ok() && shifted && data.has_corrupt) {
+      // The same probes occluded, against the clean gallery without their
+      // own clean twin: the map fitted above meets a shift it never saw.
+      HEDGEDB_RETURN_IF_ERROR(ScoreMatrix(scoring.spec, HeadRows(corrupt, probes).View(),
+                                          clean.View(), scoring.options, &matrix));
+      std::vector<float> corrupt_eta(eta_corrupt.begin(),
+                                     eta_corrupt.begin() + (eta_corrupt.empty() ? 0 : probes));
+      const Status m = MeasureCalibrationScoreMatrix(
+          map_bytes, matrix.data(), probes, n, labels.data(), labels.data(), self.data(),
+          corrupt_eta.empty() ? nullptr : corrupt_eta.data(), shifted);
+      if (!m.ok()) out["calibration_shift_error"] = m.ToString();
+    }
   }
 
   if (!options.pq.empty()) {

@@ -124,10 +124,14 @@ nlohmann::json MergeRepeats(const std::vector<nlohmann::json>& runs);
 // computes every metric; *report gets the JSON object `hedgedb evaluate`
 // prints. With `calibration`, also what calibrating a collection of the clean
 // items would report (CalibrateScoreMatrix: up to 1 million leave-one-out
-// pairs, before / after held out by query).
+// pairs, before / after held out by query). With `shifted` too, where the
+// data has corrupt twins: how that map does on the corrupt probes against
+// the clean gallery, a shift it never saw (MeasureCalibrationScoreMatrix;
+// left empty without twins).
 Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
                      const EvaluationOptions& options, nlohmann::json* report,
-                     CalibrationReport* calibration = nullptr);
+                     CalibrationReport* calibration = nullptr,
+                     CalibrationQuality* shifted = nullptr);
 
 // The JSON `hedgedb evaluate` prints for retrieval metrics (recall_at_K,
 // map_at_r, r_precision, knn_accuracy, queries, queries_with_relevant) and

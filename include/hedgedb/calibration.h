@@ -176,4 +176,17 @@ HEDGEDB_EXPORT Status CalibrateScoreMatrix(ScoreType score_type, const float* sc
                                            uint64_t split_seed, std::string* map_bytes,
                                            CalibrationReport* report);
 
+// How a map of CalibrateScoreMatrix (map_bytes) does on other labelled
+// queries against the same items, laid out as there: the shift a map fitted
+// on clean queries meets on corrupted ones (`hedgedb evaluate`'s
+// "calibration_shift"). *quality is measured as CalibrationReport::after
+// is, but every query is new to the map (no cross-fitting).
+HEDGEDB_EXPORT Status MeasureCalibrationScoreMatrix(const std::string& map_bytes,
+                                                    const float* scores, int64_t n_queries,
+                                                    int64_t n_items, const int64_t* query_labels,
+                                                    const int64_t* item_labels,
+                                                    const int64_t* self_index,
+                                                    const float* query_eta,
+                                                    CalibrationQuality* quality);
+
 }  // namespace hedgedb

@@ -478,11 +478,52 @@ TEST(Calibrate, ScoreMatrixEntryPointAgreesWithTheCollection) {
   // The map can be imported into the collection.
   ASSERT_TRUE(db->ImportCalibration("c", bytes, 0).ok());
   EXPECT_EQ(StatsOf(db.get(), "c").calibrations.size(), 1u);
+  // The map on other queries: 300 fresh ones from the same clusters, then
+  // the same queries shifted (their variances times 4: more uncertain than
+  // anything the map saw). Precision@1 is recomputed here from the matrix.
+  const testing::Batch fresh = ClusteredBatch(spec, 300, 10, 23);
+  testing::Batch shifted = fresh;
+  for (float& v : shifted.var) v *= 4;
+  for (const testing::Batch* queries : std::vector<const testing::Batch*>{&fresh, &shifted}) {
+    std::vector<float> q_scores, q_eta;
+    ASSERT_TRUE(
+        ScoreMatrix(spec, queries->view(), items.view(), ScoreOptions(), &q_scores).ok());
+    ASSERT_TRUE(ItemUncertainties(spec, queries->view(), ScoreOptions(), &q_eta).ok());
+    CalibrationQuality quality;
+    s = MeasureCalibrationScoreMatrix(bytes, q_scores.data(), 300, 600, queries->labels.data(),
+                                      items.labels.data(), nullptr, q_eta.data(), &quality);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    double right = 0;
+    for (int64_t q = 0; q < 300; ++q) {
+      const float* row = q_scores.data() + q * 600;
+      const int64_t best = std::max_element(row, row + 600) - row;
+      right += items.labels[size_t(best)] == queries->labels[size_t(q)] ? 1 : 0;
+    }
+    EXPECT_DOUBLE_EQ(quality.precision_at_1, right / 300);
+    EXPECT_EQ(quality.eta_quartiles.size(), 4u);
+    std::printf("%s queries: mean top-1 p %.3f, precision@1 %.3f, ECE@10 %.4f\n",
+                queries == &fresh ? "fresh" : "shifted", quality.mean_top1_prob,
+                quality.precision_at_1, quality.ece_top10);
+    if (queries == &fresh) {
+      EXPECT_NEAR(quality.mean_top1_prob, quality.precision_at_1, 0.08);
+    }
+  }
   // Bad input.
+  CalibrationQuality quality;
+  EXPECT_TRUE(MeasureCalibrationScoreMatrix("not a map", scores.data(), 600, 600,
+                                            items.labels.data(), items.labels.data(), self.data(),
+                                            nullptr, &quality)
+                  .IsCorruption());
+  EXPECT_TRUE(MeasureCalibrationScoreMatrix(bytes, scores.data(), 0, 600, items.labels.data(),
+                                            items.labels.data(), self.data(), nullptr, &quality)
+                  .IsInvalidArgument());
   scores[5] = std::nanf("");
   EXPECT_TRUE(CalibrateScoreMatrix(ScoreType::kMc, scores.data(), 600, 600, items.labels.data(),
                                    items.labels.data(), self.data(), nullptr, 0, nullptr,
                                    &from_matrix)
+                  .IsInvalidArgument());
+  EXPECT_TRUE(MeasureCalibrationScoreMatrix(bytes, scores.data(), 600, 600, items.labels.data(),
+                                            items.labels.data(), self.data(), nullptr, &quality)
                   .IsInvalidArgument());
 }
 
