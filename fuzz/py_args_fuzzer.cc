@@ -4,8 +4,8 @@
 // float64 and DoublesToFloat32. NumPy's own casts are not fuzzed here; the
 // bytes, dtype and element count NumPy hands over are.
 //
-// Checked against an independent model of the rule (docs/python.md, "Input
-// checks"): a dtype is taken iff it is one of f4 f8 i1 i2 i4 i8 u1 u2 u4 u8;
+// Checked against an independent model of the rule (docs/python.md, "The
+// API"): a dtype is taken iff it is one of f4 f8 i1 i2 i4 i8 u1 u2 u4 u8;
 // an integer conversion succeeds iff every element is an integer that the
 // target type holds, and then every value is exact; a refusal names an
 // element that is indeed not convertible. A float64 -> float32 conversion
