@@ -611,6 +611,37 @@ bool NpyTypeOf(char kind, int item_size, NpyType* type) {
   return false;
 }
 
+namespace {
+// The NpyArray that BufferToInt64 / BufferToInt32 convert (a flat shape: the
+// conversions read the bytes only).
+Status BufferToNpy(char kind, int item_size, const void* data, size_t count,
+                   const std::string& what, const std::string& dtype_name, NpyArray* array) {
+  if (!NpyTypeOf(kind, item_size, &array->type)) {
+    return Status::InvalidArgument(what + ": expected an integer array, got dtype " + dtype_name);
+  }
+  array->shape = {int64_t(count)};
+  const auto* p = static_cast<const uint8_t*>(data);
+  array->bytes.assign(p, p + (count > 0 ? count * size_t(item_size) : 0));
+  return Status::OK();
+}
+}  // namespace
+
+Status BufferToInt64(char kind, int item_size, const void* data, size_t count,
+                     const std::string& what, const std::string& dtype_name,
+                     std::vector<int64_t>* out) {
+  NpyArray array;
+  HEDGEDB_RETURN_IF_ERROR(BufferToNpy(kind, item_size, data, count, what, dtype_name, &array));
+  return NpyToInt64(array, what, out);
+}
+
+Status BufferToInt32(char kind, int item_size, const void* data, size_t count,
+                     const std::string& what, const std::string& dtype_name,
+                     std::vector<int32_t>* out) {
+  NpyArray array;
+  HEDGEDB_RETURN_IF_ERROR(BufferToNpy(kind, item_size, data, count, what, dtype_name, &array));
+  return NpyToInt32(array, what, out);
+}
+
 NpyArray MakeNpy(NpyType type, const void* data, std::vector<int64_t> shape) {
   NpyArray array;
   array.type = type;

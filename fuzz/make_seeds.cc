@@ -14,6 +14,7 @@
 #include "encoders/models/model_file.h"
 #include "hedgedb/npy.h"
 #include "index/index_file.h"
+#include "query/arena_file.h"
 #include "storage/record_store.h"
 #include "tools/payload_text.h"
 
@@ -87,6 +88,62 @@ void IndexSeeds() {
   Put("index_header", "fixed",
       std::string(1, '\3') +
           index::EncodeIndexFileHeader(index::kUnknownRecall, 1, 5, std::string()));
+}
+
+// Arena snapshots from the writer: one as it lies on disk (mode 0x14: own
+// binding, also through the path reader), and compact forms without the
+// zeros before the rows (mode 0x16, see fuzz/arena_fuzzer.cc), which the
+// fuzzer mutates much faster than 64 KiB files.
+void ArenaSeeds(const fs::path& tmp) {
+  const fs::path p = tmp / "seed.harena";
+  query::ArenaTables tables;
+  tables.ids = {5, -2, 9};
+  tables.sequences = {1, 3, 3};
+  tables.labels = {0, 7, 0};
+  tables.flags = {0, query::kArenaHasLabel, 0};
+  const std::vector<float> rows = {1, 2, 3, 4, 5, 6, -1, 0.5f, 2.5f, 0, 1e-3f, 7};
+  const std::string_view run(reinterpret_cast<const char*>(rows.data()), rows.size() * 4);
+  const auto compact = [](const std::string& file, size_t n) {
+    const size_t tables_end = query::kArenaHeaderBytes + n * 25;
+    const size_t rows_offset = (tables_end + query::kArenaRowsAlignment - 1) /
+                               query::kArenaRowsAlignment * query::kArenaRowsAlignment;
+    return file.substr(0, tables_end) + file.substr(rows_offset);
+  };
+  if (query::WriteArenaSnapshot(p.string(), 4, 77, 16, tables, {run}).ok()) {
+    Put("arena", "rows3", std::string(1, '\x14') + Slurp(p));
+    Put("arena", "rows3_compact", std::string(1, '\x16') + compact(Slurp(p), 3));
+  }
+  if (query::WriteArenaSnapshot(p.string(), 1, 5, 8, query::ArenaTables(), {}).ok()) {
+    Put("arena", "empty_compact", std::string(1, '\x16') + compact(Slurp(p), 0));
+  }
+}
+
+// The Python binding's array arguments as NumPy hands them over: dtype kind,
+// item size, target (bit 0: int32; bit 1: also as float64), then the
+// elements (fuzz/py_args_fuzzer.cc).
+void PyArgsSeeds() {
+  const auto seed = [](const std::string& name, char kind, int size, int target, const void* data,
+                       size_t bytes) {
+    std::string input = {kind, char(size), char(target)};
+    input.append(static_cast<const char*>(data), bytes);
+    Put("py_args", name, input);
+  };
+  const int64_t i8[] = {0, -1, 7, INT64_MAX, INT64_MIN, int64_t(1) << 32};
+  seed("int64", 'i', 8, 0, i8, sizeof(i8));
+  seed("int64_to_int32", 'i', 8, 1, i8, sizeof(i8));
+  const uint64_t u8[] = {3, uint64_t(1) << 63};
+  seed("uint64", 'u', 8, 0, u8, sizeof(u8));
+  const int16_t i2[] = {-300, 300};
+  seed("int16", 'i', 2, 1, i2, sizeof(i2));
+  const uint8_t u1[] = {0, 255};
+  seed("uint8", 'u', 1, 0, u1, sizeof(u1));
+  const double f8[] = {2.0, 0.5, -3.0, 1e300, 1e-320, 9223372036854775808.0};
+  seed("float64", 'f', 8, 2, f8, sizeof(f8));
+  const float f4[] = {1.0f, 1.7f, -2147483648.0f};
+  seed("float32_to_int32", 'f', 4, 1, f4, sizeof(f4));
+  const uint8_t b1[] = {1, 0};
+  seed("bool", 'b', 1, 0, b1, sizeof(b1));
+  seed("float16", 'f', 2, 0, b1, sizeof(b1));
 }
 
 calibration::CalibrationMap PlattMap() {
@@ -239,6 +296,8 @@ int main(int argc, char** argv) {
   CatalogSeeds();
   IndexSeeds();
   CalibrationSeeds();
+  ArenaSeeds(tmp);
+  PyArgsSeeds();
   ModelSeeds();
   IdxSeeds(tmp);
   CubSeeds();

@@ -22,11 +22,29 @@ namespace {
 constexpr int64_t kRowBlock = 256;
 constexpr int64_t kCentroidBlock = 1024;
 
+// RowMinimum comes in versions for AVX-512, AVX2 and the baseline, which an
+// ifunc resolver picks when the program is loaded. Not under ThreadSanitizer:
+// it instruments the resolver too, which the dynamic loader runs before the
+// TSan runtime is initialised, so every program linking this file crashed
+// at start (scripts/sanitize.sh thread); the baseline version serves there.
+#if defined(__SANITIZE_THREAD__)
+#define HEDGEDB_TSAN_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define HEDGEDB_TSAN_BUILD 1
+#endif
+#endif
+#ifdef HEDGEDB_TSAN_BUILD
+#define HEDGEDB_ROW_MINIMUM_VERSIONS
+#else
+#define HEDGEDB_ROW_MINIMUM_VERSIONS __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+
 // Over one row's products with centroids [j0, j0 + m): turns ip[j] into
 // |c_j|^2 - 2 x.c_j (the squared distance less |x|^2) and, if its minimum is
 // below *best, stores it there and its first position in *best_j.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void RowMinimum(
-    float* ip, const float* norms, int64_t m, int64_t j0, float* best, int64_t* best_j) {
+HEDGEDB_ROW_MINIMUM_VERSIONS void RowMinimum(float* ip, const float* norms, int64_t m, int64_t j0,
+                                             float* best, int64_t* best_j) {
   float low = std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(min : low)
   for (int64_t j = 0; j < m; ++j) {

@@ -107,24 +107,18 @@ py::array_t<T, py::array::c_style> AsIntArray(const py::handle& obj, const char*
   }
   if (!a) Invalid(std::string(name) + ": expected an integer array");
   const py::dtype dtype = a.dtype();
-  NpyType type;
-  if (!NpyTypeOf(dtype.kind(), int(dtype.itemsize()), &type)) {
-    Invalid(std::string(name) + ": expected an integer array, got dtype " +
-            py::str(py::object(dtype)).cast<std::string>());
-  }
-  // Native byte order, C order: the bytes NpyArray holds (little-endian,
-  // which every platform hedgedb builds on is).
+  const std::string dtype_name = py::str(py::object(dtype)).cast<std::string>();
+  // Native byte order, C order: the bytes the conversion reads (which also
+  // refuses every dtype but the integer and float ones).
   a = np.attr("ascontiguousarray")(a, dtype.attr("newbyteorder")("="));
-  NpyArray npy;
-  npy.type = type;
-  npy.shape.assign(a.shape(), a.shape() + a.ndim());
-  npy.bytes.resize(size_t(a.nbytes()));
-  if (!npy.bytes.empty()) std::memcpy(npy.bytes.data(), a.data(), npy.bytes.size());
+  const size_t count = size_t(a.size());
   std::vector<T> values;
   if constexpr (std::is_same<T, int64_t>::value) {
-    Check(NpyToInt64(npy, name, &values));
+    Check(BufferToInt64(dtype.kind(), int(dtype.itemsize()), a.data(), count, name, dtype_name,
+                        &values));
   } else {
-    Check(NpyToInt32(npy, name, &values));
+    Check(BufferToInt32(dtype.kind(), int(dtype.itemsize()), a.data(), count, name, dtype_name,
+                        &values));
   }
   Exact out(std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
   if (!values.empty()) std::memcpy(out.mutable_data(), values.data(), values.size() * sizeof(T));

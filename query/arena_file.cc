@@ -60,41 +60,142 @@ std::string ArenaFilePath(const std::string& db_path, uint32_t collection_id) {
   return db_path + "/index/" + std::to_string(collection_id) + ".harena";
 }
 
-Status WriteArenaSnapshot(const std::string& path, uint64_t sequence, uint64_t binding,
-                          size_t row_bytes, const ArenaTables& tables,
-                          const std::vector<std::string_view>& row_runs) {
+Status EncodeArenaHead(uint64_t sequence, uint64_t binding, size_t row_bytes,
+                       const ArenaTables& tables, uint32_t rows_crc, std::string* head) {
   const uint64_t rows = tables.ids.size();
+  if (tables.sequences.size() != rows || tables.labels.size() != rows ||
+      tables.flags.size() != rows) {
+    return Status::Internal("arena snapshot tables of different lengths");
+  }
   std::string table_bytes;
   table_bytes.reserve(rows * kTableBytesPerRow);
   PutArray(&table_bytes, tables.ids);
   PutArray(&table_bytes, tables.sequences);
   PutArray(&table_bytes, tables.labels);
   PutArray(&table_bytes, tables.flags);
+  const uint64_t rows_offset = RowsOffset(rows);
+  std::string& out = *head;
+  out.assign(kMagic, sizeof(kMagic));
+  PutFixed(&out, kArenaFileVersion);
+  PutFixed(&out, uint32_t(row_bytes));
+  PutFixed(&out, sequence);
+  PutFixed(&out, binding);
+  PutFixed(&out, rows);
+  PutFixed(&out, rows_offset);
+  PutFixed(&out, Crc32c(table_bytes.data(), table_bytes.size()));
+  PutFixed(&out, rows_crc);
+  PutFixed(&out, Crc32c(out.data() + sizeof(kMagic), out.size() - sizeof(kMagic)));
+  out += table_bytes;
+  out.resize(rows_offset, '\0');
+  return Status::OK();
+}
+
+Status WriteArenaSnapshot(const std::string& path, uint64_t sequence, uint64_t binding,
+                          size_t row_bytes, const ArenaTables& tables,
+                          const std::vector<std::string_view>& row_runs) {
   uint32_t rows_crc = 0;
   uint64_t row_total = 0;
   for (std::string_view run : row_runs) {
     rows_crc = Crc32c(run.data(), run.size(), rows_crc);
     row_total += run.size();
   }
-  if (row_total != rows * row_bytes || tables.sequences.size() != rows ||
-      tables.labels.size() != rows || tables.flags.size() != rows) {
+  if (row_total != tables.ids.size() * row_bytes) {
     return Status::Internal("arena snapshot " + path + ": tables and rows disagree");
   }
-  const uint64_t rows_offset = RowsOffset(rows);
-  std::string header(kMagic, sizeof(kMagic));
-  PutFixed(&header, kArenaFileVersion);
-  PutFixed(&header, uint32_t(row_bytes));
-  PutFixed(&header, sequence);
-  PutFixed(&header, binding);
-  PutFixed(&header, rows);
-  PutFixed(&header, rows_offset);
-  PutFixed(&header, Crc32c(table_bytes.data(), table_bytes.size()));
-  PutFixed(&header, rows_crc);
-  PutFixed(&header, Crc32c(header.data() + sizeof(kMagic), header.size() - sizeof(kMagic)));
-  const std::string padding(rows_offset - header.size() - table_bytes.size(), '\0');
-  std::vector<std::string_view> parts = {header, table_bytes, padding};
+  std::string head;
+  const Status encoded = EncodeArenaHead(sequence, binding, row_bytes, tables, rows_crc, &head);
+  if (!encoded.ok()) return Status::Internal("arena snapshot " + path + ": " + encoded.message());
+  std::vector<std::string_view> parts = {head};
   parts.insert(parts.end(), row_runs.begin(), row_runs.end());
   return WriteFileAtomically(path, parts);
+}
+
+Status ParseArenaHeader(std::string_view bytes, uint64_t file_size, const std::string& what,
+                        ArenaHeader* header) {
+  if (file_size < kArenaHeaderBytes || bytes.size() < kArenaHeaderBytes ||
+      std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
+    return Status::Corruption(what + " has a bad header");
+  }
+  const char* p = bytes.data() + sizeof(kMagic);
+  const uint32_t version = GetFixed<uint32_t>(p);
+  if (version != kArenaFileVersion) {
+    return Status::Corruption(what + " has format version " + std::to_string(version) +
+                              ", this build reads " + std::to_string(kArenaFileVersion));
+  }
+  if (Crc32c(p, 48) != GetFixed<uint32_t>(p + 48)) {
+    return Status::Corruption(what + " fails its header checksum");
+  }
+  ArenaHeader h;
+  h.row_bytes = GetFixed<uint32_t>(p + 4);
+  h.sequence = GetFixed<uint64_t>(p + 8);
+  h.binding = GetFixed<uint64_t>(p + 16);
+  h.rows = GetFixed<uint64_t>(p + 24);
+  h.rows_offset = GetFixed<uint64_t>(p + 32);
+  h.tables_crc = GetFixed<uint32_t>(p + 40);
+  h.rows_crc = GetFixed<uint32_t>(p + 44);
+  // Sizes are checked against the file before anything is allocated; the
+  // first bound keeps the products below from overflowing.
+  if (h.rows > file_size / (kTableBytesPerRow + h.row_bytes) ||
+      h.rows_offset != RowsOffset(h.rows) || file_size != h.rows_offset + h.rows * h.row_bytes) {
+    return Status::Corruption(what + " is truncated or has trailing bytes (" +
+                              std::to_string(file_size) + " bytes for " + std::to_string(h.rows) +
+                              " rows)");
+  }
+  *header = h;
+  return Status::OK();
+}
+
+Status CheckArenaHeaderFits(const ArenaHeader& header, uint64_t binding, size_t row_bytes,
+                            uint64_t sequence, const std::string& what) {
+  if (header.binding != binding) {
+    return Status::Corruption(what + " belongs to another collection or database");
+  }
+  if (header.row_bytes != row_bytes) {
+    return Status::Corruption(what + " holds rows of " + std::to_string(header.row_bytes) +
+                              " bytes, the collection's have " + std::to_string(row_bytes));
+  }
+  if (header.sequence != sequence) {
+    return Status::NotFound(what + " is stale: it covers sequence " +
+                            std::to_string(header.sequence) + ", the records " +
+                            std::to_string(sequence));
+  }
+  return Status::OK();
+}
+
+Status ParseArenaTables(std::string_view bytes, const ArenaHeader& header, const std::string& what,
+                        ArenaTables* tables) {
+  ClearTables(tables);
+  const uint64_t rows = header.rows;
+  const uint64_t tables_size = rows * kTableBytesPerRow;
+  if (bytes.size() != header.rows_offset - kArenaHeaderBytes || bytes.size() < tables_size) {
+    return Status::Corruption(what + " has tables of the wrong size");
+  }
+  if (Crc32c(bytes.data(), tables_size) != header.tables_crc) {
+    return Status::Corruption(what + " fails its checksum (tables)");
+  }
+  if (bytes.find_first_not_of('\0', tables_size) != std::string_view::npos) {
+    return Status::Corruption(what + " has bytes where its padding must be zeros");
+  }
+  const char* t = bytes.data();
+  t = GetArray(t, rows, &tables->ids);
+  t = GetArray(t, rows, &tables->sequences);
+  t = GetArray(t, rows, &tables->labels);
+  GetArray(t, rows, &tables->flags);
+  for (uint64_t r = 0; r < rows; ++r) {
+    if (tables->sequences[r] == 0 || tables->sequences[r] > header.sequence ||
+        (tables->flags[r] & ~kArenaHasLabel) != 0) {
+      ClearTables(tables);
+      return Status::Corruption(what + " holds an invalid entry at row " + std::to_string(r));
+    }
+  }
+  return Status::OK();
+}
+
+Status CheckArenaRows(const uint8_t* rows, const ArenaHeader& header, const std::string& what) {
+  if (Crc32c(rows, header.rows * header.row_bytes) != header.rows_crc) {
+    return Status::Corruption(what + " fails its checksum (rows)");
+  }
+  return Status::OK();
 }
 
 Status LoadArenaSnapshot(const std::string& path, uint64_t binding, size_t row_bytes,
@@ -109,76 +210,23 @@ Status LoadArenaSnapshot(const std::string& path, uint64_t binding, size_t row_b
   FdCloser closer(fd);
   const std::string what = "arena snapshot " + path;
   char h[kArenaHeaderBytes];
-  if (file_size < kArenaHeaderBytes || !ReadFullyAt(fd, h, sizeof(h), 0) ||
-      std::memcmp(h, kMagic, sizeof(kMagic)) != 0) {
-    return Status::Corruption(what + " has a bad header");
-  }
-  const char* p = h + sizeof(kMagic);
-  const uint32_t version = GetFixed<uint32_t>(p);
-  const uint32_t file_row_bytes = GetFixed<uint32_t>(p + 4);
-  const uint64_t file_sequence = GetFixed<uint64_t>(p + 8);
-  const uint64_t file_binding = GetFixed<uint64_t>(p + 16);
-  const uint64_t rows = GetFixed<uint64_t>(p + 24);
-  const uint64_t rows_offset = GetFixed<uint64_t>(p + 32);
-  const uint32_t tables_crc = GetFixed<uint32_t>(p + 40);
-  const uint32_t rows_crc = GetFixed<uint32_t>(p + 44);
-  const uint32_t header_crc = GetFixed<uint32_t>(p + 48);
-  if (version != kArenaFileVersion) {
-    return Status::Corruption(what + " has format version " + std::to_string(version) +
-                              ", this build reads " + std::to_string(kArenaFileVersion));
-  }
-  if (Crc32c(p, 48) != header_crc) return Status::Corruption(what + " fails its header checksum");
-  if (file_binding != binding) {
-    return Status::Corruption(what + " belongs to another collection or database");
-  }
-  if (file_row_bytes != row_bytes) {
-    return Status::Corruption(what + " holds rows of " + std::to_string(file_row_bytes) +
-                              " bytes, the collection's have " + std::to_string(row_bytes));
-  }
-  if (file_sequence != sequence) {
-    return Status::NotFound(what + " is stale: it covers sequence " +
-                            std::to_string(file_sequence) + ", the records " +
-                            std::to_string(sequence));
-  }
-  // Sizes are checked against the file before anything is allocated.
-  if (rows > file_size / (kTableBytesPerRow + row_bytes) || rows_offset != RowsOffset(rows) ||
-      file_size != rows_offset + rows * row_bytes) {
-    return Status::Corruption(what + " is truncated or has trailing bytes (" +
-                              std::to_string(file_size) + " bytes for " + std::to_string(rows) +
-                              " rows)");
-  }
+  size_t got = file_size < kArenaHeaderBytes ? 0 : sizeof(h);
+  if (got > 0 && !ReadFullyAt(fd, h, got, 0)) got = 0;  // reported as a bad header
+  ArenaHeader header;
+  HEDGEDB_RETURN_IF_ERROR(ParseArenaHeader(std::string_view(h, got), file_size, what, &header));
+  HEDGEDB_RETURN_IF_ERROR(CheckArenaHeaderFits(header, binding, row_bytes, sequence, what));
   // The tables and the zeros after them, up to the rows (under 64 KiB more).
-  std::string table_bytes(rows_offset - kArenaHeaderBytes, '\0');
+  std::string table_bytes(header.rows_offset - kArenaHeaderBytes, '\0');
   if (!ReadFullyAt(fd, table_bytes.data(), table_bytes.size(), kArenaHeaderBytes)) {
     return Status::IOError("cannot read " + what);
   }
-  const size_t tables_size = rows * kTableBytesPerRow;
-  if (Crc32c(table_bytes.data(), tables_size) != tables_crc) {
-    return Status::Corruption(what + " fails its checksum (tables)");
-  }
-  if (table_bytes.find_first_not_of('\0', tables_size) != std::string::npos) {
-    return Status::Corruption(what + " has bytes where its padding must be zeros");
-  }
-  const char* t = table_bytes.data();
-  t = GetArray(t, rows, &tables->ids);
-  t = GetArray(t, rows, &tables->sequences);
-  t = GetArray(t, rows, &tables->labels);
-  GetArray(t, rows, &tables->flags);
-  for (uint64_t r = 0; r < rows; ++r) {
-    if (tables->sequences[r] == 0 || tables->sequences[r] > sequence ||
-        (tables->flags[r] & ~kArenaHasLabel) != 0) {
-      ClearTables(tables);
-      return Status::Corruption(what + " holds an invalid entry at row " + std::to_string(r));
-    }
-  }
-  Status s = arena->MapFile(fd, rows_offset, int64_t(rows), path);
+  HEDGEDB_RETURN_IF_ERROR(ParseArenaTables(table_bytes, header, what, tables));
+  Status s = arena->MapFile(fd, header.rows_offset, int64_t(header.rows), path);
   if (s.ok()) {
     // The check reads every row in order; searches then read rows at random.
     arena->AdviseSequential(true);
-    if (Crc32c(arena->data(), rows * row_bytes) != rows_crc) {
-      s = Status::Corruption(what + " fails its checksum (rows)");
-    }
-    arena->set_mapped_crc(rows_crc);
+    s = CheckArenaRows(arena->data(), header, what);
+    arena->set_mapped_crc(header.rows_crc);
     arena->AdviseSequential(false);
   }
   if (!s.ok()) {

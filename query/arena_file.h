@@ -44,6 +44,44 @@ struct ArenaTables {
   std::vector<uint8_t> flags;  // kArenaHasLabel
 };
 
+// The header's fields (ParseArenaHeader).
+struct ArenaHeader {
+  uint32_t row_bytes = 0;
+  uint64_t sequence = 0;
+  uint64_t binding = 0;
+  uint64_t rows = 0;
+  uint64_t rows_offset = 0;  // where the rows start: the file is rows_offset + rows x row_bytes
+  uint32_t tables_crc = 0;
+  uint32_t rows_crc = 0;
+};
+
+// The parts of the reader that work on bytes in memory, in the order
+// LoadArenaSnapshot applies them (the fuzz target fuzz/arena_fuzzer.cc
+// feeds them arbitrary bytes). `what` names the file in errors.
+//
+// `bytes`: the first kArenaHeaderBytes (or fewer) bytes of a file of
+// `file_size` bytes. Checks the magic, the version, the header checksum and
+// that the sizes agree with file_size, before anything is allocated.
+Status ParseArenaHeader(std::string_view bytes, uint64_t file_size, const std::string& what,
+                        ArenaHeader* header);
+// Whether a parsed header may serve a collection with `binding` and
+// `row_bytes` whose records are at `sequence` (NotFound if it is stale).
+Status CheckArenaHeaderFits(const ArenaHeader& header, uint64_t binding, size_t row_bytes,
+                            uint64_t sequence, const std::string& what);
+// `bytes`: the file from the end of the header up to the rows
+// (header.rows_offset - kArenaHeaderBytes bytes): the tables, their
+// checksum, zeros after them, and entries that a writer at header.sequence
+// can have written. On error *tables is left empty.
+Status ParseArenaTables(std::string_view bytes, const ArenaHeader& header, const std::string& what,
+                        ArenaTables* tables);
+// The rows (header.rows x header.row_bytes bytes) against their checksum.
+Status CheckArenaRows(const uint8_t* rows, const ArenaHeader& header, const std::string& what);
+// The file up to its rows, as WriteArenaSnapshot writes it (header, tables,
+// zeros), for rows whose CRC32C is `rows_crc`. Tables of different lengths
+// are an Internal error.
+Status EncodeArenaHead(uint64_t sequence, uint64_t binding, size_t row_bytes,
+                       const ArenaTables& tables, uint32_t rows_crc, std::string* head);
+
 // <db_path>/index/<collection id>.harena
 std::string ArenaFilePath(const std::string& db_path, uint32_t collection_id);
 

@@ -17,7 +17,8 @@ bash scripts/install_deps.sh clang-14 libclang-rt-14-dev llvm-14 >/dev/null
 BUILD_DIR=${BUILD_DIR:-build-fuzz}
 FUZZ_OUT=${FUZZ_OUT:-$BUILD_DIR/fuzz-out}
 JOBS=${JOBS:-2}
-TARGETS_ALL="npy record catalog_spec index_header calibration_map model_file idx cub cars payload payload_lines"
+TARGETS_ALL="npy py_args record catalog_spec index_header arena calibration_map model_file idx cub cars
+  payload payload_lines"
 
 CC=${CC:-clang-14} CXX=${CXX:-clang++-14} cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
   -DHEDGEDB_FUZZ=ON -DHEDGEDB_WITH_ENCODERS=OFF -DHEDGEDB_WITH_PYTHON=OFF -DHEDGEDB_BUILD_TESTS=OFF \

@@ -72,6 +72,21 @@ HEDGEDB_EXPORT Status NpyToInt32(const NpyArray& array, const std::string& what,
 // that it takes exactly what the command line takes from a .npy file.
 HEDGEDB_EXPORT bool NpyTypeOf(char kind, int item_size, NpyType* type);
 
+// The Python binding's integer arguments (ids, labels, codes): `count`
+// elements of the NumPy dtype (`kind`, `item_size`) at `data`, C order,
+// native byte order, converted by NpyToInt64 / NpyToInt32, so that Python
+// takes exactly what the command line takes from a .npy file. A dtype that
+// NpyTypeOf does not take is refused as "<what>: expected an integer array,
+// got dtype <dtype_name>" (dtype_name: as NumPy prints it, e.g. "bool").
+// fuzz/py_args_fuzzer.cc checks that a value is refused exactly when it has
+// no exact integer of the target type.
+HEDGEDB_EXPORT Status BufferToInt64(char kind, int item_size, const void* data, size_t count,
+                                    const std::string& what, const std::string& dtype_name,
+                                    std::vector<int64_t>* out);
+HEDGEDB_EXPORT Status BufferToInt32(char kind, int item_size, const void* data, size_t count,
+                                    const std::string& what, const std::string& dtype_name,
+                                    std::vector<int32_t>* out);
+
 // These copy all of `data`; WriteNpy reports a size that does not match `shape`.
 HEDGEDB_EXPORT NpyArray MakeNpy(const std::vector<float>& data, std::vector<int64_t> shape);
 HEDGEDB_EXPORT NpyArray MakeNpy(const std::vector<int64_t>& data, std::vector<int64_t> shape);

@@ -490,6 +490,32 @@ TEST_F(NpyTest, ToInt32AndNpyTypeOf) {
   }
 }
 
+// The Python binding's integer arguments: a NumPy buffer by dtype kind and
+// item size, through the same conversions; other dtypes are refused naming
+// the argument and the dtype as NumPy prints it.
+TEST_F(NpyTest, BufferConversionsTakeWhatNpyFilesTake) {
+  std::vector<int64_t> wide;
+  const uint16_t u2[] = {0, 65535};
+  ASSERT_TRUE(BufferToInt64('u', 2, u2, 2, "ids", "uint16", &wide).ok());
+  EXPECT_EQ(wide, (std::vector<int64_t>{0, 65535}));
+  const uint64_t big[] = {uint64_t(1) << 63};
+  Status s = BufferToInt64('u', 8, big, 1, "ids", "uint64", &wide);
+  EXPECT_EQ(s.message(), "ids: element 0 (9223372036854775808) does not fit in int64");
+  const bool flags[] = {true, false};
+  s = BufferToInt64('b', 1, flags, 2, "ids", "bool", &wide);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_EQ(s.message(), "ids: expected an integer array, got dtype bool");
+  std::vector<int32_t> narrow;
+  const double f8[] = {3.0, 2.5};
+  s = BufferToInt32('f', 8, f8, 2, "codes", "float64", &narrow);
+  EXPECT_EQ(s.message(),
+            "codes: element 1 (2.5) is not an integer in int64's range; expected an integer array");
+  ASSERT_TRUE(BufferToInt32('f', 8, f8, 1, "codes", "float64", &narrow).ok());
+  EXPECT_EQ(narrow, std::vector<int32_t>{3});
+  ASSERT_TRUE(BufferToInt32('i', 4, nullptr, 0, "codes", "int32", &narrow).ok());
+  EXPECT_TRUE(narrow.empty());
+}
+
 TEST_F(NpyTest, ToInt64ConvertsEveryIntegerTypeAndIntegralFloats) {
   std::vector<int64_t> out;
   ASSERT_TRUE(

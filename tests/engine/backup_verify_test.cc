@@ -1,9 +1,11 @@
 // DB::Backup (a consistent copy taken while other threads ingest) and
 // DB::Verify / VerifyDB (read-only checks that name what is damaged).
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "common/row_layout.h"
+#include "engine/child_process.h"
 #include "engine/engine_test_util.h"
 #include "hedgedb/db.h"
 #include "index/coarse_index.h"
@@ -428,6 +431,23 @@ TEST(VerifyDamageTest, IndexSavedByARunningWriterAfterTheViewIsNotAProblem) {
   EXPECT_EQ(Of(report.notes, "index_newer_than_view").size(), 1u) << Describe(report);
 }
 
+// The writer process of VerifyBesideAWriterProcessSaysSo: this program run
+// again (a fork would not do: the parent has threads, and a forked child
+// that starts threads, as RocksDB does, is killed under ThreadSanitizer
+// while the parent waits for it for ever). Opens the database, says 'y'
+// (or 'n') on the ready pipe, holds it open until the done pipe delivers a
+// byte or closes.
+TEST(VerifyChild, HoldsTheDatabaseOpen) {
+  const char* db_path = std::getenv("HEDGEDB_VERIFY_DB");
+  const char* ready_text = std::getenv("HEDGEDB_VERIFY_READY_FD");
+  const char* done_text = std::getenv("HEDGEDB_VERIFY_DONE_FD");
+  if (!db_path || !ready_text || !done_text) GTEST_SKIP() << "only runs as a test's child";
+  std::unique_ptr<DB> db;
+  char c = DB::Open(Options(), db_path, &db).ok() ? 'y' : 'n';
+  (void)!::write(std::atoi(ready_text), &c, 1);
+  (void)!::read(std::atoi(done_text), &c, 1);  // until the parent is done
+}
+
 // VerifyDB beside a writer in another process says so (a note).
 TEST(VerifyDamageTest, VerifyBesideAWriterProcessSaysSo) {
   TempDir dir;
@@ -439,24 +459,29 @@ TEST(VerifyDamageTest, VerifyBesideAWriterProcessSaysSo) {
   int ready[2], done[2];
   ASSERT_EQ(::pipe(ready), 0);
   ASSERT_EQ(::pipe(done), 0);
-  const pid_t child = ::fork();
+  // The parent's ends stay out of the child, and the parent closes the
+  // child's ends once it runs: a child that dies is an end of file here,
+  // not a wait for ever.
+  ASSERT_EQ(::fcntl(ready[0], F_SETFD, FD_CLOEXEC), 0);
+  ASSERT_EQ(::fcntl(done[1], F_SETFD, FD_CLOEXEC), 0);
+  const pid_t child = testing::SpawnSelf(
+      {"--gtest_filter=VerifyChild.HoldsTheDatabaseOpen"},
+      {"HEDGEDB_VERIFY_DB=" + path, "HEDGEDB_VERIFY_READY_FD=" + std::to_string(ready[1]),
+       "HEDGEDB_VERIFY_DONE_FD=" + std::to_string(done[0])},
+      -1);
+  ::close(ready[1]);
+  ::close(done[0]);
   ASSERT_GE(child, 0);
-  if (child == 0) {
-    std::unique_ptr<DB> db;
-    const bool opened = DB::Open(Options(), path, &db).ok();
-    char c = opened ? 'y' : 'n';
-    (void)!::write(ready[1], &c, 1);
-    (void)!::read(done[0], &c, 1);  // until the parent is done
-    db.reset();
-    ::_exit(0);
-  }
   char c = 0;
-  ASSERT_EQ(::read(ready[0], &c, 1), 1);
-  ASSERT_EQ(c, 'y');
+  const ssize_t got = ::read(ready[0], &c, 1);
+  ::close(ready[0]);
   const VerifyReport report = VerifyOrFail(path);
-  (void)!::write(done[1], &c, 1);
+  ::close(done[1]);  // the child closes the database and exits
   int status = 0;
   ::waitpid(child, &status, 0);
+  ASSERT_EQ(got, 1);
+  ASSERT_EQ(c, 'y');
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   EXPECT_TRUE(report.ok()) << Describe(report);
   const auto running = Of(report.notes, "writer_running");
   ASSERT_EQ(running.size(), 1u) << Describe(report);
