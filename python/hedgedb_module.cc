@@ -994,7 +994,31 @@ PYBIND11_MODULE(_hedgedb, m) {
       .def_readonly("scored", &SearchResults::scored, "int64 (Q,) items scored exactly")
       .def_readonly("passing", &SearchResults::passing,
                     "int64 (Q,) with a filter: how many items pass it (fewer than k: the hits "
-                    "are exactly those); -1 without a filter");
+                    "are exactly those); -1 without a filter")
+      .def("__len__", [](const SearchResults& r) { return r.ids.shape(0); })
+      .def("__repr__", [](const SearchResults& r) {
+        // The shape, then each of the first queries' best hit: what a user
+        // at the prompt wants to see without indexing the arrays.
+        const py::ssize_t q = r.ids.shape(0), k = r.ids.ndim() > 1 ? r.ids.shape(1) : 0;
+        auto ids = r.ids.unchecked<2>();
+        auto scores = r.scores.unchecked<2>();
+        auto probs = r.probs.unchecked<2>();
+        std::string out = "SearchResults(" + std::to_string(q) + " queries x " +
+                          std::to_string(k) + " results";
+        for (py::ssize_t i = 0; i < std::min<py::ssize_t>(q, 3) && k > 0; ++i) {
+          char hit[128];
+          if (ids(i, 0) < 0) {
+            std::snprintf(hit, sizeof(hit), "; query %zd: no hit", static_cast<ssize_t>(i));
+          } else {
+            std::snprintf(hit, sizeof(hit), "; query %zd: best id %lld score %.4g prob %.3g",
+                          static_cast<ssize_t>(i), static_cast<long long>(ids(i, 0)),
+                          double(scores(i, 0)), double(probs(i, 0)));
+          }
+          out += hit;
+        }
+        if (q > 3) out += "; ...";
+        return out + ")";
+      });
 
   py::class_<PyDB>(m, "DB", "An open hedgedb database (hedgedb.open).")
       .def("close", &PyDB::Close, "Flush and close; later calls raise hedgedb.Error.")

@@ -613,7 +613,18 @@ Status VerifyDB(const std::string& path, const std::string& collection, VerifyRe
   so.create_if_missing = false;
   so.read_only = true;
   std::unique_ptr<storage::RecordStore> store;
-  HEDGEDB_RETURN_IF_ERROR(storage::RecordStore::Open(so, path + "/store", &store));
+  Status opened = storage::RecordStore::Open(so, path + "/store", &store);
+  if (opened.IsCorruption() || opened.IsIOError()) {
+    // A store that cannot be opened is the first problem a check reports
+    // (with the way out in its message), not a failure of the check.
+    VerifyFinding f;
+    f.kind = "store_unreadable";
+    f.detail = opened.ToString();
+    if (f.detail.find("repair") == std::string::npos) f.detail += " (run 'hedgedb repair')";
+    report->problems.push_back(std::move(f));
+    return Status::OK();
+  }
+  HEDGEDB_RETURN_IF_ERROR(opened);
   const int64_t writer = storage::RecordStore::WriterPid(path + "/store");
   query::LatestSequence latest;
   if (writer > 0) {

@@ -236,16 +236,18 @@ std::vector<rocksdb::ColumnFamilyDescriptor> StoreFamilies() {
 
 // A directory that holds files but no CURRENT is a damaged store, not an
 // empty one: RocksDB's create_if_missing would start a new store over it and
-// every old table would be lost.
-Status CheckNotDamagedStore(const std::string& path) {
+// every old table would be lost, and any other open would fail with
+// RocksDB's words for it. Every open says so, and names the way out.
+Status CheckNotDamagedStore(const std::string& path, bool creating) {
   std::error_code ec;
   if (!std::filesystem::is_directory(path, ec)) return Status::OK();
   if (std::filesystem::exists(path + "/CURRENT", ec)) return Status::OK();
   for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
     (void)entry;
-    return Status::Corruption("record store " + path +
-                              " holds files but no CURRENT file: it is damaged, not empty; "
-                              "refusing to create a new store over it (run 'hedgedb repair')");
+    return Status::Corruption(
+        "record store " + path + " holds files but no CURRENT file: it is damaged" +
+        (creating ? ", not empty; refusing to create a new store over it" : "") +
+        " (run 'hedgedb repair', or hedgedb.repair from Python)");
   }
   return Status::OK();
 }
@@ -488,7 +490,7 @@ Status RecordStore::Repair(const std::string& path) {
 
 Status RecordStore::Open(const StoreOptions& options, const std::string& path,
                          std::unique_ptr<RecordStore>* out) {
-  if (options.create_if_missing) HEDGEDB_RETURN_IF_ERROR(CheckNotDamagedStore(path));
+  HEDGEDB_RETURN_IF_ERROR(CheckNotDamagedStore(path, options.create_if_missing));
   rocksdb::Options db_options;
   db_options.listeners.push_back(std::make_shared<NoAutomaticResume>());
   if (options.env) db_options.env = options.env;

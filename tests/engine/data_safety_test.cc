@@ -374,6 +374,37 @@ TEST(StoreSafetyTest, MissingCurrentIsNeverOverwrittenByCreate) {
   EXPECT_NE(s.message().find("CURRENT"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("repair"), std::string::npos) << s.message();
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/store/CURRENT"));
+  // Every other open says the same, and names the way out: read-only, a
+  // reader beside a writer, and a check, which reports it as its first
+  // problem.
+  Options read_only;
+  read_only.read_only = true;
+  s = DB::Open(read_only, dir.path(), &db);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("hedgedb repair"), std::string::npos) << s.message();
+  VerifyReport report;
+  ASSERT_TRUE(VerifyDB(dir.path(), "", &report).ok());
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.problems[0].kind, "store_unreadable");
+  EXPECT_NE(report.problems[0].detail.find("hedgedb repair"), std::string::npos)
+      << report.problems[0].detail;
+  // The command line: list, search and verify fail naming repair; verify
+  // prints its JSON report first.
+  TempDir scratch;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"list", "--db", dir.path()},
+        std::vector<std::string>{"stats", "--db", dir.path(), "--read-only"},
+        std::vector<std::string>{"verify", "--db", dir.path()}}) {
+    cli_testing::CliRun r = cli_testing::RunHedgedb(scratch.path(), args);
+    EXPECT_EQ(r.exit_code, 1) << cli_testing::DescribeRun(args, r);
+    EXPECT_NE(r.err.find("hedgedb repair"), std::string::npos) << cli_testing::DescribeRun(args, r);
+    if (args[0] == "verify") {
+      const std::vector<nlohmann::json> lines = cli_testing::JsonLines(r.out, true);
+      ASSERT_EQ(lines.size(), 1u) << r.out;
+      EXPECT_EQ(lines[0]["problems"][0]["kind"], "store_unreadable");
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/store/CURRENT"));
   // Repair brings every record back.
   ASSERT_TRUE(RepairDB(dir.path()).ok());
   db = OpenDb(dir.path());

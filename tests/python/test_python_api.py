@@ -75,6 +75,11 @@ def test_round_trip_every_kind(db, kind):
     assert len(res.payloads) == 3 and all(len(p) == 4 for p in res.payloads)
     assert set(res.ids.ravel()) <= set(range(100, 150))
     assert np.all(np.diff(res.scores, axis=1) <= 0)  # best first
+    # At the prompt: the shape and each query's best hit.
+    assert len(res) == 3
+    text = repr(res)
+    assert text.startswith("SearchResults(3 queries x 4 results")
+    assert f"query 0: best id {res.ids[0, 0]} score" in text and "query 2:" in text
     if kind in ("gaussian", "mog"):
         assert np.all(np.isfinite(res.query_uncertainty))
     else:
