@@ -38,13 +38,26 @@ struct EtaPairs {
   std::vector<double> truth;  // P(match) of each pair
 };
 
+// One query's pairs with their true probabilities: ranked by score as a
+// search ranks them (rank and next score set), then appended to *out.
+void AppendRanked(std::vector<std::pair<ScoredPair, double>> rows, EtaPairs* out) {
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.first.score > b.first.score; });
+  QueryPairs qp;
+  for (const auto& row : rows) qp.pairs.push_back(row.first);
+  RankQueryPairs(&qp, 0);
+  for (size_t j = 0; j < rows.size(); ++j) {
+    out->pairs.push_back(qp.pairs[j]);
+    out->truth.push_back(rows[j].second);
+  }
+}
+
 EtaPairs SampleEtaPairs(int queries, int items, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> eta(0.02, 0.5), unit(0, 1);
   std::normal_distribution<double> t(-1, 2);
   EtaPairs out;
   for (int q = 0; q < queries; ++q) {
-    QueryPairs qp;
     const double eq = eta(rng), lq = Logit(eq);
     std::vector<std::pair<ScoredPair, double>> rows;
     for (int j = 0; j < items; ++j) {
@@ -56,14 +69,7 @@ EtaPairs SampleEtaPairs(int queries, int items, uint64_t seed) {
       pair.context.item_eta = float(ei);
       rows.push_back({pair, p});
     }
-    std::sort(rows.begin(), rows.end(),
-              [](const auto& a, const auto& b) { return a.first.score > b.first.score; });
-    for (const auto& row : rows) qp.pairs.push_back(row.first);
-    RankQueryPairs(&qp, 0);
-    for (size_t j = 0; j < rows.size(); ++j) {
-      out.pairs.push_back(qp.pairs[j]);
-      out.truth.push_back(rows[j].second);
-    }
+    AppendRanked(std::move(rows), &out);
   }
   return out;
 }
@@ -160,7 +166,6 @@ EtaPairs SampleCurvedEtaPairs(int queries, int items, uint64_t seed) {
   std::normal_distribution<double> t(-1, 2);
   EtaPairs out;
   for (int q = 0; q < queries; ++q) {
-    QueryPairs qp;
     const double lq = -4.4 + tail(rng);
     std::vector<std::pair<ScoredPair, double>> rows;
     for (int j = 0; j < items; ++j) {
@@ -172,14 +177,7 @@ EtaPairs SampleCurvedEtaPairs(int queries, int items, uint64_t seed) {
       pair.context.item_eta = float(eta(rng));
       rows.push_back({pair, p});
     }
-    std::sort(rows.begin(), rows.end(),
-              [](const auto& a, const auto& b) { return a.first.score > b.first.score; });
-    for (const auto& row : rows) qp.pairs.push_back(row.first);
-    RankQueryPairs(&qp, 0);
-    for (size_t j = 0; j < rows.size(); ++j) {
-      out.pairs.push_back(qp.pairs[j]);
-      out.truth.push_back(rows[j].second);
-    }
+    AppendRanked(std::move(rows), &out);
   }
   return out;
 }
