@@ -201,7 +201,8 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
       }
       std::sort(ranking.begin(), ranking.end(), better);
       calibration::QueryPairs& qp = per_query[size_t(i)];
-      if (with_eta) qp.eta = Uncertainty(shape, params, qrow);
+      // The query's eta as a search computes it (codes: its table's entropy).
+      qp.eta = QueryUncertainty(shape, params, qrow);
       qp.pairs.reserve(ranking.size());
       for (size_t j : ranking) {
         calibration::ScoredPair pair{double(scores[j]), row_labels_[labelled[j]] == qlabel};

@@ -945,7 +945,9 @@ Status Collection::PlanSearch(const EmbeddingView& queries, const SearchOptions&
   for (int64_t q = 0; q < queries.n; ++q) {
     PackQueryRow(queries, q, plan->rows.data() + q * plan->query_floats);
   }
-  plan->with_eta = options.with_uncertainty && s.kind != Kind::kCodes && s.kind != Kind::kPoint;
+  // Codes have a query uncertainty (the entropy of the query's table) but no
+  // item one: hits of codes say NaN.
+  plan->with_eta = options.with_uncertainty && s.kind != Kind::kPoint;
   return Status::OK();
 }
 
@@ -1127,7 +1129,7 @@ void Collection::FillHits(const SearchPlan& plan, int64_t q, const std::vector<i
   const bool item_eta = plan.with_eta || (plan.map && plan.map->ReadsItemEta());
   float qeta = std::numeric_limits<float>::quiet_NaN();
   if (query_eta) {
-    qeta = Uncertainty(plan.shape, plan.params, plan.rows.data() + q * plan.query_floats);
+    qeta = QueryUncertainty(plan.shape, plan.params, plan.rows.data() + q * plan.query_floats);
     if (plan.with_eta) res->query_uncertainty = qeta;
   }
   std::vector<float> eta(k, std::numeric_limits<float>::quiet_NaN());
@@ -1233,9 +1235,10 @@ Status Collection::ThresholdSearchLocked(const SearchPlan& plan, const SearchOpt
   // row's rank among them and the score ranked after it (the exact ranking
   // once stage 1 has found the qualifying items), and the etas.
   const bool reads_query_eta = map.ReadsQueryEta(), reads_item_eta = map.ReadsItemEta();
-  const float query_eta = reads_query_eta ? Uncertainty(plan.shape, plan.params,
-                                                        plan.rows.data() + q * plan.query_floats)
-                                          : std::numeric_limits<float>::quiet_NaN();
+  const float query_eta =
+      reads_query_eta
+          ? QueryUncertainty(plan.shape, plan.params, plan.rows.data() + q * plan.query_floats)
+          : std::numeric_limits<float>::quiet_NaN();
   std::unordered_map<int64_t, float> eta_of_row;
   std::vector<std::pair<int64_t, float>> ranking;  // every scored row, best first
   std::unordered_map<int64_t, double> prob_of_row;

@@ -446,5 +446,29 @@ float Uncertainty(const RowShape& shape, const ScoreParams& params, const float*
   return eta;
 }
 
+float QueryUncertainty(const RowShape& shape, const ScoreParams& params, const float* query_row) {
+  if (shape.kind != Kind::kCodes) return Uncertainty(shape, params, query_row);
+  if (shape.dim < 1 || shape.code_k < 2) return std::numeric_limits<float>::quiet_NaN();
+  // H = ln Z - sum_s p_s (l_s - m), with m the row's largest log-probability
+  // and Z = sum_s exp(l_s - m): exact for tables that are not normalized,
+  // and -inf entries (probability 0) add nothing.
+  const size_t k = size_t(shape.code_k);
+  double total = 0;
+  for (int j = 0; j < shape.dim; ++j) {
+    const float* row = query_row + size_t(j) * k;
+    const double m = *std::max_element(row, row + k);
+    if (!std::isfinite(m)) return std::numeric_limits<float>::quiet_NaN();
+    double z = 0, weighted = 0;
+    for (size_t s = 0; s < k; ++s) {
+      const double e = std::exp(double(row[s]) - m);  // 0 for -inf
+      z += e;
+      if (e > 0) weighted += e * (double(row[s]) - m);
+    }
+    total += std::log(z) - weighted / z;
+  }
+  const double eta = total / (double(shape.dim) * std::log(double(k)));
+  return float(std::min(std::max(eta, 0.0), 1.0));
+}
+
 }  // namespace query
 }  // namespace hedgedb

@@ -114,6 +114,16 @@ Status PrepareQuery(const RowShape& shape, const ScoreParams& params, const floa
 // Depends on samples, match_a, match_b and seed, not on the score type.
 float Uncertainty(const RowShape& shape, const ScoreParams& params, const float* row);
 
+// The uncertainty of a query row, which a search reports as
+// query_uncertainty and a conditional calibration map reads as eta_q:
+// Uncertainty() for gaussian/mog; for codes, whose query is a d x k table of
+// log-probabilities, the mean over the d positions of the table's entropy
+// in units of ln k (each position's row normalized first): 0 when every
+// position names one symbol, 1 when every position is uniform. A DIMCO
+// query that cannot tell which code it is hedges exactly there. NaN for
+// points.
+float QueryUncertainty(const RowShape& shape, const ScoreParams& params, const float* query_row);
+
 // Uncertainty() of n rows, row r at base + rows[r] * row_stride_bytes; the
 // same numbers, bitwise. Gaussian rows share SIMD lanes, so a batch (e.g. all
 // hits of a query) costs about as much as one row.

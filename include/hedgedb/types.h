@@ -279,7 +279,8 @@ struct SearchHit {
 };
 
 struct SearchResult {
-  // eta of the query; NaN where the kind has none.
+  // eta of the query (codes: the mean entropy of its table over the d
+  // positions, in units of ln k); NaN for points.
   float query_uncertainty = std::numeric_limits<float>::quiet_NaN();
   std::vector<SearchHit> hits;  // best first
   // Items scored exactly for this query (stage-2 cost).

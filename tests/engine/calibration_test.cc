@@ -669,6 +669,105 @@ TEST(Calibrate, ConditionalMapIsRightForUncertainQueriesAtEveryK) {
   }
 }
 
+// Codes: items are class prototypes (d symbols of k) with a few symbols
+// changed; a query is its class's prototype read through noise of its own
+// level f (each symbol replaced at random with probability f), and its table
+// says so: the observed symbol 1 - f + f / k, every other f / k. The noisier
+// the query, the flatter its table (its entropy, query_uncertainty) and the
+// less often its best match is right, which the score alone does not say
+// (a flat table compresses every score towards d ln(1/k), the best match's
+// too).
+testing::Batch NoisyCodes(const CollectionSpec& spec, int64_t n, int classes, bool tables,
+                          uint64_t seed) {
+  std::mt19937_64 rng(seed), prototype_rng(77);
+  const int d = spec.dim, k = spec.code_k;
+  std::vector<int32_t> prototypes(size_t(classes) * d);
+  for (int32_t& c : prototypes) c = int32_t(prototype_rng() % uint64_t(k));
+  std::uniform_real_distribution<double> uni(0, 1);
+  testing::Batch b;
+  b.n = n;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t label = int64_t(rng() % uint64_t(classes));
+    b.ids.push_back(i);
+    b.labels.push_back(label);
+    const double f = tables ? 0.75 * uni(rng) : 0.1;
+    for (int j = 0; j < d; ++j) {
+      int32_t symbol = prototypes[size_t(label) * d + j];
+      if (uni(rng) < f) symbol = int32_t(rng() % uint64_t(k));
+      if (!tables) {
+        b.codes.push_back(symbol);
+        continue;
+      }
+      for (int s = 0; s < k; ++s) {
+        b.logp.push_back(float(std::log(s == symbol ? 1 - f + f / k : f / k)));
+      }
+    }
+  }
+  return b;
+}
+
+// A codes collection's conditional map reads the entropy of the query's
+// table as the query's eta: calibrated on held-out tables, fresh queries'
+// best matches say in each half of that entropy how often they are right,
+// where the map of the score alone does not.
+TEST(Calibrate, CodesMapsReadTheEntropyOfTheQueryTable) {
+  if (testing_util::kSanitized) GTEST_SKIP() << "needs ~1M scored pairs";
+  TempDir dir;
+  CollectionSpec spec = MakeSpec("codes", Kind::kCodes, 8);
+  spec.code_k = 4;
+  std::unique_ptr<DB> db = DbWith(dir, spec, NoisyCodes(spec, 1000, 40, false, 41));
+  const testing::Batch held_out = NoisyCodes(spec, 2000, 40, true, 42);
+  const testing::Batch fresh = NoisyCodes(spec, 2000, 40, true, 43);
+  // The entropy, checked by hand on one table (in units of ln k).
+  {
+    SearchOptions one;
+    one.k = 1;
+    std::vector<SearchResult> r;
+    testing::Batch first = fresh;
+    first.n = 1;
+    ASSERT_TRUE(db->Search("codes", first.view(), one, &r).ok());
+    double h = 0;
+    for (int j = 0; j < spec.dim; ++j) {
+      for (int s = 0; s < spec.code_k; ++s) {
+        const double p = std::exp(double(fresh.logp[size_t(j * spec.code_k + s)]));
+        h -= p * std::log(p);
+      }
+    }
+    EXPECT_NEAR(r[0].query_uncertainty, h / (spec.dim * std::log(double(spec.code_k))), 1e-5);
+    EXPECT_TRUE(std::isnan(r[0].hits[0].uncertainty)) << "stored codes have no eta";
+  }
+  SearchOptions top10;
+  top10.k = 10;
+  double worst_gap[2] = {0, 0};
+  for (const bool unconditional : {true, false}) {
+    CalibrateOptions o;
+    o.queries = held_out.view();
+    o.query_labels = held_out.labels.data();
+    o.unconditional = unconditional;
+    CalibrationReport report;
+    Status s = db->Calibrate("codes", o, &report);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(report.after.eta_quartiles.size(), 4u) << "codes queries have an eta";
+    std::printf("%s\n", report.info.reason.c_str());
+    if (!unconditional) {
+      EXPECT_EQ(report.info.method, "conditional") << report.info.reason;
+      EXPECT_NE(report.info.conditioned_on.find("query eta"), std::string::npos);
+    }
+    std::vector<SearchResult> results;
+    ASSERT_TRUE(db->Search("codes", fresh.view(), top10, &results).ok());
+    const std::vector<EtaHalf> halves = TopOneByEtaHalf(results, fresh.labels);
+    for (int h = 0; h < 2; ++h) {
+      std::printf("codes, %s, %s entropy half: mean top-1 prob %.3f, precision@1 %.3f\n",
+                  unconditional ? "score alone" : "conditional", h ? "high" : "low",
+                  halves[h].mean_prob, halves[h].precision);
+      double& worst = worst_gap[unconditional ? 0 : 1];
+      worst = std::max(worst, std::fabs(halves[h].mean_prob - halves[h].precision));
+    }
+  }
+  EXPECT_GT(worst_gap[0], 0.05) << "the score alone should miss the entropy effect";
+  EXPECT_LE(worst_gap[1], 0.05);
+}
+
 // Conformal match sets: calibrated with 30% of the queries kept out of the
 // fit, a --coverage 0.9 search of fresh queries holds a same-label item in
 // 87-95% of them (the finite-sample guarantee is >= 0.9 on average over
