@@ -415,10 +415,11 @@ TEST_P(CliKindTest, CreateIngestSearchGetRemoveStatsListDrop) {
   EXPECT_EQ(lines[2]["results"][0]["payload"], "img/2.png");
 
   // Default score: uncertainty fields exactly where the kind has one.
+  // Codes queries have one (their table's entropy), stored codes none.
   const bool uncertain = kind == K::kGaussian || kind == K::kMog;
   lines = Ok(Concat(Cmd("search", name, {"--k", "3"}), query)).JsonLines();
   ASSERT_EQ(lines.size(), 3u);
-  EXPECT_EQ(lines[0].contains("query_uncertainty"), uncertain) << lines[0];
+  EXPECT_EQ(lines[0].contains("query_uncertainty"), uncertain || kind == K::kCodes) << lines[0];
   ASSERT_EQ(lines[0]["results"].size(), 3u);
   EXPECT_EQ(lines[0]["results"][0].contains("uncertainty"), uncertain) << lines[0];
   EXPECT_FALSE(lines[0]["results"][0].contains("payload")) << lines[0];
