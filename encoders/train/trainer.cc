@@ -432,7 +432,10 @@ Embeddings SelectRows(const Embeddings& e, const std::vector<int64_t>& rows) {
 // other item, scored as a collection created from the model scores them
 // (engine bridge: spec, score, samples and seed), at most max_pairs pairs. The
 // embeddings are the validation's (stored occlusions), so the pairs look like
-// the ones validation ranked.
+// the ones validation ranked. Each query's pairs are ranked and carry its eta
+// (gaussian/mog), so the map may be conditional, as DB::Calibrate's is: a
+// collection that starts with this map (ingest-images) gives the best match
+// of an uncertain query the probability such queries earn.
 Status FitValidationCalibration(const ModelSpec& spec, const Embeddings& e,
                                 const ItemSet& validation, const std::vector<int64_t>& items,
                                 uint64_t seed, ModelCalibration* calibration) {
@@ -455,23 +458,21 @@ Status FitValidationCalibration(const ModelSpec& spec, const Embeddings& e,
   std::vector<float> matrix;
   HEDGEDB_RETURN_IF_ERROR(
       ScoreMatrix(collection, SelectRows(e, queries).View(), e.View(), options, &matrix));
-  std::vector<double> scores;
-  std::vector<uint8_t> same;
-  scores.reserve(queries.size() * size_t(n - 1));
-  same.reserve(scores.capacity());
-  for (size_t q = 0; q < queries.size(); ++q) {
-    const int64_t query = queries[q];
-    for (int64_t i = 0; i < n; ++i) {
-      if (i == query) continue;
-      scores.push_back(matrix[q * size_t(n) + size_t(i)]);
-      same.push_back(validation.labels[size_t(items[size_t(query)])] ==
-                     validation.labels[size_t(items[size_t(i)])]);
-    }
+  std::vector<int64_t> item_labels(static_cast<size_t>(n)), query_labels;
+  for (int64_t i = 0; i < n; ++i) item_labels[size_t(i)] = validation.labels[size_t(items[size_t(i)])];
+  for (const int64_t q : queries) query_labels.push_back(item_labels[size_t(q)]);
+  std::vector<float> query_eta;  // empty: the kind has none
+  if (e.kind == Kind::kGaussian || e.kind == Kind::kMog) {
+    HEDGEDB_RETURN_IF_ERROR(
+        ItemUncertainties(collection, SelectRows(e, queries).View(), options, &query_eta));
   }
   ModelCalibration fitted;
-  HEDGEDB_RETURN_IF_ERROR(FitCalibrationMap(options.score, scores.data(), same.data(),
-                                            static_cast<int64_t>(scores.size()),
-                                            /*base_rate=*/0, &fitted.map, &fitted.info));
+  CalibrationReport report;
+  HEDGEDB_RETURN_IF_ERROR(CalibrateScoreMatrix(
+      options.score, matrix.data(), int64_t(queries.size()), n, query_labels.data(),
+      item_labels.data(), queries.data(), query_eta.empty() ? nullptr : query_eta.data(), seed,
+      &fitted.map, &report));
+  fitted.info = report.info;
   if (options.score == ScoreType::kMc) fitted.info.samples = collection.samples;
   *calibration = std::move(fitted);
   return Status::OK();

@@ -431,7 +431,8 @@ TEST_F(TrainerTest, SameSeedSameModelAndLoadRoundTrip) {
 }
 
 // With a validation split the model file carries a calibration map for the
-// model's score, fitted on the validation pairs: the same bytes on every
+// model's score, fitted on the validation pairs (ranked per query, with the
+// query's eta, as DB::Calibrate fits): the same bytes on every
 // load and from a second run with the same seed. Without one (no split, or
 // too few pairs to fit) training succeeds and the model has no map.
 TEST_F(TrainerTest, ValidationSplitGivesTheModelACalibrationMap) {
@@ -452,6 +453,9 @@ TEST_F(TrainerTest, ValidationSplitGivesTheModelACalibrationMap) {
   EXPECT_GT(r.calibration.base_rate, 0.0);
   EXPECT_LT(r.calibration.base_rate, 1.0);
   EXPECT_NE(log.back().find("calibration map"), std::string::npos) << log.back();
+  // The pairs were ranked per query and carry its eta, so the conditional
+  // map was a candidate (chosen or not, its held-out log loss is reported).
+  EXPECT_NE(r.calibration.reason.find("conditional"), std::string::npos) << r.calibration.reason;
 
   ModelCalibration read;
   ASSERT_TRUE(ReadModelCalibration(o.out, &read).ok());
