@@ -32,6 +32,7 @@
 
 #include "hedgedb/db.h"
 #include "hedgedb/fuse.h"
+#include "hedgedb/match_parameters.h"
 #include "hedgedb/npy.h"
 #include "hedgedb/score.h"
 
@@ -46,6 +47,7 @@ std::atomic<int64_t> g_conversions{0};
 PyObject* g_error = nullptr;
 PyObject* g_not_found = nullptr;
 PyObject* g_invalid = nullptr;
+PyObject* g_match_warning = nullptr;
 
 [[noreturn]] void Raise(const Status& s) {
   PyObject* type = s.IsNotFound() ? g_not_found : s.IsInvalidArgument() ? g_invalid : g_error;
@@ -55,6 +57,13 @@ PyObject* g_invalid = nullptr;
 
 void Check(const Status& s) {
   if (!s.ok()) Raise(s);
+}
+
+// hedgedb.MatchParametersWarning with `note` (MatchParametersNote), if any;
+// raises when the warnings filter makes it an error.
+void WarnMatchParameters(const std::string& note) {
+  if (note.empty()) return;
+  if (PyErr_WarnEx(g_match_warning, note.c_str(), 1) != 0) throw py::error_already_set();
 }
 
 [[noreturn]] void Invalid(const std::string& message) { Raise(Status::InvalidArgument(message)); }
@@ -574,6 +583,7 @@ class PyDB {
     spec.seed = AsSeed(seed, "seed");
     spec.metadata = metadata;
     Check(Enter()->CreateCollection(spec));
+    WarnMatchParameters(MatchParametersNote(spec));
   }
 
   py::array_t<int64_t> Ingest(const std::string& collection, const py::object& vec,
@@ -720,6 +730,8 @@ class PyDB {
       if (s.ok()) s = use->Search(collection, e.view, options, &results);
     }
     Check(s);
+    // As the CLI: after a search that worked, what its numbers are worth.
+    WarnMatchParameters(MatchParametersNote(spec, options.score, with_uncertainty));
     const py::ssize_t q = static_cast<py::ssize_t>(results.size());
     // k columns, but never more than the collection had items: a k of 10^9
     // asks for no 10^9 columns of padding (and hits can only be more if an
@@ -1114,6 +1126,11 @@ PYBIND11_MODULE(_hedgedb, m) {
               py::handle(reinterpret_cast<PyObject*>(PyExc_Exception)).attr("__str__"));
   g_invalid = exception("hedgedb.InvalidArgumentError", "Bad input: shapes, values, options.",
                         py::make_tuple(py::handle(g_error), py::handle(PyExc_ValueError)));
+  g_match_warning = exception(
+      "hedgedb.MatchParametersWarning",
+      "A collection's match_a/match_b cannot express a match (match_b <= 0, the default): mc "
+      "and match scores stay below 0.5 and every eta is at least 0.5. The message names the fix.",
+      py::make_tuple(py::handle(PyExc_UserWarning)));
 
   m.def(
       "_conversions", [] { return g_conversions.load(); },
