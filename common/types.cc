@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <string>
 
+#include "hedgedb/match_parameters.h"
+
 namespace hedgedb {
 
 namespace {
@@ -85,6 +87,23 @@ Status ToVariance(VarianceForm form, const float* in, int64_t items, int64_t per
     out[i] = f;
   }
   return Status::OK();
+}
+
+std::string MatchParametersNote(const CollectionSpec& spec, ScoreType score, bool uncertainty) {
+  if (spec.kind == Kind::kCodes || spec.match_b > 0) return std::string();
+  const ScoreType resolved = ResolveScore(spec.kind, score);
+  const bool reads_ab = resolved == ScoreType::kMc || resolved == ScoreType::kMatch;
+  // Points have no eta.
+  if (!reads_ab && !(uncertainty && spec.kind != Kind::kPoint)) return std::string();
+  char b[32];
+  std::snprintf(b, sizeof(b), "%g", double(spec.match_b));
+  return "collection '" + spec.name + "' has match_b = " + b +
+         " <= 0 (the default is 0): the match probability sigmoid(-a * ||z1 - z2|| + b) is then "
+         "at most 0.5 for every pair, so mc and match scores stay below 0.5, an item against "
+         "itself included, and every uncertainty eta is at least 0.5. Create the collection "
+         "with the encoder's learned match_a and match_b (--match-a/--match-b; hedgedb train "
+         "prints them, hedgedb generate suggests some for its data), or search with score mls, "
+         "csd or l2, which do not use them";
 }
 
 int DefaultSamples(int components) {

@@ -91,6 +91,29 @@ class PyModel {
     return d;
   }
 
+  // The calibration map the model file carries (train fits one on its
+  // validation split), as DB.import_calibration takes it; None without one.
+  py::object CalibrationMap() const {
+    const encoders::ModelCalibration& c = model_->calibration();
+    if (c.empty()) return py::none();
+    return py::bytes(c.map);
+  }
+
+  // What the map was fitted on, as db.stats()["calibrations"] reports it.
+  py::object Calibration() const {
+    const encoders::ModelCalibration& c = model_->calibration();
+    if (c.empty()) return py::none();
+    py::dict d;
+    d["score"] = ScoreName(c.info.score);
+    d["method"] = c.info.method;
+    d["pairs"] = c.info.pairs;
+    d["fit_base_rate"] = c.info.fit_base_rate;
+    d["base_rate"] = c.info.base_rate;
+    d["samples"] = c.info.samples;
+    d["reason"] = c.info.reason;
+    return d;
+  }
+
   py::dict EmbedImages(const std::vector<std::string>& paths, const std::string& fit_name,
                        int64_t batch_size, bool queries) {
     if (spec_.input_shape.size() != 3) {
@@ -372,6 +395,14 @@ PYBIND11_MODULE(_encoders, m) {
       .def_property_readonly("create_kwargs", &PyModel::CreateKwargs,
                              "db.create_collection(name, **model.create_kwargs): the collection "
                              "ingest-images makes for this model.")
+      .def_property_readonly(
+          "calibration_map", &PyModel::CalibrationMap,
+          "The model file's calibration map (bytes; None without one: train fits it on its "
+          "validation split). db.import_calibration(name, model.calibration_map) makes a "
+          "collection start calibrated, as ingest-images does.")
+      .def_property_readonly("calibration", &PyModel::Calibration,
+                             "What the model's calibration map was fitted on (score, method, "
+                             "pairs, fit_base_rate, base_rate, samples, reason); None without one.")
       .def("embed_images", &PyModel::EmbedImages, py::arg("paths"), py::kw_only(),
            py::arg("fit") = "", py::arg("batch_size") = 256, py::arg("queries") = false,
            "Decode, fit (exact, resize, crop; default: the training data's) and embed image "

@@ -32,7 +32,9 @@
 
 #include "hedgedb/db.h"
 #include "hedgedb/fuse.h"
+#include "hedgedb/match_parameters.h"
 #include "hedgedb/npy.h"
+#include "hedgedb/score.h"
 
 namespace py = pybind11;
 
@@ -45,6 +47,7 @@ std::atomic<int64_t> g_conversions{0};
 PyObject* g_error = nullptr;
 PyObject* g_not_found = nullptr;
 PyObject* g_invalid = nullptr;
+PyObject* g_match_warning = nullptr;
 
 [[noreturn]] void Raise(const Status& s) {
   PyObject* type = s.IsNotFound() ? g_not_found : s.IsInvalidArgument() ? g_invalid : g_error;
@@ -54,6 +57,13 @@ PyObject* g_invalid = nullptr;
 
 void Check(const Status& s) {
   if (!s.ok()) Raise(s);
+}
+
+// hedgedb.MatchParametersWarning with `note` (MatchParametersNote), if any;
+// raises when the warnings filter makes it an error.
+void WarnMatchParameters(const std::string& note) {
+  if (note.empty()) return;
+  if (PyErr_WarnEx(g_match_warning, note.c_str(), 1) != 0) throw py::error_already_set();
 }
 
 [[noreturn]] void Invalid(const std::string& message) { Raise(Status::InvalidArgument(message)); }
@@ -184,12 +194,24 @@ struct Embeddings {
 
 // Reads the keyword arrays of `kind` for a collection `spec`; queries of a
 // codes collection are logp tables (n, d, k), items are codes (n, d).
+// `subject` names arrays that come without a collection (score_matrix's
+// "queries" and "items" dicts): errors then say queries['mean'], not mean,
+// and the kind instead of the collection.
 Embeddings ReadEmbeddings(const CollectionSpec& spec, bool queries, const py::object& vec,
                           const py::object& mean, const py::object& var, const py::object& weights,
                           const py::object& codes, const py::object& logp,
-                          VarianceForm form = VarianceForm::kVar) {
+                          VarianceForm form = VarianceForm::kVar,
+                          const std::string& subject = std::string()) {
   Embeddings e;
   const py::ssize_t D = spec.dim, C = spec.components;
+  const bool own = !subject.empty();
+  // Keeps each name alive for the whole statement that passes its c_str().
+  auto label = [&](const char* name) {
+    return own ? subject + "['" + name + "']" : std::string(name);
+  };
+  const std::string owner =
+      own ? std::string(KindName(spec.kind)) + " " + subject
+          : std::string(KindName(spec.kind)) + " collection '" + spec.name + "'";
   auto refuse_others = [&](std::initializer_list<std::pair<const char*, const py::object*>> used) {
     const std::pair<const char*, const py::object*> all[] = {
         {"vec", &vec},         {"mean", &mean},   {"var", &var},
@@ -198,24 +220,19 @@ Embeddings ReadEmbeddings(const CollectionSpec& spec, bool queries, const py::ob
       if (obj->is_none()) continue;
       bool allowed = false;
       for (const auto& [u, _] : used) allowed = allowed || std::string(u) == name;
-      if (!allowed) {
-        Invalid(std::string(name) + " does not apply to the " + KindName(spec.kind) +
-                " collection '" + spec.name + "'");
-      }
+      if (!allowed) Invalid(label(name) + " does not apply to " + (own ? "" : "the ") + owner);
     }
   };
   auto need = [&](const py::object& obj, const char* name) {
-    if (obj.is_none()) {
-      Invalid(std::string(KindName(spec.kind)) + " collection '" + spec.name + "' needs " + name);
-    }
+    if (obj.is_none()) Invalid(owner + (own ? " need " : " needs ") + name);
   };
   const std::string d = std::to_string(D), c = std::to_string(C);
   switch (spec.kind) {
     case Kind::kPoint: {
       refuse_others({{"vec", &vec}});
       need(vec, "vec");
-      auto a = AsFloatArray(vec, "vec");
-      CheckShape(a, "vec", {-1, D}, "(n, " + d + ")");
+      auto a = AsFloatArray(vec, label("vec").c_str());
+      CheckShape(a, label("vec").c_str(), {-1, D}, "(n, " + d + ")");
       e.view.n = a.shape(0);
       e.view.vec = a.data();
       e.keep.push_back(a);
@@ -231,16 +248,19 @@ Embeddings ReadEmbeddings(const CollectionSpec& spec, bool queries, const py::ob
       }
       need(mean, "mean");
       need(var, "var (or std, log_var, log_std)");
-      auto m = AsFloatArray(mean, "mean");
+      auto m = AsFloatArray(mean, label("mean").c_str());
       const std::vector<py::ssize_t> shape =
           mog ? std::vector<py::ssize_t>{-1, C, D} : std::vector<py::ssize_t>{-1, D};
       const std::string text = mog ? "(n, " + c + ", " + d + ")" : "(n, " + d + ")";
-      CheckShape(m, "mean", shape, text);
+      CheckShape(m, label("mean").c_str(), shape, text);
       const py::ssize_t n = m.shape(0);
-      auto v = AsFloatArray(var, "var");
+      // The form the caller gave (queries['log_var']); a collection's
+      // arguments keep saying var.
+      const std::string var_label = own ? label(VarianceFormName(form)) : "var";
+      auto v = AsFloatArray(var, var_label.c_str());
       std::vector<py::ssize_t> var_shape = shape;
       var_shape[0] = n;
-      CheckShape(v, "var", var_shape,
+      CheckShape(v, var_label.c_str(), var_shape,
                  mog ? "(" + std::to_string(n) + ", " + c + ", " + d + ")"
                      : "(" + std::to_string(n) + ", " + d + ")");
       if (form != VarianceForm::kVar) {
@@ -257,8 +277,8 @@ Embeddings ReadEmbeddings(const CollectionSpec& spec, bool queries, const py::ob
       e.keep.push_back(m);
       e.keep.push_back(v);
       if (mog && !weights.is_none()) {
-        auto w = AsFloatArray(weights, "weights");
-        CheckShape(w, "weights", {n, C}, "(" + std::to_string(n) + ", " + c + ")");
+        auto w = AsFloatArray(weights, label("weights").c_str());
+        CheckShape(w, label("weights").c_str(), {n, C}, "(" + std::to_string(n) + ", " + c + ")");
         e.view.weights = w.data();
         e.keep.push_back(w);
       }
@@ -268,8 +288,8 @@ Embeddings ReadEmbeddings(const CollectionSpec& spec, bool queries, const py::ob
       if (queries) {
         refuse_others({{"logp", &logp}});
         need(logp, "logp (queries of a codes collection are log-probability tables)");
-        auto a = AsFloatArray(logp, "logp");
-        CheckShape(a, "logp", {-1, D, spec.code_k},
+        auto a = AsFloatArray(logp, label("logp").c_str());
+        CheckShape(a, label("logp").c_str(), {-1, D, spec.code_k},
                    "(n, " + d + ", " + std::to_string(spec.code_k) + ")");
         e.view.n = a.shape(0);
         e.view.logp = a.data();
@@ -277,8 +297,8 @@ Embeddings ReadEmbeddings(const CollectionSpec& spec, bool queries, const py::ob
       } else {
         refuse_others({{"codes", &codes}});
         need(codes, "codes");
-        auto a = AsIntArray<int32_t>(codes, "codes");
-        CheckShape(a, "codes", {-1, D}, "(n, " + d + ")");
+        auto a = AsIntArray<int32_t>(codes, label("codes").c_str());
+        CheckShape(a, label("codes").c_str(), {-1, D}, "(n, " + d + ")");
         e.view.n = a.shape(0);
         e.view.codes = a.data();
         e.keep.push_back(a);
@@ -333,6 +353,123 @@ py::tuple FuseGaussiansOf(const py::object& mean, const py::object& var, const p
   std::copy(fused_mean.begin(), fused_mean.end(), out_mean.mutable_data());
   std::copy(fused_var.begin(), fused_var.end(), out_var.mutable_data());
   return py::make_tuple(out_mean, out_var);
+}
+
+// The arrays of one side of score_matrix, `side` ("queries" or "items"): a
+// dict of the keyword arrays search (queries) or ingest (items) takes.
+struct SideArrays {
+  py::object vec = py::none(), mean = py::none(), var = py::none(), weights = py::none(),
+             codes = py::none(), logp = py::none();
+  VarianceForm form = VarianceForm::kVar;
+};
+
+SideArrays SideOf(const py::object& obj, const char* side, bool queries) {
+  if (!py::isinstance<py::dict>(obj)) {
+    Invalid(std::string(side) + ": expected a dict of arrays (" +
+            (queries ? "the keyword arrays search takes" : "the keyword arrays ingest takes") +
+            "), got " + py::repr(py::type::of(obj)).cast<std::string>());
+  }
+  const py::dict arrays = obj.cast<py::dict>();
+  const char* names[] = {"vec",     "mean",    "var",     "std",
+                         "log_var", "log_std", "weights", queries ? "logp" : "codes"};
+  auto get = [&](const char* name) {
+    return arrays.contains(name) ? py::object(arrays[name]) : py::object(py::none());
+  };
+  for (auto [key, _] : arrays) {
+    const std::string name = py::str(key).cast<std::string>();
+    bool known = false;
+    for (const char* n : names) known = known || name == n;
+    if (!known) {
+      Invalid(std::string(side) + ": unknown array '" + name +
+              "' (expected vec, mean, var, std, log_var, log_std, weights, " +
+              (queries ? "logp" : "codes") + ")");
+    }
+  }
+  SideArrays out;
+  const auto [variance, form] =
+      VarianceArgument(get("var"), get("std"), get("log_var"), get("log_std"));
+  out.vec = get("vec");
+  out.mean = get("mean");
+  out.var = variance;
+  out.form = form;
+  out.weights = get("weights");
+  if (queries) {
+    out.logp = get("logp");
+  } else {
+    out.codes = get("codes");
+  }
+  return out;
+}
+
+// numpy.shape(obj) without converting it; empty when obj has none.
+std::vector<py::ssize_t> ShapeOf(const py::object& obj) {
+  if (obj.is_none()) return {};
+  return py::module_::import("numpy").attr("shape")(obj).cast<std::vector<py::ssize_t>>();
+}
+
+// hedgedb.score_matrix: ScoreMatrix (hedgedb/score.h) of the query and item
+// arrays, the sizes read from the arrays. Returns the float32 (Q, N) scores.
+py::array_t<float> ScoreMatrixOf(const std::string& kind, const py::object& queries_obj,
+                                 const py::object& items_obj, const std::string& score, int samples,
+                                 const py::object& seed, float match_a, float match_b) {
+  CollectionSpec spec;
+  if (!ParseKind(kind, &spec.kind)) {
+    Invalid("unknown kind '" + kind + "' (expected point, gaussian, mog or codes)");
+  }
+  const SideArrays q = SideOf(queries_obj, "queries", true);
+  const SideArrays it = SideOf(items_obj, "items", false);
+  // D (d), C and k from the shapes; ReadEmbeddings then checks every array
+  // against them, as a collection of these sizes would.
+  const bool codes = spec.kind == Kind::kCodes;
+  const py::object& main = spec.kind == Kind::kPoint ? it.vec : codes ? it.codes : it.mean;
+  const std::vector<py::ssize_t> shape = ShapeOf(main);
+  const size_t rank = spec.kind == Kind::kMog ? 3 : 2;
+  const char* main_name = spec.kind == Kind::kPoint ? "vec" : codes ? "codes" : "mean";
+  if (!main.is_none() && shape.size() != rank) {
+    Invalid(std::string("items['") + main_name + "']: expected shape " +
+            (rank == 3 ? "(n, C, D)"
+             : codes   ? "(n, d)"
+                       : "(n, D)") +
+            ", got " + py::str(py::tuple(py::cast(shape))).cast<std::string>());
+  }
+  auto clamp = [](py::ssize_t v) {
+    return int(std::min<py::ssize_t>(v, std::numeric_limits<int>::max()));
+  };
+  if (!shape.empty()) {
+    spec.dim = clamp(shape.back());
+    if (spec.kind == Kind::kMog) spec.components = clamp(shape[1]);
+  }
+  if (codes) {
+    const std::vector<py::ssize_t> logp = ShapeOf(q.logp);
+    if (logp.size() == 3) spec.code_k = clamp(logp[2]);
+  }
+  spec.match_a = match_a;
+  spec.match_b = match_b;
+  if (samples < 0) {
+    Invalid("samples must be >= 0 (0: the default), got " + std::to_string(samples));
+  }
+  // A collection's defaults: K = 8 (mog 4C), seed 0.
+  spec.samples = samples > 0 ? samples : DefaultSamples(spec.components);
+  spec.seed = AsSeed(seed, "seed");
+  ScoreOptions options;
+  if (!score.empty() && !ParseScore(score, &options.score)) {
+    Invalid("unknown score '" + score + "' (expected mc, csd, mls, l2, match or logprob)");
+  }
+  Embeddings items = ReadEmbeddings(spec, false, it.vec, it.mean, it.var, it.weights, it.codes,
+                                    py::none(), it.form, "items");
+  Embeddings queries = ReadEmbeddings(spec, true, q.vec, q.mean, q.var, q.weights, py::none(),
+                                      q.logp, q.form, "queries");
+  std::vector<float> scores;
+  Status s;
+  {
+    py::gil_scoped_release release;
+    s = ScoreMatrix(spec, queries.view, items.view, options, &scores);
+  }
+  Check(s);
+  py::array_t<float> out(
+      {static_cast<py::ssize_t>(queries.view.n), static_cast<py::ssize_t>(items.view.n)});
+  std::copy(scores.begin(), scores.end(), out.mutable_data());
+  return out;
 }
 
 py::dict SpecDict(const CollectionSpec& s) {
@@ -446,6 +583,7 @@ class PyDB {
     spec.seed = AsSeed(seed, "seed");
     spec.metadata = metadata;
     Check(Enter()->CreateCollection(spec));
+    WarnMatchParameters(MatchParametersNote(spec));
   }
 
   py::array_t<int64_t> Ingest(const std::string& collection, const py::object& vec,
@@ -592,6 +730,8 @@ class PyDB {
       if (s.ok()) s = use->Search(collection, e.view, options, &results);
     }
     Check(s);
+    // As the CLI: after a search that worked, what its numbers are worth.
+    WarnMatchParameters(MatchParametersNote(spec, options.score, with_uncertainty));
     const py::ssize_t q = static_cast<py::ssize_t>(results.size());
     // k columns, but never more than the collection had items: a k of 10^9
     // asks for no 10^9 columns of padding (and hits can only be more if an
@@ -809,6 +949,33 @@ class PyDB {
     return out;
   }
 
+  // DB::ImportCalibration: a map fitted elsewhere (a model file's:
+  // hedgedb.encoders.Model.calibration_map), as ingest-images stores the
+  // model's map into the collection it creates (base rate 0: the map's own).
+  void ImportCalibration(const std::string& collection, const py::object& map, double base_rate) {
+    if (map.is_none()) {
+      Invalid(
+          "no calibration map to import (a model file carries one when `hedgedb train` had a "
+          "validation split, --val-fraction > 0; else fit one with db.calibrate)");
+    }
+    if (!py::isinstance<py::bytes>(map)) {
+      Invalid("map: expected bytes (an encoded calibration map), got " +
+              py::repr(py::type::of(map)).cast<std::string>());
+    }
+    if (!(base_rate == 0 || (base_rate > 0 && base_rate < 1))) {
+      Invalid("base_rate must be in (0, 1), or 0 to keep the map's own, got " +
+              py::repr(py::float_(base_rate)).cast<std::string>());
+    }
+    const std::string bytes = map.cast<std::string>();
+    Status s;
+    {
+      Use use = Enter();
+      py::gil_scoped_release release;
+      s = use->ImportCalibration(collection, bytes, base_rate);
+    }
+    Check(s);
+  }
+
   py::dict Stats(const std::string& collection) {
     CollectionStats st;
     Check(Enter()->GetStats(collection, &st));
@@ -959,6 +1126,11 @@ PYBIND11_MODULE(_hedgedb, m) {
               py::handle(reinterpret_cast<PyObject*>(PyExc_Exception)).attr("__str__"));
   g_invalid = exception("hedgedb.InvalidArgumentError", "Bad input: shapes, values, options.",
                         py::make_tuple(py::handle(g_error), py::handle(PyExc_ValueError)));
+  g_match_warning = exception(
+      "hedgedb.MatchParametersWarning",
+      "A collection's match_a/match_b cannot express a match (match_b <= 0, the default): mc "
+      "and match scores stay below 0.5 and every eta is at least 0.5. The message names the fix.",
+      py::make_tuple(py::handle(PyExc_UserWarning)));
 
   m.def(
       "_conversions", [] { return g_conversions.load(); },
@@ -1098,6 +1270,14 @@ PYBIND11_MODULE(_hedgedb, m) {
            "conditional, pairs, base_rate, before / after (held out by query: ece, ece_top1, "
            "ece_top10, brier, log_loss, precision_at_1, mean_top1_prob, eta_quartiles, "
            "worst_eta_gap), stored.")
+      .def("import_calibration", &PyDB::ImportCalibration, py::arg("collection"), py::arg("map"),
+           py::kw_only(), py::arg("base_rate") = 0.0,
+           "Store a calibration map fitted elsewhere, e.g. a model file's "
+           "(hedgedb.encoders.Model.calibration_map): what ingest-images does for the "
+           "collection it creates from a model, so that searches report probs. base_rate in "
+           "(0, 1) re-targets the map to that rate of matching pairs; 0 keeps the map's own. "
+           "Replaces an earlier calibration of the map's score; the score must be one the "
+           "collection's kind has.")
       .def("get", &PyDB::Get, py::arg("collection"), py::arg("ids"),
            "One dict per id: id, found, and for found items label, payload and the vectors.")
       .def("remove", &PyDB::Remove, py::arg("collection"), py::arg("ids"),
@@ -1124,6 +1304,19 @@ PYBIND11_MODULE(_hedgedb, m) {
         "mean[None], var[None]. Rows are checked as ingest checks them. Gaussians only: a "
         "product of mixtures has C^n components, and codes and points have no density to "
         "multiply (docs/python.md, Template fusion).");
+
+  m.def("score_matrix", &ScoreMatrixOf, py::arg("kind"), py::arg("queries"), py::arg("items"),
+        py::kw_only(), py::arg("score") = "", py::arg("samples") = 0, py::arg("seed") = py::int_(0),
+        py::arg("match_a") = 1.0f, py::arg("match_b") = 0.0f,
+        "Scores of every query against every item without a database (hedgedb/score.h "
+        "ScoreMatrix): the numbers an exhaustive search of a collection with this kind, "
+        "match_a/b, samples and seed returns. queries: a dict of the arrays search takes "
+        "(vec; mean with var, std, log_var or log_std [and weights]; logp for codes); items: a "
+        "dict of the arrays ingest takes (codes instead of logp). The sizes come from the "
+        "arrays, which are checked as a collection of those sizes checks them. score: mc, csd, "
+        "mls, l2, match, logprob (empty: the kind's search default); samples: Monte Carlo K "
+        "per side (0: 8, mog 4C). Returns float32 (Q, N): [q, i] is item i's score for query "
+        "q, higher is better.");
 
   m.def(
       "open",

@@ -13,6 +13,7 @@
 
 #include "hedgedb/db.h"
 #include "hedgedb/fuse.h"
+#include "hedgedb/match_parameters.h"
 #include "hedgedb/types.h"
 #include "tools/calibration_pictures.h"
 #include "tools/cli_util.h"
@@ -73,6 +74,13 @@ void RunCreate(CreateArgs& args) {
   CollectionStats stats;
   Check(db->GetStats(args.spec.name, &stats));
   out["created"] = SpecDisplayJson(stats.spec);
+  // Match parameters that cannot express a match (the defaults): created,
+  // but said here, where they can still be chosen (MatchParametersNote).
+  const std::string note = MatchParametersNote(stats.spec);
+  if (!note.empty()) {
+    out["warning"] = note;
+    std::fprintf(stderr, "hedgedb: warning: %s\n", note.c_str());
+  }
   PrintJsonLine(out);
 }
 
@@ -272,6 +280,10 @@ void RunSearch(SearchArgs& args) {
   LoadedEmbeddings queries;
   queries.Load(args.files, spec, /*for_query=*/true);
   SearchAndPrint(*db, args.collection, queries.view(), options);
+  // After the results (a failed search says only why it failed): what
+  // their numbers are worth with these match parameters.
+  const std::string note = MatchParametersNote(spec, options.score, options.with_uncertainty);
+  if (!note.empty()) std::fprintf(stderr, "hedgedb: warning: %s\n", note.c_str());
 }
 
 void RegisterSearch(CLI::App& app) {

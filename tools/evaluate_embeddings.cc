@@ -35,7 +35,8 @@ std::set<std::string> EmbeddingFormFlags() {
 
 // Flags both forms take.
 const std::set<std::string>& SharedFlags() {
-  static const std::set<std::string> flags = {"--samples", "--seed", "--bins", "--help"};
+  static const std::set<std::string> flags = {"--samples", "--seed",        "--bins",
+                                              "--help",    "--no-progress", "--progress-seconds"};
   return flags;
 }
 
@@ -147,13 +148,15 @@ bool EmbeddingEvaluateRequested(const CLI::App& cmd) {
 }
 
 void RunEmbeddingEvaluate(const EmbeddingEvaluateArgs& args, const CLI::App& cmd, int samples,
-                          uint64_t seed, int eta_bins) {
+                          uint64_t seed, int eta_bins,
+                          const encoders::EvaluationProgressFn& progress) {
   for (const int k : args.recall_ks) {
     if (k < 1) UsageError("--recall-k: every k must be >= 1, got " + std::to_string(k));
   }
   if (args.knn_k < 1) UsageError("--knn-k must be >= 1, got " + std::to_string(args.knn_k));
   if (eta_bins < 2) UsageError("--bins must be >= 2, got " + std::to_string(eta_bins));
   encoders::EmbeddingEvaluationOptions options;
+  options.progress = progress;
   options.eta_bins = eta_bins;
   options.retrieval.recall_ks = args.recall_ks;
   options.retrieval.knn_k = args.knn_k;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,9 @@ class App;
 }  // namespace CLI
 
 namespace hedgedb {
+namespace encoders {
+struct EvaluationProgress;
+}  // namespace encoders
 namespace cli {
 
 struct EmbeddingEvaluateArgs {
@@ -48,9 +52,10 @@ bool EmbeddingEvaluateRequested(const CLI::App& cmd);
 
 // Prints the report (one JSON line). samples <= 0: the collection's (--db)
 // or the kind's default; seed: used unless --db without --seed (the
-// collection's seed).
+// collection's seed); progress: evaluate's progress lines (or nullptr).
 void RunEmbeddingEvaluate(const EmbeddingEvaluateArgs& args, const CLI::App& cmd, int samples,
-                          uint64_t seed, int eta_bins);
+                          uint64_t seed, int eta_bins,
+                          const std::function<void(const encoders::EvaluationProgress&)>& progress);
 
 }  // namespace cli
 }  // namespace hedgedb

@@ -1,8 +1,10 @@
 #include "encoders/eval/evaluation.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -105,6 +107,55 @@ double Entropy(const std::vector<double>& p) {
   return h;
 }
 
+// Reports the steps of one evaluation to an EvaluationProgressFn (if set):
+// Begin starts the next step, Advance counts one unit (from any thread), End
+// reports the step complete.
+class StepProgress {
+ public:
+  StepProgress(const EvaluationProgressFn& fn, int steps) : fn_(fn), steps_(steps) {}
+
+  void Begin(const std::string& name, const char* unit, int64_t total) {
+    name_ = name;
+    unit_ = unit;
+    total_ = total;
+    done_ = 0;
+    ++step_;
+    Report(0);
+  }
+  void Advance() {
+    const int64_t done = ++done_;
+    if (done < total_) Report(done);  // End reports the last one
+  }
+  void End() { Report(total_); }
+  // Advance as a callback (nullptr without a progress function: nothing to
+  // count).
+  std::function<void()> Advancer() {
+    if (!fn_) return nullptr;
+    return [this] { Advance(); };
+  }
+
+ private:
+  void Report(int64_t done) const {
+    if (!fn_) return;
+    EvaluationProgress p;
+    p.name = name_;
+    p.unit = unit_;
+    p.step = step_;
+    p.steps = steps_;
+    p.done = done;
+    p.total = total_;
+    fn_(p);
+  }
+
+  const EvaluationProgressFn& fn_;
+  const int steps_;
+  int step_ = 0;
+  std::string name_;
+  const char* unit_ = "";
+  int64_t total_ = 0;
+  std::atomic<int64_t> done_{0};
+};
+
 }  // namespace
 
 json RetrievalJson(const RetrievalMetrics& m) {
@@ -144,7 +195,7 @@ Status SimilarityMatrix(const Similarity& similarity, const Embeddings& probes,
 
 Status PairSimilarities(const Similarity& similarity, const Embeddings& probes,
                         const Embeddings& gallery, const std::vector<VerificationPair>& pairs,
-                        std::vector<double>* scores) {
+                        std::vector<double>* scores, const std::function<void()>& advance) {
   HEDGEDB_RETURN_IF_ERROR(CheckCompatible(similarity, probes, gallery));
   const Scoring scoring = ScoringOf(similarity);
   const Embeddings& p = probes;
@@ -157,6 +208,7 @@ Status PairSimilarities(const Similarity& similarity, const Embeddings& probes,
     HEDGEDB_RETURN_IF_ERROR(ScoreMatrix(scoring.spec, RowsOf(p, pair.first, 1),
                                         RowsOf(g, pair.second, 1), scoring.options, &score));
     scores->push_back(score[0]);
+    if (advance) advance();
   }
   return Status::OK();
 }
@@ -177,7 +229,8 @@ Status Uncertainties(const Similarity& similarity, const Embeddings& items,
 
 Status EvaluateRetrievalOn(const Similarity& similarity, const Embeddings& probes,
                            const Embeddings& gallery, const std::vector<int64_t>& labels,
-                           RetrievalMetrics* metrics, bool reachable_only) {
+                           RetrievalMetrics* metrics, bool reachable_only,
+                           const std::function<void()>& advance) {
   HEDGEDB_RETURN_IF_ERROR(CheckCompatible(similarity, probes, gallery));
   if (static_cast<int64_t>(labels.size()) != probes.n || probes.n != gallery.n) {
     return Status::InvalidArgument("retrieval: probes, gallery and labels differ in count");
@@ -200,6 +253,7 @@ Status EvaluateRetrievalOn(const Similarity& similarity, const Embeddings& probe
       return;
     }
     std::copy(scores.begin(), scores.end(), row);
+    if (advance) advance();
   };
   RetrievalOptions options;
   const int64_t ranked = gallery.n - 1;
@@ -232,6 +286,9 @@ Status EvaluateEmbeddings(const CollectionSpec& spec, const EmbeddingView& queri
   if (gallery.n < 1 || queries.n < 1) {
     return Status::InvalidArgument("evaluation: no queries or no gallery items");
   }
+  const bool has_eta = spec.kind == Kind::kGaussian || spec.kind == Kind::kMog;
+  StepProgress progress(options.progress, has_eta ? 2 : 1);
+  progress.Begin("ranking", "queries", queries.n);
   std::vector<float> scores;
   {
     // Every query is checked once up front (ScoreMatrix against the first
@@ -264,12 +321,14 @@ Status EvaluateEmbeddings(const CollectionSpec& spec, const EmbeddingView& queri
       return;
     }
     std::copy_n(scores.data() + (q - block_begin) * gallery.n, gallery.n, row);
+    progress.Advance();
   };
   RetrievalMetrics metrics;
   const Status s =
       EvaluateRetrieval(rows, queries.n, query_labels, gallery_labels, retrieval, &metrics);
   HEDGEDB_RETURN_IF_ERROR(score_status);
   HEDGEDB_RETURN_IF_ERROR(s);
+  progress.End();
 
   json out = RetrievalJson(metrics);
   out["kind"] = KindName(spec.kind);
@@ -277,12 +336,14 @@ Status EvaluateEmbeddings(const CollectionSpec& spec, const EmbeddingView& queri
   out["gallery"] = gallery.n;
   out["leave_one_out"] = retrieval.exclude_same_index;
   out["knn_k"] = retrieval.knn_k;
-  if (spec.kind == Kind::kGaussian || spec.kind == Kind::kMog) {
+  if (has_eta) {
     // Only these kinds draw Monte Carlo samples (mc scores, eta).
     out["samples"] = options.score.samples > 0 ? options.score.samples : spec.samples;
     out["seed"] = options.score.has_seed ? options.score.seed : spec.seed;
     std::vector<float> eta;
+    progress.Begin("eta", "queries", queries.n);
     HEDGEDB_RETURN_IF_ERROR(ItemUncertainties(spec, queries, options.score, &eta));
+    progress.End();
     double sum = 0.0;
     for (const float e : eta) sum += e;
     out["mean_eta"] = sum / static_cast<double>(eta.size());
@@ -477,12 +538,28 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
   }
   similarity.seed = options.seed;
 
-  Embeddings clean, corrupt;
-  HEDGEDB_RETURN_IF_ERROR(model.Embed(*set, items, /*corrupt=*/false, &clean));
-  if (data.has_corrupt) {
-    HEDGEDB_RETURN_IF_ERROR(model.Embed(*set, items, /*corrupt=*/true, &corrupt));
-  }
   const bool stochastic = spec.kind == Kind::kGaussian || spec.kind == Kind::kMog;
+  const int repeats = stochastic ? options.mc_repeats : 1;
+  // The steps below, counted up front for the progress report: the
+  // embeddings; per repeat eta (stochastic), verification and retrieval
+  // cases; then the optional parts.
+  const int twins = data.has_corrupt ? 1 : 0;
+  const int steps = 1 + twins + repeats * ((stochastic ? 1 : 0) + (1 + twins) + (1 + 2 * twins)) +
+                    (calibration ? 1 : 0) + (options.pq.empty() ? 0 : 1) +
+                    (options.episodes > 0 ? 1 : 0) + (options.disentanglement ? 1 : 0) +
+                    (spec.kind == Kind::kCodes ? 1 : 0);
+  StepProgress progress(options.progress, steps);
+  const auto items_count = static_cast<int64_t>(items.size());
+
+  Embeddings clean, corrupt;
+  progress.Begin("embedding", "items", items_count);
+  HEDGEDB_RETURN_IF_ERROR(model.Embed(*set, items, /*corrupt=*/false, &clean));
+  progress.End();
+  if (data.has_corrupt) {
+    progress.Begin("embedding corrupt", "items", items_count);
+    HEDGEDB_RETURN_IF_ERROR(model.Embed(*set, items, /*corrupt=*/true, &corrupt));
+    progress.End();
+  }
 
   json out;
   out["method"] = MethodName(spec.method);
@@ -518,13 +595,15 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
   // What draws Monte Carlo samples (eta; scores of stochastic models) is
   // measured once per repeat, each with its own sample seed, on the same
   // items and pairs; MergeRepeats reports the spread.
-  const auto measure = [&](const Similarity& run_similarity, json& run,
-                           std::vector<double>& run_eta_clean,
+  const auto measure = [&](const Similarity& run_similarity, const std::string& repeat_text,
+                           json& run, std::vector<double>& run_eta_clean,
                            std::vector<double>& run_eta_corrupt) -> Status {
+    if (stochastic) progress.Begin("eta" + repeat_text, "items", items_count * (1 + twins));
     HEDGEDB_RETURN_IF_ERROR(Uncertainties(run_similarity, clean, &run_eta_clean));
     if (data.has_corrupt)
       HEDGEDB_RETURN_IF_ERROR(Uncertainties(run_similarity, corrupt, &run_eta_corrupt));
     if (stochastic) {
+      progress.End();
       auto mean = [](const std::vector<double>& v) {
         double s = 0;
         for (double x : v) s += x;
@@ -544,8 +623,11 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
     if (data.has_corrupt) verification.push_back({"corrupt", &corrupt, &run_eta_corrupt});
     for (const VerificationCase& c : verification) {
       std::vector<double> scores;
-      HEDGEDB_RETURN_IF_ERROR(
-          PairSimilarities(run_similarity, *c.embeddings, *c.embeddings, pairs, &scores));
+      progress.Begin(std::string("verification ") + c.name + repeat_text, "pairs",
+                     static_cast<int64_t>(pairs.size()));
+      HEDGEDB_RETURN_IF_ERROR(PairSimilarities(run_similarity, *c.embeddings, *c.embeddings, pairs,
+                                               &scores, progress.Advancer()));
+      progress.End();
       double ap = 0;
       HEDGEDB_RETURN_IF_ERROR(AveragePrecision(scores, matches, &ap));
       json v;
@@ -580,8 +662,10 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
     }
     for (const RetrievalCase& c : retrieval) {
       RetrievalMetrics metrics;
-      HEDGEDB_RETURN_IF_ERROR(
-          EvaluateRetrievalOn(run_similarity, *c.probes, *c.gallery, labels, &metrics));
+      progress.Begin(std::string("retrieval ") + c.name + repeat_text, "queries", c.probes->n);
+      HEDGEDB_RETURN_IF_ERROR(EvaluateRetrievalOn(run_similarity, *c.probes, *c.gallery, labels,
+                                                  &metrics, false, progress.Advancer()));
+      progress.End();
       json r = RetrievalJson(metrics);
       if (stochastic) {
         UncertaintyCalibration calibration;
@@ -594,13 +678,16 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
     return Status::OK();
   };
   std::vector<double> eta_clean, eta_corrupt;
-  const int repeats = stochastic ? options.mc_repeats : 1;
   std::vector<json> runs(static_cast<size_t>(repeats));
   for (int r = 0; r < repeats; ++r) {
     Similarity repeat = similarity;
     if (r > 0) repeat.seed = SeededRng::DeriveSeed(options.seed, 0x5EED0000u + uint64_t(r));
     std::vector<double> other_clean, other_corrupt;
-    HEDGEDB_RETURN_IF_ERROR(measure(repeat, runs[size_t(r)], r == 0 ? eta_clean : other_clean,
+    const std::string repeat_text =
+        repeats > 1 ? " (repeat " + std::to_string(r + 1) + "/" + std::to_string(repeats) + ")"
+                    : "";
+    HEDGEDB_RETURN_IF_ERROR(measure(repeat, repeat_text, runs[size_t(r)],
+                                    r == 0 ? eta_clean : other_clean,
                                     r == 0 ? eta_corrupt : other_corrupt));
   }
   out.update(MergeRepeats(runs));
@@ -612,6 +699,7 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
     // are a seeded random subset, so the first rows are a random sample.
     const int64_t n = static_cast<int64_t>(labels.size());
     const int64_t probes = std::min<int64_t>(n, std::max<int64_t>(1, 1000000 / n));
+    progress.Begin("calibration", "queries", probes);
     // The collection's score (match for points), which calibrate maps.
     Scoring scoring = ScoringOf(similarity);
     scoring.options.score = ModelScore(similarity.spec);
@@ -641,9 +729,11 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
           corrupt_eta.empty() ? nullptr : corrupt_eta.data(), shifted);
       if (!m.ok()) out["calibration_shift_error"] = m.ToString();
     }
+    progress.End();
   }
 
   if (!options.pq.empty()) {
+    progress.Begin("product quantization", "steps", 1);
     Embeddings train;
     HEDGEDB_RETURN_IF_ERROR(model.Embed(
         data.train, SubsetItems(data.train, pq.max_train, options.seed), false, &train));
@@ -662,9 +752,11 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
       HEDGEDB_RETURN_IF_ERROR(PqRetrieval(train, clean, *c.gallery, labels, pq, &metrics));
       j["retrieval"][c.name] = RetrievalJson(metrics);
     }
+    progress.End();
   }
 
   if (options.episodes > 0) {
+    progress.Begin("episodes", "episodes", options.episodes);
     EpisodicOptions eo;
     eo.episodes = options.episodes;
     eo.shots = options.shots;
@@ -689,9 +781,11 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
       j["accuracy"]["corrupt_support"] = accuracy(episodes.corrupt_support);
       j["accuracy"]["corrupt_query"] = accuracy(episodes.corrupt_query);
     }
+    progress.End();
   }
 
   if (options.disentanglement) {
+    progress.Begin("disentanglement", "steps", 1);
     constexpr int64_t kTrainItems = 5000;
     const std::vector<int64_t> train_items = SubsetItems(data.train, kTrainItems, options.seed);
     Embeddings train;
@@ -724,6 +818,7 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
     j["explicitness_per_factor"] = explicitness.per_factor;
     j["explicitness_values"] = explicitness.values_scored;
     j["train_items"] = train.n;
+    progress.End();
   }
 
   if (spec.kind == Kind::kCodes) {
@@ -748,6 +843,7 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
           {"items_per_class", o.per_class}, {"batch_label_entropy_bits", info.label_entropy_bits}};
       return Status::OK();
     };
+    progress.Begin("code information", "steps", 1);
     json& dimco = out["dimco"];
     HEDGEDB_RETURN_IF_ERROR(batch_json(clean, &dimco["factorised_information_batches"]));
     if (data.has_corrupt) {
@@ -760,6 +856,7 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
     dimco["factorised_information_whole_set_bits"] =
         DimcoFactorisedInformation(clean, labels) / std::log(2.0);
     dimco["code_bits"] = spec.code_dims * std::log2(static_cast<double>(spec.code_k));
+    progress.End();
   }
   *report = std::move(out);
   return Status::OK();

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -35,6 +36,24 @@
 
 namespace hedgedb {
 namespace encoders {
+
+// Where a long evaluation is: step `step` of `steps` (1-based; the steps
+// planned for the options given), named `name` ("retrieval clean"), with
+// `done` of `total` of its units ("queries", "pairs", "items") done. Each
+// step is reported when it begins (done 0) and when it ends (done == total),
+// and in between as its units complete.
+struct EvaluationProgress {
+  std::string name;
+  const char* unit = "";
+  int step = 0;
+  int steps = 0;
+  int64_t done = 0;
+  int64_t total = 0;
+};
+// Called from the evaluating thread and, within a step, from the threads
+// that score it (one call at a time is not guaranteed: the callee
+// serialises what it prints).
+using EvaluationProgressFn = std::function<void(const EvaluationProgress&)>;
 
 struct EvaluationOptions {
   std::string split = "test";
@@ -59,6 +78,8 @@ struct EvaluationOptions {
   int64_t episodes = 0;
   int64_t shots = 5;    // support items per class and episode
   int64_t queries = 5;  // query items per class and episode
+  // Progress of the steps (optional): `hedgedb evaluate` prints it.
+  EvaluationProgressFn progress;
 };
 
 // How two sets of embeddings are compared (see the file comment).
@@ -74,9 +95,11 @@ struct Similarity {
 Status SimilarityMatrix(const Similarity& similarity, const Embeddings& probes,
                         const Embeddings& gallery, std::vector<float>* matrix);
 // Similarity of probe pairs[i].first to gallery pairs[i].second.
+// `advance` (optional) is called after each pair.
 Status PairSimilarities(const Similarity& similarity, const Embeddings& probes,
                         const Embeddings& gallery, const std::vector<VerificationPair>& pairs,
-                        std::vector<double>* scores);
+                        std::vector<double>* scores,
+                        const std::function<void()>& advance = nullptr);
 // eta per item; empty for kinds without one (point, codes).
 Status Uncertainties(const Similarity& similarity, const Embeddings& items,
                      std::vector<double>* eta);
@@ -85,10 +108,12 @@ Status Uncertainties(const Similarity& similarity, const Embeddings& items,
 // twins: same index = same item, left out).
 // `reachable_only`: for sets too small for recall@8 or KNN k = 5 (a few
 // validation items during training), report only the cut-offs that
-// leave-one-out can rank instead of failing.
+// leave-one-out can rank instead of failing. `advance` (optional) is called
+// after each probe is scored, from the scoring threads.
 Status EvaluateRetrievalOn(const Similarity& similarity, const Embeddings& probes,
                            const Embeddings& gallery, const std::vector<int64_t>& labels,
-                           RetrievalMetrics* metrics, bool reachable_only = false);
+                           RetrievalMetrics* metrics, bool reachable_only = false,
+                           const std::function<void()>& advance = nullptr);
 
 // DIMCO's estimate of I(X~; Y) (eq. 6-7, nats) over the given labelled codes:
 // sum over code dimensions of H(mean p_i) - sum_y freq(y) H(mean_y p_i).
@@ -157,6 +182,8 @@ struct EmbeddingEvaluationOptions {
   // many floats (at least one query per block), so memory stays bounded
   // whatever the number of items.
   int64_t block_floats = int64_t{1} << 24;
+  // Progress (optional): the ranking of the queries, then their eta.
+  EvaluationProgressFn progress;
 };
 // Errors: label counts that do not match the rows, embeddings ScoreMatrix
 // refuses (shape, variances, score not defined for the kind), k or bins out

@@ -17,6 +17,7 @@
 #include "encoders/eval/evaluation.h"
 #include "encoders/losses/losses.h"
 #include "encoders/models/models.h"
+#include "encoders/progress.h"
 #include "hedgedb/calibration.h"
 #include "hedgedb/score.h"
 
@@ -28,22 +29,6 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
-}
-
-std::string Duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  const int64_t s = std::llround(seconds);
-  char buf[32];
-  if (s >= 3600) {
-    std::snprintf(buf, sizeof(buf), "%lldh%02lldm", static_cast<long long>(s / 3600),
-                  static_cast<long long>(s % 3600 / 60));
-  } else if (s >= 60) {
-    std::snprintf(buf, sizeof(buf), "%lldm%02llds", static_cast<long long>(s / 60),
-                  static_cast<long long>(s % 60));
-  } else {
-    std::snprintf(buf, sizeof(buf), "%llds", static_cast<long long>(s));
-  }
-  return buf;
 }
 
 enum class BatchFamily { kPairs, kEpisodes, kClassBalanced };

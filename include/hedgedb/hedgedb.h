@@ -4,6 +4,7 @@
 #include "hedgedb/db.h"
 #include "hedgedb/export.h"
 #include "hedgedb/fuse.h"
+#include "hedgedb/match_parameters.h"
 #include "hedgedb/npy.h"
 #include "hedgedb/options.h"
 #include "hedgedb/score.h"

@@ -8,6 +8,9 @@
         res.ids, res.scores, res.probs, res.uncertainties, res.query_uncertainty
     # several photos of one subject -> one Gaussian template
     t_mean, t_var = hedgedb.fuse_gaussians(photo_means, photo_vars)
+    # pairwise scores without a database, as a search scores them
+    s = hedgedb.score_matrix("gaussian", {"mean": q_mean, "var": q_var},
+                             {"mean": mean, "var": var}, score="mls")
 
 Arrays that are C-contiguous float32 (int32 codes, int64 ids and labels) are
 used where they lie, without a copy; others are converted once. The GIL is
@@ -20,19 +23,23 @@ from ._hedgedb import (  # noqa: F401
     DB,
     Error,
     InvalidArgumentError,
+    MatchParametersWarning,
     NotFoundError,
     SearchResults,
     _conversions,
     fuse_gaussians,
     open,
+    score_matrix,
 )
 
 __all__ = [
     "DB",
     "Error",
     "InvalidArgumentError",
+    "MatchParametersWarning",
     "NotFoundError",
     "SearchResults",
     "fuse_gaussians",
     "open",
+    "score_matrix",
 ]

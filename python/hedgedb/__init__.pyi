@@ -9,6 +9,7 @@ ArrayLike = npt.ArrayLike
 class Error(Exception): ...
 class NotFoundError(Error, KeyError): ...
 class InvalidArgumentError(Error, ValueError): ...
+class MatchParametersWarning(UserWarning): ...
 
 class SearchResults:
     ids: npt.NDArray[np.int64]
@@ -117,6 +118,9 @@ class DB:
         unconditional: bool = False,
         dry_run: bool = False,
     ) -> Dict[str, Any]: ...
+    def import_calibration(
+        self, collection: str, map: Optional[bytes], *, base_rate: float = 0.0
+    ) -> None: ...
     def get(self, collection: str, ids: ArrayLike) -> List[Dict[str, Any]]: ...
     def remove(self, collection: str, ids: ArrayLike) -> int: ...
     def list_ids(self, collection: str) -> npt.NDArray[np.int64]: ...
@@ -148,6 +152,24 @@ def fuse_gaussians(
     float32 arrays of shape (D,). Rows are checked as ingest checks them.
     Gaussians only: a product of mixtures has C^n components, and points and
     codes have no density to multiply."""
+    ...
+
+def score_matrix(
+    kind: str,
+    queries: Dict[str, ArrayLike],
+    items: Dict[str, ArrayLike],
+    *,
+    score: str = "",
+    samples: int = 0,
+    seed: int = 0,
+    match_a: float = 1.0,
+    match_b: float = 0.0,
+) -> npt.NDArray[np.float32]:
+    """Scores of every query against every item without a database: the
+    numbers an exhaustive search of a collection of this kind, match_a/b,
+    samples and seed returns. queries: the arrays search takes; items: the
+    arrays ingest takes (dicts, e.g. Model.embed_images' output). Returns
+    float32 (Q, N), [q, i] = item i's score for query q."""
     ...
 
 def _conversions() -> int: ...

@@ -1,5 +1,5 @@
 # Type stubs of hedgedb.encoders (the extension module hedgedb._encoders).
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 import numpy.typing as npt
@@ -10,6 +10,10 @@ class Model:
     def spec(self) -> Dict[str, Any]: ...
     @property
     def create_kwargs(self) -> Dict[str, Any]: ...
+    @property
+    def calibration_map(self) -> Optional[bytes]: ...
+    @property
+    def calibration(self) -> Optional[Dict[str, Any]]: ...
     def embed_images(
         self, paths: List[str], *, fit: str = "", batch_size: int = 256, queries: bool = False
     ) -> Dict[str, npt.NDArray[Any]]: ...

@@ -1047,6 +1047,54 @@ TEST_F(CliTest, LostWritesAreReportedOnStderrAndInStats) {
   EXPECT_EQ(again.err, "");
 }
 
+// ---------------------------------------------------------------- match parameters
+
+// The default match parameters (a = 1, b = 0) cannot express a match: create
+// says so (stderr and the JSON's "warning"), naming the fix, and so does a
+// search whose score or eta reads them; good parameters, a score that does
+// not read them, and codes collections get no warning.
+TEST_F(CliTest, DefaultMatchParametersWarnNamingTheFix) {
+  auto warned = [](const RunResult& r) {
+    return r.err.find("hedgedb: warning: collection 'd' has match_b = 0 <= 0") != std::string::npos;
+  };
+  const RunResult created =
+      Ok({"create", "--db", db_, "--collection", "d", "--kind", "gaussian", "--dim", "4"});
+  EXPECT_TRUE(warned(created)) << created.err;
+  for (const char* fix : {"--match-a/--match-b", "hedgedb train", "mls"}) {
+    EXPECT_NE(created.err.find(fix), std::string::npos) << fix << "\n" << created.err;
+  }
+  EXPECT_NE(created.Json().value("warning", "").find("at most 0.5"), std::string::npos)
+      << created.out;
+  const Items items = MakeItems(K::kGaussian, 0, 6);
+  Ok(Concat(Cmd("ingest", "d"), ItemFlags(K::kGaussian, items, "d")));
+  const std::vector<std::string> query =
+      ItemFlags(K::kGaussian, MakeItems(K::kGaussian, 0, 1), "q");
+  const RunResult searched = Ok(Concat(Cmd("search", "d", {"--k", "1", "--exhaustive"}), query));
+  EXPECT_TRUE(warned(searched)) << searched.err;
+  // What the warning says: the item itself, found first, scores below 0.5
+  // and its eta is at least 0.5.
+  const json hit = searched.Json()["results"][0];
+  EXPECT_EQ(hit["id"], 0);
+  EXPECT_LT(hit["score"].get<double>(), 0.5);
+  EXPECT_GE(hit["uncertainty"].get<double>(), 0.5);
+  const RunResult mls = Ok(
+      Concat(Cmd("search", "d", {"--k", "1", "--exhaustive", "--score", "mls", "--no-uncertainty"}),
+             query));
+  EXPECT_FALSE(warned(mls)) << mls.err;
+
+  const RunResult good = Ok({"create", "--db", db_, "--collection", "g", "--kind", "gaussian",
+                             "--dim", "4", "--match-a", "2", "--match-b", "3"});
+  EXPECT_EQ(good.err.find("warning"), std::string::npos) << good.err;
+  EXPECT_FALSE(good.Json().contains("warning")) << good.out;
+  Ok(Concat(Cmd("ingest", "g"), ItemFlags(K::kGaussian, items, "g")));
+  const RunResult good_search = Ok(Concat(Cmd("search", "g", {"--k", "1", "--exhaustive"}), query));
+  EXPECT_EQ(good_search.err.find("warning"), std::string::npos) << good_search.err;
+  EXPECT_GT(good_search.Json()["results"][0]["score"].get<double>(), 0.5);
+  const RunResult codes = Ok({"create", "--db", db_, "--collection", "c", "--kind", "codes",
+                              "--dim", "4", "--code-k", "4"});
+  EXPECT_EQ(codes.err.find("warning"), std::string::npos) << codes.err;
+}
+
 // ---------------------------------------------------------------- generate
 
 TEST_F(CliTest, GenerateWritesEveryKindWithTheDocumentedShapes) {

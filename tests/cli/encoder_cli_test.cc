@@ -19,6 +19,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -299,6 +300,125 @@ TEST_F(EncoderCliTest, EvaluatePrintsThePapersMetrics) {
         {"episodic accuracy needs an SPE or a point model"});
 }
 
+// The "[evaluate] step S/N NAME DONE/TOTAL UNIT ..." lines of stderr.
+struct ProgressLine {
+  int step = 0, steps = 0;
+  std::string name;
+  long long done = 0, total = 0;
+};
+std::vector<ProgressLine> ProgressLines(const std::string& err) {
+  // The name may hold spaces and a slash ("eta (repeat 1/2)"); the count
+  // and unit follow it, then the rate and ETA (mid-step only), then the
+  // elapsed time.
+  static const std::regex format(
+      R"(\[evaluate\] step (\d+)/(\d+) (.+) (\d+)/(\d+) ([a-z]+)( \d+ [a-z]+/s ETA \S+)?, elapsed \S+)");
+  std::vector<ProgressLine> lines;
+  std::istringstream in(err);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("[evaluate]", 0) != 0) continue;
+    std::smatch m;
+    EXPECT_TRUE(std::regex_match(line, m, format)) << line;
+    if (m.empty()) continue;
+    ProgressLine p;
+    p.step = std::stoi(m[1]);
+    p.steps = std::stoi(m[2]);
+    p.name = m[3];
+    p.done = std::stoll(m[4]);
+    p.total = std::stoll(m[5]);
+    lines.push_back(p);
+  }
+  return lines;
+}
+
+// evaluate reports its progress on stderr as train does (item 11 of the
+// first-hour issue): with a small --progress-seconds every step shows up, in
+// order, from its start to its end; --no-progress silences it; stdout's
+// report is the same either way.
+TEST_F(EncoderCliTest, EvaluateReportsProgressOnStderr) {
+  const std::string data = WriteFeatures();
+  Ok(TrainArgs(data, "hib", "hib.model"));
+  const std::vector<std::string> evaluate = {
+      "evaluate",    "--model", Path("hib.model"), "--data", data, "--pairs", "200",
+      "--max-items", "0",       "--mc-repeats",    "2"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = evaluate;
+    args.insert(args.end(), extra.begin(), extra.end());
+    const Output r = Run(args);
+    EXPECT_EQ(r.exit_code, 0) << Describe(args, r);
+    return r;
+  };
+  const Output loud = with({"--progress-seconds", "0"});
+  const std::vector<ProgressLine> lines = ProgressLines(loud.err);
+  ASSERT_FALSE(lines.empty()) << loud.err;
+  // 1 embedding (features have no corrupt twin) + 2 repeats x (eta,
+  // verification, retrieval) + calibration.
+  const int steps = 1 + 2 * 3 + 1;
+  EXPECT_EQ(lines.front().step, 1);
+  EXPECT_EQ(lines.front().name, "embedding");
+  EXPECT_EQ(lines.front().done, 0);
+  EXPECT_EQ(lines.front().total, 180);
+  std::vector<std::string> names;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    EXPECT_EQ(lines[i].steps, steps);
+    EXPECT_LE(lines[i].done, lines[i].total);
+    if (i > 0) {
+      EXPECT_GE(lines[i].step, lines[i - 1].step);
+    }
+    if (names.empty() || names.back() != lines[i].name) names.push_back(lines[i].name);
+  }
+  EXPECT_EQ(names,
+            (std::vector<std::string>{
+                "embedding", "eta (repeat 1/2)", "verification clean (repeat 1/2)",
+                "retrieval clean (repeat 1/2)", "eta (repeat 2/2)",
+                "verification clean (repeat 2/2)", "retrieval clean (repeat 2/2)", "calibration"}));
+  EXPECT_EQ(lines.back().step, steps);
+  EXPECT_EQ(lines.back().done, lines.back().total);
+  // Queries in between, with their rate and the step's ETA.
+  EXPECT_NE(loud.err.find("queries/s ETA "), std::string::npos) << loud.err;
+
+  const Output quiet = with({"--no-progress"});
+  EXPECT_EQ(quiet.err.find("[evaluate]"), std::string::npos) << quiet.err;
+  EXPECT_EQ(quiet.out, loud.out);
+  // The default interval (5 s) prints the start and the end at least.
+  const Output plain = with({});
+  EXPECT_GE(ProgressLines(plain.err).size(), 2u) << plain.err;
+  EXPECT_EQ(plain.out, loud.out);
+  Fails({"evaluate", "--model", Path("hib.model"), "--data", data, "--progress-seconds", "-1"},
+        {"--progress-seconds"}, 2);
+
+  // Embeddings without a model: the ranking of the queries, then their eta.
+  const json emb = Ok({"embed", "--model", Path("hib.model"), "--data", data, "--out", Path("e"),
+                       "--split", "test"});
+  const std::vector<std::string> files = {"evaluate",
+                                          "--kind",
+                                          "gaussian",
+                                          "--dim",
+                                          "2",
+                                          "--mean",
+                                          Path("e.mean.npy"),
+                                          "--var",
+                                          Path("e.var.npy"),
+                                          "--labels",
+                                          Path("e.labels.npy")};
+  std::vector<std::string> args = files;
+  args.insert(args.end(), {"--progress-seconds", "0"});
+  const Output eloud = Run(args);
+  ASSERT_EQ(eloud.exit_code, 0) << Describe(args, eloud);
+  const std::vector<ProgressLine> elines = ProgressLines(eloud.err);
+  ASSERT_GE(elines.size(), 4u) << eloud.err;
+  EXPECT_EQ(elines.front().name, "ranking");
+  EXPECT_EQ(elines.front().steps, 2);
+  EXPECT_EQ(elines.back().name, "eta");
+  EXPECT_EQ(elines.back().done, elines.back().total);
+  args = files;
+  args.push_back("--no-progress");
+  const Output equiet = Run(args);
+  ASSERT_EQ(equiet.exit_code, 0) << Describe(args, equiet);
+  EXPECT_EQ(equiet.err.find("[evaluate]"), std::string::npos) << equiet.err;
+  EXPECT_EQ(equiet.out, eloud.out);
+}
+
 TEST_F(EncoderCliTest, FashionMnistTinyRun) {
   const std::vector<std::string> data = {"--data",        "fashion-mnist", "--items",      "2",
                                          "--train-total", "1500",          "--test-total", "400"};
@@ -373,7 +493,11 @@ TEST_F(EncoderCliTest, FashionMnistTinyRun) {
     EXPECT_LE(r1, 1.0);
   }
   pq.back() = "3x8";  // 3 sub-codes do not divide D = 2
-  Fails(pq, {"3 sub-codes", "dimension 2"});
+  // This is found once the PQ step runs, after the progress lines of the
+  // steps before it: without them the error opens stderr, as Fails expects.
+  std::vector<std::string> quiet_pq = pq;
+  quiet_pq.push_back("--no-progress");
+  Fails(quiet_pq, {"3 sub-codes", "dimension 2"});
   pq.back() = "2x";
   Fails(pq, {"MxB", "2x"});
 

@@ -117,3 +117,79 @@ def test_errors_name_the_problem(trained, tmp_path):
         model.embed_images(paths[:1], fit="stretch")
     with pytest.raises(hedgedb.InvalidArgumentError, match="cannot load model"):
         encoders.Model(str(tmp_path / "absent.hdbm"))
+
+
+@pytest.fixture(scope="module")
+def calibrated(trained):
+    """A model whose file carries a calibration map (train with a validation
+    split fits one), and the gallery images of `trained`."""
+    work, paths = trained
+    out = cli(["train", "--method", "hib", "--arch", "mlp", "--mlp-hidden", "16", "--iterations",
+               "5", "--batch-size", "16", "--val-fraction", "0.2", "--threads", "2", "--out",
+               "calibrated.hdbm"] + DATA, work)
+    report = __import__("json").loads(out.stdout.splitlines()[-1])
+    assert "calibration" in report, out.stderr
+    return work, paths, report["calibration"]
+
+
+def test_a_model_map_makes_the_collection_calibrated_as_ingest_images_does(calibrated, tmp_path):
+    work, paths, fitted = calibrated
+    model = encoders.Model(str(work / "calibrated.hdbm"), threads=2)
+    assert isinstance(model.calibration_map, bytes)
+    info = model.calibration
+    assert (info["score"], info["method"], info["pairs"]) == (
+        fitted["score"], fitted["method"], fitted["pairs"])
+    assert info["base_rate"] == pytest.approx(fitted["base_rate"], rel=1e-12)
+    queries = model.embed_images(paths[:3], queries=True)
+    labels = np.arange(12) % 3
+    with hedgedb.open(str(tmp_path / "db")) as db:
+        db.create_collection("photos", **model.create_kwargs)
+        db.ingest("photos", **model.embed_images(paths), labels=labels)
+        uncalibrated = db.search("photos", **queries, k=4, exhaustive=True)
+        assert np.all(np.isnan(uncalibrated.probs))
+        db.import_calibration("photos", model.calibration_map)
+        res = db.search("photos", **queries, k=4, exhaustive=True)
+        (stored,) = db.stats("photos")["calibrations"]
+    assert np.all(np.isfinite(res.probs)) and np.all((res.probs >= 0) & (res.probs <= 1))
+    assert (stored["score"], stored["method"]) == (info["score"], info["method"])
+    assert stored["base_rate"] == pytest.approx(info["base_rate"], rel=1e-12)
+
+    # ingest-images: a new collection from this model starts calibrated with
+    # the same map, so the same queries get the same scores and probabilities
+    # (ids may differ: compared as each row's (score, prob) pairs).
+    cli_db = str(tmp_path / "cli_db")
+    out = cli(["ingest-images", "--db", cli_db, "--collection", "photos", "--model",
+               "calibrated.hdbm", "--dir", "gallery", "--no-progress", "--threads", "2"], work)
+    assert __import__("json").loads(out.stdout)["calibrated"] is True
+    with hedgedb.open(cli_db, create_if_missing=False) as db:
+        theirs = db.search("photos", **queries, k=4, exhaustive=True)
+        (their_map,) = db.stats("photos")["calibrations"]
+    assert their_map == dict(stored, sequence=their_map["sequence"])
+    for row in range(3):
+        ours = sorted(zip(res.scores[row], res.probs[row]))
+        other = sorted(zip(theirs.scores[row], theirs.probs[row]))
+        np.testing.assert_array_equal(np.array(ours), np.array(other))
+
+
+def test_import_calibration_refuses_what_cannot_be_stored(calibrated, trained, tmp_path):
+    work, _, _ = calibrated
+    model = encoders.Model(str(work / "calibrated.hdbm"), threads=2)
+    bare = encoders.Model(str(trained[0] / "m.hdbm"), threads=2)
+    assert bare.calibration_map is None and bare.calibration is None
+    with hedgedb.open(str(tmp_path / "db")) as db:
+        db.create_collection("photos", **model.create_kwargs)
+        with pytest.raises(hedgedb.InvalidArgumentError, match="val-fraction"):
+            db.import_calibration("photos", bare.calibration_map)
+        with pytest.raises(hedgedb.Error, match="not a calibration map"):
+            db.import_calibration("photos", b"x" * 64)
+        with pytest.raises(hedgedb.InvalidArgumentError, match="base_rate must be in"):
+            db.import_calibration("photos", model.calibration_map, base_rate=1.5)
+        with pytest.raises(hedgedb.NotFoundError):
+            db.import_calibration("absent", model.calibration_map)
+        db.create_collection("points", "point", 2)
+        with pytest.raises(hedgedb.InvalidArgumentError, match="point collections do not have"):
+            db.import_calibration("points", model.calibration_map)
+        assert db.stats("photos")["calibrations"] == []
+        # Re-targeted to another rate of matching pairs.
+        db.import_calibration("photos", model.calibration_map, base_rate=0.25)
+        assert db.stats("photos")["calibrations"][0]["base_rate"] == pytest.approx(0.25)
