@@ -16,7 +16,7 @@ of each, as a ratio to the uncalibrated search of the same round set.
 One thread (OMP_NUM_THREADS=1, set before hedgedb loads) so that the ratios
 are not the scheduler's. Prints the CPU model beside the figures.
 
-    /usr/bin/python3 bench/calibration_overhead.py [--items 20000] [--rounds 5]
+    /usr/bin/python3 bench/calibration_overhead.py [--items 10000] [--rounds 5]
 """
 import argparse
 import os
@@ -63,14 +63,16 @@ def timed(fn, *args, **kwargs):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--items", type=int, default=20000)
+    ap.add_argument("--items", type=int, default=10000)
     ap.add_argument("--queries", type=int, default=2000)
     ap.add_argument("--dim", type=int, default=16)
     ap.add_argument("--classes", type=int, default=100)
+    ap.add_argument("--max-pairs", type=int, default=4000000,
+                    help="calibrate's max_pairs (the quickstart's: every item a query)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
-    if min(a.items, a.queries, a.dim, a.classes, a.rounds) < 1:
+    if min(a.items, a.queries, a.dim, a.classes, a.rounds, a.max_pairs) < 1:
         ap.error("every size must be >= 1")
     rng = np.random.default_rng(a.seed)
     centres = 2.0 * rng.standard_normal((a.classes, a.dim))
@@ -91,7 +93,8 @@ def main():
         reports = {}
         for _ in range(a.rounds):
             for name, unconditional in (("alone", True), ("conditional", False)):
-                t, rep = timed(db.calibrate, "alone", unconditional=unconditional, dry_run=True)
+                t, rep = timed(db.calibrate, "alone", unconditional=unconditional,
+                                  max_pairs=a.max_pairs, dry_run=True)
                 fit[name].append(t)
                 reports[name] = rep
         pairs = reports["conditional"]["pairs"]
@@ -101,8 +104,8 @@ def main():
             print(f"  {name:12s} {med[name]:7.2f} s  (method {reports[name]['method']})")
         print(f"  ratio conditional / score alone: {med['conditional'] / med['alone']:.2f}")
 
-        db.calibrate("alone", unconditional=True)
-        db.calibrate("conditional", conformal_fraction=0.3)
+        db.calibrate("alone", unconditional=True, max_pairs=a.max_pairs)
+        db.calibrate("conditional", conformal_fraction=0.3, max_pairs=a.max_pairs)
         cases = [
             ("no map", "none", {}),
             ("score alone", "alone", {}),
