@@ -34,6 +34,7 @@
 #include "hedgedb/fuse.h"
 #include "hedgedb/match_parameters.h"
 #include "hedgedb/npy.h"
+#include "hedgedb/report_fields.h"
 #include "hedgedb/score.h"
 
 namespace py = pybind11;
@@ -490,6 +491,31 @@ py::dict SpecDict(const CollectionSpec& s) {
 
 // Top-k results of Q queries as (Q, k) arrays; rows with fewer hits are
 // padded with id -1 and NaN.
+// Writes the fields hedgedb/report_fields.h visits into a dict (the CLI's
+// JSON follows the same list; NaN stays NaN here, null there).
+struct DictFields {
+  py::dict* d;
+  void operator()(const char* name, double v) const { (*d)[name] = v; }
+  void operator()(const char* name, int64_t v) const { (*d)[name] = v; }
+  void operator()(const char* name, bool v) const { (*d)[name] = v; }
+  void operator()(const char* name, const std::string& v) const { (*d)[name] = v; }
+  void operator()(const char* name, ScoreType v) const { (*d)[name] = ScoreName(v); }
+  void operator()(const char* name, const CalibrationQuality& v) const {
+    py::dict nested;
+    VisitFields(v, DictFields{&nested});
+    (*d)[name] = nested;
+  }
+  void operator()(const char* name, const std::vector<EtaGroupQuality>& groups) const {
+    py::list list;
+    for (const EtaGroupQuality& g : groups) {
+      py::dict one;
+      VisitFields(g, DictFields{&one});
+      list.append(one);
+    }
+    (*d)[name] = list;
+  }
+};
+
 struct SearchResults {
   py::array_t<int64_t> ids;
   py::array_t<float> scores, probs, uncertainties, std_errors;
@@ -904,48 +930,8 @@ class PyDB {
       s = use->Calibrate(collection, o, &report);
     }
     Check(s);
-    auto quality = [](const CalibrationQuality& q) {
-      py::dict d;
-      d["ece"] = q.ece;
-      d["ece_top1"] = q.ece_top1;
-      d["ece_top10"] = q.ece_top10;
-      d["brier"] = q.brier;
-      d["log_loss"] = q.log_loss;
-      d["precision_at_1"] = q.precision_at_1;
-      d["mean_top1_prob"] = q.mean_top1_prob;
-      d["erc_area_eta"] = q.erc_area_eta;
-      d["erc_area_prob"] = q.erc_area_prob;
-      d["erc_area_oracle"] = q.erc_area_oracle;
-      py::list groups;
-      for (const EtaGroupQuality& g : q.eta_quartiles) {
-        py::dict gd;
-        gd["eta_lo"] = g.eta_lo;
-        gd["eta_hi"] = g.eta_hi;
-        gd["queries"] = g.queries;
-        gd["mean_top1_prob"] = g.mean_top1_prob;
-        gd["precision_at_1"] = g.precision_at_1;
-        gd["gap"] = g.gap;
-        groups.append(gd);
-      }
-      d["eta_quartiles"] = groups;
-      d["worst_eta_gap"] = q.worst_eta_gap;
-      return d;
-    };
     py::dict out;
-    out["score"] = ScoreName(report.info.score);
-    out["method"] = report.info.method;
-    out["conditional"] = report.info.conditional;
-    out["conditioned_on"] = report.info.conditioned_on;
-    out["reason"] = report.info.reason;
-    out["pairs"] = report.info.pairs;
-    out["positives"] = report.positives;
-    out["base_rate"] = report.info.base_rate;
-    out["queries"] = report.queries;
-    out["conformal_queries"] = report.info.conformal_queries;
-    out["held_out_non_matches"] = report.info.held_out_non_matches;
-    out["before"] = quality(report.before);
-    out["after"] = quality(report.after);
-    out["stored"] = report.stored;
+    VisitFields(report, DictFields{&out});
     return out;
   }
 
@@ -995,18 +981,7 @@ class PyDB {
     py::list calibrations;
     for (const CalibrationInfo& c : st.calibrations) {
       py::dict cd;
-      cd["score"] = ScoreName(c.score);
-      cd["method"] = c.method;
-      cd["pairs"] = c.pairs;
-      cd["base_rate"] = c.base_rate;
-      cd["conditional"] = c.conditional;
-      cd["conditioned_on"] = c.conditioned_on;
-      cd["fit_base_rate"] = c.fit_base_rate;
-      cd["samples"] = c.samples;
-      cd["sequence"] = c.sequence;
-      cd["reason"] = c.reason;
-      cd["conformal_queries"] = c.conformal_queries;
-      cd["held_out_non_matches"] = c.held_out_non_matches;
+      VisitFields(c, DictFields{&cd});
       calibrations.append(cd);
     }
     d["calibrations"] = calibrations;

@@ -367,52 +367,50 @@ nlohmann::json StatsToJson(const CollectionStats& stats) {
   return j;
 }
 
+namespace {
+
+// Writes the fields hedgedb/report_fields.h visits into a JSON object;
+// numbers that are not finite become null.
+struct JsonFields {
+  nlohmann::json* j;
+  void operator()(const char* name, double v) const {
+    (*j)[name] = std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+  }
+  void operator()(const char* name, int64_t v) const { (*j)[name] = v; }
+  void operator()(const char* name, bool v) const { (*j)[name] = v; }
+  void operator()(const char* name, const std::string& v) const { (*j)[name] = v; }
+  void operator()(const char* name, ScoreType v) const { (*j)[name] = ScoreName(v); }
+  void operator()(const char* name, const CalibrationQuality& v) const {
+    (*j)[name] = CalibrationQualityToJson(v);
+  }
+  void operator()(const char* name, const std::vector<EtaGroupQuality>& groups) const {
+    nlohmann::json array = nlohmann::json::array();
+    for (const EtaGroupQuality& g : groups) {
+      nlohmann::json one = nlohmann::json::object();
+      VisitFields(g, JsonFields{&one});
+      array.push_back(std::move(one));
+    }
+    (*j)[name] = std::move(array);
+  }
+};
+
+}  // namespace
+
 nlohmann::json CalibrationInfoToJson(const CalibrationInfo& info) {
-  nlohmann::json j;
-  j["score"] = ScoreName(info.score);
-  j["method"] = info.method;
-  j["pairs"] = info.pairs;
-  j["fit_base_rate"] = info.fit_base_rate;
-  j["base_rate"] = info.base_rate;
-  if (info.samples > 0) j["samples"] = info.samples;
-  j["sequence"] = info.sequence;
-  j["reason"] = info.reason;
-  j["conditional"] = info.conditional;
-  if (info.conditional) j["conditioned_on"] = info.conditioned_on;
-  if (info.conformal_queries > 0) j["conformal_queries"] = info.conformal_queries;
-  if (info.held_out_non_matches > 0) j["held_out_non_matches"] = info.held_out_non_matches;
+  nlohmann::json j = nlohmann::json::object();
+  VisitFields(info, JsonFields{&j});
   return j;
 }
 
 nlohmann::json CalibrationQualityToJson(const CalibrationQuality& q) {
-  auto number = [](double v) -> nlohmann::json {
-    if (!std::isfinite(v)) return nullptr;
-    return v;
-  };
-  nlohmann::json j;
-  j["ece"] = number(q.ece);
-  j["brier"] = number(q.brier);
-  j["log_loss"] = number(q.log_loss);
-  j["precision_at_1"] = number(q.precision_at_1);
-  j["mean_top1_prob"] = number(q.mean_top1_prob);
-  j["ece_top1"] = number(q.ece_top1);
-  j["ece_top10"] = number(q.ece_top10);
-  j["erc_area_eta"] = number(q.erc_area_eta);
-  j["erc_area_prob"] = number(q.erc_area_prob);
-  j["erc_area_oracle"] = number(q.erc_area_oracle);
-  if (!q.eta_quartiles.empty()) {
-    nlohmann::json groups = nlohmann::json::array();
-    for (const EtaGroupQuality& g : q.eta_quartiles) {
-      groups.push_back({{"eta_lo", number(g.eta_lo)},
-                        {"eta_hi", number(g.eta_hi)},
-                        {"queries", g.queries},
-                        {"mean_top1_prob", number(g.mean_top1_prob)},
-                        {"precision_at_1", number(g.precision_at_1)},
-                        {"gap", number(g.gap)}});
-    }
-    j["eta_quartiles"] = std::move(groups);
-    j["worst_eta_gap"] = number(q.worst_eta_gap);
-  }
+  nlohmann::json j = nlohmann::json::object();
+  VisitFields(q, JsonFields{&j});
+  return j;
+}
+
+nlohmann::json CalibrationReportToJson(const CalibrationReport& report) {
+  nlohmann::json j = nlohmann::json::object();
+  VisitFields(report, JsonFields{&j});
   return j;
 }
 

@@ -12,6 +12,7 @@
 
 #include "hedgedb/db.h"
 #include "hedgedb/npy.h"
+#include "hedgedb/report_fields.h"
 #include "hedgedb/status.h"
 #include "hedgedb/types.h"
 
@@ -136,9 +137,11 @@ nlohmann::json JsonFloatMatrix(const float* values, size_t rows, size_t cols);
 // storage::SpecToJson.)
 nlohmann::json SpecDisplayJson(const CollectionSpec& spec);
 nlohmann::json StatsToJson(const CollectionStats& stats);
+// The calibration structs as JSON: the fields hedgedb/report_fields.h
+// visits (which the Python module's dicts also follow), null where NaN.
 nlohmann::json CalibrationInfoToJson(const CalibrationInfo& info);
-// ece, brier, log_loss, precision_at_1, mean_top1_prob (null where NaN).
 nlohmann::json CalibrationQualityToJson(const CalibrationQuality& quality);
+nlohmann::json CalibrationReportToJson(const CalibrationReport& report);
 nlohmann::json RecordToJson(const Record& record, const CollectionSpec& spec);
 nlohmann::json SearchResultToJson(int64_t query, const SearchResult& result);
 

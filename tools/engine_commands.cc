@@ -349,19 +349,7 @@ void RunCalibrate(CalibrateArgs& args) {
   }
   CalibrationReport report;
   Check(db->Calibrate(args.collection, o, &report));
-  out["method"] = report.info.method;
-  out["conditional"] = report.info.conditional;
-  if (report.info.conditional) out["conditioned_on"] = report.info.conditioned_on;
-  out["reason"] = report.info.reason;
-  out["pairs"] = report.info.pairs;
-  out["positives"] = report.positives;
-  out["base_rate"] = report.info.base_rate;
-  out["queries"] = report.queries;
-  out["conformal_queries"] = report.info.conformal_queries;
-  out["held_out_non_matches"] = report.info.held_out_non_matches;
-  out["before"] = CalibrationQualityToJson(report.before);
-  out["after"] = CalibrationQualityToJson(report.after);
-  out["stored"] = report.stored;
+  out.update(CalibrationReportToJson(report));
   if (!args.plots.empty()) {
     out["pictures"] = WriteCalibrationPictures(report, args.plots, args.collection);
   }
