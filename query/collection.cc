@@ -1511,7 +1511,7 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& ask
       double tau = 0;
       if (options.coverage_by_eta) {
         const double eta =
-            Uncertainty(plan.shape, plan.params, plan.rows.data() + q * plan.query_floats);
+            QueryUncertainty(plan.shape, plan.params, plan.rows.data() + q * plan.query_floats);
         HEDGEDB_RETURN_IF_ERROR(plan.map->ConformalThresholdByEta(options.coverage, eta, &tau));
       } else {
         HEDGEDB_RETURN_IF_ERROR(plan.map->ConformalThreshold(options.coverage, &tau));

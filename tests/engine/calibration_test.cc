@@ -766,6 +766,35 @@ TEST(Calibrate, CodesMapsReadTheEntropyOfTheQueryTable) {
   }
   EXPECT_GT(worst_gap[0], 0.05) << "the score alone should miss the entropy effect";
   EXPECT_LE(worst_gap[1], 0.05);
+
+  // Match sets by quartile of the entropy (Mondrian) work for codes too.
+  CalibrateOptions conformal;
+  conformal.queries = held_out.view();
+  conformal.query_labels = held_out.labels.data();
+  conformal.conformal_fraction = 0.3;
+  CalibrationReport report;
+  ASSERT_TRUE(db->Calibrate("codes", conformal, &report).ok());
+  SearchOptions sets;
+  sets.coverage = 0.9;
+  sets.coverage_by_eta = true;
+  sets.max_results = 1000;
+  std::vector<SearchResult> results;
+  Status s = db->Search("codes", fresh.view(), sets, &results);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  int64_t covered = 0;
+  for (size_t q = 0; q < results.size(); ++q) {
+    for (const SearchHit& h : results[q].hits) {
+      if (h.label == fresh.labels[q]) {
+        ++covered;
+        break;
+      }
+    }
+  }
+  // 600 conformal queries, 150 per quartile: within the noise of that.
+  const double coverage = double(covered) / double(results.size());
+  std::printf("codes, sets by entropy quartile at 0.9: coverage %.3f\n", coverage);
+  EXPECT_GE(coverage, 0.86);
+  EXPECT_LE(coverage, 0.96);
 }
 
 // Conformal match sets: calibrated with 30% of the queries kept out of the
