@@ -489,8 +489,6 @@ py::dict SpecDict(const CollectionSpec& s) {
   return d;
 }
 
-// Top-k results of Q queries as (Q, k) arrays; rows with fewer hits are
-// padded with id -1 and NaN.
 // Writes the fields hedgedb/report_fields.h visits into a dict (the CLI's
 // JSON follows the same list; NaN stays NaN here, null there).
 struct DictFields {
@@ -516,6 +514,8 @@ struct DictFields {
   }
 };
 
+// Top-k results of Q queries as (Q, k) arrays; rows with fewer hits are
+// padded with id -1 and NaN.
 struct SearchResults {
   py::array_t<int64_t> ids;
   py::array_t<float> scores, probs, uncertainties, std_errors;
