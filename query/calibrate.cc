@@ -119,7 +119,7 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
     std::vector<int64_t> labelled;
     std::unordered_set<int64_t> labels;
     for (int64_t r : live_rows_) {
-      if (!(row_flags_[r] & kHasLabel)) continue;
+      if (!(row_flags_[r] & kRowHasLabel)) continue;
       labelled.push_back(r);
       labels.insert(row_labels_[r]);
     }
