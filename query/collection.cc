@@ -26,13 +26,6 @@ namespace {
 constexpr double kTargetStageOneRecall = 0.95;
 // Below this many items an untrained-at-birth index (HNSW) is not fitted yet.
 constexpr int64_t kMinRowsToTune = 1000;
-// Capacity for `size` elements, at least doubling (a reserve per batch of
-// exactly what it needs would copy everything every batch).
-template <typename T>
-void ReserveGrowing(std::vector<T>* v, size_t size) {
-  if (v->capacity() < size) v->reserve(std::max(size, 2 * v->capacity()));
-}
-
 // Every write advances the descriptor's sequence in the same batch as its
 // records: a record past it is damage.
 Status CheckNotNewer(const storage::StoredRecord& r, const storage::CollectionMeta& meta) {
@@ -112,32 +105,9 @@ Collection::Collection(storage::RecordStore* store, const storage::CollectionMet
       index_binding_(index_binding),
       index_save_interval_(index_save_interval),
       row_bytes_(ItemRowBytes(meta.spec)),
-      arena_(row_bytes_) {}
+      table_(row_bytes_) {}
 
 Collection::~Collection() = default;
-
-void Collection::AppendRow(int64_t id, bool has_label, int64_t label, const uint8_t* row,
-                           uint64_t sequence) {
-  const int64_t r = int64_t(row_ids_.size());
-  arena_.Append(row);
-  row_sequences_.push_back(sequence);
-  row_ids_.push_back(id);
-  row_labels_.push_back(label);
-  row_flags_.push_back(uint8_t(kRowLive | (has_label ? kRowHasLabel : 0)));
-  row_of_id_[id] = r;
-  live_rows_.push_back(r);
-}
-
-void Collection::GatherLiveRows(std::vector<uint8_t>* rows, std::vector<int64_t>* ids,
-                                int64_t first_row) const {
-  rows->clear();
-  ids->clear();
-  for (int64_t r = first_row; r < int64_t(row_ids_.size()); ++r) {
-    if (!(row_flags_[r] & kRowLive)) continue;
-    rows->insert(rows->end(), arena_.row(r), arena_.row(r + 1));
-    ids->push_back(row_ids_[r]);
-  }
-}
 
 Status Collection::RebuildIndexLocked() {
   HEDGEDB_RETURN_IF_ERROR(index::CoarseIndex::Create(meta_.spec, &index_));
@@ -169,7 +139,7 @@ Status Collection::SyncIndexLocked(int64_t first_row, bool train, const uint8_t*
   std::vector<int64_t> ids;
   Status s;
   bool trained_now = false;
-  const int64_t end_row = int64_t(row_ids_.size());
+  const int64_t end_row = table_.rows();
   if (batch_rows && index_->is_trained() && first_row == indexed_rows_) {
     // The batch just appended: add it as the caller packed it.
     if (end_row > first_row) s = index_->Add(batch_rows, end_row - first_row, batch_ids);
@@ -182,12 +152,12 @@ Status Collection::SyncIndexLocked(int64_t first_row, bool train, const uint8_t*
     return Status::OK();
   }
   if (!index_->is_trained()) {
-    if (!train || int64_t(live_rows_.size()) < index_->train_rows_wanted()) return Status::OK();
-    GatherLiveRows(&rows, &ids, 0);
+    if (!train || table_.live_count() < index_->train_rows_wanted()) return Status::OK();
+    table_.GatherLive(&rows, &ids, 0);
     s = index_->Train(rows.data(), int64_t(ids.size()));
     trained_now = true;
   } else {
-    GatherLiveRows(&rows, &ids, first_row);
+    table_.GatherLive(&rows, &ids, first_row);
   }
   if (s.ok()) s = index_->Add(rows.data(), int64_t(ids.size()), ids.data());
   if (s.ok() && trained_now) s = TuneIndexLocked(rows, ids);
@@ -195,42 +165,19 @@ Status Collection::SyncIndexLocked(int64_t first_row, bool train, const uint8_t*
     MarkIndexStaleLocked(s.ToString());
     return s;
   }
-  indexed_rows_ = int64_t(row_ids_.size());
+  indexed_rows_ = table_.rows();
   unsaved_vectors_ += int64_t(ids.size());
   return Status::OK();
 }
 
 Status Collection::LoadRowsLocked(bool* from_snapshot) {
   *from_snapshot = false;
-  ArenaTables tables;
-  Status s =
-      LoadArenaSnapshot(arena_path_, index_binding_, row_bytes_, meta_.sequence, &tables, &arena_);
+  Status s = table_.LoadSnapshot(arena_path_, index_binding_, meta_.sequence, meta_.max_id);
   if (s.ok()) {
-    const size_t n = tables.ids.size();
-    row_of_id_.reserve(n);
-    for (size_t r = 0; r < n && s.ok(); ++r) {
-      if (tables.ids[r] > meta_.max_id || !row_of_id_.emplace(tables.ids[r], int64_t(r)).second) {
-        s = Status::Corruption("arena snapshot " + arena_path_ + " holds item " +
-                               std::to_string(tables.ids[r]) + " twice or past the largest id");
-      }
-    }
-    if (s.ok()) {
-      row_ids_ = std::move(tables.ids);
-      row_sequences_ = std::move(tables.sequences);
-      row_labels_ = std::move(tables.labels);
-      row_flags_.resize(n);
-      live_rows_.resize(n);
-      for (size_t r = 0; r < n; ++r) {
-        row_flags_[r] = uint8_t(kRowLive | ((tables.flags[r] & kArenaHasLabel) ? kRowHasLabel : 0));
-        live_rows_[r] = int64_t(r);
-      }
-      arena_sequence_ = meta_.sequence;
-      arena_source_ = "snapshot";
-      *from_snapshot = true;
-      return Status::OK();
-    }
-    row_of_id_.clear();
-    arena_.Clear();
+    arena_sequence_ = meta_.sequence;
+    arena_source_ = "snapshot";
+    *from_snapshot = true;
+    return Status::OK();
   }
   // No snapshot, or one that is stale or damaged: the records are the truth.
   if (!IsMissingArenaSnapshot(s)) {
@@ -242,8 +189,8 @@ Status Collection::LoadRowsLocked(bool* from_snapshot) {
   arena_source_ = "records";
   return store_->Scan(meta_, [&](const storage::StoredRecord& r) {
     HEDGEDB_RETURN_IF_ERROR(CheckNotNewer(r, meta_));
-    AppendRow(r.id, r.has_label, r.label, reinterpret_cast<const uint8_t*>(r.row.data()),
-              r.sequence);
+    table_.Append(r.id, r.has_label, r.label, reinterpret_cast<const uint8_t*>(r.row.data()),
+                  r.sequence);
     return Status::OK();
   });
 }
@@ -260,34 +207,7 @@ Status Collection::Open() {
 }
 
 Status Collection::WriteArenaLocked() const {
-  // The live rows in row order, as runs of neighbouring rows (no copy).
-  ArenaTables tables;
-  std::vector<std::string_view> runs;
-  const size_t n = live_rows_.size();
-  tables.ids.reserve(n);
-  tables.sequences.reserve(n);
-  tables.labels.reserve(n);
-  tables.flags.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t r = live_rows_[i];
-    tables.ids.push_back(row_ids_[r]);
-    tables.sequences.push_back(row_sequences_[r]);
-    tables.labels.push_back(row_labels_[r]);
-    tables.flags.push_back((row_flags_[r] & kRowHasLabel) ? kArenaHasLabel : 0);
-    const char* row = reinterpret_cast<const char*>(arena_.row(r));
-    if (i > 0 && live_rows_[i - 1] == r - 1) {
-      runs.back() = std::string_view(runs.back().data(), runs.back().size() + row_bytes_);
-    } else {
-      runs.emplace_back(row, row_bytes_);
-    }
-  }
-  // Mapped rows are written again only as they were checked: a snapshot
-  // changed in place must not come back with valid checksums. Checked
-  // before and after the write (the write reads the rows in between).
-  HEDGEDB_RETURN_IF_ERROR(arena_.CheckMapped(arena_path_));
-  HEDGEDB_RETURN_IF_ERROR(
-      WriteArenaSnapshot(arena_path_, meta_.sequence, index_binding_, row_bytes_, tables, runs));
-  return arena_.CheckMapped(arena_path_);
+  return table_.WriteSnapshot(arena_path_, meta_.sequence, index_binding_);
 }
 
 void Collection::NoteArenaWritten(const Status& written) {
@@ -325,8 +245,7 @@ Status Collection::OpenIndexLocked() {
     s = Status::NotFound("index file is ahead of this reader's view");
   }
   if (s.ok() && !index_->is_trained()) {
-    if (file_sequence == meta_.sequence &&
-        int64_t(live_rows_.size()) < index_->train_rows_wanted()) {
+    if (file_sequence == meta_.sequence && table_.live_count() < index_->train_rows_wanted()) {
       // What a rebuild would build, still too few items to train: used as
       // it is. Rebuilding (FAISS's index_factory parses the factory string
       // with regular expressions) and rewriting it would make every read of
@@ -346,19 +265,15 @@ Status Collection::OpenIndexLocked() {
     // Items removed since are filtered at search time (tombstones).
     std::vector<uint8_t> rows;
     std::vector<int64_t> ids;
-    for (size_t r = 0; r < row_ids_.size(); ++r) {
-      if (row_sequences_[r] <= file_sequence) continue;
-      rows.insert(rows.end(), arena_.row(int64_t(r)), arena_.row(int64_t(r) + 1));
-      ids.push_back(row_ids_[r]);
-    }
+    table_.GatherNewer(file_sequence, &rows, &ids);
     bool physical = false;
     if (!ids.empty()) s = index_->Remove(ids.data(), int64_t(ids.size()), &physical);
     if (s.ok()) s = index_->Add(rows.data(), int64_t(ids.size()), ids.data());
     if (s.ok()) {
-      indexed_rows_ = int64_t(row_ids_.size());
+      indexed_rows_ = table_.rows();
       index_sequence_ = file_sequence;
       unsaved_vectors_ = int64_t(ids.size());
-      tombstones_ = std::max<int64_t>(0, index_->ntotal() - int64_t(live_rows_.size()));
+      tombstones_ = std::max<int64_t>(0, index_->ntotal() - table_.live_count());
       open_mode_ = (file_sequence == meta_.sequence) ? "loaded" : "caught-up";
       if (file_sequence == meta_.sequence) return Status::OK();
       SaveIndexOnOpenLocked();
@@ -402,11 +317,11 @@ Status Collection::SaveIndexLocked() {
     if (!s.ok()) return Status::OK();  // stale now; the next open rebuilds
   }
   if (index_->tunable() && index_->is_trained() && std::isnan(index_->recall_estimate()) &&
-      int64_t(live_rows_.size()) >= kMinRowsToTune) {
+      table_.live_count() >= kMinRowsToTune) {
     // Indexes that need no training (HNSW) are fitted at their first save.
     std::vector<uint8_t> rows;
     std::vector<int64_t> ids;
-    GatherLiveRows(&rows, &ids, 0);
+    table_.GatherLive(&rows, &ids, 0);
     Status s = TuneIndexLocked(rows, ids);
     if (!s.ok()) {
       MarkIndexStaleLocked(s.ToString());
@@ -455,8 +370,7 @@ Status Collection::SaveIndex() {
 Status Collection::TrainIfDue() {
   {
     std::shared_lock<RwMutex> lock(state_mutex_);
-    if (index_stale_ || index_->is_trained() ||
-        int64_t(live_rows_.size()) < index_->train_rows_wanted()) {
+    if (index_stale_ || index_->is_trained() || table_.live_count() < index_->train_rows_wanted()) {
       return Status::OK();
     }
   }
@@ -571,7 +485,7 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
   if (batch.ids) {
     for (int64_t i = 0; i < n; ++i) {
       ids[i] = batch.ids[i];
-      if (!row_of_id_.count(ids[i])) continue;  // row_of_id_ only changes under write_mutex_
+      if (!table_.Contains(ids[i])) continue;  // the ids only change under write_mutex_
       if (!batch.upsert) {
         return Status::AlreadyExists("id " + std::to_string(ids[i]) +
                                      " already exists in collection '" + meta_.spec.name +
@@ -589,17 +503,7 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
     // half-applied state).
     std::unique_lock<RwMutex> lock(state_mutex_);
     try {
-      const size_t rows = row_ids_.size() + size_t(n);
-      arena_.Reserve(int64_t(rows));
-      ReserveGrowing(&row_ids_, rows);
-      ReserveGrowing(&row_sequences_, rows);
-      ReserveGrowing(&row_labels_, rows);
-      ReserveGrowing(&row_flags_, rows);
-      ReserveGrowing(&live_rows_, live_rows_.size() + size_t(n));
-      const size_t ids = row_of_id_.size() + size_t(n);
-      if (ids > size_t(double(row_of_id_.bucket_count()) * row_of_id_.max_load_factor())) {
-        row_of_id_.reserve(std::max(ids, 2 * row_of_id_.size()));
-      }
+      table_.Reserve(n);
     } catch (const std::bad_alloc&) {
       return Status::IOError("out of memory for " + std::to_string(n) +
                              " more items in collection '" + meta_.spec.name +
@@ -643,10 +547,10 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
   // The old rows die (and leave the index) before the new ones are added
   // under the same ids.
   RetireLocked(replaced);
-  const int64_t first_row = int64_t(row_ids_.size());
+  const int64_t first_row = table_.rows();
   for (int64_t i = 0; i < n; ++i) {
-    AppendRow(ids[i], writes[i].has_label, writes[i].label, rows.data() + i * row_bytes_,
-              next.sequence);
+    table_.Append(ids[i], writes[i].has_label, writes[i].label, rows.data() + i * row_bytes_,
+                  next.sequence);
     if (payload_index_ && batch.payloads) payload_index_->Add(first_row + i, batch.payloads[i]);
   }
   WriteAppliedLocked();
@@ -663,8 +567,8 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
 void Collection::ListIds(std::vector<int64_t>* ids) const {
   std::shared_lock<RwMutex> lock(state_mutex_);
   ids->clear();
-  ids->reserve(live_rows_.size());
-  for (int64_t r : live_rows_) ids->push_back(row_ids_[r]);
+  ids->reserve(size_t(table_.live_count()));
+  for (int64_t r : table_.live_rows()) ids->push_back(table_.ids()[size_t(r)]);
   std::sort(ids->begin(), ids->end());
 }
 
@@ -687,13 +591,12 @@ Status Collection::Get(const int64_t* ids, size_t n, std::vector<Record>* record
     for (size_t i = 0; i < n; ++i) {
       Record& rec = (*records)[i];
       rec.id = ids[i];
-      auto it = row_of_id_.find(ids[i]);
-      if (it == row_of_id_.end()) continue;
-      const int64_t r = it->second;
+      const int64_t r = table_.RowOf(ids[i]);
+      if (r < 0) continue;
       rec.found = true;
-      rec.has_label = (row_flags_[r] & kRowHasLabel) != 0;
-      rec.label = row_labels_[r];
-      const uint8_t* row = arena_.data() + r * row_bytes_;
+      rec.has_label = table_.has_label(r);
+      rec.label = table_.labels()[size_t(r)];
+      const uint8_t* row = table_.arena().row(r);
       const float* f = reinterpret_cast<const float*>(row);
       if (shape.kind == Kind::kCodes) {
         rec.codes.assign(row, row + D);
@@ -727,7 +630,7 @@ Status Collection::Remove(const int64_t* ids, size_t n, int64_t* removed) {
   std::sort(unique.begin(), unique.end());
   unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
   for (int64_t id : unique) {
-    if (!row_of_id_.count(id)) {
+    if (!table_.Contains(id)) {
       return Status::NotFound("id " + std::to_string(id) + " is not in collection '" +
                               meta_.spec.name + "' (nothing removed)");
     }
@@ -797,14 +700,7 @@ void Collection::WaitForWrite() {
 
 void Collection::RetireLocked(const std::vector<int64_t>& ids) {
   if (ids.empty()) return;
-  for (int64_t id : ids) {
-    auto it = row_of_id_.find(id);
-    row_flags_[it->second] &= uint8_t(~kRowLive);
-    row_of_id_.erase(it);
-  }
-  live_rows_.erase(std::remove_if(live_rows_.begin(), live_rows_.end(),
-                                  [&](int64_t r) { return !(row_flags_[r] & kRowLive); }),
-                   live_rows_.end());
+  table_.Retire(ids);
   if (index_stale_ || !index_->is_trained()) return;
   bool physical = false;
   Status s = index_->Remove(ids.data(), int64_t(ids.size()), &physical);
@@ -835,18 +731,19 @@ Status Collection::CatchUp(const storage::CollectionMeta& latest) {
   if (latest.sequence == meta_.sequence) return Status::OK();
   // Gone: live items whose record was removed, or removed and written again.
   std::vector<int64_t> gone;
-  for (int64_t r : live_rows_) {
-    if (!stored.count(row_ids_[r])) gone.push_back(row_ids_[r]);
+  for (int64_t r : table_.live_rows()) {
+    const int64_t id = table_.ids()[size_t(r)];
+    if (!stored.count(id)) gone.push_back(id);
   }
   for (const storage::StoredRecord& r : fresh) {
-    if (row_of_id_.count(r.id)) gone.push_back(r.id);
+    if (table_.Contains(r.id)) gone.push_back(r.id);
   }
   std::sort(gone.begin(), gone.end());
   if (!gone.empty()) RetireLocked(gone);
-  const int64_t first_row = int64_t(row_ids_.size());
+  const int64_t first_row = table_.rows();
   for (const storage::StoredRecord& r : fresh) {
-    AppendRow(r.id, r.has_label, r.label, reinterpret_cast<const uint8_t*>(r.row.data()),
-              r.sequence);
+    table_.Append(r.id, r.has_label, r.label, reinterpret_cast<const uint8_t*>(r.row.data()),
+                  r.sequence);
   }
   meta_.sequence = latest.sequence;
   meta_.max_id = latest.max_id;
@@ -856,7 +753,7 @@ Status Collection::CatchUp(const storage::CollectionMeta& latest) {
   if (!index_stale_ && index_->is_trained()) {
     // As on Open: every live item is in the index; the rest are dead
     // vectors (and, from a file ahead of the view, items the view lacks).
-    tombstones_ = std::max<int64_t>(0, index_->ntotal() - int64_t(live_rows_.size()));
+    tombstones_ = std::max<int64_t>(0, index_->ntotal() - table_.live_count());
   }
   return Status::OK();
 }
@@ -884,8 +781,8 @@ Status Collection::EnsurePayloadIndex() {
   auto built = std::make_unique<PayloadFieldIndex>();
   HEDGEDB_RETURN_IF_ERROR(
       store_->ScanPayloads(meta_, nullptr, [&](int64_t id, const std::string& payload) {
-        auto it = row_of_id_.find(id);  // changes only under write_mutex_
-        if (it != row_of_id_.end()) built->Add(it->second, payload);
+        const int64_t r = table_.RowOf(id);  // changes only under write_mutex_
+        if (r >= 0) built->Add(r, payload);
         return Status::OK();
       }));
   std::unique_lock<RwMutex> lock(state_mutex_);
@@ -897,12 +794,7 @@ SearchState Collection::SearchStateLocked() const {
   SearchState s;
   s.spec = &meta_.spec;
   s.max_id = meta_.max_id;
-  s.arena = &arena_;
-  s.row_ids = &row_ids_;
-  s.row_labels = &row_labels_;
-  s.row_flags = &row_flags_;
-  s.row_of_id = &row_of_id_;
-  s.live_rows = &live_rows_;
+  s.rows = &table_;
   s.index = index_.get();
   s.index_stale = index_stale_;
   s.tombstones = tombstones_;
@@ -950,7 +842,7 @@ Status Collection::Stats(CollectionStats* st) {
   std::shared_lock<RwMutex> lock(state_mutex_);
   st->spec = meta_.spec;
   st->spec.index_factory = index_->factory();
-  st->items = int64_t(live_rows_.size());
+  st->items = table_.live_count();
   st->max_id = meta_.max_id;
   st->sequence = meta_.sequence;
   st->index_sequence = index_sequence_;
@@ -965,7 +857,7 @@ Status Collection::Stats(CollectionStats* st) {
   st->index_description = index_->factory();
   st->arena_source = arena_source_;
   st->arena_note = arena_note_;
-  st->arena_mapped_bytes = int64_t(arena_.mapped_bytes());
+  st->arena_mapped_bytes = int64_t(table_.arena().mapped_bytes());
   st->calibrations.clear();
   for (const auto& kv : calibrations_) st->calibrations.push_back(kv.second.Info());
   st->calibration_note = calibration_note_;

@@ -1,7 +1,8 @@
 // Collection: the one orchestration layer that wires the record store, the
 // coarse index and the exact scorers of one collection together.
 //
-// In memory it keeps an arena of item rows (common/row_layout.h), so that
+// In memory it keeps its items in a RowTable (query/row_table.h): an arena
+// of item rows (common/row_layout.h), ids, labels and the id map, so that
 // stage-2 rescoring never touches RocksDB: on open it maps the arena
 // snapshot file (query/arena_file.h) when that covers exactly the records,
 // and reads the records otherwise (then writes the snapshot).
@@ -30,7 +31,7 @@
 #include "hedgedb/types.h"
 #include "index/coarse_index.h"
 #include "query/item_filter.h"
-#include "query/row_arena.h"
+#include "query/row_table.h"
 #include "query/scorer.h"
 #include "query/searcher.h"
 #include "storage/record_store.h"
@@ -115,7 +116,6 @@ class Collection {
   // Packs row i of a view into the arena layout (floats or code bytes).
   void PackItemRow(const EmbeddingView& v, int64_t i, uint8_t* row) const;
   void PackQueryRow(const EmbeddingView& v, int64_t i, float* row) const;
-  void AppendRow(int64_t id, bool has_label, int64_t label, const uint8_t* row, uint64_t sequence);
   // Open: the rows from the arena snapshot if it covers the records exactly
   // (*from_snapshot), else from the records; arena_note_ says why a snapshot
   // that exists was not used.
@@ -155,8 +155,6 @@ class Collection {
   // A replay of a committed batch token, or NotFound.
   Status FindReplay(const IngestBatch& batch, uint32_t content_crc, std::vector<int64_t>* ids,
                     IngestResult* result);
-  void GatherLiveRows(std::vector<uint8_t>* rows, std::vector<int64_t>* ids,
-                      int64_t first_row) const;
   // Commits a write (write_mutex_ held; the state lock not held, so that
   // searches go on meanwhile), as RecordStore::Commit.
   Status CommitWrite(const storage::CollectionMeta& next,
@@ -183,14 +181,8 @@ class Collection {
 
   std::mutex write_mutex_;
   mutable RwMutex state_mutex_;
-  RowArena arena_;                                  // rows x row_bytes_
-  std::vector<uint64_t> row_sequences_;             // sequence of the batch that wrote each row
-  std::vector<int64_t> row_ids_;                    // id of each row
-  std::vector<int64_t> row_labels_;                 // label of each row
-  std::vector<uint8_t> row_flags_;                  // kRowLive | kRowHasLabel
-  std::unordered_map<int64_t, int64_t> row_of_id_;  // live rows only
-  std::vector<int64_t> live_rows_;                  // ascending
-  int64_t indexed_rows_ = 0;                        // rows [0, indexed_rows_) are in the index
+  RowTable table_;            // the items in memory: rows, ids, labels, id map
+  int64_t indexed_rows_ = 0;  // rows [0, indexed_rows_) are in the index
   std::unique_ptr<index::CoarseIndex> index_;
   uint64_t index_sequence_ = 0;  // sequence covered by the index file on disk
   uint64_t arena_sequence_ = 0;  // sequence covered by the arena snapshot on disk (0: none)

@@ -40,13 +40,13 @@ constexpr int64_t kExactFilterRowsGraph = 16384;
 Searcher::Searcher(const SearchState& s)
     : spec_(*s.spec),
       max_id_(s.max_id),
-      arena_(*s.arena),
-      row_bytes_(s.arena->row_bytes()),
-      row_ids_(*s.row_ids),
-      row_labels_(*s.row_labels),
-      row_flags_(*s.row_flags),
-      row_of_id_(*s.row_of_id),
-      live_rows_(*s.live_rows),
+      arena_(s.rows->arena()),
+      row_bytes_(s.rows->row_bytes()),
+      row_ids_(s.rows->ids()),
+      row_labels_(s.rows->labels()),
+      row_flags_(s.rows->flags()),
+      row_of_id_(s.rows->row_of_id()),
+      live_rows_(s.rows->live_rows()),
       index_(s.index),
       index_stale_(s.index_stale),
       tombstones_(s.tombstones),
@@ -601,11 +601,40 @@ Status Searcher::Rescore(const SearchPlan& plan, const SearchOptions& options, i
   return Status::OK();
 }
 
-Status Searcher::Run(SearchPlan* plan, const SearchOptions& asked,
+Status Searcher::QueryThresholds(const SearchPlan& plan, const SearchOptions& options,
+                                 std::vector<double>* min_prob) {
+  // A conformal set and a risk-controlled set are threshold searches at the
+  // map's threshold.
+  double fixed = options.min_prob;
+  if (options.max_false_match_rate > 0) {
+    double tau = 0;
+    HEDGEDB_RETURN_IF_ERROR(
+        plan.map->FalseMatchThreshold(options.max_false_match_rate, options.confidence, &tau));
+    // Threshold 0: every item clears it, up to max_results.
+    fixed = std::max(tau, std::numeric_limits<double>::min());
+  }
+  min_prob->assign(size_t(plan.queries), fixed);
+  if (options.coverage > 0) {
+    for (int64_t q = 0; q < plan.queries; ++q) {
+      double tau = 0;
+      if (options.coverage_by_eta) {
+        const double eta =
+            Uncertainty(plan.shape, plan.params, plan.rows.data() + q * plan.query_floats);
+        HEDGEDB_RETURN_IF_ERROR(plan.map->ConformalThresholdByEta(options.coverage, eta, &tau));
+      } else {
+        HEDGEDB_RETURN_IF_ERROR(plan.map->ConformalThreshold(options.coverage, &tau));
+      }
+      // A threshold of 0 or -1 (too few conformal queries found a match to
+      // cut anything): every item, up to max_results.
+      (*min_prob)[size_t(q)] = std::max(tau, std::numeric_limits<double>::min());
+    }
+  }
+  return Status::OK();
+}
+
+Status Searcher::Run(SearchPlan* plan, const SearchOptions& options,
                      std::vector<SearchResult>* results) const {
   const int64_t nq = plan->queries;
-  // A conformal set is a threshold search at the map's threshold (below).
-  SearchOptions options = asked;
   const bool threshold =
       options.min_prob > 0 || options.coverage > 0 || options.max_false_match_rate > 0;
   auto map = calibrations_.find(plan->params.score);
@@ -617,30 +646,9 @@ Status Searcher::Run(SearchPlan* plan, const SearchOptions& asked,
     return Status::InvalidArgument(std::string(what) + " needs a calibration of score " +
                                    ScoreName(plan->params.score) + " (run calibrate first)");
   }
-  if (options.max_false_match_rate > 0) {
-    double tau = 0;
-    HEDGEDB_RETURN_IF_ERROR(
-        plan->map->FalseMatchThreshold(options.max_false_match_rate, options.confidence, &tau));
-    // Threshold 0: every item clears it, up to max_results.
-    options.min_prob = std::max(tau, std::numeric_limits<double>::min());
-  }
   // Per query: the probability threshold of a threshold search.
-  std::vector<double> min_prob(static_cast<size_t>(nq), options.min_prob);
-  if (options.coverage > 0) {
-    for (int64_t q = 0; q < nq; ++q) {
-      double tau = 0;
-      if (options.coverage_by_eta) {
-        const double eta =
-            Uncertainty(plan->shape, plan->params, plan->rows.data() + q * plan->query_floats);
-        HEDGEDB_RETURN_IF_ERROR(plan->map->ConformalThresholdByEta(options.coverage, eta, &tau));
-      } else {
-        HEDGEDB_RETURN_IF_ERROR(plan->map->ConformalThreshold(options.coverage, &tau));
-      }
-      // A threshold of 0 or -1 (too few conformal queries found a match to
-      // cut anything): every item, up to max_results.
-      min_prob[size_t(q)] = std::max(tau, std::numeric_limits<double>::min());
-    }
-  }
+  std::vector<double> min_prob;
+  if (threshold) HEDGEDB_RETURN_IF_ERROR(QueryThresholds(*plan, options, &min_prob));
   const int64_t live = int64_t(live_rows_.size());
   const bool exhaustive = options.exhaustive || !index_->is_trained() || index_stale_;
   results->assign(size_t(nq), SearchResult());

@@ -23,28 +23,19 @@
 #include "hedgedb/types.h"
 #include "index/coarse_index.h"
 #include "query/item_filter.h"
-#include "query/row_arena.h"
+#include "query/row_table.h"
 #include "query/scorer.h"
 
 namespace hedgedb {
 namespace query {
-
-// Bits of a collection's per-row flags.
-constexpr uint8_t kRowLive = 1;
-constexpr uint8_t kRowHasLabel = 2;
 
 // What a search reads of a collection. Every pointer is set (payload_index:
 // where a filter has payload conditions) and what it points to stays
 // unchanged while a Searcher over it runs.
 struct SearchState {
   const CollectionSpec* spec = nullptr;
-  int64_t max_id = -1;                               // the largest id ever held (-1: none)
-  const RowArena* arena = nullptr;                   // the item rows (common/row_layout.h)
-  const std::vector<int64_t>* row_ids = nullptr;     // id of each row
-  const std::vector<int64_t>* row_labels = nullptr;  // label of each row
-  const std::vector<uint8_t>* row_flags = nullptr;   // kRowLive | kRowHasLabel
-  const std::unordered_map<int64_t, int64_t>* row_of_id = nullptr;  // live rows only
-  const std::vector<int64_t>* live_rows = nullptr;                  // ascending
+  int64_t max_id = -1;             // the largest id ever held (-1: none)
+  const RowTable* rows = nullptr;  // the items: rows, ids, labels, live rows, id map
   const index::CoarseIndex* index = nullptr;
   // Searches are exhaustive while the index is untrained or stale.
   bool index_stale = false;
@@ -122,6 +113,12 @@ class Searcher {
   // more samples where the k-th boundary is uncertain; fills the top k.
   Status Rescore(const SearchPlan& plan, const SearchOptions& options, int64_t q,
                  const std::vector<int64_t>& rows, SearchResult* result) const;
+  // The probability threshold of each query of a threshold search:
+  // min_prob, or the map's threshold at the false-match rate or at the
+  // conformal coverage (of the query's quartile of eta, coverage_by_eta).
+  // Needs plan.map.
+  static Status QueryThresholds(const SearchPlan& plan, const SearchOptions& options,
+                                std::vector<double>* min_prob);
   // SearchOptions::min_prob for query q.
   Status ThresholdSearch(const SearchPlan& plan, const SearchOptions& options, int64_t q,
                          bool exhaustive, const PassingSet* passing, SearchResult* result) const;

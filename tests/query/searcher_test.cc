@@ -1,5 +1,5 @@
 // The Searcher (query/searcher.h) over a collection's state built here as
-// Collection builds it: rows packed into a RowArena, a real FAISS index
+// Collection builds it: rows packed into a RowTable, a real FAISS index
 // trained on them and filled, removed items marked dead and taken out of the
 // index, calibration maps. Its results are checked against brute force: every
 // item scored with the public ScoreMatrix, the live ones that pass the filter
@@ -29,7 +29,7 @@
 #include "hedgedb/calibration.h"
 #include "hedgedb/score.h"
 #include "index/coarse_index.h"
-#include "query/row_arena.h"
+#include "query/row_table.h"
 #include "query/scalar_reference.h"
 #include "query/scorer.h"
 
@@ -122,39 +122,27 @@ Data GaussianData(const CollectionSpec& spec, int64_t n, int64_t nq, int classes
 // Collection::Remove fill it.
 class State {
  public:
-  explicit State(const Data& data) : spec_(data.spec), arena_(ItemRowBytes(data.spec)) {
+  explicit State(const Data& data) : spec_(data.spec), table_(ItemRowBytes(data.spec)) {
     const RowShape shape = RowShapeOf(spec_);
     const EmbeddingView items = data.Items();
     std::vector<uint8_t> row(ItemRowBytes(spec_));
     for (int64_t i = 0; i < data.n; ++i) {
       PackItemRow(shape, items, i, row.data());
-      arena_.Append(row.data());
-      row_ids_.push_back(data.ids[size_t(i)]);
-      row_labels_.push_back(data.labels[size_t(i)]);
-      row_flags_.push_back(uint8_t(kRowLive | (data.has_label[size_t(i)] ? kRowHasLabel : 0)));
-      row_of_id_[data.ids[size_t(i)]] = i;
-      live_rows_.push_back(i);
+      table_.Append(data.ids[size_t(i)], data.has_label[size_t(i)] != 0, data.labels[size_t(i)],
+                    row.data(), 1);
       max_id_ = std::max(max_id_, data.ids[size_t(i)]);
     }
     EXPECT_TRUE(index::CoarseIndex::Create(spec_, &index_).ok());
     EXPECT_GE(data.n, index_->train_rows_wanted());
-    Status s = index_->Train(arena_.data(), data.n);
-    if (s.ok()) s = index_->Add(arena_.data(), data.n, row_ids_.data());
+    Status s = index_->Train(table_.arena().data(), data.n);
+    if (s.ok()) s = index_->Add(table_.arena().data(), data.n, table_.ids().data());
     EXPECT_TRUE(s.ok()) << s.ToString();
   }
 
   // Collection::RetireLocked: dead in memory, out of the index (a tombstone
   // where the index cannot remove it).
   void Remove(const std::vector<int64_t>& ids) {
-    for (int64_t id : ids) {
-      auto it = row_of_id_.find(id);
-      ASSERT_NE(it, row_of_id_.end());
-      row_flags_[size_t(it->second)] &= uint8_t(~kRowLive);
-      row_of_id_.erase(it);
-    }
-    live_rows_.erase(std::remove_if(live_rows_.begin(), live_rows_.end(),
-                                    [&](int64_t r) { return !(row_flags_[size_t(r)] & kRowLive); }),
-                     live_rows_.end());
+    table_.Retire(ids);
     bool physical = false;
     ASSERT_TRUE(index_->Remove(ids.data(), int64_t(ids.size()), &physical).ok());
     if (!physical) tombstones_ += int64_t(ids.size());
@@ -164,17 +152,25 @@ class State {
     SearchState s;
     s.spec = &spec_;
     s.max_id = max_id_;
-    s.arena = &arena_;
-    s.row_ids = &row_ids_;
-    s.row_labels = &row_labels_;
-    s.row_flags = &row_flags_;
-    s.row_of_id = &row_of_id_;
-    s.live_rows = &live_rows_;
+    s.rows = &table_;
     s.index = index_.get();
     s.tombstones = tombstones_;
     s.calibrations = &calibrations_;
+    s.payload_index = payload_index_.get();
+    s.index_stale = index_stale_;
     return s;
   }
+
+  // The payload index as Collection::EnsurePayloadIndex builds it, from
+  // each row's payload.
+  void IndexPayloads(const std::vector<std::string>& payload_of_row) {
+    payload_index_ = std::make_unique<PayloadFieldIndex>();
+    for (size_t r = 0; r < payload_of_row.size(); ++r) {
+      payload_index_->Add(int64_t(r), payload_of_row[r]);
+    }
+  }
+  // Collection::MarkIndexStaleLocked: searches score every item.
+  void MarkIndexStale() { index_stale_ = true; }
 
   Status Search(const EmbeddingView& queries, const SearchOptions& options,
                 std::vector<SearchResult>* results) const {
@@ -188,15 +184,13 @@ class State {
 
  private:
   CollectionSpec spec_;
-  RowArena arena_;
-  std::vector<int64_t> row_ids_, row_labels_;
-  std::vector<uint8_t> row_flags_;
-  std::unordered_map<int64_t, int64_t> row_of_id_;
-  std::vector<int64_t> live_rows_;
+  RowTable table_;
   int64_t max_id_ = -1;
   std::unique_ptr<index::CoarseIndex> index_;
   int64_t tombstones_ = 0;
+  bool index_stale_ = false;
   std::map<ScoreType, calibration::CalibrationMap> calibrations_;
+  std::unique_ptr<PayloadFieldIndex> payload_index_;
 };
 
 // A Platt map of the mc score, p = sigmoid(2 logit(s) + 1), at its fit's base
@@ -611,6 +605,57 @@ TEST(SearcherCodesTest, ArenaScanFindsTheBruteForceTopK) {
   for (int64_t q = 0; q < d.nq; ++q) {
     ExpectHits(d, Rank(d, scores, q, Any, {0, 1}), 10, results[size_t(q)]);
     EXPECT_LE(results[size_t(q)].scored, 100);  // k x 10 candidates, not every item
+  }
+}
+
+// Payload conditions read the payload index; with a label condition both
+// must hold.
+TEST_F(SearcherTest, PayloadFiltersReadThePayloadIndex) {
+  std::vector<std::string> payloads;
+  for (int64_t i = 0; i < data_.n; ++i) {
+    payloads.push_back(i % 5 == 0 ? "not json" : "{\"g\": " + std::to_string(i % 3) + "}");
+  }
+  state_.IndexPayloads(payloads);
+  SearchOptions options;
+  options.k = 10;
+  options.filter.payload_equals = {{"g", "1"}};
+  std::vector<SearchResult> results;
+  ASSERT_TRUE(state_.Search(data_.Queries(), options, &results).ok());
+  auto g1 = [](int64_t i) { return i % 5 != 0 && i % 3 == 1; };
+  for (int64_t q = 0; q < data_.nq; ++q) {
+    const Brute b = Rank(data_, scores_, q, g1, dead_);
+    EXPECT_EQ(results[size_t(q)].passing, b.passing);
+    ExpectHits(data_, b, 10, results[size_t(q)]);
+  }
+  options.filter.label_rule = SearchFilter::LabelRule::kIn;
+  options.filter.labels = {4};
+  ASSERT_TRUE(state_.Search(data_.Queries(), options, &results).ok());
+  auto g1_label4 = [&](int64_t i) {
+    return g1(i) && data_.has_label[size_t(i)] && data_.labels[size_t(i)] == 4;
+  };
+  for (int64_t q = 0; q < data_.nq; ++q) {
+    const Brute b = Rank(data_, scores_, q, g1_label4, dead_);
+    ASSERT_GT(b.passing, 0);
+    EXPECT_EQ(results[size_t(q)].passing, b.passing);
+    ExpectHits(data_, b, std::min<size_t>(10, size_t(b.passing)), results[size_t(q)]);
+  }
+  // A value no payload has: nothing passes.
+  options.filter.payload_equals = {{"g", "7"}};
+  ASSERT_TRUE(state_.Search(data_.Queries(), options, &results).ok());
+  EXPECT_EQ(results[0].passing, 0);
+  EXPECT_TRUE(results[0].hits.empty());
+}
+
+// A stale index is never asked: every live item is scored.
+TEST_F(SearcherTest, AStaleIndexMakesSearchesExhaustive) {
+  state_.MarkIndexStale();
+  SearchOptions options;
+  options.k = 10;
+  std::vector<SearchResult> results;
+  ASSERT_TRUE(state_.Search(data_.Queries(), options, &results).ok());
+  for (int64_t q = 0; q < data_.nq; ++q) {
+    EXPECT_EQ(results[size_t(q)].scored, 597);
+    ExpectHits(data_, Rank(data_, scores_, q, Any, dead_), 10, results[size_t(q)]);
   }
 }
 
