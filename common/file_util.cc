@@ -55,6 +55,11 @@ Status WriteParts(const std::string& path, const std::string_view* parts, size_t
 
 }  // namespace
 
+Status MakeDir(const std::string& path) {
+  if (::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return Status::OK();
+  return Status::IOError("cannot create directory " + path + ": " + std::strerror(errno));
+}
+
 Status SyncDirectory(const std::string& dir_path) {
   const int dir = ::open(dir_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) return Status::IOError("cannot open directory " + dir_path + ": " + ErrnoText());

@@ -21,6 +21,8 @@ Status WriteFileAtomically(const std::string& path, std::initializer_list<std::s
 Status WriteFileAtomically(const std::string& path, const std::vector<std::string_view>& parts);
 // fsync of a directory, so that renames and new files in it are durable.
 Status SyncDirectory(const std::string& dir_path);
+// Creates the directory `path` (mode 0755); one that exists already is fine.
+Status MakeDir(const std::string& path);
 
 // Reads the whole regular file at `path` into *out. A file larger than
 // `max_bytes` is an error, checked before anything is allocated.

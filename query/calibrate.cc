@@ -116,12 +116,15 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
   std::vector<calibration::QueryPairs> per_query;
   {
     std::shared_lock<RwMutex> lock(state_mutex_);
+    const uint8_t* const arena = table_.arena().data();
+    const std::vector<int64_t>& row_ids = table_.ids();
+    const std::vector<int64_t>& row_labels = table_.labels();
     std::vector<int64_t> labelled;
     std::unordered_set<int64_t> labels;
-    for (int64_t r : live_rows_) {
-      if (!(row_flags_[r] & kHasLabel)) continue;
+    for (int64_t r : table_.live_rows()) {
+      if (!table_.has_label(r)) continue;
       labelled.push_back(r);
-      labels.insert(row_labels_[r]);
+      labels.insert(row_labels[size_t(r)]);
     }
     if (labelled.size() < 2) {
       return Status::InvalidArgument("collection '" + s.name + "' has " +
@@ -155,7 +158,7 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
     std::vector<float> item_eta;
     if (with_eta) {
       item_eta.resize(labelled.size());
-      UncertaintyRows(shape, params, arena_.data(), row_bytes_, labelled.data(), labelled.size(),
+      UncertaintyRows(shape, params, arena, row_bytes_, labelled.data(), labelled.size(),
                       item_eta.data());
     }
 #pragma omp parallel for schedule(dynamic)
@@ -169,30 +172,28 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
       } else {
         // Items of float kinds are their own query rows (same layout).
         self = labelled[size_t(order[size_t(i)])];
-        std::memcpy(own.data(), arena_.data() + self * row_bytes_, qfloats * sizeof(float));
+        std::memcpy(own.data(), arena + self * row_bytes_, qfloats * sizeof(float));
         qrow = own.data();
-        qlabel = row_labels_[self];
+        qlabel = row_labels[self];
       }
       std::unique_ptr<PreparedQuery> prepared;
       errors[i] = PrepareQuery(shape, params, qrow, &prepared);
       if (!errors[i].ok()) continue;
       std::vector<float> scores(labelled.size());
-      prepared->ScoreRows(arena_.data(), row_bytes_, labelled.data(), labelled.size(),
-                          scores.data());
+      prepared->ScoreRows(arena, row_bytes_, labelled.data(), labelled.size(), scores.data());
       // The query's exact ranking, ordered as search orders it (ties of
       // float scores by PreparedQuery::TieBreakKeys), so that the ranks,
       // the gaps to the next score and the top-1 are those a search
       // returns.
       std::vector<double> keys;
-      if (prepared->TieBreakKeys(arena_.data(), row_bytes_, nullptr, 0, nullptr)) {
+      if (prepared->TieBreakKeys(arena, row_bytes_, nullptr, 0, nullptr)) {
         keys.resize(labelled.size());
-        prepared->TieBreakKeys(arena_.data(), row_bytes_, labelled.data(), labelled.size(),
-                               keys.data());
+        prepared->TieBreakKeys(arena, row_bytes_, labelled.data(), labelled.size(), keys.data());
       }
       const auto better = [&](size_t a, size_t b) {
         if (scores[a] != scores[b]) return scores[a] > scores[b];
         if (!keys.empty() && keys[a] != keys[b]) return keys[a] > keys[b];
-        return row_ids_[labelled[a]] < row_ids_[labelled[b]];
+        return row_ids[labelled[a]] < row_ids[labelled[b]];
       };
       std::vector<size_t> ranking;
       ranking.reserve(labelled.size());
@@ -205,7 +206,7 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
       qp.eta = QueryUncertainty(shape, params, qrow);
       qp.pairs.reserve(ranking.size());
       for (size_t j : ranking) {
-        calibration::ScoredPair pair{double(scores[j]), row_labels_[labelled[j]] == qlabel};
+        calibration::ScoredPair pair{double(scores[j]), row_labels[labelled[j]] == qlabel};
         pair.context.query_eta = qp.eta;
         if (with_eta) pair.context.item_eta = item_eta[j];
         qp.pairs.push_back(pair);

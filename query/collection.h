@@ -1,13 +1,17 @@
 // Collection: the one orchestration layer that wires the record store, the
 // coarse index and the exact scorers of one collection together.
 //
-// In memory it keeps an arena of item rows (common/row_layout.h), so that
+// In memory it keeps its items in a RowTable (query/row_table.h): an arena
+// of item rows (common/row_layout.h), ids, labels and the id map, so that
 // stage-2 rescoring never touches RocksDB: on open it maps the arena
 // snapshot file (query/arena_file.h) when that covers exactly the records,
 // and reads the records otherwise (then writes the snapshot).
 // Locking: writes are serialised by write_mutex_ and commit to RocksDB before
 // they touch memory; in-memory state (arena, id map, index) is guarded by
 // state_mutex_, shared by searches and exclusive for the short apply step.
+// A search itself is a Searcher (query/searcher.h) over a const view of that
+// state, run under the shared lock; the collection keeps the writes, the
+// locks, the index upkeep and the catch-up.
 #pragma once
 
 #include <cstdint>
@@ -27,8 +31,9 @@
 #include "hedgedb/types.h"
 #include "index/coarse_index.h"
 #include "query/item_filter.h"
-#include "query/row_arena.h"
+#include "query/row_table.h"
 #include "query/scorer.h"
+#include "query/searcher.h"
 #include "storage/record_store.h"
 
 namespace hedgedb {
@@ -99,64 +104,10 @@ class Collection {
   const std::string& lost_writes() const { return lost_writes_; }
 
  private:
-  // row_flags_ bits.
-  static constexpr uint8_t kLive = 1;
-  static constexpr uint8_t kHasLabel = 2;
-  // A validated search: resolved score parameters and packed query rows.
-  struct SearchPlan {
-    RowShape shape;
-    ScoreParams params;
-    size_t query_floats = 0;  // floats per query row
-    std::vector<float> rows;  // queries.n x query_floats
-    bool with_eta = false;    // the kind has an uncertainty and it was asked for
-    const calibration::CalibrationMap* map = nullptr;  // of params.score, if stored
-  };
-  Status PlanSearch(const EmbeddingView& queries, const SearchOptions& options,
-                    SearchPlan* plan) const;
-  // The live items that pass a search's filter (collection.cc).
-  class PassingSet;
-  // Live rows of stage-1 candidate ids (unknown and removed ids dropped, and
-  // those `passing` does not hold, if not null), in candidate order, without
-  // duplicates.
-  void CandidateRows(const int64_t* ids, int64_t n, std::vector<int64_t>* rows,
-                     const PassingSet* passing = nullptr) const;
-  // The rows that pass `filter` (state lock held shared).
-  void FindPassingLocked(const CompiledFilter& filter, PassingSet* passing) const;
-  // Codes over a flat code index: stage 1 is an exact top-k' scan of the
-  // arena's codes (PreparedQuery::TopRows: a quantized pre-scan), which
-  // finds the same candidates as FAISS's IndexPQ scan of the same codes,
-  // several times faster (bench/RESULTS.md, "Memory per item and batched
-  // throughput").
-  bool ScansArena() const;
-  // The best kprime rows of `among` for query q by an exact scan.
-  Status ArenaCandidatesLocked(const SearchPlan& plan, int64_t q, const std::vector<int64_t>& among,
-                               int64_t kprime, std::vector<int64_t>* rows) const;
   // Builds payload_index_ if a search needs it and it is not built yet.
   Status EnsurePayloadIndex();
-  // Stage 1 of query q for a filtered top-k search: at least `kprime`
-  // candidate rows that pass, or every passing row when stage 1 cannot find
-  // that many (docs/concepts.md, "Filtered search"). `passing` null: every
-  // live row passes (an unfiltered search whose first stage 1 came back
-  // with fewer than k live items).
-  Status FilteredCandidatesLocked(const SearchPlan& plan, const SearchOptions& options, int64_t q,
-                                  int64_t kprime, const PassingSet* passing,
-                                  std::vector<int64_t>* rows) const;
-  // Fills result->hits from `rows` (already best first), their scores, and
-  // for mc the samples and standard error of each score. `contexts` give
-  // each hit's rank in the query's ranking and the score ranked after it;
-  // FillHits adds the etas a conditional map reads and computes `prob`.
-  void FillHits(const SearchPlan& plan, int64_t q, const std::vector<int64_t>& rows,
-                const std::vector<float>& scores, std::vector<calibration::PairContext> contexts,
-                const std::vector<int>& samples, const std::vector<float>& std_errors,
-                SearchResult* result) const;
-  // Stage 2 of one query over `rows`: exact scores, then (adaptive_samples)
-  // more samples where the k-th boundary is uncertain; fills the top k.
-  Status RescoreLocked(const SearchPlan& plan, const SearchOptions& options, int64_t q,
-                       const std::vector<int64_t>& rows, SearchResult* result) const;
-  // SearchOptions::min_prob for query q (state lock held shared).
-  Status ThresholdSearchLocked(const SearchPlan& plan, const SearchOptions& options, int64_t q,
-                               bool exhaustive, const PassingSet* passing,
-                               SearchResult* result) const;
+  // What a Searcher reads (state lock held, shared, while it runs).
+  SearchState SearchStateLocked() const;
   // Loads the stored calibration maps (Open); a damaged one is skipped and
   // noted.
   Status LoadCalibrationsLocked();
@@ -165,7 +116,6 @@ class Collection {
   // Packs row i of a view into the arena layout (floats or code bytes).
   void PackItemRow(const EmbeddingView& v, int64_t i, uint8_t* row) const;
   void PackQueryRow(const EmbeddingView& v, int64_t i, float* row) const;
-  void AppendRow(int64_t id, bool has_label, int64_t label, const uint8_t* row, uint64_t sequence);
   // Open: the rows from the arena snapshot if it covers the records exactly
   // (*from_snapshot), else from the records; arena_note_ says why a snapshot
   // that exists was not used.
@@ -205,8 +155,6 @@ class Collection {
   // A replay of a committed batch token, or NotFound.
   Status FindReplay(const IngestBatch& batch, uint32_t content_crc, std::vector<int64_t>* ids,
                     IngestResult* result);
-  void GatherLiveRows(std::vector<uint8_t>* rows, std::vector<int64_t>* ids,
-                      int64_t first_row) const;
   // Commits a write (write_mutex_ held; the state lock not held, so that
   // searches go on meanwhile), as RecordStore::Commit.
   Status CommitWrite(const storage::CollectionMeta& next,
@@ -233,14 +181,8 @@ class Collection {
 
   std::mutex write_mutex_;
   mutable RwMutex state_mutex_;
-  RowArena arena_;                                  // rows x row_bytes_
-  std::vector<uint64_t> row_sequences_;             // sequence of the batch that wrote each row
-  std::vector<int64_t> row_ids_;                    // id of each row
-  std::vector<int64_t> row_labels_;                 // label of each row
-  std::vector<uint8_t> row_flags_;                  // bit 0: live, bit 1: has label
-  std::unordered_map<int64_t, int64_t> row_of_id_;  // live rows only
-  std::vector<int64_t> live_rows_;                  // ascending
-  int64_t indexed_rows_ = 0;                        // rows [0, indexed_rows_) are in the index
+  RowTable table_;            // the items in memory: rows, ids, labels, id map
+  int64_t indexed_rows_ = 0;  // rows [0, indexed_rows_) are in the index
   std::unique_ptr<index::CoarseIndex> index_;
   uint64_t index_sequence_ = 0;  // sequence covered by the index file on disk
   uint64_t arena_sequence_ = 0;  // sequence covered by the arena snapshot on disk (0: none)

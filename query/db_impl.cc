@@ -8,14 +8,13 @@
 // A reader (Options::read_only) follows the store of the process that holds
 // the database open for writing and writes nothing: its collections keep
 // their indexes in memory, and CatchUp applies the writer's later batches.
+// Backup lives in query/backup.cc, Verify and the index file rules in
+// query/verify.cc, RepairDB in query/repair.cc.
 #include <omp.h>
 #include <sys/stat.h>
 
-#include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -26,6 +25,7 @@
 #include "hedgedb/db.h"
 #include "index/coarse_index.h"
 #include "query/arena_file.h"
+#include "query/backup.h"
 #include "query/collection.h"
 #include "query/verify.h"
 #include "storage/record_store.h"
@@ -36,11 +36,6 @@ namespace {
 // Memtables at least this large are written to tables when the database
 // closes (DBImpl::~DBImpl).
 constexpr uint64_t kFlushMemtablesOnCloseBytes = uint64_t(16) << 20;
-
-Status MakeDir(const std::string& path) {
-  if (::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return Status::OK();
-  return Status::IOError("cannot create directory " + path + ": " + std::strerror(errno));
-}
 
 bool IsDir(const std::string& path) {
   struct stat st;
@@ -74,7 +69,7 @@ struct CatalogEntry {
   Status open_error;
 };
 
-class DBImpl : public DB {
+class DBImpl : public DB, private query::BackupSource {
  public:
   DBImpl(const Options& options, std::string path) : options_(options), path_(std::move(path)) {}
   ~DBImpl() override {
@@ -252,37 +247,8 @@ class DBImpl : public DB {
   }
 
   Status Backup(const std::string& dir, BackupResult* result) override {
-    if (dir.empty()) return Status::InvalidArgument("empty backup directory");
-    std::error_code ec;
-    const bool existed = std::filesystem::exists(dir, ec);
-    if (existed) {
-      if (!std::filesystem::is_directory(dir, ec)) {
-        return Status::InvalidArgument("backup target " + dir + " exists and is not a directory");
-      }
-      if (!std::filesystem::is_empty(dir, ec)) {
-        return Status::InvalidArgument("backup directory " + dir +
-                                       " is not empty; give a new or empty directory");
-      }
-    } else {
-      HEDGEDB_RETURN_IF_ERROR(MakeDir(dir));
-    }
     ScopedOmpThreads threads(options_.threads);
-    bool complete = false;
-    const Status s = BackupInto(dir, result, &complete);
-    if (!s.ok() && !complete) {
-      // Leave no half copy behind; the directory held nothing of the user's.
-      std::vector<std::filesystem::path> written;
-      for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end;
-           it.increment(ec)) {
-        written.push_back(it->path());
-      }
-      for (const auto& p : written) {
-        std::error_code removed;
-        std::filesystem::remove_all(p, removed);
-      }
-      if (!existed) std::filesystem::remove(dir, ec);
-    }
-    return s;
+    return query::Backup(this, dir, result);
   }
 
   Status Verify(const std::string& collection, VerifyReport* report) override {
@@ -327,7 +293,8 @@ class DBImpl : public DB {
   // A reader's store changes only at CatchUp, which holds this exclusively:
   // a call holding it shared sees one state of the store throughout (RocksDB's
   // secondary instance has no snapshots). A writer needs no such lock.
-  std::shared_lock<std::shared_mutex> ReadView() {
+  // (Also query::BackupSource's.)
+  std::shared_lock<std::shared_mutex> ReadView() override {
     if (!options_.read_only) return std::shared_lock<std::shared_mutex>();
     return std::shared_lock<std::shared_mutex>(view_mutex_);
   }
@@ -379,123 +346,21 @@ class DBImpl : public DB {
   uint64_t IndexBinding(const storage::CollectionMeta& meta) const {
     return query::IndexBinding(store_->identity(), meta);
   }
-  // Copies the index files, then checkpoints the store, then checks the
-  // copy (`dir` exists and is empty). *complete: the copy was written (an
-  // error then only reports damage the database already had).
-  Status BackupInto(const std::string& dir, BackupResult* result, bool* complete) {
-    // Save what the indexes hold, so that the copy opens without catching
-    // up; a failure only makes the copied files older, never wrong.
-    Flush();
-    HEDGEDB_RETURN_IF_ERROR(MakeDir(dir + "/index"));
+  // query::BackupSource: what Backup (query/backup.cc) reads of this database.
+  const std::string& db_path() const override { return path_; }
+  storage::RecordStore* record_store() override { return store_.get(); }
+  bool is_reader() const override { return options_.read_only; }
+  Status SaveIndexes() override { return Flush(); }
+  std::vector<storage::CollectionMeta> IntactCollections() override {
     std::vector<storage::CollectionMeta> metas;
-    {
-      std::shared_lock<std::shared_mutex> lock(catalog_mutex_);
-      for (const auto& kv : catalog_) {
-        if (kv.second->descriptor_error.ok()) metas.push_back(kv.second->meta);
-      }
+    std::shared_lock<std::shared_mutex> lock(catalog_mutex_);
+    for (const auto& kv : catalog_) {
+      if (kv.second->descriptor_error.ok()) metas.push_back(kv.second->meta);
     }
-    // Index files before the checkpoint: sequence numbers only grow, so each
-    // copied file covers no write the checkpoint lacks.
-    for (const auto& meta : metas) {
-      std::string bytes;
-      const Status read = ReadWholeFile(IndexPath(meta.id), &bytes);
-      if (read.IsNotFound()) continue;  // never saved, or dropped meanwhile
-      HEDGEDB_RETURN_IF_ERROR(read);
-      HEDGEDB_RETURN_IF_ERROR(WriteFileAtomically(query::IndexFilePath(dir, meta.id), {bytes}));
-    }
-    std::string copy_identity;
-    // A reader's copy: its own view, caught up first (so it holds every
-    // batch acknowledged before the call) and copied key by key
-    // (RecordStore::CopyView). RocksDB's checkpoint of a reader would link
-    // and copy the writer's current files by name, which the writer may
-    // have rewritten since the view was read (a log written into a table
-    // and deleted): a copy without those batches, or a failed one.
-    std::map<uint32_t, int64_t> view_records;
-    std::vector<storage::CollectionMeta> view_metas;
-    if (options_.read_only) {
-      {
-        std::unique_lock<std::shared_mutex> exclusive(view_mutex_);
-        HEDGEDB_RETURN_IF_ERROR(store_->CatchUp());
-        HEDGEDB_RETURN_IF_ERROR(ReloadCatalog());
-      }
-      auto view = ReadView();
-      HEDGEDB_RETURN_IF_ERROR(store_->LoadCatalog(&view_metas, nullptr));
-      HEDGEDB_RETURN_IF_ERROR(store_->CopyView(dir + "/store", &copy_identity, &view_records));
-    } else {
-      HEDGEDB_RETURN_IF_ERROR(store_->Checkpoint(dir + "/store", &copy_identity));
-    }
-    // The copy has its own identity: bind the copied files to it. A file
-    // that does not load (damaged here already) is left out and rebuilt.
-    for (const auto& meta : metas) {
-      const std::string copied = query::IndexFilePath(dir, meta.id);
-      std::unique_ptr<index::CoarseIndex> idx;
-      uint64_t sequence = 0;
-      const Status loaded =
-          index::CoarseIndex::Load(meta.spec, copied, IndexBinding(meta), &idx, &sequence);
-      if (loaded.IsNotFound()) continue;
-      if (!loaded.ok() ||
-          !idx->Save(copied, sequence, query::IndexBinding(copy_identity, meta)).ok()) {
-        std::remove(copied.c_str());
-      }
-    }
-
-    // Check the copy as it will be opened. An index file that does not fit
-    // its records there (none should) is removed: the copy rebuilds it.
-    storage::StoreOptions so;
-    so.create_if_missing = false;
-    so.read_only = true;
-    std::unique_ptr<storage::RecordStore> copy;
-    HEDGEDB_RETURN_IF_ERROR(storage::RecordStore::Open(so, dir + "/store", &copy));
-    VerifyReport report;
-    HEDGEDB_RETURN_IF_ERROR(query::VerifyStore(copy.get(), dir, "", &report));
-    std::vector<std::string> damaged;
-    for (const VerifyFinding& f : report.problems) {
-      if (f.kind.compare(0, 6, "index_") != 0) {
-        damaged.push_back(f.kind + " in '" + f.collection + "': " + f.detail);
-        continue;
-      }
-      std::vector<storage::CollectionMeta> metas;
-      HEDGEDB_RETURN_IF_ERROR(copy->LoadCatalog(&metas, nullptr));
-      for (const auto& m : metas) {
-        if (m.spec.name == f.collection) std::remove(query::IndexFilePath(dir, m.id).c_str());
-      }
-      for (VerifyCollection& c : report.collections) {
-        if (c.name == f.collection) c.index_present = false;
-      }
-    }
-    if (options_.read_only && damaged.empty()) {
-      // The copy must hold the view exactly: each collection with its
-      // sequence number and every record (damaged records are reported
-      // below instead).
-      for (const auto& m : view_metas) {
-        auto c = std::find_if(report.collections.begin(), report.collections.end(),
-                              [&](const VerifyCollection& v) { return v.name == m.spec.name; });
-        const int64_t want = view_records.count(m.id) ? view_records.at(m.id) : 0;
-        if (c == report.collections.end() || c->sequence != m.sequence || c->items != want) {
-          return Status::IOError(
-              "the copy in " + dir + " does not hold collection '" + m.spec.name +
-              "' as the reader saw it (sequence " + std::to_string(m.sequence) + ", " +
-              std::to_string(want) + " records; the copy: " +
-              (c == report.collections.end() ? std::string("none")
-                                             : "sequence " + std::to_string(c->sequence) + ", " +
-                                                   std::to_string(c->items) + " items") +
-              "); nothing was kept");
-        }
-      }
-    }
-    if (result) {
-      result->collections.clear();
-      for (const VerifyCollection& c : report.collections) {
-        result->collections.push_back({c.name, c.items, c.sequence, c.index_present});
-      }
-    }
-    *complete = true;
-    if (!damaged.empty()) {
-      return Status::Corruption("the copy in " + dir + " was written, but the database holds " +
-                                "damaged data (run verify): " + damaged.front());
-    }
-    return Status::OK();
+    return metas;
   }
+  Status CatchUpView() override { return CatchUp(); }
+
   std::shared_ptr<query::Collection> NewCollection(const storage::CollectionMeta& meta) {
     auto c = std::make_shared<query::Collection>(store_.get(), meta, IndexPath(meta.id),
                                                  query::ArenaFilePath(path_, meta.id),

@@ -13,7 +13,7 @@ namespace hedgedb {
 namespace {
 
 // The params a search of a collection with `spec` uses for `options`
-// (Collection::Search), checked.
+// (Searcher::Plan), checked.
 Status ParamsFor(const CollectionSpec& spec, const ScoreOptions& options,
                  query::ScoreParams* params) {
   return query::ScoreParamsFor(spec, options.score, options.samples, options.has_seed, options.seed,
