@@ -722,8 +722,8 @@ Status FitCalibration(const std::vector<ScoredPair>& pairs, const FitOptions& op
               std::to_string(judged.size()) + " pairs)";
   }
   for (size_t c = 0; c < methods.size(); ++c) {
-    reason += std::string(c ? ", " : " ") + MethodName(methods[c]) + " " +
-              Format("%.5f", judged_loss[c]);
+    reason +=
+        std::string(c ? ", " : " ") + MethodName(methods[c]) + " " + Format("%.5f", judged_loss[c]);
   }
   if (chosen == best) {
     reason += methods.size() > 1 && best > 0

@@ -444,7 +444,8 @@ Status FitValidationCalibration(const ModelSpec& spec, const Embeddings& e,
   HEDGEDB_RETURN_IF_ERROR(
       ScoreMatrix(collection, SelectRows(e, queries).View(), e.View(), options, &matrix));
   std::vector<int64_t> item_labels(static_cast<size_t>(n)), query_labels;
-  for (int64_t i = 0; i < n; ++i) item_labels[size_t(i)] = validation.labels[size_t(items[size_t(i)])];
+  for (int64_t i = 0; i < n; ++i)
+    item_labels[size_t(i)] = validation.labels[size_t(items[size_t(i)])];
   for (const int64_t q : queries) query_labels.push_back(item_labels[size_t(q)]);
   std::vector<float> query_eta;  // empty: the kind has none
   if (e.kind == Kind::kGaussian || e.kind == Kind::kMog) {
