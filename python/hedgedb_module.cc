@@ -34,7 +34,7 @@
 #include "hedgedb/fuse.h"
 #include "hedgedb/match_parameters.h"
 #include "hedgedb/npy.h"
-#include "hedgedb/report_fields.h"
+#include "hedgedb/fields.h"
 #include "hedgedb/score.h"
 
 namespace py = pybind11;
@@ -473,28 +473,15 @@ py::array_t<float> ScoreMatrixOf(const std::string& kind, const py::object& quer
   return out;
 }
 
-py::dict SpecDict(const CollectionSpec& s) {
-  py::dict d;
-  d["name"] = s.name;
-  d["kind"] = KindName(s.kind);
-  d["dim"] = s.dim;
-  d["components"] = s.components;
-  d["code_k"] = s.code_k;
-  d["index"] = s.index_factory;
-  d["match_a"] = s.match_a;
-  d["match_b"] = s.match_b;
-  d["samples"] = s.samples;
-  d["seed"] = s.seed;
-  d["metadata"] = s.metadata;
-  return d;
-}
-
-// Writes the fields hedgedb/report_fields.h visits into a dict (the CLI's
+// Writes the fields hedgedb/fields.h visits into a dict (the CLI's
 // JSON follows the same list; NaN stays NaN here, null there).
 struct DictFields {
   py::dict* d;
   void operator()(const char* name, double v) const { (*d)[name] = v; }
+  void operator()(const char* name, float v) const { (*d)[name] = v; }
   void operator()(const char* name, int64_t v) const { (*d)[name] = v; }
+  void operator()(const char* name, uint64_t v) const { (*d)[name] = v; }
+  void operator()(const char* name, Kind v) const { (*d)[name] = KindName(v); }
   void operator()(const char* name, bool v) const { (*d)[name] = v; }
   void operator()(const char* name, const std::string& v) const { (*d)[name] = v; }
   void operator()(const char* name, ScoreType v) const { (*d)[name] = ScoreName(v); }
@@ -512,7 +499,27 @@ struct DictFields {
     }
     (*d)[name] = list;
   }
+  void operator()(const char* name, const std::vector<CalibrationInfo>& infos) const {
+    py::list list;
+    for (const CalibrationInfo& info : infos) {
+      py::dict one;
+      VisitFields(info, DictFields{&one});
+      list.append(one);
+    }
+    (*d)[name] = list;
+  }
 };
+
+// A spec as a dict: every field (hedgedb/fields.h), and "index", the name
+// of create_collection's argument, beside "index_factory".
+py::dict SpecDict(const CollectionSpec& s) {
+  py::dict d;
+  VisitFields(s, DictFields{&d});
+  d["index"] = s.index_factory;
+  return d;
+}
+
+
 
 // Top-k results of Q queries as (Q, k) arrays; rows with fewer hits are
 // padded with id -1 and NaN.
@@ -965,26 +972,9 @@ class PyDB {
   py::dict Stats(const std::string& collection) {
     CollectionStats st;
     Check(Enter()->GetStats(collection, &st));
-    py::dict d = SpecDict(st.spec);
-    d["items"] = st.items;
-    d["max_id"] = st.max_id;
-    d["sequence"] = st.sequence;
-    d["index_sequence"] = st.index_sequence;
-    d["index_vectors"] = st.index_vectors;
-    d["index_trained"] = st.index_trained;
-    d["index_stale"] = st.index_stale;
-    d["index_note"] = st.index_note;
-    d["index_description"] = st.index_description;
-    d["arena_source"] = st.arena_source;
-    d["arena_note"] = st.arena_note;
-    d["arena_mapped_bytes"] = st.arena_mapped_bytes;
-    py::list calibrations;
-    for (const CalibrationInfo& c : st.calibrations) {
-      py::dict cd;
-      VisitFields(c, DictFields{&cd});
-      calibrations.append(cd);
-    }
-    d["calibrations"] = calibrations;
+    py::dict d;
+    VisitFields(st, DictFields{&d});
+    d["index"] = st.spec.index_factory;  // as SpecDict
     return d;
   }
 

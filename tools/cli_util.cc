@@ -320,65 +320,31 @@ nlohmann::json JsonFloatMatrix(const float* values, size_t rows, size_t cols) {
   return out;
 }
 
-nlohmann::json SpecDisplayJson(const CollectionSpec& spec) {
-  nlohmann::json j;
-  j["name"] = spec.name;
-  j["kind"] = KindName(spec.kind);
-  j["dim"] = spec.dim;
-  if (spec.kind == Kind::kMog) j["components"] = spec.components;
-  if (spec.kind == Kind::kCodes) j["code_k"] = spec.code_k;
-  j["index_factory"] = spec.index_factory;
-  if (spec.kind != Kind::kCodes) {
-    j["match_a"] = JsonFloat(spec.match_a);
-    j["match_b"] = JsonFloat(spec.match_b);
-  }
-  if (spec.kind == Kind::kGaussian || spec.kind == Kind::kMog) j["samples"] = spec.samples;
-  j["seed"] = spec.seed;
-  if (!spec.metadata.empty()) j["metadata"] = spec.metadata;
-  return j;
-}
-
-nlohmann::json StatsToJson(const CollectionStats& stats) {
-  nlohmann::json j = SpecDisplayJson(stats.spec);
-  j["items"] = stats.items;
-  j["max_id"] = stats.max_id;
-  j["sequence"] = stats.sequence;
-  j["index_sequence"] = stats.index_sequence;
-  j["index_vectors"] = stats.index_vectors;
-  j["index_trained"] = stats.index_trained;
-  j["index_stale"] = stats.index_stale;
-  if (stats.index_nprobe > 0) j["index_nprobe"] = stats.index_nprobe;
-  if (stats.index_ef_search > 0) j["index_ef_search"] = stats.index_ef_search;
-  if (!std::isnan(stats.index_recall_estimate)) {
-    j["index_recall_estimate"] = stats.index_recall_estimate;
-  }
-  if (!stats.index_note.empty()) j["index_note"] = stats.index_note;
-  if (!stats.lost_writes.empty()) j["lost_writes"] = stats.lost_writes;
-  j["index_description"] = stats.index_description;
-  j["arena_source"] = stats.arena_source;
-  j["arena_mapped_bytes"] = stats.arena_mapped_bytes;
-  if (!stats.arena_note.empty()) j["arena_note"] = stats.arena_note;
-  nlohmann::json calibrations = nlohmann::json::array();
-  for (const CalibrationInfo& info : stats.calibrations) {
-    calibrations.push_back(CalibrationInfoToJson(info));
-  }
-  j["calibrations"] = std::move(calibrations);
-  if (!stats.calibration_note.empty()) j["calibration_note"] = stats.calibration_note;
-  return j;
-}
-
 namespace {
 
-// Writes the fields hedgedb/report_fields.h visits into a JSON object;
-// numbers that are not finite become null.
+// Writes the fields hedgedb/fields.h visits into a JSON object. What the
+// commands show of them: numbers that are not finite become null, floats
+// their shortest text, empty text is left out (a note, metadata or
+// conditioned_on that says nothing), and with `kind` set, the spec fields
+// that do not apply to it (SpecFieldApplies).
 struct JsonFields {
   nlohmann::json* j;
+  const Kind* kind = nullptr;
   void operator()(const char* name, double v) const {
     (*j)[name] = std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
   }
-  void operator()(const char* name, int64_t v) const { (*j)[name] = v; }
+  void operator()(const char* name, float v) const {
+    if (!kind || SpecFieldApplies(*kind, name)) (*j)[name] = JsonFloat(v);
+  }
+  void operator()(const char* name, int64_t v) const {
+    if (!kind || SpecFieldApplies(*kind, name)) (*j)[name] = v;
+  }
+  void operator()(const char* name, uint64_t v) const { (*j)[name] = v; }
   void operator()(const char* name, bool v) const { (*j)[name] = v; }
-  void operator()(const char* name, const std::string& v) const { (*j)[name] = v; }
+  void operator()(const char* name, const std::string& v) const {
+    if (!v.empty()) (*j)[name] = v;
+  }
+  void operator()(const char* name, Kind v) const { (*j)[name] = KindName(v); }
   void operator()(const char* name, ScoreType v) const { (*j)[name] = ScoreName(v); }
   void operator()(const char* name, const CalibrationQuality& v) const {
     (*j)[name] = CalibrationQualityToJson(v);
@@ -392,9 +358,26 @@ struct JsonFields {
     }
     (*j)[name] = std::move(array);
   }
+  void operator()(const char* name, const std::vector<CalibrationInfo>& infos) const {
+    nlohmann::json array = nlohmann::json::array();
+    for (const CalibrationInfo& info : infos) array.push_back(CalibrationInfoToJson(info));
+    (*j)[name] = std::move(array);
+  }
 };
 
 }  // namespace
+
+nlohmann::json SpecDisplayJson(const CollectionSpec& spec) {
+  nlohmann::json j = nlohmann::json::object();
+  VisitFields(spec, JsonFields{&j, &spec.kind});
+  return j;
+}
+
+nlohmann::json StatsToJson(const CollectionStats& stats) {
+  nlohmann::json j = nlohmann::json::object();
+  VisitFields(stats, JsonFields{&j, &stats.spec.kind});
+  return j;
+}
 
 nlohmann::json CalibrationInfoToJson(const CalibrationInfo& info) {
   nlohmann::json j = nlohmann::json::object();

@@ -12,7 +12,7 @@
 
 #include "hedgedb/db.h"
 #include "hedgedb/npy.h"
-#include "hedgedb/report_fields.h"
+#include "hedgedb/fields.h"
 #include "hedgedb/status.h"
 #include "hedgedb/types.h"
 
@@ -137,7 +137,7 @@ nlohmann::json JsonFloatMatrix(const float* values, size_t rows, size_t cols);
 // storage::SpecToJson.)
 nlohmann::json SpecDisplayJson(const CollectionSpec& spec);
 nlohmann::json StatsToJson(const CollectionStats& stats);
-// The calibration structs as JSON: the fields hedgedb/report_fields.h
+// The calibration structs as JSON: the fields hedgedb/fields.h
 // visits (which the Python module's dicts also follow), null where NaN.
 nlohmann::json CalibrationInfoToJson(const CalibrationInfo& info);
 nlohmann::json CalibrationQualityToJson(const CalibrationQuality& quality);
