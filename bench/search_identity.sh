@@ -16,7 +16,7 @@
 #   c: codes (d=16, k=16), IVF16,PQ, 300 + 1200 items.
 # Each is calibrated with --conformal-fraction 0.3 (g and m on their own
 # labelled items, c with held-out query tables and labels), then searched
-# ~45 times: --k, --exhaustive, --candidates, --label/--label-not-in,
+# 47 times: --k, --exhaustive, --candidates, --label/--label-not-in,
 # --min-prob, --coverage (and --coverage-by-eta), --max-false-match-rate,
 # --samples auto, other scores, --payload-equals (--with-payload), --nprobe,
 # --ef-search, searches after a remove and after an upsert, and stats. Every
