@@ -21,11 +21,6 @@ namespace hedgedb {
 namespace query {
 namespace {
 
-// The fraction of the exact coarse top candidates that the default stage-1
-// settings must find, measured when the index is trained.
-constexpr double kTargetStageOneRecall = 0.95;
-// Below this many items an untrained-at-birth index (HNSW) is not fitted yet.
-constexpr int64_t kMinRowsToTune = 1000;
 // Every write advances the descriptor's sequence in the same batch as its
 // records: a record past it is damage.
 Status CheckNotNewer(const storage::StoredRecord& r, const storage::CollectionMeta& meta) {
@@ -100,75 +95,13 @@ Collection::Collection(storage::RecordStore* store, const storage::CollectionMet
                        int64_t index_save_interval)
     : store_(store),
       meta_(meta),
-      index_path_(std::move(index_path)),
       arena_path_(std::move(arena_path)),
       index_binding_(index_binding),
-      index_save_interval_(index_save_interval),
       row_bytes_(ItemRowBytes(meta.spec)),
-      table_(row_bytes_) {}
+      table_(row_bytes_),
+      keeper_(&meta_, &table_, std::move(index_path), index_binding, index_save_interval) {}
 
 Collection::~Collection() = default;
-
-Status Collection::RebuildIndexLocked() {
-  HEDGEDB_RETURN_IF_ERROR(index::CoarseIndex::Create(meta_.spec, &index_));
-  indexed_rows_ = 0;
-  tombstones_ = 0;
-  index_stale_ = false;
-  return SyncIndexLocked(0, /*train=*/true);
-}
-
-Status Collection::TuneIndexLocked(const std::vector<uint8_t>& rows,
-                                   const std::vector<int64_t>& ids) {
-  // Fit the default nprobe / efSearch to this data: random, unclustered
-  // embeddings need far more lists probed than clustered ones.
-  const SearchOptions defaults;
-  return index_->TuneKnobs(rows.data(), ids.data(), int64_t(ids.size()),
-                           int64_t(defaults.k) * defaults.oversampling, kTargetStageOneRecall);
-}
-
-void Collection::MarkIndexStaleLocked(const std::string& reason) {
-  index_stale_ = true;
-  index_note_ = "stale: " + reason +
-                "; searches score every item exactly until the next open rebuilds the index";
-}
-
-Status Collection::SyncIndexLocked(int64_t first_row, bool train, const uint8_t* batch_rows,
-                                   const int64_t* batch_ids) {
-  if (index_stale_) return Status::OK();
-  std::vector<uint8_t> rows;
-  std::vector<int64_t> ids;
-  Status s;
-  bool trained_now = false;
-  const int64_t end_row = table_.rows();
-  if (batch_rows && index_->is_trained() && first_row == indexed_rows_) {
-    // The batch just appended: add it as the caller packed it.
-    if (end_row > first_row) s = index_->Add(batch_rows, end_row - first_row, batch_ids);
-    if (!s.ok()) {
-      MarkIndexStaleLocked(s.ToString());
-      return s;
-    }
-    indexed_rows_ = end_row;
-    unsaved_vectors_ += end_row - first_row;
-    return Status::OK();
-  }
-  if (!index_->is_trained()) {
-    if (!train || table_.live_count() < index_->train_rows_wanted()) return Status::OK();
-    table_.GatherLive(&rows, &ids, 0);
-    s = index_->Train(rows.data(), int64_t(ids.size()));
-    trained_now = true;
-  } else {
-    table_.GatherLive(&rows, &ids, first_row);
-  }
-  if (s.ok()) s = index_->Add(rows.data(), int64_t(ids.size()), ids.data());
-  if (s.ok() && trained_now) s = TuneIndexLocked(rows, ids);
-  if (!s.ok()) {
-    MarkIndexStaleLocked(s.ToString());
-    return s;
-  }
-  indexed_rows_ = table_.rows();
-  unsaved_vectors_ += int64_t(ids.size());
-  return Status::OK();
-}
 
 Status Collection::LoadRowsLocked(bool* from_snapshot) {
   *from_snapshot = false;
@@ -201,7 +134,7 @@ Status Collection::Open() {
   bool from_snapshot = false;
   HEDGEDB_RETURN_IF_ERROR(LoadRowsLocked(&from_snapshot));
   HEDGEDB_RETURN_IF_ERROR(LoadCalibrationsLocked());
-  HEDGEDB_RETURN_IF_ERROR(OpenIndexLocked());
+  HEDGEDB_RETURN_IF_ERROR(keeper_.Open());
   if (!from_snapshot && !read_only_) NoteArenaWritten(WriteArenaLocked());
   return Status::OK();
 }
@@ -222,118 +155,6 @@ void Collection::NoteArenaWritten(const Status& written) {
   }
 }
 
-Status Collection::OpenIndexLocked() {
-  uint64_t file_sequence = 0;
-  Status s =
-      index::CoarseIndex::Load(meta_.spec, index_path_, index_binding_, &index_, &file_sequence);
-  // A reader meets files that the writer saved after the reader's view of
-  // the store: not lost writes, just ahead.
-  const bool ahead_of_view = s.ok() && read_only_ && file_sequence > meta_.sequence;
-  if (s.ok() && file_sequence > meta_.sequence && !ahead_of_view) {
-    // The file was saved after batches up to file_sequence were committed, so
-    // the store once had them: its write-ahead log lost acknowledged writes.
-    lost_writes_ =
-        "collection '" + meta_.spec.name + "': lost writes: the index file covered " + "sequence " +
-        std::to_string(file_sequence) + ", the store has " + std::to_string(meta_.sequence) +
-        " (batches " + std::to_string(meta_.sequence + 1) + ".." + std::to_string(file_sequence) +
-        " are gone from the store's write-ahead log); the index was rebuilt from " + "the records";
-    s = Status::Corruption("index file covers sequence " + std::to_string(file_sequence) +
-                           ", past the records' " + std::to_string(meta_.sequence));
-  } else if (ahead_of_view) {
-    // Its vectors of items upserted after the view are not the view's: build
-    // the index from the view instead (in memory; a reader saves nothing).
-    s = Status::NotFound("index file is ahead of this reader's view");
-  }
-  if (s.ok() && !index_->is_trained()) {
-    if (file_sequence == meta_.sequence && table_.live_count() < index_->train_rows_wanted()) {
-      // What a rebuild would build, still too few items to train: used as
-      // it is. Rebuilding (FAISS's index_factory parses the factory string
-      // with regular expressions) and rewriting it would make every read of
-      // a small collection cost a write (stats over 1,000 collections).
-      indexed_rows_ = 0;
-      tombstones_ = 0;
-      index_sequence_ = file_sequence;
-      unsaved_vectors_ = 0;
-      open_mode_ = "loaded";
-      return Status::OK();
-    }
-    s = Status::NotFound("index file holds an untrained index");
-  }
-  if (s.ok()) {
-    // Catch up: add the records written after the file was saved, after
-    // removing the file's vectors of those ids (an upsert replaced them).
-    // Items removed since are filtered at search time (tombstones).
-    std::vector<uint8_t> rows;
-    std::vector<int64_t> ids;
-    table_.GatherNewer(file_sequence, &rows, &ids);
-    bool physical = false;
-    if (!ids.empty()) s = index_->Remove(ids.data(), int64_t(ids.size()), &physical);
-    if (s.ok()) s = index_->Add(rows.data(), int64_t(ids.size()), ids.data());
-    if (s.ok()) {
-      indexed_rows_ = table_.rows();
-      index_sequence_ = file_sequence;
-      unsaved_vectors_ = int64_t(ids.size());
-      tombstones_ = std::max<int64_t>(0, index_->ntotal() - table_.live_count());
-      open_mode_ = (file_sequence == meta_.sequence) ? "loaded" : "caught-up";
-      if (file_sequence == meta_.sequence) return Status::OK();
-      SaveIndexOnOpenLocked();
-      return Status::OK();
-    }
-  }
-  // Missing, unreadable, untrained, from another collection or from the
-  // future: rebuild from the records, and say why.
-  open_mode_ = "rebuilt";
-  if (!s.IsNotFound() || s.message().find("untrained") != std::string::npos) {
-    index_note_ = "rebuilt from the records: " + s.ToString();
-  }
-  Status rebuilt = RebuildIndexLocked();
-  if (!rebuilt.ok()) {
-    // The records are intact; keep the collection usable (exhaustively).
-    open_mode_ = "degraded";
-    HEDGEDB_RETURN_IF_ERROR(index::CoarseIndex::Create(meta_.spec, &index_));
-    MarkIndexStaleLocked("the index cannot be rebuilt: " + rebuilt.ToString());
-    return Status::OK();
-  }
-  SaveIndexOnOpenLocked();
-  return Status::OK();
-}
-
-void Collection::SaveIndexOnOpenLocked() {
-  if (read_only_) return;  // a reader keeps what it built in memory
-  // The records are intact and the index is in memory: a file that cannot be
-  // written (a full or read-only disk) costs only the next open's rebuild.
-  const Status s = SaveIndexLocked();
-  if (!s.ok()) index_note_ = "index file not saved: " + s.ToString();
-}
-
-Status Collection::SaveIndexLocked() {
-  if (read_only_) {
-    return Status::NotSupported("collection '" + meta_.spec.name +
-                                "' is open read-only: its index file is not written");
-  }
-  if (index_stale_) return Status::OK();  // never stamp an index that missed writes
-  if (tombstones_ > 0 && tombstones_ * 2 > index_->ntotal()) {
-    Status s = RebuildIndexLocked();
-    if (!s.ok()) return Status::OK();  // stale now; the next open rebuilds
-  }
-  if (index_->tunable() && index_->is_trained() && std::isnan(index_->recall_estimate()) &&
-      table_.live_count() >= kMinRowsToTune) {
-    // Indexes that need no training (HNSW) are fitted at their first save.
-    std::vector<uint8_t> rows;
-    std::vector<int64_t> ids;
-    table_.GatherLive(&rows, &ids, 0);
-    Status s = TuneIndexLocked(rows, ids);
-    if (!s.ok()) {
-      MarkIndexStaleLocked(s.ToString());
-      return Status::OK();
-    }
-  }
-  HEDGEDB_RETURN_IF_ERROR(index_->Save(index_path_, meta_.sequence, index_binding_));
-  index_sequence_ = meta_.sequence;
-  unsaved_vectors_ = 0;
-  return Status::OK();
-}
-
 void Collection::MarkDropped() {
   std::lock_guard<std::mutex> write_lock(write_mutex_);
   dropped_ = true;
@@ -343,12 +164,12 @@ Status Collection::SaveIndex() {
   std::unique_lock<std::mutex> write_lock(write_mutex_);
   if (dropped_) return Status::OK();
   std::unique_lock<RwMutex> lock(state_mutex_);
-  if (!index_->is_trained()) {
-    Status s = SyncIndexLocked(indexed_rows_, /*train=*/true);
+  if (!keeper_.trained()) {
+    Status s = keeper_.Train();
     (void)s;  // a failure marks the index stale: it is not saved below
   }
   Status s;
-  if (index_sequence_ != meta_.sequence) s = SaveIndexLocked();
+  if (keeper_.saved_sequence() != meta_.sequence) s = keeper_.Save();
   if (arena_sequence_ != meta_.sequence && !read_only_) {
     // Searches go on while the rows are written (write_mutex_ keeps them as
     // they are); the outcome is noted under the exclusive lock again.
@@ -370,14 +191,12 @@ Status Collection::SaveIndex() {
 Status Collection::TrainIfDue() {
   {
     std::shared_lock<RwMutex> lock(state_mutex_);
-    if (index_stale_ || index_->is_trained() || table_.live_count() < index_->train_rows_wanted()) {
-      return Status::OK();
-    }
+    if (!keeper_.TrainDue()) return Status::OK();
   }
   std::unique_lock<std::mutex> write_lock(write_mutex_);
   if (dropped_) return Status::OK();
   std::unique_lock<RwMutex> lock(state_mutex_);
-  Status s = SyncIndexLocked(indexed_rows_, /*train=*/true);
+  Status s = keeper_.Train();
   (void)s;  // a failure marks the index stale: searches stay exhaustive and correct
   return Status::OK();
 }
@@ -555,11 +374,11 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
   }
   WriteAppliedLocked();
   // Adds to a trained index; training waits for the next search or flush.
-  Status s = SyncIndexLocked(first_row, /*train=*/false, rows.data(), ids.data());
-  if (s.ok() && index_save_interval_ > 0 && unsaved_vectors_ >= index_save_interval_) {
-    s = SaveIndexLocked();
+  Status s = keeper_.Sync(first_row, /*train=*/false, rows.data(), ids.data());
+  if (s.ok()) s = keeper_.SaveIfDue();
+  if (!s.ok() && result) {
+    result->index_warning = keeper_.note().empty() ? s.ToString() : keeper_.note();
   }
-  if (!s.ok() && result) result->index_warning = index_note_.empty() ? s.ToString() : index_note_;
   if (ids_out) *ids_out = std::move(ids);
   return Status::OK();
 }
@@ -701,15 +520,7 @@ void Collection::WaitForWrite() {
 void Collection::RetireLocked(const std::vector<int64_t>& ids) {
   if (ids.empty()) return;
   table_.Retire(ids);
-  if (index_stale_ || !index_->is_trained()) return;
-  bool physical = false;
-  Status s = index_->Remove(ids.data(), int64_t(ids.size()), &physical);
-  if (!s.ok()) {
-    MarkIndexStaleLocked(s.ToString());  // searches stay exact; the next open rebuilds
-    return;
-  }
-  if (!physical) tombstones_ += int64_t(ids.size());
-  unsaved_vectors_ += int64_t(ids.size());
+  keeper_.Retire(ids);
 }
 
 Status Collection::CatchUp(const storage::CollectionMeta& latest) {
@@ -749,12 +560,10 @@ Status Collection::CatchUp(const storage::CollectionMeta& latest) {
   meta_.max_id = latest.max_id;
   payload_index_.reset();  // rebuilt from the store at the next payload filter
   // A failure marks the index stale: searches stay exhaustive and correct.
-  (void)SyncIndexLocked(first_row, /*train=*/false);
-  if (!index_stale_ && index_->is_trained()) {
-    // As on Open: every live item is in the index; the rest are dead
-    // vectors (and, from a file ahead of the view, items the view lacks).
-    tombstones_ = std::max<int64_t>(0, index_->ntotal() - table_.live_count());
-  }
+  (void)keeper_.Sync(first_row, /*train=*/false);
+  // As on Open: every live item is in the index; the rest are dead vectors
+  // (and, from a file ahead of the view, items the view lacks).
+  keeper_.RecountTombstones();
   return Status::OK();
 }
 
@@ -795,9 +604,9 @@ SearchState Collection::SearchStateLocked() const {
   s.spec = &meta_.spec;
   s.max_id = meta_.max_id;
   s.rows = &table_;
-  s.index = index_.get();
-  s.index_stale = index_stale_;
-  s.tombstones = tombstones_;
+  s.index = &keeper_.index();
+  s.index_stale = keeper_.stale();
+  s.tombstones = keeper_.tombstones();
   s.calibrations = &calibrations_;
   s.payload_index = payload_index_.get();
   return s;
@@ -841,20 +650,10 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
 Status Collection::Stats(CollectionStats* st) {
   std::shared_lock<RwMutex> lock(state_mutex_);
   st->spec = meta_.spec;
-  st->spec.index_factory = index_->factory();
+  keeper_.FillStats(st);  // spec.index_factory, index_*, lost_writes
   st->items = table_.live_count();
   st->max_id = meta_.max_id;
   st->sequence = meta_.sequence;
-  st->index_sequence = index_sequence_;
-  st->index_vectors = index_->ntotal();
-  st->index_trained = index_->is_trained();
-  st->index_stale = index_stale_;
-  st->index_recall_estimate = index_->recall_estimate();
-  st->index_nprobe = index_->default_knobs().nprobe;
-  st->index_ef_search = index_->default_knobs().ef_search;
-  st->index_note = index_note_;
-  st->lost_writes = lost_writes_;
-  st->index_description = index_->factory();
   st->arena_source = arena_source_;
   st->arena_note = arena_note_;
   st->arena_mapped_bytes = int64_t(table_.arena().mapped_bytes());

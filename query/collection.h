@@ -10,8 +10,10 @@
 // they touch memory; in-memory state (arena, id map, index) is guarded by
 // state_mutex_, shared by searches and exclusive for the short apply step.
 // A search itself is a Searcher (query/searcher.h) over a const view of that
-// state, run under the shared lock; the collection keeps the writes, the
-// locks, the index upkeep and the catch-up.
+// state, run under the shared lock; the coarse index and its upkeep (sync,
+// train, tune, save, mark stale) are an IndexKeeper (query/index_keeper.h)
+// over the row table; the collection keeps the writes, the locks and the
+// catch-up, and calls the keeper under its state lock.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +31,7 @@
 #include "hedgedb/calibration.h"
 #include "hedgedb/status.h"
 #include "hedgedb/types.h"
-#include "index/coarse_index.h"
+#include "query/index_keeper.h"
 #include "query/item_filter.h"
 #include "query/row_table.h"
 #include "query/scorer.h"
@@ -89,7 +91,10 @@ class Collection {
   // A reader's collection (Options::read_only; call before Open): its index
   // file is never written; Open loads it and catches it up, or rebuilds the
   // index, in memory only.
-  void SetReadOnly() { read_only_ = true; }
+  void SetReadOnly() {
+    read_only_ = true;
+    keeper_.SetReadOnly();
+  }
   // Reader: applies what the store now holds past meta().sequence (`latest`
   // is the collection's descriptor there): new items join the arena and the
   // index, removed ones leave, calibrations are reloaded. In memory only.
@@ -98,10 +103,10 @@ class Collection {
   const CollectionSpec& spec() const { return meta_.spec; }
   const storage::CollectionMeta& meta() const { return meta_; }
   // How the index was obtained on Open: "loaded", "caught-up", "rebuilt".
-  const std::string& open_mode() const { return open_mode_; }
+  const std::string& open_mode() const { return keeper_.open_mode(); }
   // Non-empty if Open found that the store lost acknowledged writes (the
   // index file covered a sequence number the store no longer reaches).
-  const std::string& lost_writes() const { return lost_writes_; }
+  const std::string& lost_writes() const { return keeper_.lost_writes(); }
 
  private:
   // Builds payload_index_ if a search needs it and it is not built yet.
@@ -120,8 +125,6 @@ class Collection {
   // (*from_snapshot), else from the records; arena_note_ says why a snapshot
   // that exists was not used.
   Status LoadRowsLocked(bool* from_snapshot);
-  // Open, after the rows: the index file (loaded and caught up) or a rebuild.
-  Status OpenIndexLocked();
   // Writes the arena snapshot of the live rows (write_mutex_ held, the state
   // lock at least shared); then NoteArenaWritten under the exclusive lock. A
   // failure costs only the next open's read of the records, so it is noted
@@ -129,27 +132,9 @@ class Collection {
   Status WriteArenaLocked() const;
   void NoteArenaWritten(const Status& written);
   // Marks the rows of these live ids (unique) dead and removes them from the
-  // index (tombstones where it cannot), after a commit that deleted or
-  // replaced them or a catch-up that found them gone; an index failure
-  // marks it stale.
+  // index (IndexKeeper::Retire), after a commit that deleted or replaced
+  // them or a catch-up that found them gone.
   void RetireLocked(const std::vector<int64_t>& ids);
-  // Adds rows [first_row, end) to a trained index; with `train`, trains an
-  // untrained one that has enough rows and adds every row. A failure marks
-  // the index stale (MarkIndexStaleLocked) and is returned. `batch_rows` and
-  // `batch_ids` (if not null): rows [first_row, end) and their ids as the
-  // caller packed them (all live), added from there instead of gathered
-  // from the arena.
-  Status SyncIndexLocked(int64_t first_row, bool train, const uint8_t* batch_rows = nullptr,
-                         const int64_t* batch_ids = nullptr);
-  Status RebuildIndexLocked();
-  Status SaveIndexLocked();
-  // SaveIndexLocked where a failure must not fail the open (index_note_ says).
-  void SaveIndexOnOpenLocked();
-  // From now on searches are exhaustive and the index is never saved; the
-  // next open rebuilds it.
-  void MarkIndexStaleLocked(const std::string& reason);
-  // Fits the index's default search knobs to these rows (all live rows).
-  Status TuneIndexLocked(const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids);
   // Trains the index if a search would otherwise scan too many items.
   Status TrainIfDue();
   // A replay of a committed batch token, or NotFound.
@@ -172,29 +157,19 @@ class Collection {
 
   storage::RecordStore* const store_;
   storage::CollectionMeta meta_;
-  const std::string index_path_;
   const std::string arena_path_;
   const uint64_t index_binding_;
-  const int64_t index_save_interval_;
   const size_t row_bytes_;
-  std::string open_mode_;
 
   std::mutex write_mutex_;
   mutable RwMutex state_mutex_;
-  RowTable table_;            // the items in memory: rows, ids, labels, id map
-  int64_t indexed_rows_ = 0;  // rows [0, indexed_rows_) are in the index
-  std::unique_ptr<index::CoarseIndex> index_;
-  uint64_t index_sequence_ = 0;  // sequence covered by the index file on disk
+  RowTable table_;               // the items in memory: rows, ids, labels, id map
+  IndexKeeper keeper_;           // the coarse index over table_ (guarded by state_mutex_)
   uint64_t arena_sequence_ = 0;  // sequence covered by the arena snapshot on disk (0: none)
   std::string arena_source_;     // CollectionStats::arena_source
   std::string arena_note_;       // CollectionStats::arena_note
-  int64_t unsaved_vectors_ = 0;
-  int64_t tombstones_ = 0;  // dead vectors still in the index
-  bool index_stale_ = false;
-  bool read_only_ = false;   // SetReadOnly
-  bool dropped_ = false;     // guarded by write_mutex_
-  std::string index_note_;   // CollectionStats::index_note
-  std::string lost_writes_;  // CollectionStats::lost_writes (set by Open only)
+  bool read_only_ = false;       // SetReadOnly
+  bool dropped_ = false;         // guarded by write_mutex_
   // Calibration maps by resolved score type (guarded by state_mutex_).
   std::map<ScoreType, calibration::CalibrationMap> calibrations_;
   std::string calibration_note_;

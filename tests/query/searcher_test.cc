@@ -141,8 +141,8 @@ class State {
     EXPECT_TRUE(s.ok()) << s.ToString();
   }
 
-  // Collection::RetireLocked: dead in memory, out of the index (a tombstone
-  // where the index cannot remove it).
+  // Collection::RetireLocked (RowTable::Retire, IndexKeeper::Retire): dead in
+  // memory, out of the index (a tombstone where the index cannot remove it).
   void Remove(const std::vector<int64_t>& ids) {
     table_.Retire(ids);
     bool physical = false;
@@ -171,7 +171,7 @@ class State {
       payload_index_->Add(int64_t(r), payload_of_row[r]);
     }
   }
-  // Collection::MarkIndexStaleLocked: searches score every item.
+  // IndexKeeper::MarkStale: searches score every item.
   void MarkIndexStale() { index_stale_ = true; }
 
   Status Search(const EmbeddingView& queries, const SearchOptions& options,

@@ -1,0 +1,241 @@
+#include "query/index_keeper.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+namespace hedgedb {
+namespace query {
+namespace {
+
+// The fraction of the exact coarse top candidates that the default stage-1
+// settings must find, measured when the index is trained.
+constexpr double kTargetStageOneRecall = 0.95;
+// Below this many items an untrained-at-birth index (HNSW) is not fitted yet.
+constexpr int64_t kMinRowsToTune = 1000;
+
+}  // namespace
+
+IndexKeeper::IndexKeeper(const storage::CollectionMeta* meta, const RowTable* table,
+                         std::string index_path, uint64_t binding, int64_t save_interval)
+    : meta_(meta),
+      table_(table),
+      index_path_(std::move(index_path)),
+      binding_(binding),
+      save_interval_(save_interval) {}
+
+Status IndexKeeper::Rebuild() {
+  HEDGEDB_RETURN_IF_ERROR(index::CoarseIndex::Create(meta_->spec, &index_));
+  indexed_rows_ = 0;
+  tombstones_ = 0;
+  index_stale_ = false;
+  return Sync(0, /*train=*/true);
+}
+
+Status IndexKeeper::Tune(const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids) {
+  // Fit the default nprobe / efSearch to this data: random, unclustered
+  // embeddings need far more lists probed than clustered ones.
+  const SearchOptions defaults;
+  return index_->TuneKnobs(rows.data(), ids.data(), int64_t(ids.size()),
+                           int64_t(defaults.k) * defaults.oversampling, kTargetStageOneRecall);
+}
+
+void IndexKeeper::MarkStale(const std::string& reason) {
+  index_stale_ = true;
+  index_note_ = "stale: " + reason +
+                "; searches score every item exactly until the next open rebuilds the index";
+}
+
+Status IndexKeeper::Sync(int64_t first_row, bool train, const uint8_t* batch_rows,
+                         const int64_t* batch_ids) {
+  if (index_stale_) return Status::OK();
+  std::vector<uint8_t> rows;
+  std::vector<int64_t> ids;
+  Status s;
+  bool trained_now = false;
+  const int64_t end_row = table_->rows();
+  if (batch_rows && index_->is_trained() && first_row == indexed_rows_) {
+    // The batch just appended: add it as the caller packed it.
+    if (end_row > first_row) s = index_->Add(batch_rows, end_row - first_row, batch_ids);
+    if (!s.ok()) {
+      MarkStale(s.ToString());
+      return s;
+    }
+    indexed_rows_ = end_row;
+    unsaved_vectors_ += end_row - first_row;
+    return Status::OK();
+  }
+  if (!index_->is_trained()) {
+    if (!train || table_->live_count() < index_->train_rows_wanted()) return Status::OK();
+    table_->GatherLive(&rows, &ids, 0);
+    s = index_->Train(rows.data(), int64_t(ids.size()));
+    trained_now = true;
+  } else {
+    table_->GatherLive(&rows, &ids, first_row);
+  }
+  if (s.ok()) s = index_->Add(rows.data(), int64_t(ids.size()), ids.data());
+  if (s.ok() && trained_now) s = Tune(rows, ids);
+  if (!s.ok()) {
+    MarkStale(s.ToString());
+    return s;
+  }
+  indexed_rows_ = table_->rows();
+  unsaved_vectors_ += int64_t(ids.size());
+  return Status::OK();
+}
+
+bool IndexKeeper::TrainDue() const {
+  return !index_stale_ && !index_->is_trained() &&
+         table_->live_count() >= index_->train_rows_wanted();
+}
+
+void IndexKeeper::Retire(const std::vector<int64_t>& ids) {
+  if (ids.empty() || index_stale_ || !index_->is_trained()) return;
+  bool physical = false;
+  Status s = index_->Remove(ids.data(), int64_t(ids.size()), &physical);
+  if (!s.ok()) {
+    MarkStale(s.ToString());  // searches stay exact; the next open rebuilds
+    return;
+  }
+  if (!physical) tombstones_ += int64_t(ids.size());
+  unsaved_vectors_ += int64_t(ids.size());
+}
+
+void IndexKeeper::RecountTombstones() {
+  if (index_stale_ || !index_->is_trained()) return;
+  tombstones_ = std::max<int64_t>(0, index_->ntotal() - table_->live_count());
+}
+
+Status IndexKeeper::Open() {
+  const storage::CollectionMeta& meta = *meta_;
+  uint64_t file_sequence = 0;
+  Status s = index::CoarseIndex::Load(meta.spec, index_path_, binding_, &index_, &file_sequence);
+  // A reader meets files that the writer saved after the reader's view of
+  // the store: not lost writes, just ahead.
+  const bool ahead_of_view = s.ok() && read_only_ && file_sequence > meta.sequence;
+  if (s.ok() && file_sequence > meta.sequence && !ahead_of_view) {
+    // The file was saved after batches up to file_sequence were committed, so
+    // the store once had them: its write-ahead log lost acknowledged writes.
+    lost_writes_ =
+        "collection '" + meta.spec.name + "': lost writes: the index file covered " + "sequence " +
+        std::to_string(file_sequence) + ", the store has " + std::to_string(meta.sequence) +
+        " (batches " + std::to_string(meta.sequence + 1) + ".." + std::to_string(file_sequence) +
+        " are gone from the store's write-ahead log); the index was rebuilt from " + "the records";
+    s = Status::Corruption("index file covers sequence " + std::to_string(file_sequence) +
+                           ", past the records' " + std::to_string(meta.sequence));
+  } else if (ahead_of_view) {
+    // Its vectors of items upserted after the view are not the view's: build
+    // the index from the view instead (in memory; a reader saves nothing).
+    s = Status::NotFound("index file is ahead of this reader's view");
+  }
+  if (s.ok() && !index_->is_trained()) {
+    if (file_sequence == meta.sequence && table_->live_count() < index_->train_rows_wanted()) {
+      // What a rebuild would build, still too few items to train: used as
+      // it is. Rebuilding (FAISS's index_factory parses the factory string
+      // with regular expressions) and rewriting it would make every read of
+      // a small collection cost a write (stats over 1,000 collections).
+      indexed_rows_ = 0;
+      tombstones_ = 0;
+      index_sequence_ = file_sequence;
+      unsaved_vectors_ = 0;
+      open_mode_ = "loaded";
+      return Status::OK();
+    }
+    s = Status::NotFound("index file holds an untrained index");
+  }
+  if (s.ok()) {
+    // Catch up: add the records written after the file was saved, after
+    // removing the file's vectors of those ids (an upsert replaced them).
+    // Items removed since are filtered at search time (tombstones).
+    std::vector<uint8_t> rows;
+    std::vector<int64_t> ids;
+    table_->GatherNewer(file_sequence, &rows, &ids);
+    bool physical = false;
+    if (!ids.empty()) s = index_->Remove(ids.data(), int64_t(ids.size()), &physical);
+    if (s.ok()) s = index_->Add(rows.data(), int64_t(ids.size()), ids.data());
+    if (s.ok()) {
+      indexed_rows_ = table_->rows();
+      index_sequence_ = file_sequence;
+      unsaved_vectors_ = int64_t(ids.size());
+      tombstones_ = std::max<int64_t>(0, index_->ntotal() - table_->live_count());
+      open_mode_ = (file_sequence == meta.sequence) ? "loaded" : "caught-up";
+      if (file_sequence == meta.sequence) return Status::OK();
+      SaveOnOpen();
+      return Status::OK();
+    }
+  }
+  // Missing, unreadable, untrained, from another collection or from the
+  // future: rebuild from the records, and say why.
+  open_mode_ = "rebuilt";
+  if (!s.IsNotFound() || s.message().find("untrained") != std::string::npos) {
+    index_note_ = "rebuilt from the records: " + s.ToString();
+  }
+  Status rebuilt = Rebuild();
+  if (!rebuilt.ok()) {
+    // The records are intact; keep the collection usable (exhaustively).
+    open_mode_ = "degraded";
+    HEDGEDB_RETURN_IF_ERROR(index::CoarseIndex::Create(meta.spec, &index_));
+    MarkStale("the index cannot be rebuilt: " + rebuilt.ToString());
+    return Status::OK();
+  }
+  SaveOnOpen();
+  return Status::OK();
+}
+
+void IndexKeeper::SaveOnOpen() {
+  if (read_only_) return;  // a reader keeps what it built in memory
+  // The records are intact and the index is in memory: a file that cannot be
+  // written (a full or read-only disk) costs only the next open's rebuild.
+  const Status s = Save();
+  if (!s.ok()) index_note_ = "index file not saved: " + s.ToString();
+}
+
+Status IndexKeeper::Save() {
+  if (read_only_) {
+    return Status::NotSupported("collection '" + meta_->spec.name +
+                                "' is open read-only: its index file is not written");
+  }
+  if (index_stale_) return Status::OK();  // never stamp an index that missed writes
+  if (tombstones_ > 0 && tombstones_ * 2 > index_->ntotal()) {
+    Status s = Rebuild();
+    if (!s.ok()) return Status::OK();  // stale now; the next open rebuilds
+  }
+  if (index_->tunable() && index_->is_trained() && std::isnan(index_->recall_estimate()) &&
+      table_->live_count() >= kMinRowsToTune) {
+    // Indexes that need no training (HNSW) are fitted at their first save.
+    std::vector<uint8_t> rows;
+    std::vector<int64_t> ids;
+    table_->GatherLive(&rows, &ids, 0);
+    Status s = Tune(rows, ids);
+    if (!s.ok()) {
+      MarkStale(s.ToString());
+      return Status::OK();
+    }
+  }
+  HEDGEDB_RETURN_IF_ERROR(index_->Save(index_path_, meta_->sequence, binding_));
+  index_sequence_ = meta_->sequence;
+  unsaved_vectors_ = 0;
+  return Status::OK();
+}
+
+Status IndexKeeper::SaveIfDue() {
+  if (save_interval_ > 0 && unsaved_vectors_ >= save_interval_) return Save();
+  return Status::OK();
+}
+
+void IndexKeeper::FillStats(CollectionStats* st) const {
+  st->spec.index_factory = index_->factory();
+  st->index_sequence = index_sequence_;
+  st->index_vectors = index_->ntotal();
+  st->index_trained = index_->is_trained();
+  st->index_stale = index_stale_;
+  st->index_recall_estimate = index_->recall_estimate();
+  st->index_nprobe = index_->default_knobs().nprobe;
+  st->index_ef_search = index_->default_knobs().ef_search;
+  st->index_note = index_note_;
+  st->lost_writes = lost_writes_;
+  st->index_description = index_->factory();
+}
+
+}  // namespace query
+}  // namespace hedgedb
