@@ -116,7 +116,10 @@ def read_digits(tarball):
                 member = tar.extractfile(name)
             except KeyError:
                 raise FetchError(f"{TARBALL}: no {name}")
-            values = json.load(member).get("data")
+            try:
+                values = json.load(member).get("data")
+            except (ValueError, AttributeError):
+                raise FetchError(f"{TARBALL}: {name} is not a JSON object")
             if not isinstance(values, list) or not values or len(values) % PIXELS != 0:
                 raise FetchError(f"{TARBALL}: {name} key 'data' is not a list of 784 values per digit")
             array = np.asarray(values, dtype=np.float64).reshape(-1, PIXELS)

