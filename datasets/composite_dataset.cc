@@ -110,6 +110,32 @@ Status FillItems(const char* name, const std::vector<int64_t>& classes, int64_t 
                  int num_positions, int num_base_classes, SeededRng* rng, CompositeSet* main,
                  CompositeSet* extra) {
   const int64_t needed = items_per_class + extra_per_class;
+  // The scarcest base label among the split's classes bounds the items per
+  // class (each position draws without replacement within a class); checked
+  // up front so that the message names the bound, not just the first class
+  // that hits it.
+  int64_t scarcest = -1;
+  for (const int64_t label : classes) {
+    for (const int64_t digit : DecomposeClassLabel(label, num_positions, num_base_classes)) {
+      if (scarcest < 0 || by_label[digit].size() < by_label[scarcest].size()) scarcest = digit;
+    }
+  }
+  if (scarcest >= 0 && static_cast<int64_t>(by_label[scarcest].size()) < needed) {
+    const int64_t fit = static_cast<int64_t>(by_label[scarcest].size());
+    return Status::InvalidArgument(
+        SplitName(name) + ": " + std::to_string(classes.size()) + " classes of " +
+        std::to_string(needed) + " items" +
+        (extra_per_class > 0 ? " (" + std::to_string(items_per_class) + " + " +
+                                   std::to_string(extra_per_class) + " validation)"
+                             : std::string()) +
+        " need " + std::to_string(needed) + " distinct base images of each of their labels, but " +
+        "the base split has " + std::to_string(fit) + " of label " + std::to_string(scarcest) +
+        "; at most " + std::to_string(fit) + " items per class fit, " + std::to_string(fit) +
+        " x " + std::to_string(classes.size()) + " = " +
+        std::to_string(fit * static_cast<int64_t>(classes.size())) + " for this split" +
+        (extra_per_class > 0 ? ", validation included" : "") +
+        ": ask for fewer (--train-total, --test-total), or fewer positions (--items)");
+  }
   const std::vector<OcclusionRect> no_occlusion(num_positions);
   std::vector<std::vector<int64_t>> drawn(num_positions);
   std::vector<int64_t> base_indices(num_positions);

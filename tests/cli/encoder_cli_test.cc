@@ -543,6 +543,103 @@ TEST_F(EncoderCliTest, FashionMnistTinyRun) {
   Fails(table1, {"--protocol", "spe-table9", "hib-table1", "hib-table2"}, 2);
 }
 
+// An MNIST-layout directory: `train` and `test` 28 x 28 images per label
+// (labels 0..9), pixels varying with the image, for --data idx:DIR.
+void WriteIdxDir(const std::string& dir, int train, int test) {
+  fs::create_directories(dir);
+  auto be32 = [](std::string* out, uint32_t v) {
+    for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<char>(v >> shift));
+  };
+  for (const auto& [prefix, per_label] : {std::make_pair("train", train), {"t10k", test}}) {
+    std::string images, labels;
+    const uint32_t count = 10u * static_cast<uint32_t>(per_label);
+    be32(&images, 2051);
+    be32(&images, count);
+    be32(&images, 28);
+    be32(&images, 28);
+    be32(&labels, 2049);
+    be32(&labels, count);
+    for (uint32_t i = 0; i < count; ++i) {
+      labels.push_back(static_cast<char>(i % 10));
+      for (int p = 0; p < 28 * 28; ++p) {
+        images.push_back(static_cast<char>((i % 10) * 20 + (p * 7 + i * 3) % 40));
+      }
+    }
+    std::ofstream(dir + "/" + prefix + "-images-idx3-ubyte", std::ios::binary) << images;
+    std::ofstream(dir + "/" + prefix + "-labels-idx1-ubyte", std::ios::binary) << labels;
+  }
+}
+
+// The ModelSpec JSON of a model file's header (encoders/models/model_file.h:
+// magic, u32 version, u64 header length, header).
+json ModelHeader(const std::string& path) {
+  const std::string bytes = Slurp(path);
+  if (bytes.size() < 20) return json();
+  uint64_t length = 0;
+  for (int i = 7; i >= 0; --i) length = (length << 8) | static_cast<uint8_t>(bytes[12 + i]);
+  return json::parse(bytes.substr(20, length));
+}
+
+// `train --preset`: a preset sets what its help says for the flags not given,
+// explicit flags win, and it refuses methods it is not for.
+TEST_F(EncoderCliTest, TrainPresetSetsThePapersSettingsAndExplicitFlagsWin) {
+  WriteIdxDir(Path("mnist"), 20, 10);
+  const std::vector<std::string> data = {
+      "--data", "idx:" + Path("mnist"), "--items", "2",         "--train-total",
+      "700",    "--test-total",         "150",     "--threads", "1"};
+  auto train = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"train"};
+    args.insert(args.end(), data.begin(), data.end());
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  const std::vector<std::string> hib =
+      train({"--method", "hib", "--preset", "hib-ndigit", "--iterations", "2", "--conv2", "8",
+             "--out", Path("hib.model")});
+  const Output r = Run(hib);
+  ASSERT_EQ(r.exit_code, 0) << Describe(hib, r);
+  const json out = r.Json();
+  ASSERT_TRUE(out.contains("preset")) << out.dump();
+  EXPECT_EQ(out["preset"]["name"], "hib-ndigit");
+  const json expected = {{"--arch", "cnn"},
+                         {"--conv1", "32"},
+                         {"--cnn-hidden", "500"},
+                         {"--batch-size", "128"},
+                         {"--beta", "1e-4"},
+                         {"--samples", "8"},
+                         {"--train-occlusion", "0.2"},
+                         {"--patience", "1000000"}};
+  EXPECT_EQ(out["preset"]["applied"], expected) << "explicit --iterations and --conv2 win";
+  EXPECT_EQ(out["iterations"], 2);
+  EXPECT_NE(r.err.find(" 128 items/batch, 2 iterations"), std::string::npos) << r.err;
+  const json spec = ModelHeader(Path("hib.model"));
+  EXPECT_EQ(spec["backbone"]["type"], "cnn") << spec.dump();
+  EXPECT_EQ(spec["backbone"]["conv1_channels"], 32);
+  EXPECT_EQ(spec["backbone"]["conv2_channels"], 8);
+  EXPECT_EQ(spec["backbone"]["cnn_hidden"], 500);
+
+  // spe-ndigit: all 70 training classes per episode for N = 2, the preset's
+  // 500000 iterations (cut short by --max-seconds); explicit --n-support wins.
+  const std::vector<std::string> spe = train(
+      {"--method", "spe", "--preset", "spe-ndigit", "--n-support", "2", "--conv1", "4", "--conv2",
+       "4", "--cnn-hidden", "16", "--max-seconds", "1", "--out", Path("spe.model")});
+  const Output s = Run(spe);
+  ASSERT_EQ(s.exit_code, 0) << Describe(spe, s);
+  EXPECT_NE(s.err.find(" 70 classes, 490 items/batch, 500000 iterations"), std::string::npos)
+      << s.err;
+  const json applied = s.Json()["preset"]["applied"];
+  EXPECT_EQ(applied["--n-way"], "0");
+  EXPECT_EQ(applied["--n-query"], "5");
+  EXPECT_FALSE(applied.contains("--n-support"));
+  EXPECT_FALSE(applied.contains("--conv1"));
+
+  Fails(train({"--method", "spe", "--preset", "hib-ndigit", "--out", Path("x.model")}),
+        {"--preset hib-ndigit is for --method point, softcon, contrastive, hib", "'spe'"}, 2);
+  Fails(train({"--method", "hib", "--preset", "hib-table1", "--out", Path("x.model")}),
+        {"unknown preset 'hib-table1'", "hib-ndigit", "spe-ndigit"}, 2);
+  EXPECT_FALSE(fs::exists(Path("x.model")));
+}
+
 TEST_F(EncoderCliTest, BadInputFailsClearly) {
   const std::string data = WriteFeatures();
   // Unknown method: a usage error.

