@@ -485,28 +485,19 @@ struct DictFields {
   void operator()(const char* name, bool v) const { (*d)[name] = v; }
   void operator()(const char* name, const std::string& v) const { (*d)[name] = v; }
   void operator()(const char* name, ScoreType v) const { (*d)[name] = ScoreName(v); }
-  void operator()(const char* name, const CalibrationQuality& v) const {
-    py::dict nested;
-    VisitFields(v, DictFields{&nested});
-    (*d)[name] = nested;
-  }
-  void operator()(const char* name, const std::vector<EtaGroupQuality>& groups) const {
+  void operator()(const char* name, const CalibrationQuality& v) const { (*d)[name] = Dict(v); }
+  // Lists of structs (eta quartiles, stored maps): a dict each.
+  template <typename T>
+  void operator()(const char* name, const std::vector<T>& items) const {
     py::list list;
-    for (const EtaGroupQuality& g : groups) {
-      py::dict one;
-      VisitFields(g, DictFields{&one});
-      list.append(one);
-    }
+    for (const T& item : items) list.append(Dict(item));
     (*d)[name] = list;
   }
-  void operator()(const char* name, const std::vector<CalibrationInfo>& infos) const {
-    py::list list;
-    for (const CalibrationInfo& info : infos) {
-      py::dict one;
-      VisitFields(info, DictFields{&one});
-      list.append(one);
-    }
-    (*d)[name] = list;
+  template <typename T>
+  static py::dict Dict(const T& v) {
+    py::dict out;
+    VisitFields(v, DictFields{&out});
+    return out;
   }
 };
 
@@ -518,8 +509,6 @@ py::dict SpecDict(const CollectionSpec& s) {
   d["index"] = s.index_factory;
   return d;
 }
-
-
 
 // Top-k results of Q queries as (Q, k) arrays; rows with fewer hits are
 // padded with id -1 and NaN.

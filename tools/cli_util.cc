@@ -346,22 +346,20 @@ struct JsonFields {
   }
   void operator()(const char* name, Kind v) const { (*j)[name] = KindName(v); }
   void operator()(const char* name, ScoreType v) const { (*j)[name] = ScoreName(v); }
-  void operator()(const char* name, const CalibrationQuality& v) const {
-    (*j)[name] = CalibrationQualityToJson(v);
-  }
-  void operator()(const char* name, const std::vector<EtaGroupQuality>& groups) const {
+  void operator()(const char* name, const CalibrationQuality& v) const { (*j)[name] = Object(v); }
+  // Lists of structs (eta quartiles, stored maps): an object each, without
+  // the spec filter.
+  template <typename T>
+  void operator()(const char* name, const std::vector<T>& items) const {
     nlohmann::json array = nlohmann::json::array();
-    for (const EtaGroupQuality& g : groups) {
-      nlohmann::json one = nlohmann::json::object();
-      VisitFields(g, JsonFields{&one});
-      array.push_back(std::move(one));
-    }
+    for (const T& item : items) array.push_back(Object(item));
     (*j)[name] = std::move(array);
   }
-  void operator()(const char* name, const std::vector<CalibrationInfo>& infos) const {
-    nlohmann::json array = nlohmann::json::array();
-    for (const CalibrationInfo& info : infos) array.push_back(CalibrationInfoToJson(info));
-    (*j)[name] = std::move(array);
+  template <typename T>
+  static nlohmann::json Object(const T& v) {
+    nlohmann::json out = nlohmann::json::object();
+    VisitFields(v, JsonFields{&out});
+    return out;
   }
 };
 
@@ -380,21 +378,15 @@ nlohmann::json StatsToJson(const CollectionStats& stats) {
 }
 
 nlohmann::json CalibrationInfoToJson(const CalibrationInfo& info) {
-  nlohmann::json j = nlohmann::json::object();
-  VisitFields(info, JsonFields{&j});
-  return j;
+  return JsonFields::Object(info);
 }
 
 nlohmann::json CalibrationQualityToJson(const CalibrationQuality& q) {
-  nlohmann::json j = nlohmann::json::object();
-  VisitFields(q, JsonFields{&j});
-  return j;
+  return JsonFields::Object(q);
 }
 
 nlohmann::json CalibrationReportToJson(const CalibrationReport& report) {
-  nlohmann::json j = nlohmann::json::object();
-  VisitFields(report, JsonFields{&j});
-  return j;
+  return JsonFields::Object(report);
 }
 
 nlohmann::json RecordToJson(const Record& record, const CollectionSpec& spec) {
