@@ -12,7 +12,9 @@
 
 #include "calibration/report.h"
 #include "common/random.h"
+#include "hedgedb/match_parameters.h"
 #include "query/collection.h"
+#include "query/match_fit.h"
 
 namespace hedgedb {
 namespace query {
@@ -96,6 +98,17 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
     return Status::InvalidArgument("conformal fraction must be in [0, 1), got " +
                                    std::to_string(o.conformal_fraction));
   }
+  // Match parameters to fit (CalibrateOptions::match_parameters).
+  using MatchParameters = CalibrateOptions::MatchParameters;
+  const bool has_ab = s.kind == Kind::kGaussian || s.kind == Kind::kMog;
+  if (o.match_parameters == MatchParameters::kFit && !has_ab) {
+    return Status::InvalidArgument("collection '" + s.name + "' holds " + KindName(s.kind) +
+                                   ", which have no match parameters to fit (gaussian and mog "
+                                   "collections have them)");
+  }
+  const bool fit_ab = has_ab && (o.match_parameters == MatchParameters::kFit ||
+                                 (o.match_parameters == MatchParameters::kAuto &&
+                                  !MatchParametersNote(s, o.score, true).empty()));
   const bool held_out = o.queries.n > 0;
   const size_t qfloats = QueryRowSize(s);
   std::vector<float> held_rows;
@@ -135,6 +148,32 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
     if (labels.size() < 2 && !held_out) {
       return Status::InvalidArgument("every labelled item of collection '" + s.name +
                                      "' has the same label: calibration needs at least two");
+    }
+    if (fit_ab) {
+      // Fitted first: every score and eta below reads them. They are kept
+      // as floats, as the spec stores them, so the map is fitted at exactly
+      // the values that searches will use.
+      std::vector<const float*> rows;
+      std::vector<int64_t> row_label;
+      for (int64_t r : labelled) {
+        rows.push_back(reinterpret_cast<const float*>(arena + r * row_bytes_));
+        row_label.push_back(row_labels[size_t(r)]);
+      }
+      MatchPairs pairs;
+      MatchFit fit;
+      Status st = DrawMatchPairs(s, rows, row_label, o.sample_seed, &pairs);
+      if (st.ok()) st = FitMatchParameters(pairs, &fit);
+      if (!st.ok()) {
+        return Status::InvalidArgument("cannot fit the match parameters of collection '" +
+                                       s.name + "': " + st.message());
+      }
+      params.match_a = float(fit.match_a);
+      params.match_b = float(fit.match_b);
+      if (!(params.match_a > 0) || !std::isfinite(params.match_a) ||
+          !std::isfinite(params.match_b)) {
+        return Status::InvalidArgument("cannot fit the match parameters of collection '" +
+                                       s.name + "': they leave float's range");
+      }
     }
     // The queries: the held-out set, or a seeded sample of the labelled
     // items, each paired with every other labelled item.
@@ -230,7 +269,30 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
   map.sequence = meta_.sequence;
   report.info = map.Info();
 
-  if (!o.dry_run) {
+  report.match_parameters_fitted = fit_ab;
+  if (has_ab) {
+    report.match_a_before = s.match_a;
+    report.match_b_before = s.match_b;
+    report.match_a = params.match_a;
+    report.match_b = params.match_b;
+  }
+
+  if (!o.dry_run && fit_ab) {
+    storage::CollectionMeta refitted = meta_;
+    refitted.spec.match_a = params.match_a;
+    refitted.spec.match_b = params.match_b;
+    HEDGEDB_RETURN_IF_ERROR(
+        store_->ReplaceSpecAndCalibration(refitted, uint8_t(map.score_type), map.Encode()));
+    std::unique_lock<RwMutex> lock(state_mutex_);
+    meta_.spec.match_a = params.match_a;
+    meta_.spec.match_b = params.match_b;
+    // The other maps read scores or eta of the old parameters: the store
+    // dropped them in the same batch.
+    calibrations_.clear();
+    calibration_note_.clear();
+    calibrations_[map.score_type] = std::move(map);
+    report.stored = true;
+  } else if (!o.dry_run) {
     HEDGEDB_RETURN_IF_ERROR(store_->PutCalibration(meta_, uint8_t(map.score_type), map.Encode()));
     std::unique_lock<RwMutex> lock(state_mutex_);
     calibrations_[map.score_type] = std::move(map);

@@ -537,8 +537,11 @@ Status Collection::CatchUp(const storage::CollectionMeta& latest) {
         }));
   }
   std::unique_lock<RwMutex> lock(state_mutex_);
-  // A calibration does not advance the sequence: reload them every time.
+  // A calibration does not advance the sequence: reload them every time,
+  // and the match parameters that calibrate may have refitted with them.
   HEDGEDB_RETURN_IF_ERROR(LoadCalibrationsLocked());
+  meta_.spec.match_a = latest.spec.match_a;
+  meta_.spec.match_b = latest.spec.match_b;
   if (latest.sequence == meta_.sequence) return Status::OK();
   // Gone: live items whose record was removed, or removed and written again.
   std::vector<int64_t> gone;
@@ -631,6 +634,10 @@ Status Collection::Search(const EmbeddingView& queries, const SearchOptions& opt
     lock.unlock();
     if (payload_index_ready) WaitForWrite();
   }
+  // The match parameters as of the lock: calibrate may have refitted them
+  // since the plan was made, together with the map that reads them.
+  plan.params.match_a = meta_.spec.match_a;
+  plan.params.match_b = meta_.spec.match_b;
   HEDGEDB_RETURN_IF_ERROR(Searcher(SearchStateLocked()).Run(&plan, options, results));
   if (!options.with_payload) return Status::OK();
   // Payloads come from the record store: read them without holding the lock

@@ -100,7 +100,11 @@ class Collection {
   // index, removed ones leave, calibrations are reloaded. In memory only.
   Status CatchUp(const storage::CollectionMeta& latest);
 
-  const CollectionSpec& spec() const { return meta_.spec; }
+  // A copy: calibrate may refit the match parameters meanwhile.
+  CollectionSpec spec() const {
+    std::shared_lock<RwMutex> lock(state_mutex_);
+    return meta_.spec;
+  }
   const storage::CollectionMeta& meta() const { return meta_; }
   // How the index was obtained on Open: "loaded", "caught-up", "rebuilt".
   const std::string& open_mode() const { return keeper_.open_mode(); }

@@ -777,6 +777,21 @@ Status RecordStore::DeleteCalibration(const CollectionMeta& meta, uint8_t score_
   return Write(wo, &batch, "removing the calibration of collection " + meta.spec.name);
 }
 
+Status RecordStore::ReplaceSpecAndCalibration(const CollectionMeta& meta, uint8_t score_type,
+                                              const std::string& bytes) {
+  rocksdb::WriteBatch batch;
+  HEDGEDB_RETURN_IF_ERROR(PutMeta(meta, &batch));
+  HEDGEDB_RETURN_IF_ERROR(FromRocks(
+      batch.DeleteRange(meta_cf_, CalibrationKey(meta.id, 0), CalibrationKey(meta.id + 1, 0)),
+      "batching calibration"));
+  HEDGEDB_RETURN_IF_ERROR(FromRocks(batch.Put(meta_cf_, CalibrationKey(meta.id, score_type), bytes),
+                                    "batching calibration"));
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  return Write(wo, &batch,
+               "storing the match parameters and calibration of collection " + meta.spec.name);
+}
+
 Status RecordStore::LoadCalibrations(const CollectionMeta& meta,
                                      std::vector<std::pair<uint8_t, std::string>>* maps,
                                      const rocksdb::Snapshot* snapshot) {

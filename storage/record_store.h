@@ -172,6 +172,12 @@ class RecordStore {
   // synced write, so a map is either the old one or the new one.
   Status PutCalibration(const CollectionMeta& meta, uint8_t score_type, const std::string& bytes);
   Status DeleteCalibration(const CollectionMeta& meta, uint8_t score_type);
+  // Rewrites the descriptor with `meta` (a spec whose match parameters were
+  // refitted; id, sequence and max id unchanged), removes every stored map of
+  // the collection and stores `bytes` under `score_type`: one synced batch, so
+  // a reader sees the old spec with the old maps or the new with the new map.
+  Status ReplaceSpecAndCalibration(const CollectionMeta& meta, uint8_t score_type,
+                                   const std::string& bytes);
   // Every stored map of the collection: (score type, bytes).
   Status LoadCalibrations(const CollectionMeta& meta,
                           std::vector<std::pair<uint8_t, std::string>>* maps,

@@ -53,6 +53,16 @@ struct CalibrateOptions {
   double conformal_fraction = 0;
   // Fit and report, but do not store the map.
   bool dry_run = false;
+  // The match parameters of gaussian and mog collections (match_a, match_b:
+  // the sigmoid(-a * ||z1 - z2|| + b) that the mc and match scores and eta
+  // read). kAuto fits them to the labelled items when they cannot express a
+  // match (match_b <= 0, as the defaults: MatchParametersNote), kFit always,
+  // kKeep never. Fitted ones (docs/calibration.md, "Match parameters")
+  // replace the spec's in the same atomic write as the new map, and every
+  // other stored map of the collection is removed, since each read scores or
+  // eta of the old ones. Points and codes have none to fit: kFit is an error.
+  enum class MatchParameters { kAuto, kFit, kKeep };
+  MatchParameters match_parameters = MatchParameters::kAuto;
 };
 
 // One bin of a reliability curve (15 equal-mass bins).
@@ -125,6 +135,14 @@ struct CalibrationReport {
   CalibrationQuality after;
   std::vector<TopMatch> top_matches;  // one per query
   bool stored = false;                // false with dry_run
+  // The match parameters before the call and those the map was fitted with
+  // (NaN: kinds without them), and whether they were fitted
+  // (CalibrateOptions::match_parameters; with dry_run, fitted but not kept).
+  bool match_parameters_fitted = false;
+  double match_a_before = std::numeric_limits<double>::quiet_NaN();
+  double match_b_before = std::numeric_limits<double>::quiet_NaN();
+  double match_a = std::numeric_limits<double>::quiet_NaN();
+  double match_b = std::numeric_limits<double>::quiet_NaN();
 };
 
 // Labelled scored pairs in, an encoded calibration map out (the bytes that

@@ -108,6 +108,11 @@ void VisitFields(const CalibrationReport& report, Visitor&& visit) {
   visit("before", report.before);
   visit("after", report.after);
   visit("stored", bool(report.stored));
+  visit("match_parameters_fitted", bool(report.match_parameters_fitted));
+  visit("match_a_before", double(report.match_a_before));
+  visit("match_b_before", double(report.match_b_before));
+  visit("match_a", double(report.match_a));
+  visit("match_b", double(report.match_b));
 }
 
 // A collection's stats: its spec's fields, then the state of its items,

@@ -19,6 +19,8 @@
 #include <thread>
 
 #include "calibration/metrics.h"
+#include "hedgedb/match_parameters.h"
+#include "query/match_fit.h"
 #include "engine_test_util.h"
 #include "hedgedb/score.h"
 #include "sanitizer.h"
@@ -1193,6 +1195,191 @@ INSTANTIATE_TEST_SUITE_P(Indexes, ThresholdSearch,
                            for (char c : info.param) name += std::isalnum(c) ? c : '_';
                            return name;
                          });
+
+}  // namespace
+}  // namespace hedgedb
+
+namespace hedgedb {
+namespace {
+
+// The balanced log loss of query/match_fit.h, written out again here from
+// its definition, as the independent check of the fit.
+double BalancedLoss(const query::MatchPairs& p, double a, double b) {
+  double pos = 0, neg = 0;
+  for (int64_t i = 0; i < p.pairs(); ++i) {
+    double q = 0;
+    for (int k = 0; k < p.samples; ++k) {
+      q += 1 / (1 + std::exp(a * p.distances[size_t(i * p.samples + k)] - b));
+    }
+    q /= p.samples;
+    if (p.same_label[size_t(i)]) pos -= std::log(q); else neg -= std::log(1 - q);
+  }
+  return 0.5 * pos / double(p.positives) + 0.5 * neg / double(p.pairs() - p.positives);
+}
+
+TEST(MatchFit, RecoversTheParametersThatDrewTheLabels) {
+  // One draw a pair: HIB's match probability is a logistic regression on
+  // the distance, whose balanced fit has the true slope and the intercept
+  // shifted by log(negatives / positives) (the weights' prior shift).
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  const double a = 2.5, b = 4.0;
+  query::MatchPairs pairs;
+  pairs.samples = 1;
+  for (int i = 0; i < 200000; ++i) {
+    const double d = 4.0 * uni(rng);
+    const bool y = uni(rng) < 1 / (1 + std::exp(a * d - b));
+    pairs.distances.push_back(float(d));
+    pairs.same_label.push_back(y);
+    pairs.positives += y;
+  }
+  query::MatchFit fit;
+  ASSERT_TRUE(query::FitMatchParameters(pairs, &fit).ok());
+  const double shift = std::log(double(pairs.pairs() - pairs.positives) / pairs.positives);
+  EXPECT_NEAR(fit.match_a, a, 0.05 * a);
+  EXPECT_NEAR(fit.match_b, b + shift, 0.1);
+  EXPECT_NEAR(fit.log_loss, BalancedLoss(pairs, fit.match_a, fit.match_b), 1e-9);
+}
+
+TEST(MatchFit, IsTheMinimumOfTheMonteCarloLikelihood) {
+  // Drawn from a collection's rows, 16 draws a pair: no step in a or b
+  // lowers the loss (checked by the loss written out above).
+  CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 8, "Flat");
+  const testing::Batch items = ClusteredBatch(spec, 400, 10, 3);
+  std::vector<const float*> rows;
+  std::vector<std::vector<float>> packed(size_t(items.n));
+  for (int64_t i = 0; i < items.n; ++i) {
+    packed[size_t(i)].assign(items.mean.begin() + i * 8, items.mean.begin() + (i + 1) * 8);
+    packed[size_t(i)].insert(packed[size_t(i)].end(), items.var.begin() + i * 8,
+                             items.var.begin() + (i + 1) * 8);
+    rows.push_back(packed[size_t(i)].data());
+  }
+  query::MatchPairs pairs;
+  ASSERT_TRUE(query::DrawMatchPairs(spec, rows, items.labels, 1, &pairs).ok());
+  EXPECT_EQ(pairs.samples, 16);
+  EXPECT_EQ(pairs.pairs(), 2 * pairs.positives);
+  query::MatchFit fit;
+  ASSERT_TRUE(query::FitMatchParameters(pairs, &fit).ok());
+  const double at = BalancedLoss(pairs, fit.match_a, fit.match_b);
+  for (double da : {-0.01, 0.01}) {
+    EXPECT_GT(BalancedLoss(pairs, fit.match_a * (1 + da), fit.match_b), at);
+  }
+  for (double db : {-0.01, 0.01}) {
+    EXPECT_GT(BalancedLoss(pairs, fit.match_a, fit.match_b + db), at);
+  }
+  EXPECT_GT(fit.match_b, 0);
+
+  // One label: nothing to fit, and the error says what is needed.
+  std::vector<int64_t> one(items.labels.size(), 0);
+  const Status s = query::DrawMatchPairs(spec, rows, one, 1, &pairs);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("two labels"), std::string::npos) << s.ToString();
+}
+
+TEST(Calibrate, FitsMatchParametersThatCannotExpressAMatch) {
+  TempDir dir;
+  CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 8, "Flat");  // a = 1, b = 0
+  ASSERT_FALSE(MatchParametersNote(spec).empty());
+  const testing::Batch items = ClusteredBatch(spec, 600, 10, 1);
+  std::unique_ptr<DB> db = DbWith(dir, spec, items);
+  std::unique_ptr<DB> reader;
+  {
+    Options ro;
+    ro.read_only = true;
+    ASSERT_TRUE(DB::Open(ro, dir.path(), &reader).ok());
+  }
+  const auto self_search = [&](DB* d, std::vector<SearchResult>* r) {
+    testing::Batch one = items;
+    one.n = 1;
+    ASSERT_TRUE(d->Search("c", one.view(), SearchOptions(), r).ok());
+  };
+  std::vector<SearchResult> before;
+  self_search(db.get(), &before);
+  EXPECT_LT(before[0].hits[0].score, 0.5f);  // the item itself
+  EXPECT_GE(before[0].query_uncertainty, 0.5f);
+
+  // An mls map first: fitting the parameters drops it (its conditional
+  // part reads eta, which they change).
+  CalibrateOptions mls;
+  mls.max_pairs = 30000;
+  mls.score = ScoreType::kMls;
+  mls.match_parameters = CalibrateOptions::MatchParameters::kKeep;
+  ASSERT_TRUE(db->Calibrate("c", mls, nullptr).ok());
+  CollectionSpec kept;
+  ASSERT_TRUE(db->DescribeCollection("c", &kept).ok());
+  EXPECT_EQ(kept.match_b, 0.0f);
+
+  // A dry run fits and reports, and changes nothing.
+  CalibrationReport dry;
+  CalibrateOptions dry_options;
+  dry_options.dry_run = true;
+  dry_options.max_pairs = 30000;
+  ASSERT_TRUE(db->Calibrate("c", dry_options, &dry).ok());
+  EXPECT_TRUE(dry.match_parameters_fitted);
+  EXPECT_FALSE(dry.stored);
+  ASSERT_TRUE(db->DescribeCollection("c", &kept).ok());
+  EXPECT_EQ(kept.match_b, 0.0f);
+
+  CalibrationReport report;
+  CalibrateOptions options;
+  options.max_pairs = 30000;
+  ASSERT_TRUE(db->Calibrate("c", options, &report).ok());
+  EXPECT_TRUE(report.match_parameters_fitted);
+  EXPECT_EQ(report.match_a_before, 1.0);
+  EXPECT_EQ(report.match_b_before, 0.0);
+  EXPECT_GT(report.match_b, 0.0);
+  EXPECT_EQ(report.match_a, dry.match_a);  // seeded: the same fit
+  EXPECT_EQ(report.match_b, dry.match_b);
+  CollectionSpec fitted;
+  ASSERT_TRUE(db->DescribeCollection("c", &fitted).ok());
+  EXPECT_EQ(fitted.match_a, float(report.match_a));
+  EXPECT_EQ(fitted.match_b, float(report.match_b));
+  EXPECT_TRUE(MatchParametersNote(fitted).empty());
+  CollectionStats st = StatsOf(db.get(), "c");
+  ASSERT_EQ(st.calibrations.size(), 1u);
+  EXPECT_EQ(st.calibrations[0].score, ScoreType::kMc);
+
+  // Searches read them: the item itself is now a match, and its eta small.
+  std::vector<SearchResult> after;
+  self_search(db.get(), &after);
+  EXPECT_EQ(after[0].hits[0].id, before[0].hits[0].id);
+  EXPECT_GT(after[0].hits[0].score, 0.5f);
+  EXPECT_LT(after[0].query_uncertainty, 0.5f);
+  EXPECT_TRUE(std::isfinite(after[0].hits[0].prob));
+
+  // A reader sees them at its next catch-up, with the new map.
+  ASSERT_TRUE(reader->CatchUp().ok());
+  CollectionSpec seen;
+  ASSERT_TRUE(reader->DescribeCollection("c", &seen).ok());
+  EXPECT_EQ(seen.match_b, fitted.match_b);
+  std::vector<SearchResult> read;
+  self_search(reader.get(), &read);
+  EXPECT_EQ(read[0].hits[0].score, after[0].hits[0].score);
+  EXPECT_EQ(read[0].hits[0].prob, after[0].hits[0].prob);
+  reader.reset();
+
+  // Auto leaves parameters that can express a match alone.
+  CalibrationReport again;
+  ASSERT_TRUE(db->Calibrate("c", options, &again).ok());
+  EXPECT_FALSE(again.match_parameters_fitted);
+  EXPECT_EQ(again.match_b, report.match_b);
+
+  // They survive reopen.
+  db.reset();
+  db = OpenDb(dir.path());
+  ASSERT_TRUE(db->DescribeCollection("c", &seen).ok());
+  EXPECT_EQ(seen.match_a, fitted.match_a);
+  EXPECT_EQ(seen.match_b, fitted.match_b);
+
+  // Points have none: asking to fit them is an error that stores nothing.
+  CollectionSpec points = MakeSpec("p", Kind::kPoint, 8, "Flat");
+  ASSERT_TRUE(db->CreateCollection(points).ok());
+  CalibrateOptions fit;
+  fit.match_parameters = CalibrateOptions::MatchParameters::kFit;
+  const Status s = db->Calibrate("p", fit, nullptr);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("no match parameters"), std::string::npos) << s.ToString();
+}
 
 }  // namespace
 }  // namespace hedgedb

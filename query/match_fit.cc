@@ -1,0 +1,220 @@
+// Fitting match_a and match_b to labelled items (query/match_fit.h).
+#include "query/match_fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <unordered_map>
+
+#include "common/random.h"
+
+namespace hedgedb {
+namespace query {
+namespace {
+
+// One draw from an item row: a gaussian's N(mu, diag var), or a mixture's
+// component picked by its weight first.
+void DrawSample(const CollectionSpec& spec, const float* row, uint64_t* state, float* z) {
+  const int d = spec.dim;
+  const float* mu = row;
+  const float* var = row + d;
+  if (spec.kind == Kind::kMog) {
+    const int c = spec.components;
+    const double u = double(SplitMix64(state) >> 11) * 0x1.0p-53;
+    double acc = 0;
+    int pick = c - 1;
+    for (int j = 0; j < c; ++j) {
+      acc += row[j];
+      if (u < acc) {
+        pick = j;
+        break;
+      }
+    }
+    mu = row + c + size_t(pick) * d;
+    var = row + c + size_t(c) * d + size_t(pick) * d;
+  }
+  for (int i = 0; i < d; i += 2) {
+    const double u1 = (double(SplitMix64(state) >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
+    const double u2 = double(SplitMix64(state) >> 11) * 0x1.0p-53;          // [0, 1)
+    double g0, g1;
+    BoxMuller(u1, u2, &g0, &g1);
+    z[i] = float(mu[i] + std::sqrt(double(var[i])) * g0);
+    if (i + 1 < d) z[i + 1] = float(mu[i + 1] + std::sqrt(double(var[i + 1])) * g1);
+  }
+}
+
+double Sigmoid(double x) { return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x)); }
+
+// The balanced log loss at (a, b) and, if asked, its gradient and Hessian in
+// (t = log a, b).
+struct Objective {
+  const MatchPairs& p;
+  double w_pos, w_neg;
+  double Value(double a, double b, double grad[2] = nullptr, double hess[3] = nullptr) const {
+    const int k = p.samples;
+    double loss = 0, g[2] = {0, 0}, h[3] = {0, 0, 0};
+    for (int64_t i = 0; i < p.pairs(); ++i) {
+      const float* d = p.distances.data() + i * k;
+      // p and its derivatives in (a, b).
+      double q = 0, qa = 0, qb = 0, qaa = 0, qab = 0, qbb = 0;
+      for (int j = 0; j < k; ++j) {
+        const double s = Sigmoid(-a * d[j] + b), g1 = s * (1 - s), g2 = g1 * (1 - 2 * s);
+        q += s;
+        qa -= d[j] * g1;
+        qb += g1;
+        qaa += double(d[j]) * d[j] * g2;
+        qab -= d[j] * g2;
+        qbb += g2;
+      }
+      q /= k, qa /= k, qb /= k, qaa /= k, qab /= k, qbb /= k;
+      q = std::min(std::max(q, 1e-12), 1 - 1e-12);
+      const bool y = p.same_label[size_t(i)] != 0;
+      const double w = y ? w_pos : w_neg;
+      loss -= w * (y ? std::log(q) : std::log1p(-q));
+      if (!grad) continue;
+      // d(-log lik)/dq and its derivative.
+      const double u = y ? -1 / q : 1 / (1 - q);
+      const double v = y ? 1 / (q * q) : 1 / ((1 - q) * (1 - q));
+      // Chain rule into t = log a: dq/dt = a qa, d2q/dt2 = a qa + a^2 qaa.
+      const double qt = a * qa, qtt = a * qa + a * a * qaa, qtb = a * qab;
+      g[0] += w * u * qt;
+      g[1] += w * u * qb;
+      h[0] += w * (v * qt * qt + u * qtt);
+      h[1] += w * (v * qt * qb + u * qtb);
+      h[2] += w * (v * qb * qb + u * qbb);
+    }
+    if (grad) grad[0] = g[0], grad[1] = g[1];
+    if (hess) hess[0] = h[0], hess[1] = h[1], hess[2] = h[2];
+    return loss;
+  }
+};
+
+}  // namespace
+
+Status DrawMatchPairs(const CollectionSpec& spec, const std::vector<const float*>& rows,
+                      const std::vector<int64_t>& labels, uint64_t seed, MatchPairs* out,
+                      int64_t max_items, int64_t max_pairs, int samples) {
+  if (spec.kind != Kind::kGaussian && spec.kind != Kind::kMog) {
+    return Status::InvalidArgument(std::string("only gaussian and mog collections have match "
+                                               "parameters to fit; this one holds ") +
+                                   KindName(spec.kind));
+  }
+  const int64_t n = int64_t(rows.size());
+  uint64_t state = StreamSeed(seed, 0x3A7C4);
+  std::vector<int64_t> pick(static_cast<size_t>(n));
+  std::iota(pick.begin(), pick.end(), 0);
+  for (int64_t i = n - 1; i > 0; --i) {  // Fisher-Yates
+    std::swap(pick[size_t(i)], pick[size_t(SplitMix64(&state) % uint64_t(i + 1))]);
+  }
+  if (n > max_items) pick.resize(size_t(max_items));
+  // Same-label pairs of the sample, then as many pairs of different labels.
+  std::unordered_map<int64_t, std::vector<int64_t>> by_label;
+  for (int64_t i : pick) by_label[labels[size_t(i)]].push_back(i);
+  std::vector<std::pair<int64_t, int64_t>> positives, negatives;
+  for (const auto& kv : by_label) {
+    const auto& m = kv.second;
+    for (size_t i = 0; i < m.size(); ++i)
+      for (size_t j = i + 1; j < m.size(); ++j) positives.emplace_back(m[i], m[j]);
+  }
+  if (positives.empty() || by_label.size() < 2) {
+    return Status::InvalidArgument(
+        "fitting match_a and match_b needs labelled items of at least two labels, two of one "
+        "label at least");
+  }
+  std::sort(positives.begin(), positives.end());  // the map's order is not seeded
+  const size_t half = size_t(std::max<int64_t>(1, max_pairs / 2));
+  for (size_t i = positives.size(); i > 1 && positives.size() > half; --i) {
+    std::swap(positives[i - 1], positives[size_t(SplitMix64(&state) % i)]);
+  }
+  if (positives.size() > half) positives.resize(half);
+  const size_t want = positives.size();
+  for (int64_t tries = 0; negatives.size() < want && tries < int64_t(want) * 100; ++tries) {
+    const int64_t i = pick[size_t(SplitMix64(&state) % pick.size())];
+    const int64_t j = pick[size_t(SplitMix64(&state) % pick.size())];
+    if (labels[size_t(i)] != labels[size_t(j)]) negatives.emplace_back(i, j);
+  }
+  out->samples = samples;
+  out->positives = int64_t(positives.size());
+  out->same_label.assign(positives.size(), 1);
+  out->same_label.resize(positives.size() + negatives.size(), 0);
+  out->distances.resize(out->same_label.size() * size_t(samples));
+  std::vector<float> z1(size_t(spec.dim)), z2(size_t(spec.dim));
+  size_t at = 0;
+  for (const auto* list : {&positives, &negatives}) {
+    for (const auto& pr : *list) {
+      for (int s = 0; s < samples; ++s) {
+        DrawSample(spec, rows[size_t(pr.first)], &state, z1.data());
+        DrawSample(spec, rows[size_t(pr.second)], &state, z2.data());
+        double d2 = 0;
+        for (int i = 0; i < spec.dim; ++i) d2 += double(z1[i] - z2[i]) * (z1[i] - z2[i]);
+        out->distances[at++] = float(std::sqrt(d2));
+      }
+    }
+  }
+  return Status::OK();
+}
+
+Status FitMatchParameters(const MatchPairs& pairs, MatchFit* out) {
+  const int64_t n = pairs.pairs(), pos = pairs.positives;
+  if (pos < 1 || pos >= n || pairs.samples < 1) {
+    return Status::InvalidArgument("fitting match_a and match_b needs pairs of both kinds");
+  }
+  const Objective f{pairs, 0.5 / double(pos), 0.5 / double(n - pos)};
+  // Start: a logistic fit of the label on the mean distance (Newton on two
+  // parameters, a few steps), standardised so that a and b start sensible.
+  std::vector<double> mean(static_cast<size_t>(n));
+  double mu = 0, sd = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double s = 0;
+    for (int j = 0; j < pairs.samples; ++j) s += pairs.distances[size_t(i * pairs.samples + j)];
+    mean[size_t(i)] = s / pairs.samples;
+    mu += mean[size_t(i)];
+  }
+  mu /= double(n);
+  for (double m : mean) sd += (m - mu) * (m - mu);
+  sd = std::sqrt(sd / double(n));
+  if (!(sd > 0)) return Status::InvalidArgument("every pair is at the same distance: no fit");
+  double a = 1 / sd, b = mu / sd;  // sigmoid(-(d - mu) / sd)
+  double t = std::log(a);
+  double loss = f.Value(a, b);
+  int it = 0;
+  for (; it < 100; ++it) {
+    double g[2], h[3];
+    f.Value(a, b, g, h);
+    // Newton with Levenberg damping until the Hessian is positive definite.
+    double lambda = 0, step[2] = {0, 0};
+    for (int tries = 0; tries < 30; ++tries) {
+      const double h0 = h[0] + lambda, h2 = h[2] + lambda, det = h0 * h2 - h[1] * h[1];
+      if (h0 > 0 && det > 0) {
+        step[0] = -(h2 * g[0] - h[1] * g[1]) / det;
+        step[1] = -(h0 * g[1] - h[1] * g[0]) / det;
+        break;
+      }
+      lambda = lambda == 0 ? 1e-6 + 1e-3 * (std::fabs(h[0]) + std::fabs(h[2])) : lambda * 10;
+    }
+    // Backtracking: the loss must not rise.
+    double scale = 1, next = loss, nt = t, nb = b;
+    for (int tries = 0; tries < 40; ++tries, scale /= 2) {
+      nt = t + scale * step[0];
+      nb = b + scale * step[1];
+      next = f.Value(std::exp(nt), nb);
+      if (std::isfinite(next) && next <= loss) break;
+    }
+    const bool done = !(next < loss - 1e-12 * std::max(1.0, loss));
+    if (next <= loss) t = nt, b = nb, a = std::exp(t), loss = next;
+    if (done || std::fabs(g[0]) + std::fabs(g[1]) < 1e-10) break;
+  }
+  if (!(a > 1e-8) || !std::isfinite(a) || !std::isfinite(b)) {
+    return Status::InvalidArgument(
+        "the labels do not depend on the distance (the fitted match_a goes to 0): nothing to "
+        "fit");
+  }
+  out->match_a = a;
+  out->match_b = b;
+  out->log_loss = loss;
+  out->iterations = it + 1;
+  return Status::OK();
+}
+
+}  // namespace query
+}  // namespace hedgedb
