@@ -102,8 +102,9 @@ std::string MatchParametersNote(const CollectionSpec& spec, ScoreType score, boo
          "at most 0.5 for every pair, so mc and match scores stay below 0.5, an item against "
          "itself included, and every uncertainty eta is at least 0.5. Create the collection "
          "with the encoder's learned match_a and match_b (--match-a/--match-b; hedgedb train "
-         "prints them, hedgedb generate suggests some for its data), or search with score mls, "
-         "csd or l2, which do not use them";
+         "prints them, hedgedb generate suggests some for its data), or calibrate the collection "
+         "on labelled items, which fits them (hedgedb calibrate, db.calibrate), or search with "
+         "score mls, csd or l2, which do not use them";
 }
 
 int DefaultSamples(int components) {

@@ -343,7 +343,7 @@ std::string EvaluateEmbeddingsOf(const std::string& kind, int dim, int component
                                  const py::object& query_labels, const std::string& var_form,
                                  const std::string& score, int samples, uint64_t seed,
                                  const std::vector<int>& ks, int knn_k, int eta_bins,
-                                 int64_t block_floats) {
+                                 bool fit_match_parameters, int64_t block_floats) {
   CollectionSpec spec;
   if (!ParseKind(kind, &spec.kind)) Raise(Status::InvalidArgument("unknown kind '" + kind + "'"));
   spec.dim = dim;
@@ -361,6 +361,7 @@ std::string EvaluateEmbeddingsOf(const std::string& kind, int dim, int component
   options.score.seed = seed;
   options.eta_bins = eta_bins;
   options.block_floats = block_floats;
+  options.fit_match_parameters = fit_match_parameters;
   const Batch item_batch = BatchOf(items, var_form);
   Batch query_batch;
   std::vector<int64_t> gallery = Labels(labels), probes = gallery;
@@ -420,5 +421,5 @@ PYBIND11_MODULE(_encoders, m) {
         py::arg("match_b"), py::arg("items"), py::arg("labels"), py::arg("queries"),
         py::arg("query_labels"), py::arg("var_form"), py::arg("score"), py::arg("samples"),
         py::arg("seed"), py::arg("ks"), py::arg("knn_k"), py::arg("eta_bins"),
-        py::arg("block_floats") = hedgedb::encoders::EmbeddingEvaluationOptions().block_floats);
+        py::arg("fit_match_parameters"), py::arg("block_floats") = hedgedb::encoders::EmbeddingEvaluationOptions().block_floats);
 }

@@ -873,7 +873,7 @@ class PyDB {
                      const py::object& query_labels, const std::string& score, int samples,
                      const py::object& seed, int64_t max_pairs, uint64_t sample_seed,
                      int64_t top_ranks, double conformal_fraction, bool unconditional,
-                     bool dry_run) {
+                     bool dry_run, const std::string& match_parameters) {
     const CollectionSpec spec = Describe(collection);
     CalibrateOptions o;
     if (!score.empty() && !ParseScore(score, &o.score)) {
@@ -897,6 +897,9 @@ class PyDB {
     o.conformal_fraction = conformal_fraction;
     o.unconditional = unconditional;
     o.dry_run = dry_run;
+    if (!ParseMatchParameters(match_parameters, &o.match_parameters)) {
+      Invalid("match_parameters must be 'auto', 'fit' or 'keep', got '" + match_parameters + "'");
+    }
     const bool held_out = !vec.is_none() || !mean.is_none() || !logp.is_none();
     if (held_out != !query_labels.is_none()) {
       Invalid("held-out queries need query_labels, and query_labels needs the queries");
@@ -1216,14 +1219,19 @@ PYBIND11_MODULE(_hedgedb, m) {
            py::arg("score") = "", py::arg("samples") = 0, py::arg("seed") = py::none(),
            py::arg("max_pairs") = 1000000, py::arg("sample_seed") = 0, py::arg("top_ranks") = 0,
            py::arg("conformal_fraction") = 0.0, py::arg("unconditional") = false,
-           py::arg("dry_run") = false,
+           py::arg("dry_run") = false, py::arg("match_parameters") = "auto",
            "Fit and store the map from a score to P(same label) (docs/calibration.md): on the "
            "collection's labelled items, or on held-out queries (the search layout) with "
            "query_labels (n,) int64. By default conditional on each result's rank, gap and "
            "eta (unconditional=True: the score alone). Returns the report as a dict: method, "
            "conditional, pairs, base_rate, before / after (held out by query: ece, ece_top1, "
            "ece_top10, brier, log_loss, precision_at_1, mean_top1_prob, eta_quartiles, "
-           "worst_eta_gap), stored.")
+           "worst_eta_gap), stored, and match_a / match_b (before: match_a_before, "
+           "match_b_before; match_parameters_fitted). match_parameters ('auto', 'fit', "
+           "'keep'): gaussian and mog collections whose match_a / match_b cannot express a "
+           "match (match_b <= 0, as the defaults) get them fitted to the labelled items with "
+           "'auto' (always with 'fit'); they replace the collection's, and its other maps are "
+           "removed.")
       .def("import_calibration", &PyDB::ImportCalibration, py::arg("collection"), py::arg("map"),
            py::kw_only(), py::arg("base_rate") = 0.0,
            "Store a calibration map fitted elsewhere, e.g. a model file's "

@@ -1,12 +1,16 @@
 // Fitting match_a and match_b to labelled items (query/match_fit.h).
 #include "query/match_fit.h"
 
+#include "hedgedb/match_parameters.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <unordered_map>
 
 #include "common/random.h"
+#include "common/row_layout.h"
+#include "query/row_checks.h"
 
 namespace hedgedb {
 namespace query {
@@ -216,5 +220,38 @@ Status FitMatchParameters(const MatchPairs& pairs, MatchFit* out) {
   return Status::OK();
 }
 
+Status FitMatchParametersOfView(const CollectionSpec& spec, const EmbeddingView& items,
+                                const int64_t* labels, uint64_t seed, MatchFit* out) {
+  const RowShape shape = RowShapeOf(spec);
+  HEDGEDB_RETURN_IF_ERROR(CheckItemRows(shape, items));
+  const size_t floats = ItemRowSize(spec);
+  std::vector<float> packed(size_t(items.n) * floats);
+  std::vector<const float*> rows(static_cast<size_t>(items.n));
+  for (int64_t i = 0; i < items.n; ++i) {
+    float* row = packed.data() + size_t(i) * floats;
+    PackItemRow(shape, items, i, reinterpret_cast<uint8_t*>(row));
+    rows[size_t(i)] = row;
+  }
+  MatchPairs pairs;
+  HEDGEDB_RETURN_IF_ERROR(
+      DrawMatchPairs(spec, rows, std::vector<int64_t>(labels, labels + items.n), seed, &pairs));
+  return FitMatchParameters(pairs, out);
+}
+
 }  // namespace query
+
+Status FitMatchParameters(const CollectionSpec& spec, const EmbeddingView& items,
+                          const int64_t* labels, uint64_t seed, float* match_a, float* match_b) {
+  if (!labels) return Status::InvalidArgument("fitting match_a and match_b needs labels");
+  query::MatchFit fit;
+  HEDGEDB_RETURN_IF_ERROR(query::FitMatchParametersOfView(spec, items, labels, seed, &fit));
+  if (!(float(fit.match_a) > 0) || !std::isfinite(float(fit.match_a)) ||
+      !std::isfinite(float(fit.match_b))) {
+    return Status::InvalidArgument("the fitted match_a and match_b leave float's range");
+  }
+  *match_a = float(fit.match_a);
+  *match_b = float(fit.match_b);
+  return Status::OK();
+}
+
 }  // namespace hedgedb

@@ -49,5 +49,10 @@ struct MatchFit {
 };
 Status FitMatchParameters(const MatchPairs& pairs, MatchFit* out);
 
+// Both steps on items given as a view with one label each (evaluate on
+// embedding files): the rows are checked as an ingest checks them.
+Status FitMatchParametersOfView(const CollectionSpec& spec, const EmbeddingView& items,
+                                const int64_t* labels, uint64_t seed, MatchFit* out);
+
 }  // namespace query
 }  // namespace hedgedb

@@ -313,6 +313,7 @@ void RegisterSearch(CLI::App& app) {
 
 struct CalibrateArgs {
   std::string db, collection, score = "default", query_labels, plots, format = "json";
+  std::string match_parameters = "auto";
   EmbeddingFiles queries;
   CalibrateOptions options;
   CLI::Option* seed_option = nullptr;
@@ -322,6 +323,9 @@ struct CalibrateArgs {
 void RunCalibrate(CalibrateArgs& args) {
   CalibrateOptions& o = args.options;
   if (!ParseScore(args.score, &o.score)) UsageError("unknown score '" + args.score + "'");
+  if (!ParseMatchParameters(args.match_parameters, &o.match_parameters)) {
+    UsageError("unknown --match-parameters '" + args.match_parameters + "' (auto, fit or keep)");
+  }
   o.has_seed = args.seed_option->count() > 0;
   std::unique_ptr<DB> db = OpenDatabase(args.db, false);
   const CollectionSpec spec = DescribeOrFail(*db, args.collection);
@@ -362,6 +366,12 @@ void RunCalibrate(CalibrateArgs& args) {
       args.collection.c_str(), ScoreName(report.info.score), report.info.method.c_str(),
       static_cast<long long>(report.info.pairs), static_cast<long long>(report.queries),
       100.0 * report.info.base_rate, report.stored ? "" : " [not stored: --dry-run]");
+  if (report.match_parameters_fitted) {
+    std::printf(
+        "  match parameters fitted to the labelled pairs: match_a %g -> %g, match_b %g -> %g%s\n",
+        report.match_a_before, report.match_a, report.match_b_before, report.match_b,
+        report.stored ? " (stored; the collection's other maps were removed)" : "");
+  }
   std::printf("  %s\n", report.info.reason.c_str());
   if (report.info.conditional) {
     std::printf("  conditioned on: %s\n", report.info.conditioned_on.c_str());
@@ -465,6 +475,12 @@ void RegisterCalibrate(CLI::App& app) {
   cmd->add_flag("--unconditional", args->options.unconditional,
                 "Calibrate the score alone (platt, beta or isotonic), not the map conditional on "
                 "rank, gap and eta");
+  cmd->add_option("--match-parameters", args->match_parameters,
+                  "gaussian and mog: auto fits match_a and match_b to the labelled items when "
+                  "they cannot express a match (match_b <= 0, as the defaults), fit always, keep "
+                  "never; fitted ones replace the collection's, and its other maps are removed")
+      ->capture_default_str()
+      ->check(CLI::IsMember(std::vector<std::string>{"auto", "fit", "keep"}));
   cmd->add_flag("--dry-run", args->options.dry_run, "Fit and report, but store nothing");
   cmd->add_option("--format", args->format, "json (one line) or table (for people)")
       ->capture_default_str()
@@ -475,6 +491,7 @@ void RegisterCalibrate(CLI::App& app) {
   CLI::Option* remove = cmd->add_flag(
       "--remove", args->remove, "Delete the stored calibration of the score instead of fitting");
   remove->excludes(cmd->get_option("--dry-run"));
+  remove->excludes(cmd->get_option("--match-parameters"));
   cmd->callback([args] { RunCalibrate(*args); });
 }
 

@@ -109,7 +109,9 @@ void AddEmbeddingEvaluateFlags(CLI::App* cmd, EmbeddingEvaluateArgs* args) {
   add("--components", args->components, "mog: mixture components C")->capture_default_str();
   add("--code-k", args->code_k, "codes: alphabet size k");
   add("--match-a", args->match_a,
-      "Soft-contrastive a of the match and mc scores and of eta (as create --match-a)")
+      "Soft-contrastive a of the match and mc scores and of eta (as create --match-a). "
+      "gaussian/mog without --match-a and --match-b: both fitted to the items' labelled pairs "
+      "(as calibrate fits a collection's); with one of them, the other's default")
       ->capture_default_str();
   add("--match-b", args->match_b, "Soft-contrastive b (as create --match-b)")
       ->capture_default_str();
@@ -220,6 +222,9 @@ void RunEmbeddingEvaluate(const EmbeddingEvaluateArgs& args, const CLI::App& cmd
     spec.code_k = args.code_k;
     spec.match_a = args.match_a;
     spec.match_b = args.match_b;
+    // Without either, gaussian and mog get theirs from the labels, as
+    // calibrate gives a collection whose defaults cannot express a match.
+    options.fit_match_parameters = cmd.count("--match-a") == 0 && cmd.count("--match-b") == 0;
     spec.samples = DefaultSamples(spec.kind == Kind::kMog ? args.components : 1);
     items.Load(args.items, spec, /*for_query=*/false);
     item_labels = ReadIntVector(args.labels, "labels", items.rows());
@@ -258,8 +263,8 @@ void RunEmbeddingEvaluate(const EmbeddingEvaluateArgs& args, const CLI::App& cmd
   Check(encoders::EvaluateEmbeddings(spec, query_view, item_view, query_labels, item_labels,
                                      options, &out));
   if (spec.kind != Kind::kCodes) {
-    out["match_a"] = JsonFloat(spec.match_a);
-    out["match_b"] = JsonFloat(spec.match_b);
+    out["match_a"] = JsonFloat(out["match_a"].get<float>());
+    out["match_b"] = JsonFloat(out["match_b"].get<float>());
   }
   out.update(report);
   PrintJsonLine(out);

@@ -68,6 +68,7 @@ double SecondsSince(Clock::time_point start) {
 // few seconds otherwise (so logs stay readable).
 class ProgressBar {
  public:
+  static constexpr double kMinRateSeconds = 0.5;
   ProgressBar(std::string label, int64_t total, bool enabled)
       : label_(std::move(label)),
         total_(total),
@@ -82,7 +83,9 @@ class ProgressBar {
     if (done < total_ && since_print < (tty_ ? 0.2 : 5.0)) return;
     last_print_ = Clock::now();
     const double seconds = SecondsSince(start_);
-    const double rate = seconds > 0 ? done / seconds : 0.0;
+    // A stage that ends within half a second has no rate worth printing
+    // (a few images over microseconds read as millions a second).
+    const double rate = seconds >= kMinRateSeconds ? done / seconds : 0.0;
     const int width = 30;
     const int filled = static_cast<int>(width * done / total_);
     std::string bar(filled, '#');
@@ -91,9 +94,11 @@ class ProgressBar {
     if (done < total_ && rate > 0) {
       std::snprintf(eta, sizeof(eta), " ETA %.0fs", (total_ - done) / rate);
     }
-    std::fprintf(stderr, "%s[%s] [%s] %lld/%lld images %.0f/s%s%s", tty_ ? "\r" : "",
+    char speed[32] = "";
+    if (rate > 0) std::snprintf(speed, sizeof(speed), " %.0f/s", rate);
+    std::fprintf(stderr, "%s[%s] [%s] %lld/%lld images%s%s%s", tty_ ? "\r" : "",
                  label_.c_str(), bar.c_str(), static_cast<long long>(done),
-                 static_cast<long long>(total_), rate, eta,
+                 static_cast<long long>(total_), speed, eta,
                  tty_ && done < total_ ? "\x1b[K" : "\n");
     if (tty_ && done >= total_) std::fprintf(stderr, "\x1b[K");
     std::fflush(stderr);

@@ -19,6 +19,7 @@
 #include "encoders/eval/pq_baseline.h"
 #include "hedgedb/calibration.h"
 #include "hedgedb/score.h"
+#include "hedgedb/match_parameters.h"
 
 namespace hedgedb {
 namespace encoders {
@@ -270,10 +271,11 @@ Status EvaluateRetrievalOn(const Similarity& similarity, const Embeddings& probe
   return s;
 }
 
-Status EvaluateEmbeddings(const CollectionSpec& spec, const EmbeddingView& queries,
+Status EvaluateEmbeddings(const CollectionSpec& given, const EmbeddingView& queries,
                           const EmbeddingView& gallery, const std::vector<int64_t>& query_labels,
                           const std::vector<int64_t>& gallery_labels,
                           const EmbeddingEvaluationOptions& options, json* report) {
+  CollectionSpec spec = given;
   if (static_cast<int64_t>(query_labels.size()) != queries.n) {
     return Status::InvalidArgument("evaluation: " + std::to_string(queries.n) + " queries but " +
                                    std::to_string(query_labels.size()) + " query labels");
@@ -287,6 +289,16 @@ Status EvaluateEmbeddings(const CollectionSpec& spec, const EmbeddingView& queri
     return Status::InvalidArgument("evaluation: no queries or no gallery items");
   }
   const bool has_eta = spec.kind == Kind::kGaussian || spec.kind == Kind::kMog;
+  const bool fit_ab = options.fit_match_parameters && has_eta;
+  if (fit_ab) {
+    const Status s = FitMatchParameters(spec, gallery, gallery_labels.data(),
+                                        options.score.has_seed ? options.score.seed : spec.seed,
+                                        &spec.match_a, &spec.match_b);
+    if (!s.ok()) {
+      return Status::InvalidArgument("evaluation: cannot fit match_a and match_b to the "
+                                     "gallery's labels (give them instead): " + s.message());
+    }
+  }
   StepProgress progress(options.progress, has_eta ? 2 : 1);
   progress.Begin("ranking", "queries", queries.n);
   std::vector<float> scores;
@@ -360,6 +372,11 @@ Status EvaluateEmbeddings(const CollectionSpec& spec, const EmbeddingView& queri
       out["eta_calibration_note"] = std::to_string(queries.n) + " queries cannot fill " +
                                     std::to_string(options.eta_bins) + " eta bins";
     }
+  }
+  if (spec.kind != Kind::kCodes) {
+    out["match_a"] = spec.match_a;  // front ends print them as the floats they are
+    out["match_b"] = spec.match_b;
+    if (has_eta) out["match_parameters"] = fit_ab ? "fitted" : "given";
   }
   *report = std::move(out);
   return Status::OK();

@@ -184,6 +184,11 @@ struct EmbeddingEvaluationOptions {
   int64_t block_floats = int64_t{1} << 24;
   // Progress (optional): the ranking of the queries, then their eta.
   EvaluationProgressFn progress;
+  // Gaussian and mog: fit match_a and match_b to the gallery's labelled
+  // pairs (query/match_fit.h) instead of the spec's, as calibrate does for
+  // a collection whose own cannot express a match. The report gives the
+  // ones used ("match_a", "match_b", "match_parameters": "fitted"/"given").
+  bool fit_match_parameters = false;
 };
 // Errors: label counts that do not match the rows, embeddings ScoreMatrix
 // refuses (shape, variances, score not defined for the kind), k or bins out

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
+#include <string>
 #include <vector>
 
 #include "hedgedb/export.h"
@@ -64,6 +66,20 @@ struct CalibrateOptions {
   enum class MatchParameters { kAuto, kFit, kKeep };
   MatchParameters match_parameters = MatchParameters::kAuto;
 };
+
+// The names of CalibrateOptions::MatchParameters that the CLI
+// (--match-parameters) and Python (match_parameters=) take.
+inline bool ParseMatchParameters(const std::string& name, CalibrateOptions::MatchParameters* out) {
+  using M = CalibrateOptions::MatchParameters;
+  for (const auto& e : {std::make_pair("auto", M::kAuto), std::make_pair("fit", M::kFit),
+                        std::make_pair("keep", M::kKeep)}) {
+    if (name == e.first) {
+      *out = e.second;
+      return true;
+    }
+  }
+  return false;
+}
 
 // One bin of a reliability curve (15 equal-mass bins).
 struct CalibrationBin {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "hedgedb/export.h"
+#include "hedgedb/status.h"
 #include "hedgedb/types.h"
 
 namespace hedgedb {
@@ -21,5 +22,16 @@ namespace hedgedb {
 HEDGEDB_EXPORT std::string MatchParametersNote(const CollectionSpec& spec,
                                                ScoreType score = ScoreType::kDefault,
                                                bool uncertainty = true);
+
+// Fits match_a and match_b to labelled items (one label each, at least two
+// labels and one same-label pair): the class-balanced maximum-likelihood
+// (a, b) of HIB's Monte Carlo match probability over seeded pairs of the
+// items (docs/calibration.md, "Match parameters"), what DB::Calibrate does
+// for a collection whose own cannot express a match. Gaussian and mog
+// specs only (dim, components); the items are checked as an ingest checks
+// them.
+HEDGEDB_EXPORT Status FitMatchParameters(const CollectionSpec& spec, const EmbeddingView& items,
+                                         const int64_t* labels, uint64_t seed, float* match_a,
+                                         float* match_b);
 
 }  // namespace hedgedb

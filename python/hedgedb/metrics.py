@@ -135,7 +135,7 @@ def _batch(kind, arrays, what, queries):
 
 def evaluate_embeddings(kind, *, labels, vec=None, mean=None, var=None, std=None, log_var=None,
                         log_std=None, weights=None, codes=None, queries=None, query_labels=None,
-                        score=None, samples=0, seed=0, match_a=1.0, match_b=0.0, code_k=None,
+                        score=None, samples=0, seed=0, match_a=None, match_b=None, code_k=None,
                         ks=(1, 2, 4, 8), knn_k=5, eta_bins=20, _block_floats=None):
     """Retrieval metrics of embeddings, as `hedgedb evaluate --kind ...` reports them.
 
@@ -145,7 +145,9 @@ def evaluate_embeddings(kind, *, labels, vec=None, mean=None, var=None, std=None
     queries: logp tables, shape (Q, d, k)) with query_labels, none left out.
     score: mc, csd, mls, l2, match, logprob (default: l2 for point, else the
     kind's search default); samples (0: the kind's default), seed, match_a,
-    match_b as a collection's. Returns a dict: recall_at_<k>, map_at_r,
+    match_b as a collection's (gaussian and mog with neither given: both fitted
+    to the items' labelled pairs, as calibrate fits a collection's; with one
+    given, the other's default a = 1 or b = 0). Returns a dict: recall_at_<k>, map_at_r,
     r_precision, knn_accuracy, queries, queries_with_relevant, and for gaussian
     and mog mean_eta and eta_calibration (KNN accuracy per eta bin of the
     queries, Kendall's tau) when there are at least eta_bins queries.
@@ -187,13 +189,13 @@ def evaluate_embeddings(kind, *, labels, vec=None, mean=None, var=None, std=None
             "query_labels")
     if score is None:
         score = "l2" if kind == "point" else "default"
+    fit = match_a is None and match_b is None
     report = json.loads(_evaluate_embeddings(
-        kind, int(dim), int(components), int(code_k or 0), float(match_a), float(match_b),
+        kind, int(dim), int(components), int(code_k or 0),
+        1.0 if match_a is None else float(match_a), 0.0 if match_b is None else float(match_b),
         items, gallery, query_batch, probes, form, str(score), int(samples), int(seed),
-        [int(k) for k in ks], int(knn_k), int(eta_bins),
+        [int(k) for k in ks], int(knn_k), int(eta_bins), fit,
         *([] if _block_floats is None else [int(_block_floats)])))
-    if kind != "codes":  # as `hedgedb evaluate` reports them
-        report["match_a"], report["match_b"] = float(match_a), float(match_b)
     return report
 
 

@@ -15,6 +15,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <regex>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -215,7 +216,22 @@ TEST_F(ImageCliTest, IngestPngAndJpegThenQuery) {
   EXPECT_EQ(r["last_id"], 23);
   EXPECT_EQ(r["batches"], 3);
   EXPECT_EQ(r["skipped"], json::array());
-  r = Ok(Ingest("images", {"--dir", Shared("jpegs")}));
+  {
+    // The progress lines (stderr is not a terminal: one line a stage) print
+    // a rate only over half a second or more, so it is at most 2 x images;
+    // a stage that ends at once printed millions a second.
+    const Output jpegs = Run(Ingest("images", {"--dir", Shared("jpegs")}));
+    ASSERT_EQ(jpegs.exit_code, 0) << jpegs.err;
+    r = json::parse(jpegs.out);
+    const std::regex line(R"(\] (\d+)/\d+ images (\d+)/s)");
+    int lines = 0;
+    for (std::sregex_iterator it(jpegs.err.begin(), jpegs.err.end(), line), end; it != end;
+         ++it, ++lines) {
+      EXPECT_LE(std::stod((*it)[2]), 2.0 * std::stod((*it)[1])) << jpegs.err;
+    }
+    EXPECT_NE(jpegs.err.find("6/6 images"), std::string::npos) << jpegs.err;
+    std::printf("progress lines with a rate: %d\n", lines);
+  }
   EXPECT_EQ(r["created"], false);
   EXPECT_EQ(r["ingested"], 6);
   EXPECT_EQ(r["first_id"], 24);
