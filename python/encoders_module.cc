@@ -88,7 +88,30 @@ class PyModel {
       d["match_b"] = c.match_b;
     }
     d["samples"] = c.samples;
+    // The collection records the model, so that another model's embeddings
+    // are refused (embed_images(db=, collection=), ingest-images).
+    std::string metadata;
+    Check(encoders::RecordModelInMetadata("", path_, &metadata));
+    d["metadata"] = metadata;
     return d;
+  }
+
+  // Refuses (InvalidArgumentError) embeddings for `collection` of `db` (a
+  // hedgedb.DB) when it holds another model's (encoders::CheckCollectionModel,
+  // the rule of ingest-images and query-image). No db: nothing to check.
+  void CheckCollection(const py::object& db, const py::object& collection, bool queries) const {
+    if (db.is_none() && collection.is_none()) return;
+    if (db.is_none() || collection.is_none()) {
+      Raise(
+          Status::InvalidArgument("give db and collection together (the collection the "
+                                  "embeddings are for), or neither"));
+    }
+    CollectionSpec spec;
+    spec.name = collection.cast<std::string>();
+    // DB.stats raises NotFoundError for a collection that does not exist.
+    spec.metadata = db.attr("stats")(spec.name)["metadata"].cast<std::string>();
+    Check(encoders::CheckCollectionModel(
+        spec, path_, queries ? encoders::ModelUse::kQuery : encoders::ModelUse::kIngest));
   }
 
   // The calibration map the model file carries (train fits one on its
@@ -115,7 +138,9 @@ class PyModel {
   }
 
   py::dict EmbedImages(const std::vector<std::string>& paths, const std::string& fit_name,
-                       int64_t batch_size, bool queries) {
+                       int64_t batch_size, bool queries, const py::object& db,
+                       const py::object& collection) {
+    CheckCollection(db, collection, queries);
     if (spec_.input_shape.size() != 3) {
       Raise(Status::InvalidArgument("the model '" + path_ + "' takes feature vectors, not images"));
     }
@@ -151,7 +176,9 @@ class PyModel {
     return Arrays(e, queries);
   }
 
-  py::dict EmbedArrays(const py::array& inputs, int64_t batch_size, bool queries) {
+  py::dict EmbedArrays(const py::array& inputs, int64_t batch_size, bool queries,
+                       const py::object& db, const py::object& collection) {
+    CheckCollection(db, collection, queries);
     // uint8 pixels are scaled to [0, 1], as decoding does; floats are used
     // as they are (pixels in [0, 1], or feature vectors).
     py::array_t<float, py::array::c_style | py::array::forcecast> floats;
@@ -394,7 +421,8 @@ PYBIND11_MODULE(_encoders, m) {
       .def_property_readonly("spec", &PyModel::Spec, "The model's kind, sizes and score.")
       .def_property_readonly("create_kwargs", &PyModel::CreateKwargs,
                              "db.create_collection(name, **model.create_kwargs): the collection "
-                             "ingest-images makes for this model.")
+                             "ingest-images makes for this model (its metadata records the "
+                             "model file).")
       .def_property_readonly(
           "calibration_map", &PyModel::CalibrationMap,
           "The model file's calibration map (bytes; None without one: train fits it on its "
@@ -405,13 +433,17 @@ PYBIND11_MODULE(_encoders, m) {
                              "pairs, fit_base_rate, base_rate, samples, reason); None without one.")
       .def("embed_images", &PyModel::EmbedImages, py::arg("paths"), py::kw_only(),
            py::arg("fit") = "", py::arg("batch_size") = 256, py::arg("queries") = false,
+           py::arg("db") = py::none(), py::arg("collection") = py::none(),
            "Decode, fit (exact, resize, crop; default: the training data's) and embed image "
            "files. Returns the keyword arrays of DB.ingest, or of DB.search with queries=True "
-           "(codes models: logp tables). One unreadable image fails the call, naming it.")
+           "(codes models: logp tables). One unreadable image fails the call, naming it. "
+           "With db and collection: refused when the collection holds another model's "
+           "embeddings (as ingest-images and query-image refuse).")
       .def("embed_arrays", &PyModel::EmbedArrays, py::arg("inputs"), py::kw_only(),
-           py::arg("batch_size") = 256, py::arg("queries") = false,
+           py::arg("batch_size") = 256, py::arg("queries") = false, py::arg("db") = py::none(),
+           py::arg("collection") = py::none(),
            "Embed inputs of shape (n, *input_shape): uint8 pixels (scaled to [0, 1]) or "
-           "float32 values as the model reads them.");
+           "float32 values as the model reads them. db, collection: as for embed_images.");
   // hedgedb.metrics' engine (python/hedgedb/metrics.py is the interface).
   m.def("_retrieval_from_similarity", &hedgedb::python::RetrievalFromSimilarity);
   // block_floats: the size of the score matrix blocks (tests make it small).

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -548,6 +549,18 @@ Status ReadModelSpec(const std::string& path, ModelSpec* spec) {
   HEDGEDB_RETURN_IF_ERROR(ReadModelFileParts(path, &parts));
   *spec = std::move(parts.spec);
   return Status::OK();
+}
+
+std::string ModelFileChecksum(const std::string& path) {
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
+  if (!file || file.tellg() < 4) return "";
+  file.seekg(-4, std::ios::end);
+  unsigned char bytes[4] = {};
+  file.read(reinterpret_cast<char*>(bytes), 4);
+  if (!file) return "";
+  char hex[9];
+  std::snprintf(hex, sizeof(hex), "%02x%02x%02x%02x", bytes[3], bytes[2], bytes[1], bytes[0]);
+  return hex;
 }
 
 Status ReadModelCalibration(const std::string& path, ModelCalibration* calibration) {
