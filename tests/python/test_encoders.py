@@ -243,3 +243,42 @@ def test_another_models_embeddings_are_refused_as_ingest_images_refuses(calibrat
     assert refused.returncode == 1, refused.stderr
     assert "collection 'p' holds embeddings of another model" in refused.stderr
     assert "queries cannot be compared" in refused.stderr
+
+
+def model_file_sections(path):
+    """The header JSON and (format 3) the calibration info JSON of a model
+    file, read from its bytes as encoders/models/model_file.h lays them out."""
+    import json
+    import struct
+    data = pathlib.Path(path).read_bytes()
+    (header_length,) = struct.unpack_from("<Q", data, 12)
+    header = json.loads(data[20:20 + header_length])
+    (payload_length,) = struct.unpack_from("<Q", data, 20 + header_length)
+    rest = data[28 + header_length + payload_length:-4]
+    info = None
+    if rest:
+        (info_length,) = struct.unpack_from("<Q", rest, 0)
+        info = json.loads(rest[8:8 + info_length])
+    return header, info
+
+
+def test_spec_and_calibration_are_the_model_files_fields(calibrated):
+    # Model.spec is the header the file holds (every field, the training
+    # data as a dict) plus search_score; Model.calibration the stored info,
+    # with the fields db.stats()["calibrations"] lists.
+    work, _, _ = calibrated
+    for name in ("m.hdbm", "calibrated.hdbm"):
+        model = encoders.Model(str(work / name), threads=2)
+        header, info = model_file_sections(work / name)
+        assert header.pop("format") == "hedgedb-model"
+        spec = dict(model.spec)
+        assert spec.pop("search_score") == "mc"
+        assert spec == header
+        assert spec["data"]["source"] == "fashion-mnist"
+        assert (info is None) == (model.calibration is None)
+    assert info == model.calibration
+    with hedgedb.open(str(work / "spec_db")) as db:
+        db.create_collection("photos", **model.create_kwargs)
+        db.import_calibration("photos", model.calibration_map)
+        (stored,) = db.stats("photos")["calibrations"]
+    assert set(stored) == set(model.calibration)
