@@ -106,7 +106,7 @@ Status CheckCollectionFitsModel(const CollectionSpec& have, const ModelSpec& mod
   return Status::InvalidArgument(
       "collection '" + have.name + "' (" + DescribeForModel(have) + ") does not match model '" +
       model_name + "' (" + DescribeForModel(want) +
-      "): use the model the collection was made with, or another --collection");
+      "): use the model the collection was made with, or another collection");
 }
 
 Status RecordModelInMetadata(const std::string& metadata, const std::string& model_path,

@@ -61,11 +61,16 @@ void Check(const Status& s) {
   if (!s.ok()) Raise(s);
 }
 
-// hedgedb.MatchParametersWarning with `note` (MatchParametersNote), if any;
-// raises when the warnings filter makes it an error.
+// hedgedb.MatchParametersWarning with `note` (MatchParametersNote), if any,
+// and where a Python user gets good values; raises when the warnings filter
+// makes it an error.
 void WarnMatchParameters(const std::string& note) {
   if (note.empty()) return;
-  if (PyErr_WarnEx(g_match_warning, note.c_str(), 1) != 0) throw py::error_already_set();
+  const std::string text =
+      note +
+      " (in Python: create_collection(name, **model.create_kwargs) for a hedgedb.encoders model, "
+      "or match_a=, match_b= as hedgedb train prints them)";
+  if (PyErr_WarnEx(g_match_warning, text.c_str(), 1) != 0) throw py::error_already_set();
 }
 
 [[noreturn]] void Invalid(const std::string& message) { Raise(Status::InvalidArgument(message)); }
