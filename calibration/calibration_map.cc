@@ -300,7 +300,7 @@ Status ConformalQuantile(const std::vector<double>& ascending, double coverage, 
   if (ascending.empty()) {
     return Status::InvalidArgument(
         "the calibration has no conformal scores: calibrate with a conformal fraction "
-        "(--conformal-fraction) first");
+        "(conformal_fraction) first");
   }
   const double alpha = 1 - coverage;
   const int64_t n = int64_t(ascending.size());
@@ -404,7 +404,7 @@ Status CalibrationMap::FalseMatchThreshold(double max_rate, double confidence,
   if (false_match_counts.empty()) {
     return Status::InvalidArgument(
         "the calibration has no held-out non-matching pairs: calibrate with a conformal "
-        "fraction (--conformal-fraction) first");
+        "fraction (conformal_fraction) first");
   }
   // above[b]: held-out non-matching pairs with p in bin b or higher.
   std::vector<int64_t> above(size_t(kFalseMatchBins) + 1, 0);

@@ -101,10 +101,9 @@ std::string MatchParametersNote(const CollectionSpec& spec, ScoreType score, boo
          " <= 0 (the default is 0): the match probability sigmoid(-a * ||z1 - z2|| + b) is then "
          "at most 0.5 for every pair, so mc and match scores stay below 0.5, an item against "
          "itself included, and every uncertainty eta is at least 0.5. Create the collection "
-         "with the encoder's learned match_a and match_b (--match-a/--match-b; hedgedb train "
-         "prints them, hedgedb generate suggests some for its data), or calibrate the collection "
-         "on labelled items, which fits them (hedgedb calibrate, db.calibrate), or search with "
-         "score mls, csd or l2, which do not use them";
+         "with the encoder's learned match_a and match_b (its training reports them; synthetic "
+         "data generators suggest some for their data), or calibrate the collection on labelled "
+         "items, which fits them, or search with score mls, csd or l2, which do not use them";
 }
 
 int DefaultSamples(int components) {

@@ -44,8 +44,8 @@ Status EmbedBatch(const ImageEncoder& encoder, const ImageSource& source,
   return encoder.model->Embed(set, items, /*corrupt=*/false, embeddings, batch_size);
 }
 
-// The collection's spec if it exists (*exists), after checking it fits the
-// model.
+// Whether the collection exists (*exists), after checking that it holds
+// embeddings of this model: its kind and sizes, and the model it records.
 Status FindCollection(DB& db, const std::string& collection, const ImageEncoder& encoder,
                       bool* exists) {
   std::vector<std::string> names;
@@ -54,6 +54,7 @@ Status FindCollection(DB& db, const std::string& collection, const ImageEncoder&
   if (!*exists) return Status::OK();
   CollectionSpec have;
   HEDGEDB_RETURN_IF_ERROR(db.DescribeCollection(collection, &have));
+  HEDGEDB_RETURN_IF_ERROR(CheckCollectionModel(have, encoder.path, ModelUse::kIngest));
   return CheckCollectionFitsModel(have, encoder.spec, encoder.path);
 }
 
@@ -181,6 +182,9 @@ Status IngestImages(const std::string& db_path, const std::string& collection,
   HEDGEDB_RETURN_IF_ERROR(CheckBatchOptions(encoder, options));
   const ImageInputOptions input = InputOptions(encoder, options);
   result->images = all_images.size();
+  // A new collection records the model (CheckCollectionModel).
+  std::string metadata;
+  HEDGEDB_RETURN_IF_ERROR(RecordModelInMetadata(options.metadata, encoder.path, &metadata));
 
   // An existing database is opened (and its collection checked) before the
   // long work; a new one is only created once there is something to write.
@@ -256,7 +260,7 @@ Status IngestImages(const std::string& db_path, const std::string& collection,
       if (!collection_exists) {
         CollectionSpec spec = CollectionSpecForModel(encoder.spec, collection);
         spec.index_factory = options.index_factory;
-        spec.metadata = options.metadata;
+        spec.metadata = metadata;
         HEDGEDB_RETURN_IF_ERROR(db->CreateCollection(spec));
         collection_exists = result->created = true;
         if (!encoder.calibration.empty()) {
@@ -319,6 +323,7 @@ Status QueryImages(DB& db, const std::string& collection, const ImageEncoder& en
   const ImageInputOptions input = InputOptions(encoder, options);
   CollectionSpec spec;
   HEDGEDB_RETURN_IF_ERROR(db.DescribeCollection(collection, &spec));
+  HEDGEDB_RETURN_IF_ERROR(CheckCollectionModel(spec, encoder.path, ModelUse::kQuery));
   HEDGEDB_RETURN_IF_ERROR(CheckCollectionFitsModel(spec, encoder.spec, encoder.path));
   SearchOptions search = options.search;
   const int k = search.k;

@@ -86,7 +86,9 @@ struct IngestImagesOptions : ImageBatchOptions {
   // FAISS factory string of a new collection; empty: the kind's default.
   std::string index_factory;
   ExistingImages existing = ExistingImages::kSkip;
-  // CollectionSpec::metadata of a new collection (an existing one keeps its).
+  // CollectionSpec::metadata of a new collection (an existing one keeps
+  // its): empty or a JSON object, to which the model file is added
+  // (RecordModelInMetadata), so that another model's images are refused.
   std::string metadata;
 };
 
@@ -108,7 +110,8 @@ struct IngestImagesResult {
 
 // Embeds every image of `source` and ingests it into `collection` of the
 // database at `db_path`, creating the collection from the model if it does
-// not exist (an existing one must match the model: CheckCollectionFitsModel);
+// not exist (an existing one must match the model: CheckCollectionFitsModel,
+// and hold no other model's embeddings: CheckCollectionModel);
 // a created collection starts with the model's calibration map, if it has one.
 // Labels come from the entries (only when all of a batch have one); every
 // item's payload is ImageEntry::Payload(). Images the collection already
@@ -153,9 +156,9 @@ struct QueryImagesResult {
 };
 
 // Embeds the images of `source` and searches `collection` (which must match
-// the model) for each; `answer` (optional) gets every answer and skipped
-// image in source order as soon as its batch is done. Fails when no image
-// could be used.
+// the model and hold its embeddings, as for IngestImages) for each; `answer`
+// (optional) gets every answer and skipped image in source order as soon as
+// its batch is done. Fails when no image could be used.
 Status QueryImages(DB& db, const std::string& collection, const ImageEncoder& encoder,
                    const ImageSource& source, const QueryImagesOptions& options,
                    const ImageAnswerFn& answer, QueryImagesResult* result);

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 namespace hedgedb {
@@ -105,7 +106,54 @@ Status CheckCollectionFitsModel(const CollectionSpec& have, const ModelSpec& mod
   return Status::InvalidArgument(
       "collection '" + have.name + "' (" + DescribeForModel(have) + ") does not match model '" +
       model_name + "' (" + DescribeForModel(want) +
-      "): use the model the collection was made with, or another --collection");
+      "): use the model the collection was made with, or another collection");
+}
+
+Status RecordModelInMetadata(const std::string& metadata, const std::string& model_path,
+                             std::string* out) {
+  nlohmann::json record =
+      metadata.empty() ? nlohmann::json::object()
+                       : nlohmann::json::parse(metadata, nullptr, /*allow_exceptions=*/false);
+  if (!record.is_object()) {
+    return Status::InvalidArgument(
+        "the collection's metadata must be a JSON object to record its model in, got '" + metadata +
+        "'");
+  }
+  nlohmann::json& images = record["images"];
+  if (images.is_null()) images = nlohmann::json::object();
+  if (!images.is_object()) {
+    return Status::InvalidArgument(
+        "the collection's metadata holds an \"images\" entry that is not an object: '" + metadata +
+        "'");
+  }
+  images["model"] = std::filesystem::absolute(model_path).lexically_normal().string();
+  images["model_checksum"] = ModelFileChecksum(model_path);
+  *out = record.dump();
+  return Status::OK();
+}
+
+Status CheckCollectionModel(const CollectionSpec& spec, const std::string& model_path,
+                            ModelUse use) {
+  const nlohmann::json metadata =
+      nlohmann::json::parse(spec.metadata, nullptr, /*allow_exceptions=*/false);
+  if (!metadata.is_object() || !metadata.contains("images") || !metadata["images"].is_object()) {
+    return Status::OK();  // no record: any model
+  }
+  const nlohmann::json& record = metadata["images"];
+  if (!record.contains("model_checksum") || !record["model_checksum"].is_string()) {
+    return Status::OK();
+  }
+  const std::string have = record["model_checksum"], now = ModelFileChecksum(model_path);
+  if (have.empty() || have == now) return Status::OK();
+  const std::string recorded =
+      record.contains("model") && record["model"].is_string() ? record["model"] : "?";
+  return Status::InvalidArgument(
+      "collection '" + spec.name + "' holds embeddings of another model (" + recorded +
+      ", checksum " + have + "); '" + model_path + "' (checksum " + now +
+      ") embeds into another space, so " +
+      (use == ModelUse::kIngest ? "its embeddings cannot join them"
+                                : "its queries cannot be compared with them") +
+      ": use the collection's model, or ingest into a new collection");
 }
 
 }  // namespace encoders

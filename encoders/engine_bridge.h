@@ -5,7 +5,8 @@
 //   - the collection kind and sizes (dim, components, code_k) of a model;
 //   - the match parameters a, b: learned only by soft-contrastive and HIB
 //     training; every other method scores with a = 1, b = 0;
-//   - the score a model's embeddings are compared with.
+//   - the score a model's embeddings are compared with;
+//   - which model's embeddings a collection holds (CheckCollectionModel).
 // Torch-free: only model_file.h and the public hedgedb types.
 #pragma once
 
@@ -61,6 +62,36 @@ CollectionSpec CollectionSpecForModel(const ModelSpec& model, const std::string&
 // match-b 1) does not match model 'm.model' (point dim 4 ...): ...".
 Status CheckCollectionFitsModel(const CollectionSpec& have, const ModelSpec& model,
                                 const std::string& model_name);
+
+// Embeddings of two models are not comparable, even of one kind and size:
+// each model embeds into a space of its own. So a collection made from a
+// model records the model file in its metadata (CollectionSpec::metadata, a
+// JSON object) as
+//   {"images": {"model": ABSOLUTE_PATH, "model_checksum": HEX, ...}}
+// (the image pipeline keeps how it read the images beside them,
+// datasets/image_pipeline.h). The checksum (ModelFileChecksum) identifies the
+// model; the path names it in messages.
+enum class ModelUse {
+  kIngest,  // the model's embeddings are to join the collection
+  kQuery,   // they are to query it
+};
+
+// `metadata` (a JSON object's text, or empty) with the model file
+// `model_path` recorded as above, in *out. InvalidArgument when `metadata`
+// is not a JSON object, or when its "images" entry is not an object.
+Status RecordModelInMetadata(const std::string& metadata, const std::string& model_path,
+                             std::string* out);
+
+// OK when the model file `model_path` may be used with the collection `spec`
+// as `use` says: the collection records no model (made by `create`, or
+// before collections recorded one) or one with the same checksum. Otherwise
+// InvalidArgument naming the collection, both models and checksums, e.g.
+// "collection 'g' holds embeddings of another model (/m/a.hdbm, checksum
+// 1a2b3c4d); 'b.hdbm' (checksum ...) embeds into another space, so its
+// embeddings cannot join them: ...". The CLI, the image pipeline and the
+// Python module all check with this.
+Status CheckCollectionModel(const CollectionSpec& spec, const std::string& model_path,
+                            ModelUse use);
 
 // "gaussian dim 2 match-a 3.5 match-b 1": a collection's model-relevant
 // fields, for messages.

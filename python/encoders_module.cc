@@ -19,7 +19,9 @@
 #include "encoders/engine_bridge.h"
 #include "encoders/eval/evaluation.h"
 #include "encoders/eval/metrics.h"
+#include "encoders/models/model_fields.h"
 #include "encoders/models/model_file.h"
+#include "hedgedb/fields.h"
 #include "hedgedb/score.h"
 
 namespace py = pybind11;
@@ -46,6 +48,33 @@ py::array_t<T> Array(const std::vector<T>& values, std::vector<py::ssize_t> shap
   return a;
 }
 
+// Writes the fields model_fields.h and hedgedb/fields.h visit into a dict:
+// enums by their stored names, groups as nested dicts.
+struct DictFieldWriter {
+  py::dict* d;
+  void operator()(const char* name, encoders::Method v) const {
+    (*d)[name] = encoders::MethodName(v);
+  }
+  void operator()(const char* name, Kind v) const { (*d)[name] = KindName(v); }
+  void operator()(const char* name, encoders::BackboneType v) const {
+    (*d)[name] = encoders::BackboneTypeName(v);
+  }
+  void operator()(const char* name, ScoreType v) const { (*d)[name] = ScoreName(v); }
+  void operator()(const char* name, const encoders::BackboneFields& v) const { Group(name, v); }
+  void operator()(const char* name, const encoders::DataSettings& v) const { Group(name, v); }
+  // Numbers, bools, text and lists of numbers as Python objects.
+  template <typename T>
+  void operator()(const char* name, const T& v) const {
+    (*d)[name] = v;
+  }
+  template <typename T>
+  void Group(const char* name, const T& v) const {
+    py::dict group;
+    VisitFields(v, DictFieldWriter{&group});
+    (*d)[name] = group;
+  }
+};
+
 class PyModel {
  public:
   PyModel(const std::string& path, int threads) : path_(path) {
@@ -60,17 +89,12 @@ class PyModel {
     spec_ = model_->spec();
   }
 
+  // Every field of the model file's header (model_fields.h), and the score
+  // its embeddings are searched with.
   py::dict Spec() const {
     py::dict d;
-    d["method"] = encoders::MethodName(spec_.method);
-    d["kind"] = KindName(spec_.kind);
-    d["dim"] = spec_.dim;
-    d["components"] = spec_.components;
-    d["code_dims"] = spec_.code_dims;
-    d["code_k"] = spec_.code_k;
-    d["input_shape"] = spec_.input_shape;
+    VisitFields(spec_, DictFieldWriter{&d});
     d["search_score"] = ScoreName(encoders::ModelScore(spec_));
-    if (spec_.data.recorded) d["data"] = spec_.data.source;
     return d;
   }
 
@@ -88,7 +112,30 @@ class PyModel {
       d["match_b"] = c.match_b;
     }
     d["samples"] = c.samples;
+    // The collection records the model, so that another model's embeddings
+    // are refused (embed_images(db=, collection=), ingest-images).
+    std::string metadata;
+    Check(encoders::RecordModelInMetadata("", path_, &metadata));
+    d["metadata"] = metadata;
     return d;
+  }
+
+  // Refuses (InvalidArgumentError) embeddings for `collection` of `db` (a
+  // hedgedb.DB) when it holds another model's (encoders::CheckCollectionModel,
+  // the rule of ingest-images and query-image). No db: nothing to check.
+  void CheckCollection(const py::object& db, const py::object& collection, bool queries) const {
+    if (db.is_none() && collection.is_none()) return;
+    if (db.is_none() || collection.is_none()) {
+      Raise(
+          Status::InvalidArgument("give db and collection together (the collection the "
+                                  "embeddings are for), or neither"));
+    }
+    CollectionSpec spec;
+    spec.name = collection.cast<std::string>();
+    // DB.stats raises NotFoundError for a collection that does not exist.
+    spec.metadata = db.attr("stats")(spec.name)["metadata"].cast<std::string>();
+    Check(encoders::CheckCollectionModel(
+        spec, path_, queries ? encoders::ModelUse::kQuery : encoders::ModelUse::kIngest));
   }
 
   // The calibration map the model file carries (train fits one on its
@@ -99,23 +146,20 @@ class PyModel {
     return py::bytes(c.map);
   }
 
-  // What the map was fitted on, as db.stats()["calibrations"] reports it.
+  // What the map was fitted on, as db.stats()["calibrations"] reports it
+  // (the fields hedgedb/fields.h visits).
   py::object Calibration() const {
     const encoders::ModelCalibration& c = model_->calibration();
     if (c.empty()) return py::none();
     py::dict d;
-    d["score"] = ScoreName(c.info.score);
-    d["method"] = c.info.method;
-    d["pairs"] = c.info.pairs;
-    d["fit_base_rate"] = c.info.fit_base_rate;
-    d["base_rate"] = c.info.base_rate;
-    d["samples"] = c.info.samples;
-    d["reason"] = c.info.reason;
+    VisitFields(c.info, DictFieldWriter{&d});
     return d;
   }
 
   py::dict EmbedImages(const std::vector<std::string>& paths, const std::string& fit_name,
-                       int64_t batch_size, bool queries) {
+                       int64_t batch_size, bool queries, const py::object& db,
+                       const py::object& collection) {
+    CheckCollection(db, collection, queries);
     if (spec_.input_shape.size() != 3) {
       Raise(Status::InvalidArgument("the model '" + path_ + "' takes feature vectors, not images"));
     }
@@ -151,7 +195,9 @@ class PyModel {
     return Arrays(e, queries);
   }
 
-  py::dict EmbedArrays(const py::array& inputs, int64_t batch_size, bool queries) {
+  py::dict EmbedArrays(const py::array& inputs, int64_t batch_size, bool queries,
+                       const py::object& db, const py::object& collection) {
+    CheckCollection(db, collection, queries);
     // uint8 pixels are scaled to [0, 1], as decoding does; floats are used
     // as they are (pixels in [0, 1], or feature vectors).
     py::array_t<float, py::array::c_style | py::array::forcecast> floats;
@@ -392,10 +438,13 @@ PYBIND11_MODULE(_encoders, m) {
   py::class_<PyModel>(m, "Model", "A trained model file (hedgedb train --out), loaded.")
       .def(py::init<const std::string&, int>(), py::arg("path"), py::kw_only(),
            py::arg("threads") = 0, "Load a model file; threads: torch threads (0: all cores).")
-      .def_property_readonly("spec", &PyModel::Spec, "The model's kind, sizes and score.")
+      .def_property_readonly("spec", &PyModel::Spec,
+                             "The model file's header (method, kind, sizes, input shape and "
+                             "normalisation, backbone, training data) and search_score.")
       .def_property_readonly("create_kwargs", &PyModel::CreateKwargs,
                              "db.create_collection(name, **model.create_kwargs): the collection "
-                             "ingest-images makes for this model.")
+                             "ingest-images makes for this model (its metadata records the "
+                             "model file).")
       .def_property_readonly(
           "calibration_map", &PyModel::CalibrationMap,
           "The model file's calibration map (bytes; None without one: train fits it on its "
@@ -403,16 +452,21 @@ PYBIND11_MODULE(_encoders, m) {
           "collection start calibrated, as ingest-images does.")
       .def_property_readonly("calibration", &PyModel::Calibration,
                              "What the model's calibration map was fitted on (score, method, "
-                             "pairs, fit_base_rate, base_rate, samples, reason); None without one.")
+                             "pairs, fit_base_rate, base_rate, samples, reason, ...: the fields of "
+                             "db.stats()['calibrations']); None without one.")
       .def("embed_images", &PyModel::EmbedImages, py::arg("paths"), py::kw_only(),
            py::arg("fit") = "", py::arg("batch_size") = 256, py::arg("queries") = false,
+           py::arg("db") = py::none(), py::arg("collection") = py::none(),
            "Decode, fit (exact, resize, crop; default: the training data's) and embed image "
            "files. Returns the keyword arrays of DB.ingest, or of DB.search with queries=True "
-           "(codes models: logp tables). One unreadable image fails the call, naming it.")
+           "(codes models: logp tables). One unreadable image fails the call, naming it. "
+           "With db and collection: refused when the collection holds another model's "
+           "embeddings (as ingest-images and query-image refuse).")
       .def("embed_arrays", &PyModel::EmbedArrays, py::arg("inputs"), py::kw_only(),
-           py::arg("batch_size") = 256, py::arg("queries") = false,
+           py::arg("batch_size") = 256, py::arg("queries") = false, py::arg("db") = py::none(),
+           py::arg("collection") = py::none(),
            "Embed inputs of shape (n, *input_shape): uint8 pixels (scaled to [0, 1]) or "
-           "float32 values as the model reads them.");
+           "float32 values as the model reads them. db, collection: as for embed_images.");
   // hedgedb.metrics' engine (python/hedgedb/metrics.py is the interface).
   m.def("_retrieval_from_similarity", &hedgedb::python::RetrievalFromSimilarity);
   // block_floats: the size of the score matrix blocks (tests make it small).

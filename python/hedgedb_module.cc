@@ -30,11 +30,12 @@
 #include <string>
 #include <vector>
 
+#include "hedgedb/arrays.h"
 #include "hedgedb/db.h"
+#include "hedgedb/fields.h"
 #include "hedgedb/fuse.h"
 #include "hedgedb/match_parameters.h"
 #include "hedgedb/npy.h"
-#include "hedgedb/fields.h"
 #include "hedgedb/score.h"
 
 namespace py = pybind11;
@@ -60,11 +61,16 @@ void Check(const Status& s) {
   if (!s.ok()) Raise(s);
 }
 
-// hedgedb.MatchParametersWarning with `note` (MatchParametersNote), if any;
-// raises when the warnings filter makes it an error.
+// hedgedb.MatchParametersWarning with `note` (MatchParametersNote), if any,
+// and where a Python user gets good values; raises when the warnings filter
+// makes it an error.
 void WarnMatchParameters(const std::string& note) {
   if (note.empty()) return;
-  if (PyErr_WarnEx(g_match_warning, note.c_str(), 1) != 0) throw py::error_already_set();
+  const std::string text =
+      note +
+      " (in Python: create_collection(name, **model.create_kwargs) for a hedgedb.encoders model, "
+      "or match_a=, match_b= as hedgedb train prints them; db.calibrate fits them)";
+  if (PyErr_WarnEx(g_match_warning, text.c_str(), 1) != 0) throw py::error_already_set();
 }
 
 [[noreturn]] void Invalid(const std::string& message) { Raise(Status::InvalidArgument(message)); }
@@ -190,123 +196,70 @@ void CheckShape(const py::array& a, const char* name, const std::vector<py::ssiz
 // them, and the view over them.
 struct Embeddings {
   std::vector<py::object> keep;
+  // Variances given in another form, converted (EmbeddingViewFromArrays);
+  // shared so that the view's pointer survives copies of this struct.
+  std::shared_ptr<std::vector<float>> converted_var = std::make_shared<std::vector<float>>();
   EmbeddingView view;
 };
 
 // Reads the keyword arrays of `kind` for a collection `spec`; queries of a
-// codes collection are logp tables (n, d, k), items are codes (n, d).
-// `subject` names arrays that come without a collection (score_matrix's
-// "queries" and "items" dicts): errors then say queries['mean'], not mean,
-// and the kind instead of the collection.
+// codes collection are logp tables (n, d, k), items are codes (n, d). Which
+// arrays the kind takes and their shapes are the library's rule
+// (hedgedb/arrays.h, as for the command line's files); here the arguments
+// are only converted to float32 / int32 and named. `subject` names arrays
+// that come without a collection (score_matrix's "queries" and "items"
+// dicts): errors then say queries['mean'], not mean, and the kind instead of
+// the collection.
 Embeddings ReadEmbeddings(const CollectionSpec& spec, bool queries, const py::object& vec,
                           const py::object& mean, const py::object& var, const py::object& weights,
                           const py::object& codes, const py::object& logp,
                           VarianceForm form = VarianceForm::kVar,
                           const std::string& subject = std::string()) {
   Embeddings e;
-  const py::ssize_t D = spec.dim, C = spec.components;
   const bool own = !subject.empty();
-  // Keeps each name alive for the whole statement that passes its c_str().
   auto label = [&](const char* name) {
     return own ? subject + "['" + name + "']" : std::string(name);
   };
   const std::string owner =
       own ? std::string(KindName(spec.kind)) + " " + subject
-          : std::string(KindName(spec.kind)) + " collection '" + spec.name + "'";
-  auto refuse_others = [&](std::initializer_list<std::pair<const char*, const py::object*>> used) {
-    const std::pair<const char*, const py::object*> all[] = {
-        {"vec", &vec},         {"mean", &mean},   {"var", &var},
-        {"weights", &weights}, {"codes", &codes}, {"logp", &logp}};
-    for (const auto& [name, obj] : all) {
-      if (obj->is_none()) continue;
-      bool allowed = false;
-      for (const auto& [u, _] : used) allowed = allowed || std::string(u) == name;
-      if (!allowed) Invalid(label(name) + " does not apply to " + (own ? "" : "the ") + owner);
-    }
+          : "the " + std::string(KindName(spec.kind)) + " collection '" + spec.name + "'";
+  EmbeddingArrays arrays;
+  arrays.var_form = form;
+  struct Argument {
+    EmbeddingArray* array;
+    const py::object* obj;
+    std::string name;
   };
-  auto need = [&](const py::object& obj, const char* name) {
-    if (obj.is_none()) Invalid(owner + (own ? " need " : " needs ") + name);
-  };
-  const std::string d = std::to_string(D), c = std::to_string(C);
-  switch (spec.kind) {
-    case Kind::kPoint: {
-      refuse_others({{"vec", &vec}});
-      need(vec, "vec");
-      auto a = AsFloatArray(vec, label("vec").c_str());
-      CheckShape(a, label("vec").c_str(), {-1, D}, "(n, " + d + ")");
-      e.view.n = a.shape(0);
-      e.view.vec = a.data();
-      e.keep.push_back(a);
-      break;
-    }
-    case Kind::kGaussian:
-    case Kind::kMog: {
-      const bool mog = spec.kind == Kind::kMog;
-      if (mog) {
-        refuse_others({{"mean", &mean}, {"var", &var}, {"weights", &weights}});
-      } else {
-        refuse_others({{"mean", &mean}, {"var", &var}});
-      }
-      need(mean, "mean");
-      need(var, "var (or std, log_var, log_std)");
-      auto m = AsFloatArray(mean, label("mean").c_str());
-      const std::vector<py::ssize_t> shape =
-          mog ? std::vector<py::ssize_t>{-1, C, D} : std::vector<py::ssize_t>{-1, D};
-      const std::string text = mog ? "(n, " + c + ", " + d + ")" : "(n, " + d + ")";
-      CheckShape(m, label("mean").c_str(), shape, text);
-      const py::ssize_t n = m.shape(0);
-      // The form the caller gave (queries['log_var']); a collection's
-      // arguments keep saying var.
-      const std::string var_label = own ? label(VarianceFormName(form)) : "var";
-      auto v = AsFloatArray(var, var_label.c_str());
-      std::vector<py::ssize_t> var_shape = shape;
-      var_shape[0] = n;
-      CheckShape(v, var_label.c_str(), var_shape,
-                 mog ? "(" + std::to_string(n) + ", " + c + ", " + d + ")"
-                     : "(" + std::to_string(n) + ", " + d + ")");
-      if (form != VarianceForm::kVar) {
-        // Another form of the variances: converted once into a new array.
-        py::array_t<float, py::array::c_style> converted(
-            std::vector<py::ssize_t>(v.shape(), v.shape() + v.ndim()));
-        Check(ToVariance(form, v.data(), n, v.size() / std::max<py::ssize_t>(n, 1),
-                         converted.mutable_data()));
-        v = converted;
-      }
-      e.view.n = n;
-      e.view.mean = m.data();
-      e.view.var = v.data();
-      e.keep.push_back(m);
-      e.keep.push_back(v);
-      if (mog && !weights.is_none()) {
-        auto w = AsFloatArray(weights, label("weights").c_str());
-        CheckShape(w, label("weights").c_str(), {n, C}, "(" + std::to_string(n) + ", " + c + ")");
-        e.view.weights = w.data();
-        e.keep.push_back(w);
-      }
-      break;
-    }
-    case Kind::kCodes: {
-      if (queries) {
-        refuse_others({{"logp", &logp}});
-        need(logp, "logp (queries of a codes collection are log-probability tables)");
-        auto a = AsFloatArray(logp, label("logp").c_str());
-        CheckShape(a, label("logp").c_str(), {-1, D, spec.code_k},
-                   "(n, " + d + ", " + std::to_string(spec.code_k) + ")");
-        e.view.n = a.shape(0);
-        e.view.logp = a.data();
-        e.keep.push_back(a);
-      } else {
-        refuse_others({{"codes", &codes}});
-        need(codes, "codes");
-        auto a = AsIntArray<int32_t>(codes, label("codes").c_str());
-        CheckShape(a, label("codes").c_str(), {-1, D}, "(n, " + d + ")");
-        e.view.n = a.shape(0);
-        e.view.codes = a.data();
-        e.keep.push_back(a);
-      }
-      break;
-    }
+  // The form the caller gave (queries['log_var']); a collection's arguments
+  // keep saying var, and a missing one names the forms it may come in.
+  const std::string var_name = (own ? label(VarianceFormName(form)) : std::string("var")) +
+                               (var.is_none() ? " (or std, log_var, log_std)" : "");
+  const Argument all[] = {
+      {&arrays.vec, &vec, label("vec")},       {&arrays.mean, &mean, label("mean")},
+      {&arrays.var, &var, var_name},           {&arrays.weights, &weights, label("weights")},
+      {&arrays.codes, &codes, label("codes")}, {&arrays.logp, &logp, label("logp")}};
+  for (const Argument& a : all) {
+    a.array->given = !a.obj->is_none();
+    a.array->name = a.name;
   }
+  // Arguments the kind does not take are refused before any conversion.
+  Check(CheckEmbeddingArraysGiven(spec.kind, queries, arrays, owner));
+  for (const Argument& a : all) {
+    if (!a.array->given) continue;
+    py::array converted;
+    if (a.array == &arrays.codes) {
+      auto ints = AsIntArray<int32_t>(*a.obj, a.name.c_str());
+      a.array->ints = ints.data();
+      converted = ints;
+    } else {
+      auto floats = AsFloatArray(*a.obj, a.name.c_str());
+      a.array->floats = floats.data();
+      converted = floats;
+    }
+    a.array->shape.assign(converted.shape(), converted.shape() + converted.ndim());
+    e.keep.push_back(converted);
+  }
+  Check(EmbeddingViewFromArrays(spec, queries, arrays, owner, e.converted_var.get(), &e.view));
   return e;
 }
 
@@ -674,9 +627,9 @@ class PyDB {
                        const py::object& k_obj, const std::string& score, int samples,
                        const py::object& seed, bool exhaustive, int64_t candidates, int nprobe,
                        int ef_search, bool with_uncertainty, bool with_payload,
-                       bool adaptive_samples, double min_prob, int64_t max_results,
-                       double coverage, bool coverage_by_eta, double max_false_match_rate,
-                       double confidence, const py::object& labels_in, const py::object& labels_not_in,
+                       bool adaptive_samples, double min_prob, int64_t max_results, double coverage,
+                       bool coverage_by_eta, double max_false_match_rate, double confidence,
+                       const py::object& labels_in, const py::object& labels_not_in,
                        const py::object& payload_equals) {
     const CollectionSpec spec = Describe(collection);
     const auto [variance, form] = VarianceArgument(var, stdev, log_var, log_std);
@@ -1132,8 +1085,8 @@ PYBIND11_MODULE(_hedgedb, m) {
         auto ids = r.ids.unchecked<2>();
         auto scores = r.scores.unchecked<2>();
         auto probs = r.probs.unchecked<2>();
-        std::string out = "SearchResults(" + std::to_string(q) + " queries x " +
-                          std::to_string(k) + " results";
+        std::string out =
+            "SearchResults(" + std::to_string(q) + " queries x " + std::to_string(k) + " results";
         for (py::ssize_t i = 0; i < std::min<py::ssize_t>(q, 3) && k > 0; ++i) {
           char hit[128];
           if (ids(i, 0) < 0) {

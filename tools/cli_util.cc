@@ -67,33 +67,6 @@ NpyArray ReadNpyOrFail(const std::string& path) {
   return array;
 }
 
-void CheckShape(const NpyArray& array, const std::string& path, const std::string& what,
-                const std::vector<int64_t>& expected) {
-  if (array.shape != expected) {
-    Fail(path + ": " + what + " must have shape " + NpyShapeString(expected) + ", got " +
-         NpyShapeString(array.shape));
-  }
-}
-
-std::vector<float> ReadFloatRows(const std::string& path, const std::string& what, int64_t* rows,
-                                 const std::vector<int64_t>& row_shape) {
-  const NpyArray array = ReadNpyOrFail(path);
-  if (*rows < 0 && !array.shape.empty()) *rows = array.shape[0];
-  std::vector<int64_t> expected = {*rows < 0 ? 0 : *rows};
-  expected.insert(expected.end(), row_shape.begin(), row_shape.end());
-  if (*rows < 0) {
-    // A 0-d array: report it against the row shape the kind needs.
-    std::string wanted = "(N";
-    for (int64_t dim : row_shape) wanted += ", " + std::to_string(dim);
-    Fail(path + ": " + what + " must have shape " + wanted + "), got " +
-         NpyShapeString(array.shape));
-  }
-  CheckShape(array, path, what, expected);
-  std::vector<float> out;
-  Check(NpyToFloat32(array, path + " (" + what + ")", &out));
-  return out;
-}
-
 std::vector<int64_t> ReadInts(const std::string& path, const std::string& what,
                               std::vector<int64_t>* shape) {
   const NpyArray array = ReadNpyOrFail(path);
@@ -143,33 +116,6 @@ std::string FlagName(const EmbeddingFiles& files, const std::string& flag) {
   return "--" + files.flag_prefix + flag.substr(2);
 }
 
-void RequireFlags(const char* kind, const std::vector<std::pair<const char*, bool>>& allowed,
-                  const EmbeddingFiles& files, bool for_query) {
-  // --std, --log-var and --log-std stand for --var (LoadedEmbeddings::Load).
-  const std::vector<std::pair<const char*, const std::string*>> given = {
-      {"--vec", &files.vec},         {"--mean", &files.mean},   {"--var", &files.var},
-      {"--weights", &files.weights}, {"--codes", &files.codes}, {"--logp", &files.logp}};
-  std::string usage;
-  for (const auto& [flag, required] : allowed) {
-    usage += std::string(usage.empty() ? "" : " ") + (required ? "" : "[") + FlagName(files, flag) +
-             " FILE" + (required ? "" : "]");
-  }
-  const std::string what =
-      std::string(for_query ? "queries of a " : "items of a ") + kind + " collection take " + usage;
-  for (const auto& [flag, path] : given) {
-    bool is_allowed = false, is_required = false;
-    for (const auto& [allowed_flag, required] : allowed) {
-      if (std::string(allowed_flag) == flag) {
-        is_allowed = true;
-        is_required = required;
-      }
-    }
-    if (!path->empty() && !is_allowed)
-      UsageError(FlagName(files, flag) + " does not apply: " + what);
-    if (path->empty() && is_required) UsageError(FlagName(files, flag) + " is missing: " + what);
-  }
-}
-
 }  // namespace
 
 void AddEmbeddingOptions(CLI::App* cmd, EmbeddingFiles* files, bool for_query,
@@ -200,103 +146,75 @@ void AddEmbeddingOptions(CLI::App* cmd, EmbeddingFiles* files, bool for_query,
   }
 }
 
-void LoadedEmbeddings::Load(const EmbeddingFiles& given_files, const CollectionSpec& spec,
+void LoadedEmbeddings::Load(const EmbeddingFiles& files, const CollectionSpec& spec,
                             bool for_query) {
   view_ = EmbeddingView();
-  // The variances come in one of four forms; the file is read as --var and
-  // converted once (ToVariance).
-  EmbeddingFiles files = given_files;
-  VarianceForm form = VarianceForm::kVar;
-  std::string variance_flag = FlagName(files, "--var");
+  // The variances come in one of four forms; the file given is read as the
+  // var array in its form (hedgedb/arrays.h converts it once).
+  EmbeddingArrays arrays;
+  std::string var_path, var_flag = "--var";
   int forms = 0;
-  for (const auto& [flag, path, f] :
-       {std::tuple{"--var", &given_files.var, VarianceForm::kVar},
-        std::tuple{"--std", &given_files.std, VarianceForm::kStd},
-        std::tuple{"--log-var", &given_files.log_var, VarianceForm::kLogVar},
-        std::tuple{"--log-std", &given_files.log_std, VarianceForm::kLogStd}}) {
+  for (const auto& [flag, path, form] :
+       {std::tuple{"--var", &files.var, VarianceForm::kVar},
+        std::tuple{"--std", &files.std, VarianceForm::kStd},
+        std::tuple{"--log-var", &files.log_var, VarianceForm::kLogVar},
+        std::tuple{"--log-std", &files.log_std, VarianceForm::kLogStd}}) {
     if (path->empty()) continue;
     ++forms;
-    files.var = *path;
-    form = f;
-    variance_flag = FlagName(files, flag);
+    var_path = *path;
+    var_flag = flag;
+    arrays.var_form = form;
   }
   if (forms > 1) {
     UsageError("give the variances once: " + FlagName(files, "--var") + ", " +
                FlagName(files, "--std") + ", " + FlagName(files, "--log-var") + " or " +
                FlagName(files, "--log-std"));
   }
-  const auto convert = [&](int64_t n, int64_t per_item) {
-    if (form == VarianceForm::kVar) return;
-    const Status s = ToVariance(form, var_.data(), n, per_item, var_.data());
-    if (!s.ok()) Fail(files.var + " (" + variance_flag + "): " + s.message());
+  struct File {
+    EmbeddingArray* array;
+    const char* flag;
+    const std::string* path;
   };
-  const int64_t d = spec.dim;
-  const int64_t c = spec.components;
-  // The first file fixes the number of rows; the others must agree with it.
-  int64_t n = -1;
-  switch (spec.kind) {
-    case Kind::kPoint:
-      RequireFlags("point", {{"--vec", true}}, files, for_query);
-      vec_ = ReadFloatRows(files.vec, "vectors", &n, {d});
-      view_.vec = vec_.data();
-      break;
-    case Kind::kGaussian:
-      RequireFlags("gaussian", {{"--mean", true}, {"--var", true}}, files, for_query);
-      mean_ = ReadFloatRows(files.mean, "means", &n, {d});
-      var_ = ReadFloatRows(files.var, "variances", &n, {d});
-      convert(n, d);
-      view_.mean = mean_.data();
-      view_.var = var_.data();
-      break;
-    case Kind::kMog: {
-      RequireFlags("mog", {{"--mean", true}, {"--var", true}, {"--weights", false}}, files,
-                   for_query);
-      // The component count is the collection's (create --components, default
-      // 1), which other tools choose otherwise (generate: 4): say so.
-      const std::string of =
-          " of a " + std::to_string(c) + "-component collection (create --components)";
-      mean_ = ReadFloatRows(files.mean, "component means" + of, &n, {c, d});
-      var_ = ReadFloatRows(files.var, "component variances" + of, &n, {c, d});
-      convert(n, c * d);
-      view_.mean = mean_.data();
-      view_.var = var_.data();
-      if (!files.weights.empty()) {
-        weights_ = ReadFloatRows(files.weights, "component weights" + of, &n, {c});
-        view_.weights = weights_.data();
-      }
-      break;
-    }
-    case Kind::kCodes:
-      if (for_query) {
-        RequireFlags("codes", {{"--logp", true}}, files, for_query);
-        logp_ = ReadFloatRows(files.logp, "log-probability tables", &n, {d, spec.code_k});
-        view_.logp = logp_.data();
-      } else {
-        RequireFlags("codes", {{"--codes", true}}, files, for_query);
-        std::vector<int64_t> shape;
-        const std::vector<int64_t> codes = ReadInts(files.codes, "codes", &shape);
-        n = shape.empty() ? 0 : shape[0];
-        if (shape.size() != 2 || shape[1] != d) {
-          Fail(files.codes + ": codes must have shape " + NpyShapeString({n, d}) + ", got " +
-               NpyShapeString(shape));
-        }
-        // Symbols outside [0, k) are the database's to reject; here only the
-        // narrowing to int32 must not wrap a wild value into a valid one.
-        codes_.resize(codes.size());
-        for (size_t i = 0; i < codes.size(); ++i) {
-          if (codes[i] < std::numeric_limits<int32_t>::min() ||
-              codes[i] > std::numeric_limits<int32_t>::max()) {
-            Fail(files.codes + ": code symbol " + std::to_string(codes[i]) + " at row " +
-                 std::to_string(i / static_cast<size_t>(d)) + " is outside [0, " +
-                 std::to_string(spec.code_k) + ")");
-          }
-          codes_[i] = static_cast<int32_t>(codes[i]);
-        }
-        view_.codes = codes_.data();
-      }
-      break;
+  const File all[] = {
+      {&arrays.vec, "--vec", &files.vec},         {&arrays.mean, "--mean", &files.mean},
+      {&arrays.var, var_flag.c_str(), &var_path}, {&arrays.weights, "--weights", &files.weights},
+      {&arrays.codes, "--codes", &files.codes},   {&arrays.logp, "--logp", &files.logp}};
+  for (const File& f : all) {
+    f.array->given = !f.path->empty();
+    f.array->name = FlagName(files, f.flag);
   }
-  view_.n = n;
+  const std::string subject =
+      std::string(for_query ? "queries of " : "items of ") +
+      (spec.name.empty() ? std::string("a ") + KindName(spec.kind) + " collection"
+                         : "collection '" + spec.name + "'");
+  // Flags the kind does not take, or a missing one: usage errors, before
+  // any file is read.
+  const Status given = CheckEmbeddingArraysGiven(spec.kind, for_query, arrays, subject);
+  if (!given.ok()) UsageError(given.message());
+  std::vector<float>* floats[] = {&vec_, &mean_, &var_, &weights_, nullptr, &logp_};
+  for (size_t i = 0; i < 6; ++i) {
+    const File& f = all[i];
+    if (!f.array->given) continue;
+    f.array->name = *f.path + " (" + f.array->name + ")";
+    const NpyArray npy = ReadNpyOrFail(*f.path);
+    f.array->shape = npy.shape;
+    if (floats[i] == nullptr) {  // codes: integers that fit int32 (symbols: the engine checks)
+      Check(NpyToInt32(npy, f.array->name, &codes_));
+      f.array->ints = codes_.data();
+    } else {
+      Check(NpyToFloat32(npy, f.array->name, floats[i]));
+      f.array->floats = floats[i]->data();
+    }
+  }
+  const Status s =
+      EmbeddingViewFromArrays(spec, for_query, arrays, subject, &converted_var_, &view_);
+  if (!s.ok()) {
+    // The component count is the collection's (create --components, default
+    // 1), which other tools choose otherwise (generate: 4): say so.
+    Fail(s.message() + (spec.kind == Kind::kMog ? " (a " + std::to_string(spec.components) +
+                                                      "-component collection: create --components)"
+                                                : std::string()));
+  }
 }
 
 nlohmann::json JsonFloat(float value) {

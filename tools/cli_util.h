@@ -10,9 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "hedgedb/arrays.h"
 #include "hedgedb/db.h"
-#include "hedgedb/npy.h"
 #include "hedgedb/fields.h"
+#include "hedgedb/npy.h"
 #include "hedgedb/status.h"
 #include "hedgedb/types.h"
 
@@ -58,14 +59,6 @@ CollectionSpec DescribeOrFail(DB& db, const std::string& collection);
 
 // Reads a .npy file or fails naming it.
 NpyArray ReadNpyOrFail(const std::string& path);
-// Fails unless `array` has exactly `expected` as shape; `path` and `what`
-// name the file and its role in the message.
-void CheckShape(const NpyArray& array, const std::string& path, const std::string& what,
-                const std::vector<int64_t>& expected);
-// A float array of shape (rows, *row_shape) as float32. With *rows < 0 the
-// file sets the row count (and *rows receives it); otherwise it must match.
-std::vector<float> ReadFloatRows(const std::string& path, const std::string& what, int64_t* rows,
-                                 const std::vector<int64_t>& row_shape);
 // An integer array (any integer type) as int64, with its shape in `shape`.
 std::vector<int64_t> ReadInts(const std::string& path, const std::string& what,
                               std::vector<int64_t>* shape);
@@ -110,17 +103,18 @@ class LoadedEmbeddings {
   LoadedEmbeddings(const LoadedEmbeddings&) = delete;
   LoadedEmbeddings& operator=(const LoadedEmbeddings&) = delete;
 
-  // Loads items (`for_query` false) or queries of the collection `spec`.
-  // Flags that do not fit the kind are usage errors; a file whose shape does
-  // not match the collection fails naming the file, the expected and the
-  // actual shape.
+  // Loads items (`for_query` false) or queries of the collection `spec`
+  // through EmbeddingViewFromArrays (hedgedb/arrays.h, the rule Python's
+  // arguments follow too). Flags that do not fit the kind are usage errors;
+  // a file whose shape does not match the collection fails naming the file,
+  // its flag, the expected and the actual shape.
   void Load(const EmbeddingFiles& files, const CollectionSpec& spec, bool for_query);
 
   const EmbeddingView& view() const { return view_; }
   int64_t rows() const { return view_.n; }
 
  private:
-  std::vector<float> vec_, mean_, var_, weights_, logp_;
+  std::vector<float> vec_, mean_, var_, weights_, logp_, converted_var_;
   std::vector<int32_t> codes_;
   EmbeddingView view_;
 };

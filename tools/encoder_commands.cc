@@ -12,10 +12,12 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -323,6 +325,57 @@ void OnTrainInterrupt(int) {
   }
 }
 
+// The library's training errors name TrainOptions fields ("code_dims must
+// be >= 1"); train's messages name the flags that set them instead.
+std::string WithTrainFlags(const std::string& message) {
+  static const std::map<std::string, std::string> kFlags = {
+      {"out", "--out"},
+      {"method", "--method"},
+      {"dim", "--dim"},
+      {"components", "--components"},
+      {"code_dims", "--code-dim"},
+      {"code_k", "--code-k"},
+      {"iterations", "--iterations"},
+      {"epochs", "--epochs"},
+      {"max_seconds", "--max-seconds"},
+      {"batch_size", "--batch-size"},
+      {"lr", "--lr"},
+      {"beta", "--beta"},
+      {"hib_likelihood", "--hib-likelihood"},
+      {"margin", "--margin"},
+      {"samples", "--samples"},
+      {"n_query", "--n-query"},
+      {"fstat_top_dims", "--top-dims"},
+      {"backbone", "--backbone"},
+      {"arch", "--arch"},
+      {"mlp_hidden", "--mlp-hidden"},
+      {"patience", "--patience"},
+      {"eval_every", "--eval-every"},
+      {"checkpoint_every", "--checkpoint-every"}};
+  std::string out;
+  for (size_t i = 0; i < message.size();) {
+    size_t end = i;
+    while (end < message.size() &&
+           (std::isalnum(static_cast<unsigned char>(message[end])) || message[end] == '_')) {
+      ++end;
+    }
+    if (end == i) {
+      out += message[i++];
+      continue;
+    }
+    // Whole words of the prose only: not parts of paths or values
+    // ("/tmp/out/m.hdbm", "'lr'").
+    const bool prose =
+        (i == 0 || message[i - 1] == ' ' || message[i - 1] == '(') &&
+        (end == message.size() || std::string(" ,):").find(message[end]) != std::string::npos);
+    const std::string word = message.substr(i, end - i);
+    const auto flag = prose ? kFlags.find(word) : kFlags.end();
+    out += flag == kFlags.end() ? word : flag->second;
+    i = end;
+  }
+  return out;
+}
+
 void RunTrain(TrainArgs& args) {
   args.data = DataSource(args.data, args.data_flags);
   args.data.val_fraction = args.val_fraction;
@@ -334,7 +387,7 @@ void RunTrain(TrainArgs& args) {
   {
     encoders::TrainOptions probe = args.train;
     const Status s = encoders::ResolveTrainOptions(&probe);
-    if (!s.ok()) UsageError(s.message());
+    if (!s.ok()) UsageError(WithTrainFlags(s.message()));
   }
   const EncoderData data = LoadDataOrFail(args.data);
   encoders::TrainResult result;
@@ -346,7 +399,7 @@ void RunTrain(TrainArgs& args) {
   sigaction(SIGINT, &action, &previous);
   const Status trained = encoders::Train(args.train, data, &result);
   sigaction(SIGINT, &previous, nullptr);
-  Check(trained);
+  if (!trained.ok()) Fail(WithTrainFlags(trained.ToString()));
   json out = ModelJson(result.spec);
   out["model"] = args.train.out;
   out["data"] = data.description;

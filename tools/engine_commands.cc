@@ -55,6 +55,15 @@ struct CreateArgs {
   CLI::Option* samples_option = nullptr;
 };
 
+// MatchParametersNote names the fix by the collection's fields; here they
+// are flags, and the commands that give good values.
+std::string CommandLineNote(const std::string& note) {
+  if (note.empty()) return note;
+  return note +
+         " (on the command line: create --match-a/--match-b; hedgedb train prints them, hedgedb "
+         "generate suggests some for its data; hedgedb calibrate fits them)";
+}
+
 void RunCreate(CreateArgs& args) {
   if (!ParseKind(args.kind, &args.spec.kind)) UsageError("unknown kind '" + args.kind + "'");
   if (args.spec.kind == Kind::kCodes && args.spec.code_k == 0) {
@@ -76,7 +85,7 @@ void RunCreate(CreateArgs& args) {
   out["created"] = SpecDisplayJson(stats.spec);
   // Match parameters that cannot express a match (the defaults): created,
   // but said here, where they can still be chosen (MatchParametersNote).
-  const std::string note = MatchParametersNote(stats.spec);
+  const std::string note = CommandLineNote(MatchParametersNote(stats.spec));
   if (!note.empty()) {
     out["warning"] = note;
     std::fprintf(stderr, "hedgedb: warning: %s\n", note.c_str());
@@ -282,7 +291,8 @@ void RunSearch(SearchArgs& args) {
   SearchAndPrint(*db, args.collection, queries.view(), options);
   // After the results (a failed search says only why it failed): what
   // their numbers are worth with these match parameters.
-  const std::string note = MatchParametersNote(spec, options.score, options.with_uncertainty);
+  const std::string note =
+      CommandLineNote(MatchParametersNote(spec, options.score, options.with_uncertainty));
   if (!note.empty()) std::fprintf(stderr, "hedgedb: warning: %s\n", note.c_str());
 }
 

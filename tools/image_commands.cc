@@ -35,6 +35,7 @@
 #include "datasets/load_data.h"
 #include "encoders/data/batch_samplers.h"
 #include "encoders/embedder.h"
+#include "encoders/engine_bridge.h"
 #include "encoders/models/model_file.h"
 #include "hedgedb/db.h"
 #include "hedgedb/types.h"
@@ -276,25 +277,11 @@ void ApplyModelSettings(const CLI::App& cmd, const ModelSpec& model, const std::
 // How ingest-images read a collection's images, kept in the collection's
 // metadata as {"images": {"fit": F, "data_set": "cub", "bbox": B,
 // "class_split": K}} (data_set, bbox and class_split for CUB/Cars sources
-// only), so that later ingests and queries read theirs the same way.
-// The identity of a model file: the checksum its last 4 bytes hold
-// (encoders/models/model_file.h), as hex; "" if unreadable.
-std::string ModelChecksum(const std::string& path) {
-  std::ifstream file(path, std::ios::binary | std::ios::ate);
-  if (!file || file.tellg() < 4) return "";
-  file.seekg(-4, std::ios::end);
-  unsigned char bytes[4] = {};
-  file.read(reinterpret_cast<char*>(bytes), 4);
-  if (!file) return "";
-  char hex[9];
-  std::snprintf(hex, sizeof(hex), "%02x%02x%02x%02x", bytes[3], bytes[2], bytes[1], bytes[0]);
-  return hex;
-}
-
+// only), so that later ingests and queries read theirs the same way. The
+// image pipeline adds the model file to the record ("model",
+// "model_checksum": encoders::RecordModelInMetadata) and enforces it.
 std::string ImageRecordText(const SourceArgs& source, const ModelArgs& model) {
-  json images = {{"fit", model.fit},
-                 {"model", fs::absolute(model.model).lexically_normal().string()},
-                 {"model_checksum", ModelChecksum(model.model)}};
+  json images = {{"fit", model.fit}};
   const std::string data = ResolveDataSet(source.data);
   if (!data.empty()) {
     images["data_set"] = DataSetName(data);
@@ -323,19 +310,10 @@ void ApplyCollectionRecord(const CLI::App& cmd, const CollectionSpec& spec, bool
                            SourceArgs* source, ModelArgs* model) {
   const json record = ImageRecordOf(spec);
   if (record.is_null()) return;
-  // Embeddings of two models are not comparable: the collection's items and
-  // these images must come from the same model file.
-  if (record.contains("model_checksum") && record["model_checksum"].is_string()) {
-    const std::string have = record["model_checksum"], now = ModelChecksum(model->model);
-    if (!have.empty() && have != now) {
-      Fail("collection '" + spec.name + "' holds embeddings of another model (" +
-           record.value("model", std::string("?")) + ", checksum " + have + "); '" + model->model +
-           "' (checksum " + now + ") embeds into another space, so " +
-           (ingest ? "its embeddings cannot join them"
-                   : "its queries cannot be compared with them") +
-           ": use the collection's model, or ingest into a new collection");
-    }
-  }
+  // Before the read settings: another model is the problem to name first.
+  const Status model_status = encoders::CheckCollectionModel(
+      spec, model->model, ingest ? encoders::ModelUse::kIngest : encoders::ModelUse::kQuery);
+  if (!model_status.ok()) Fail(model_status.message());
   RecordedSettings settings(cmd, "collection '" + spec.name + "'", "ingested");
   if (record.contains("fit") && record["fit"].is_string()) {
     const std::string fit = record["fit"];

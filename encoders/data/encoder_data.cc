@@ -23,7 +23,7 @@ Status SelectSplit(const EncoderData& data, const std::string& split, const Item
     *set = &data.train;
   } else if (split == "validation") {
     if (data.validation.size() == 0) {
-      return Status::InvalidArgument("there is no validation split (set --val-fraction)");
+      return Status::InvalidArgument("there is no validation split (set val_fraction)");
     }
     *set = &data.validation;
   } else if (split == "test") {
@@ -31,9 +31,9 @@ Status SelectSplit(const EncoderData& data, const std::string& split, const Item
   } else if (split == "test-seen") {
     if (data.test_seen.size() == 0) {
       return Status::InvalidArgument(
-          "--split test-seen: " + data.description +
+          "split test-seen: " + data.description +
           " has no test items of classes seen in training (its test classes are disjoint from "
-          "the training classes); use --split test");
+          "the training classes); use split test");
     }
     *set = &data.test_seen;
   } else if (split == "test-unseen") {

@@ -588,7 +588,7 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
   // A subset's numbers are not the split's benchmark numbers: say so beside them.
   if (static_cast<int64_t>(items.size()) < set->size()) {
     out["subset"] = std::to_string(items.size()) + " of the " + std::to_string(set->size()) +
-                    " items of the split (--max-items 0 scores them all)";
+                    " items of the split (max_items 0 scores them all)";
   }
   out["classes"] = [&] {
     std::vector<int64_t> c = labels;

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +20,8 @@
 #include "common/file_util.h"
 #include "common/json_fields.h"
 #include "common/spec_limits.h"
+#include "encoders/models/model_fields.h"
+#include "hedgedb/fields.h"
 
 namespace hedgedb::encoders {
 namespace {
@@ -138,18 +141,6 @@ Status ParseContainer(const std::string& path, const std::string& file, std::str
     section->map = std::move(fields[1]);
   }
   return Status::OK();
-}
-
-std::string CalibrationInfoJson(const CalibrationInfo& info) {
-  nlohmann::json j;
-  j["score"] = ScoreName(info.score);
-  j["method"] = info.method;
-  j["pairs"] = info.pairs;
-  j["fit_base_rate"] = info.fit_base_rate;
-  j["base_rate"] = info.base_rate;
-  j["samples"] = info.samples;
-  j["reason"] = info.reason;
-  return j.dump();
 }
 
 Status CalibrationFromSection(const std::string& path, const CalibrationSection& section,
@@ -381,42 +372,47 @@ Status ValidateSpec(const ModelSpec& s) {
   return CheckModelSize(s);
 }
 
+namespace {
+
+// Writes the fields model_fields.h (and hedgedb/fields.h, for the
+// calibration info) visit into a JSON object: enums by their stored names,
+// groups as nested objects.
+struct JsonFieldWriter {
+  nlohmann::json* j;
+  void operator()(const char* name, Method v) const { (*j)[name] = MethodName(v); }
+  void operator()(const char* name, Kind v) const { (*j)[name] = KindName(v); }
+  void operator()(const char* name, BackboneType v) const { (*j)[name] = BackboneTypeName(v); }
+  void operator()(const char* name, ScoreType v) const { (*j)[name] = ScoreName(v); }
+  void operator()(const char* name, const BackboneFields& v) const { Group(name, v); }
+  void operator()(const char* name, const DataSettings& v) const { Group(name, v); }
+  // Numbers, bools, text and lists of numbers as they are.
+  template <typename T>
+  void operator()(const char* name, const T& v) const {
+    (*j)[name] = v;
+  }
+  template <typename T>
+  void Group(const char* name, const T& v) const {
+    nlohmann::json group = nlohmann::json::object();
+    VisitFields(v, JsonFieldWriter{&group});
+    (*j)[name] = std::move(group);
+  }
+};
+
+// The calibration info as the model file stores it: every field
+// hedgedb/fields.h visits (as `hedgedb stats` lists a stored map), of which
+// CalibrationFromSection reads the ones a map needs.
+std::string CalibrationInfoJson(const CalibrationInfo& info) {
+  nlohmann::json j = nlohmann::json::object();
+  VisitFields(info, JsonFieldWriter{&j});
+  return j.dump();
+}
+
+}  // namespace
+
 std::string SpecToJson(const ModelSpec& s) {
   nlohmann::json j;
   j["format"] = "hedgedb-model";
-  j["method"] = MethodName(s.method);
-  j["kind"] = KindName(s.kind);
-  j["dim"] = s.dim;
-  j["components"] = s.components;
-  j["code_dims"] = s.code_dims;
-  j["code_k"] = s.code_k;
-  j["dimco_hidden"] = s.dimco_hidden;
-  j["match_a"] = s.match_a;
-  j["match_b"] = s.match_b;
-  j["sigma_eps2"] = s.sigma_eps2;
-  j["min_variance"] = s.min_variance;
-  j["input_shape"] = s.input_shape;
-  j["input_mean"] = s.input_mean;
-  j["input_std"] = s.input_std;
-  j["backbone"] = {{"type", BackboneTypeName(s.backbone)},
-                   {"path", s.backbone_path},
-                   {"conv1_channels", s.cnn.conv1_channels},
-                   {"conv2_channels", s.cnn.conv2_channels},
-                   {"cnn_hidden", s.cnn.hidden},
-                   {"mlp_hidden", s.mlp_hidden}};
-  j["feature_dim"] = s.feature_dim;
-  if (s.data.recorded) {
-    const DataSettings& d = s.data;
-    j["data"] = {{"source", d.source},
-                 {"seed", d.seed},
-                 {"items", d.items},
-                 {"train_total", d.train_total},
-                 {"test_total", d.test_total},
-                 {"image_size", d.image_size},
-                 {"bbox", d.bbox},
-                 {"class_split", d.class_split},
-                 {"image_fit", d.image_fit}};
-  }
+  VisitFields(s, JsonFieldWriter{&j});
   // A path that is not UTF-8 (the recorded data source) is written with
   // replacement characters rather than failing the save of a trained model.
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -548,6 +544,18 @@ Status ReadModelSpec(const std::string& path, ModelSpec* spec) {
   HEDGEDB_RETURN_IF_ERROR(ReadModelFileParts(path, &parts));
   *spec = std::move(parts.spec);
   return Status::OK();
+}
+
+std::string ModelFileChecksum(const std::string& path) {
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
+  if (!file || file.tellg() < 4) return "";
+  file.seekg(-4, std::ios::end);
+  unsigned char bytes[4] = {};
+  file.read(reinterpret_cast<char*>(bytes), 4);
+  if (!file) return "";
+  char hex[9];
+  std::snprintf(hex, sizeof(hex), "%02x%02x%02x%02x", bytes[3], bytes[2], bytes[1], bytes[0]);
+  return hex;
 }
 
 Status ReadModelCalibration(const std::string& path, ModelCalibration* calibration) {

@@ -186,6 +186,12 @@ std::string EncodeModelFile(const ModelSpec& spec, const std::string& payload,
 // kind before loading any weights.
 Status ReadModelSpec(const std::string& path, ModelSpec* spec);
 
+// The identity of a model file: the checksum its last 4 bytes hold (the
+// trailer above), as 8 hex digits; "" when the file cannot be read. Two files
+// with the same weights and header have the same checksum wherever they lie,
+// so it names the model, not the path (engine_bridge.h, CheckCollectionModel).
+std::string ModelFileChecksum(const std::string& path);
+
 // The calibration map of a model file (empty for format 1 and 2 files and
 // models trained without one), after the same checks as ReadModelSpec.
 Status ReadModelCalibration(const std::string& path, ModelCalibration* calibration);

@@ -93,7 +93,7 @@ class BatchSource {
         o.seed = seed;
         HEDGEDB_RETURN_IF_ERROR(EpisodeSampler::Create(labels, o, &s->episodes_));
         if (options.n_query < 1) {
-          return Status::InvalidArgument("--n-query must be >= 1 for training");
+          return Status::InvalidArgument("n_query must be >= 1 for training");
         }
         s->items_per_batch_ =
             static_cast<int64_t>(s->episodes_->n_way()) * (options.n_support + options.n_query);
@@ -596,8 +596,8 @@ class TrainingRun {
     if (total_ <= 0) total_ = 10000;
     if (state_.iteration > total_) {
       return Status::InvalidArgument("the checkpoint is at iteration " +
-                                     std::to_string(state_.iteration) + ", past --iterations " +
-                                     std::to_string(total_));
+                                     std::to_string(state_.iteration) +
+                                     ", past the run's iterations " + std::to_string(total_));
     }
     // Replay the sampler so that a resumed run sees the batches the
     // uninterrupted run would have seen.
@@ -659,7 +659,7 @@ class TrainingRun {
              (validating_ ? "the best model so far (iteration " +
                                 std::to_string(state_.best_iteration) + ") is kept"
                           : "the model at this iteration is kept") +
-             "; --resume " + checkpoint_path_ + " continues the run");
+             "; resuming from " + checkpoint_path_ + " continues the run");
         break;
       }
       if (out_of_time) {
@@ -700,7 +700,7 @@ class TrainingRun {
     if (!std::isfinite(loss_value)) {
       return Status::Internal("the " + std::string(MethodName(options_.method)) + " loss became " +
                               std::to_string(loss_value) + " at iteration " + std::to_string(t) +
-                              " (try a lower --lr)");
+                              " (try a lower lr)");
     }
     loss.loss.backward();
     optimizer_->step();
@@ -727,7 +727,7 @@ class TrainingRun {
     std::string text = Tag() + " estimate at the first iterations' pace: " + Duration(all) +
                        " for " + std::to_string(total_ - r_.start_iteration) + " iterations";
     if (options_.max_seconds > 0 && options_.max_seconds < all) {
-      text += "; the time budget (--max-seconds) stops it after " + Duration(options_.max_seconds) +
+      text += "; the time budget (max_seconds) stops it after " + Duration(options_.max_seconds) +
               ", near iteration " +
               std::to_string(r_.start_iteration +
                              static_cast<int64_t>(options_.max_seconds / per_iteration));
@@ -907,67 +907,67 @@ Status ResolveTrainOptions(TrainOptions* o) {
   if (m == nullptr) {
     return Status::InvalidArgument("unknown method (expected " + MethodNamesText() + ")");
   }
-  if (o->out.empty()) return Status::InvalidArgument("an output model path (--out) is required");
-  if (o->components < 1) return Status::InvalidArgument("--components must be >= 1");
+  if (o->out.empty()) return Status::InvalidArgument("out (the output model path) is required");
+  if (o->components < 1) return Status::InvalidArgument("components must be >= 1");
   if (o->components > 1 && m->method != Method::kHib) {
-    return Status::InvalidArgument("--components > 1 (mixtures) needs --method hib");
+    return Status::InvalidArgument("components > 1 (mixtures) needs method hib");
   }
   if (m->method == Method::kDimco) {
     if (o->dim != 0) {
-      return Status::InvalidArgument("dimco takes --code-dim and --code-k, not --dim");
+      return Status::InvalidArgument("dimco takes code_dims and code_k, not dim");
     }
     if (o->code_dims == 0) o->code_dims = 4;
     if (o->code_k == 0) o->code_k = 16;
-    if (o->code_dims < 1) return Status::InvalidArgument("--code-dim must be >= 1");
+    if (o->code_dims < 1) return Status::InvalidArgument("code_dims must be >= 1");
     if (o->code_k < 2 || o->code_k > 256) {
-      return Status::InvalidArgument("--code-k must be in [2, 256]");
+      return Status::InvalidArgument("code_k must be in [2, 256]");
     }
   } else {
     if (o->code_dims != 0 || o->code_k != 0) {
-      return Status::InvalidArgument("--code-dim/--code-k apply to --method dimco only");
+      return Status::InvalidArgument("code_dims and code_k apply to method dimco only");
     }
     if (o->dim == 0) o->dim = m->method == Method::kFStatistic ? 500 : 2;
-    if (o->dim < 1) return Status::InvalidArgument("--dim must be >= 1");
+    if (o->dim < 1) return Status::InvalidArgument("dim must be >= 1");
     if (m->method == Method::kFStatistic && o->dim < o->fstat_top_dims) {
-      return Status::InvalidArgument("fstat needs --dim >= its top dimensions (" +
+      return Status::InvalidArgument("fstat needs dim >= its top dimensions (fstat_top_dims " +
                                      std::to_string(o->fstat_top_dims) + ")");
     }
   }
   if (o->arch != "cnn" && o->arch != "mlp") {
-    return Status::InvalidArgument("--arch must be cnn or mlp, not \"" + o->arch + "\"");
+    return Status::InvalidArgument("arch must be cnn or mlp, not \"" + o->arch + "\"");
   }
-  if (o->mlp_hidden < 1) return Status::InvalidArgument("--mlp-hidden must be >= 1");
+  if (o->mlp_hidden < 1) return Status::InvalidArgument("mlp_hidden must be >= 1");
   if (o->batch_size == 0 && m->family == BatchFamily::kPairs) o->batch_size = 128;
-  if (o->batch_size < 0) return Status::InvalidArgument("--batch-size must be positive");
+  if (o->batch_size < 0) return Status::InvalidArgument("batch_size must be positive");
   if (m->family == BatchFamily::kPairs && o->batch_size % 2 != 0) {
-    return Status::InvalidArgument("--batch-size must be even (half random stream, half partners)");
+    return Status::InvalidArgument("batch_size must be even (half random stream, half partners)");
   }
   if (o->lr == 0) o->lr = m->method == Method::kFStatistic ? 2e-4 : 1e-3;
-  if (!(o->lr > 0) || !std::isfinite(o->lr)) return Status::InvalidArgument("--lr must be > 0");
+  if (!(o->lr > 0) || !std::isfinite(o->lr)) return Status::InvalidArgument("lr must be > 0");
   if (o->iterations < 0 || o->epochs < 0) {
-    return Status::InvalidArgument("--iterations and --epochs must be >= 0");
+    return Status::InvalidArgument("iterations and epochs must be >= 0");
   }
-  if (o->samples < 1) return Status::InvalidArgument("--samples must be >= 1");
+  if (o->samples < 1) return Status::InvalidArgument("samples must be >= 1");
   if (m->method == Method::kHib && o->samples % o->components != 0) {
     // Stratified mixture sampling needs K to be a multiple of C.
     o->samples =
         (o->samples / static_cast<int>(o->components) + 1) * static_cast<int>(o->components);
   }
   if (!(o->margin > 0) || !std::isfinite(o->margin)) {
-    return Status::InvalidArgument("--margin must be > 0");
+    return Status::InvalidArgument("margin must be > 0");
   }
-  if (o->beta < 0) return Status::InvalidArgument("--beta must be >= 0");
+  if (o->beta < 0) return Status::InvalidArgument("beta must be >= 0");
   std::error_code ec;
   if (!o->backbone.empty() && !std::filesystem::is_regular_file(o->backbone, ec)) {
-    return Status::NotFound("--backbone " + o->backbone + ": no such file");
+    return Status::NotFound("backbone " + o->backbone + ": no such file");
   }
   if (o->hib_likelihood != "expected" && o->hib_likelihood != "mc") {
-    return Status::InvalidArgument("--hib-likelihood must be expected or mc, got '" +
+    return Status::InvalidArgument("hib_likelihood must be expected or mc, got '" +
                                    o->hib_likelihood + "'");
   }
-  if (o->patience < 1) return Status::InvalidArgument("--patience must be >= 1");
+  if (o->patience < 1) return Status::InvalidArgument("patience must be >= 1");
   if (o->checkpoint_every < 0 || o->eval_every < 0 || o->max_seconds < 0) {
-    return Status::InvalidArgument("--checkpoint-every, --eval-every, --max-seconds must be >= 0");
+    return Status::InvalidArgument("checkpoint_every, eval_every and max_seconds must be >= 0");
   }
   if (o->threads <= 0) {
     o->threads = std::max(1u, std::thread::hardware_concurrency());

@@ -1,6 +1,7 @@
 // Umbrella header of the hedgedb core library.
 #pragma once
 
+#include "hedgedb/arrays.h"
 #include "hedgedb/db.h"
 #include "hedgedb/export.h"
 #include "hedgedb/fuse.h"

@@ -90,7 +90,7 @@ TEST(FalseMatchTest, BadInputIsRefusedNamingTheProblem) {
   double tau = 0;
   Status s = map.FalseMatchThreshold(0.01, 0.95, &tau);
   EXPECT_TRUE(s.IsInvalidArgument());
-  EXPECT_NE(s.message().find("--conformal-fraction"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("(conformal_fraction)"), std::string::npos) << s.ToString();
   map.false_match_counts.assign(kFalseMatchBins, 0);
   map.false_match_counts[3] = 100;
   for (double bad : {0.0, 1.0, -0.5, 2.0, std::nan("")}) {

@@ -685,6 +685,13 @@ TEST_F(EncoderCliTest, BadInputFailsClearly) {
   std::vector<std::string> args = TrainArgs(data, "point", "y.model");
   args.insert(args.end(), {"--components", "2"});
   Fails(args, {"components"}, 2);
+  // The library names TrainOptions fields; train's messages name its flags.
+  args = TrainArgs(data, "dimco", "y.model");
+  args.insert(args.end(), {"--code-dim", "-1"});
+  Fails(args, {"--code-dim must be >= 1"}, 2);
+  args = TrainArgs(data, "point", "y.model");
+  args.insert(args.end(), {"--lr", "-1"});
+  Fails(args, {"--lr must be > 0"}, 2);
   Fails(
       {"embed", "--model", Path("p.model"), "--data", data, "--split", "nope", "--out", Path("o")},
       {"split"});

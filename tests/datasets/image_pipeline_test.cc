@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 
@@ -104,6 +105,63 @@ TEST_F(ImagePipelineTest, AbortPolicyWritesNothing) {
   ASSERT_EQ(reported.size(), 1u);
   EXPECT_EQ(result.ingested, 0);
   EXPECT_FALSE(fs::exists(db));  // not even the database was created
+}
+
+TEST_F(ImagePipelineTest, AnotherModelsImagesAreRefused) {
+  // A second model of the same kind and sizes (other weights): its
+  // embeddings fit the collection's shape but not its space.
+  torch::manual_seed(6);
+  ModelSpec spec = encoder_.spec;
+  Encoder other{nullptr};
+  ASSERT_TRUE(MakeEncoder(spec, &other).ok());
+  ASSERT_TRUE(SaveModel(Path("other.hdbm"), other).ok());
+  ImageEncoder second;
+  ASSERT_TRUE(LoadImageEncoder(Path("other.hdbm"), &second).ok());
+  ASSERT_NE(ModelFileChecksum(Path("m.hdbm")), ModelFileChecksum(Path("other.hdbm")));
+
+  const ImageSource source = Images();
+  IngestImagesOptions options;
+  options.metadata = R"({"images": {"fit": "exact"}, "note": "kept"})";
+  IngestImagesResult result;
+  const std::string db_path = Path("db");
+  ASSERT_TRUE(IngestImages(db_path, "c", encoder_, source, options, &result).ok());
+  ASSERT_EQ(result.ingested, 9);
+  {
+    // The collection records the model beside the caller's metadata.
+    std::unique_ptr<DB> db;
+    ASSERT_TRUE(DB::Open(Options(), db_path, &db).ok());
+    CollectionSpec have;
+    ASSERT_TRUE(db->DescribeCollection("c", &have).ok());
+    const nlohmann::json metadata = nlohmann::json::parse(have.metadata);
+    EXPECT_EQ(metadata["note"], "kept");
+    EXPECT_EQ(metadata["images"]["fit"], "exact");
+    EXPECT_EQ(metadata["images"]["model_checksum"], ModelFileChecksum(Path("m.hdbm")));
+    EXPECT_EQ(metadata["images"]["model"], fs::absolute(Path("m.hdbm")).string());
+  }
+  options.existing = ExistingImages::kAdd;
+  Status s = IngestImages(db_path, "c", second, source, options, &result);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("collection 'c' holds embeddings of another model"), std::string::npos)
+      << s.ToString();
+  EXPECT_NE(s.message().find("cannot join them"), std::string::npos) << s.ToString();
+  EXPECT_EQ(result.ingested, 0);
+
+  std::unique_ptr<DB> db;
+  ASSERT_TRUE(DB::Open(Options(), db_path, &db).ok());
+  QueryImagesOptions query;
+  query.search.k = 2;
+  QueryImagesResult answers;
+  s = QueryImages(*db, "c", second, source, query, nullptr, &answers);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("queries cannot be compared with them"), std::string::npos)
+      << s.ToString();
+  EXPECT_EQ(answers.queries, 0);
+  CollectionStats stats;
+  ASSERT_TRUE(db->GetStats("c", &stats).ok());
+  EXPECT_EQ(stats.items, 9);  // nothing of the other model joined
+  // The collection's own model still queries it.
+  EXPECT_TRUE(QueryImages(*db, "c", encoder_, source, query, nullptr, &answers).ok());
 }
 
 TEST_F(ImagePipelineTest, IngestThenQueryWithExcludeSelf) {

@@ -1,8 +1,13 @@
-// The model-to-collection rule (encoders/engine_bridge.h) and the one
+// The model-to-collection rules (encoders/engine_bridge.h) and the one
 // recall@k.
 #include "encoders/engine_bridge.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "encoders/eval/metrics.h"
 
@@ -90,6 +95,71 @@ TEST(EngineBridgeTest, CollectionMustFitTheModel) {
   have = CollectionSpecForModel(hib, "faces");
   have.dim = 7;
   EXPECT_FALSE(CheckCollectionFitsModel(have, hib, "m.hdbm").ok());
+}
+
+// Two real model files (EncodeModelFile's bytes) that differ in their
+// header, hence in their checksums.
+class ModelRecordTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("hedgedb_engine_bridge_test_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    ModelSpec spec = Model(Method::kHib, Kind::kGaussian);
+    spec.input_shape = {1, 8, 8};
+    for (const char* name : {"a.hdbm", "b.hdbm"}) {
+      std::ofstream(Path(name), std::ios::binary) << EncodeModelFile(spec, "weights", nullptr);
+      spec.match_a += 1;
+    }
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Path(const char* name) const { return (dir_ / name).string(); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(ModelRecordTest, ACollectionTakesOnlyTheModelItRecords) {
+  const std::string a = ModelFileChecksum(Path("a.hdbm")), b = ModelFileChecksum(Path("b.hdbm"));
+  ASSERT_EQ(a.size(), 8u);
+  ASSERT_NE(a, b);
+  EXPECT_EQ(ModelFileChecksum(Path("missing.hdbm")), "");
+
+  CollectionSpec spec;
+  spec.name = "g";
+  ASSERT_TRUE(RecordModelInMetadata(R"({"images": {"fit": "resize"}, "x": 1})", Path("a.hdbm"),
+                                    &spec.metadata)
+                  .ok());
+  const nlohmann::json record = nlohmann::json::parse(spec.metadata);
+  EXPECT_EQ(record["x"], 1);  // the caller's fields stay
+  EXPECT_EQ(record["images"]["fit"], "resize");
+  EXPECT_EQ(record["images"]["model_checksum"], a);
+  EXPECT_EQ(record["images"]["model"], Path("a.hdbm"));
+
+  EXPECT_TRUE(CheckCollectionModel(spec, Path("a.hdbm"), ModelUse::kIngest).ok());
+  EXPECT_TRUE(CheckCollectionModel(spec, Path("a.hdbm"), ModelUse::kQuery).ok());
+  Status s = CheckCollectionModel(spec, Path("b.hdbm"), ModelUse::kIngest);
+  ASSERT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  for (const std::string& part :
+       {"collection 'g' holds embeddings of another model (" + Path("a.hdbm") + ", checksum " + a,
+        "'" + Path("b.hdbm") + "' (checksum " + b + ")", std::string("cannot join them")}) {
+    EXPECT_NE(s.message().find(part), std::string::npos) << part << "\n" << s.message();
+  }
+  s = CheckCollectionModel(spec, Path("b.hdbm"), ModelUse::kQuery);
+  EXPECT_NE(s.message().find("its queries cannot be compared with them"), std::string::npos)
+      << s.message();
+
+  // No record (made by `create`, or before collections kept one): any model.
+  for (const char* metadata : {"", "free text", R"({"images": {"fit": "exact"}})"}) {
+    spec.metadata = metadata;
+    EXPECT_TRUE(CheckCollectionModel(spec, Path("b.hdbm"), ModelUse::kIngest).ok()) << metadata;
+  }
+  // Metadata the record cannot join is refused, naming it.
+  std::string out;
+  s = RecordModelInMetadata("free text", Path("a.hdbm"), &out);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("must be a JSON object"), std::string::npos) << s.message();
+  s = RecordModelInMetadata(R"({"images": 3})", Path("a.hdbm"), &out);
+  EXPECT_NE(s.message().find("\"images\" entry that is not an object"), std::string::npos)
+      << s.message();
 }
 
 TEST(EngineBridgeTest, RecallAtKFromFirstHits) {

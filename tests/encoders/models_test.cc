@@ -326,6 +326,66 @@ TEST_F(ModelsTest, SpecJsonRoundTrip) {
   EXPECT_TRUE(SpecFromJson("not json", &back).IsCorruption());
 }
 
+// The header of a model file `train` wrote before the spec's fields were
+// listed once (model_fields.h): reading and writing it again gives the same
+// bytes, so files keep their header (and checksum) across the change.
+TEST_F(ModelsTest, AnOlderHeaderIsWrittenAgainByteForByte) {
+  const std::string header = R"({
+  "backbone": {
+    "cnn_hidden": 500,
+    "conv1_channels": 32,
+    "conv2_channels": 64,
+    "mlp_hidden": 16,
+    "path": "",
+    "type": "mlp"
+  },
+  "code_dims": 0,
+  "code_k": 0,
+  "components": 1,
+  "data": {
+    "bbox": false,
+    "class_split": 0,
+    "image_fit": "exact",
+    "image_size": 0,
+    "items": 2,
+    "seed": 0,
+    "source": "fashion-mnist",
+    "test_total": 400,
+    "train_total": 2000
+  },
+  "dim": 2,
+  "dimco_hidden": 128,
+  "feature_dim": 16,
+  "format": "hedgedb-model",
+  "input_mean": [
+    0.2860405969804586
+  ],
+  "input_shape": [
+    1,
+    28,
+    56
+  ],
+  "input_std": [
+    0.3530242445185261
+  ],
+  "kind": "gaussian",
+  "match_a": 0.9968764185905457,
+  "match_b": 0.004972388502210379,
+  "method": "hib",
+  "min_variance": 1e-06,
+  "sigma_eps2": 1.0
+})";
+  ModelSpec spec;
+  ASSERT_TRUE(SpecFromJson(header, &spec).ok());
+  EXPECT_EQ(SpecToJson(spec), header);
+  // Without the recorded data (files before it was recorded) likewise.
+  nlohmann::json older = nlohmann::json::parse(header);
+  older.erase("data");
+  ASSERT_TRUE(SpecFromJson(older.dump(2), &spec).ok());
+  EXPECT_FALSE(spec.data.recorded);
+  EXPECT_EQ(SpecToJson(spec), older.dump(2));
+}
+
 // The training data's settings survive the header; a header without them
 // (older files) reads as "not recorded", and a bad record is Corruption.
 TEST_F(ModelsTest, SpecJsonKeepsTheTrainingData) {

@@ -114,7 +114,7 @@ def test_false_match_rate(db, data):
     db.create_collection("c", "gaussian", 8, match_b=2.0)
     db.ingest("c", mean=mean, var=var, labels=labels)
     db.calibrate("c")
-    with pytest.raises(hedgedb.InvalidArgumentError, match="conformal-fraction"):
+    with pytest.raises(hedgedb.InvalidArgumentError, match=r"\(conformal_fraction\)"):
         db.search("c", mean=qmean, var=qvar, max_false_match_rate=0.05)
     report = db.calibrate("c", conformal_fraction=0.5)
     # 300 held-out queries, each against the 599 other items: the pairs of

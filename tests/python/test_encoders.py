@@ -193,3 +193,92 @@ def test_import_calibration_refuses_what_cannot_be_stored(calibrated, trained, t
         # Re-targeted to another rate of matching pairs.
         db.import_calibration("photos", model.calibration_map, base_rate=0.25)
         assert db.stats("photos")["calibrations"][0]["base_rate"] == pytest.approx(0.25)
+
+
+def test_another_models_embeddings_are_refused_as_ingest_images_refuses(calibrated, tmp_path):
+    # Two models of one kind and size (gaussian, dim 2), trained apart: each
+    # embeds into a space of its own (encoders::CheckCollectionModel).
+    work, paths, _ = calibrated
+    model = encoders.Model(str(work / "m.hdbm"), threads=2)
+    other = encoders.Model(str(work / "calibrated.hdbm"), threads=2)
+    cli_db = str(tmp_path / "cli_db")
+    cli(["ingest-images", "--db", cli_db, "--collection", "g", "--model", "m.hdbm", "--dir",
+         "gallery", "--no-progress", "--threads", "2"], work)
+    refused = subprocess.run([HEDGEDB, "ingest-images", "--db", cli_db, "--collection", "g",
+                              "--model", "calibrated.hdbm", "--dir", "gallery", "--no-progress"],
+                             cwd=work, capture_output=True, text=True, timeout=600)
+    assert refused.returncode == 1, refused.stderr
+    assert "collection 'g' holds embeddings of another model" in refused.stderr
+    pixels = np.zeros((2, 1, 28, 56), dtype=np.uint8)
+    with hedgedb.open(cli_db, create_if_missing=False) as db:
+        for embed in (lambda **kw: other.embed_images(paths, **kw),
+                      lambda **kw: other.embed_arrays(pixels, **kw)):
+            with pytest.raises(hedgedb.InvalidArgumentError,
+                               match="collection 'g' holds embeddings of another model .*"
+                                     "calibrated.hdbm.*cannot join them"):
+                embed(db=db, collection="g")
+            with pytest.raises(hedgedb.InvalidArgumentError,
+                               match="its queries cannot be compared with them"):
+                embed(db=db, collection="g", queries=True)
+        # The collection's own model passes, with the same arrays as unchecked.
+        ours = model.embed_images(paths, db=db, collection="g")
+        np.testing.assert_array_equal(ours["mean"], model.embed_images(paths)["mean"])
+        with pytest.raises(hedgedb.InvalidArgumentError, match="db and collection together"):
+            model.embed_images(paths, db=db)
+        with pytest.raises(hedgedb.NotFoundError):
+            model.embed_images(paths, db=db, collection="absent")
+        assert len(db.list_ids("g")) == 12
+
+    # A collection Python makes from a model records it, so ingest-images
+    # refuses another model's images there too.
+    py_db = str(tmp_path / "py_db")
+    with hedgedb.open(py_db) as db:
+        db.create_collection("p", **other.create_kwargs)
+        db.ingest("p", **other.embed_images(paths, db=db, collection="p"))
+        record = __import__("json").loads(db.stats("p")["metadata"])["images"]
+        assert record["model"] == str(work / "calibrated.hdbm")
+    refused = subprocess.run([HEDGEDB, "query-image", "--db", py_db, "--collection", "p",
+                              "--model", "m.hdbm", paths[0], "--no-progress"],
+                             cwd=work, capture_output=True, text=True, timeout=600)
+    assert refused.returncode == 1, refused.stderr
+    assert "collection 'p' holds embeddings of another model" in refused.stderr
+    assert "queries cannot be compared" in refused.stderr
+
+
+def model_file_sections(path):
+    """The header JSON and (format 3) the calibration info JSON of a model
+    file, read from its bytes as encoders/models/model_file.h lays them out."""
+    import json
+    import struct
+    data = pathlib.Path(path).read_bytes()
+    (header_length,) = struct.unpack_from("<Q", data, 12)
+    header = json.loads(data[20:20 + header_length])
+    (payload_length,) = struct.unpack_from("<Q", data, 20 + header_length)
+    rest = data[28 + header_length + payload_length:-4]
+    info = None
+    if rest:
+        (info_length,) = struct.unpack_from("<Q", rest, 0)
+        info = json.loads(rest[8:8 + info_length])
+    return header, info
+
+
+def test_spec_and_calibration_are_the_model_files_fields(calibrated):
+    # Model.spec is the header the file holds (every field, the training
+    # data as a dict) plus search_score; Model.calibration the stored info,
+    # with the fields db.stats()["calibrations"] lists.
+    work, _, _ = calibrated
+    for name in ("m.hdbm", "calibrated.hdbm"):
+        model = encoders.Model(str(work / name), threads=2)
+        header, info = model_file_sections(work / name)
+        assert header.pop("format") == "hedgedb-model"
+        spec = dict(model.spec)
+        assert spec.pop("search_score") == "mc"
+        assert spec == header
+        assert spec["data"]["source"] == "fashion-mnist"
+        assert (info is None) == (model.calibration is None)
+    assert info == model.calibration
+    with hedgedb.open(str(work / "spec_db")) as db:
+        db.create_collection("photos", **model.create_kwargs)
+        db.import_calibration("photos", model.calibration_map)
+        (stored,) = db.stats("photos")["calibrations"]
+    assert set(stored) == set(model.calibration)

@@ -183,9 +183,10 @@ def test_cli_collection_equals_its_labelled_items(tmp_path):
      "labels must have shape (40,), got (39,)"),
     (["--kind", "point", "--dim", 2, "--vec", "{vec}"], 2, "--labels is required"),
     (["--kind", "gaussian", "--dim", 2, "--vec", "{vec}", "--labels", "{labels}"], 2,
-     "--vec does not apply: items of a gaussian collection take --mean FILE --var FILE"),
+     "--vec does not apply to items of a gaussian collection (gaussian items take mean and "
+     "var)"),
     (["--kind", "point", "--dim", 3, "--vec", "{vec}", "--labels", "{labels}"], 1,
-     "vectors must have shape (40, 3), got (40, 2)"),
+     "(--vec): expected shape (n, 3), got (40, 2)"),
     (["--model", "m.hdbm", "--kind", "point", "--dim", 2, "--vec", "{vec}", "--labels",
       "{labels}"], 2, "--model and --vec do not go together"),
     ([], 2, "evaluate needs --model FILE, or embeddings"),

@@ -111,7 +111,9 @@ def test_errors_carry_the_engines_message(db, tmp_path):
         db.ingest("g", mean=mean, var=bad)
     with pytest.raises(hedgedb.InvalidArgumentError, match="vec does not apply"):
         db.ingest("g", vec=mean)
-    with pytest.raises(hedgedb.InvalidArgumentError, match="needs var"):
+    with pytest.raises(hedgedb.InvalidArgumentError,
+                       match=r"var \(or std, log_var, log_std\) is missing for the gaussian "
+                             r"collection 'g' \(gaussian items take mean and var\)"):
         db.ingest("g", mean=mean)
     with pytest.raises(hedgedb.InvalidArgumentError, match="expected a numeric array"):
         db.ingest("g", mean=[["a"] * 4], var=var[:1])

@@ -136,7 +136,9 @@ def test_bad_input_names_the_array():
     q, x = {"mean": qm, "var": qv}, {"mean": im, "var": iv}
     with pytest.raises(hedgedb.InvalidArgumentError, match=r"queries\['mean'\]: expected shape"):
         hedgedb.score_matrix("gaussian", {"mean": qm[:, :3], "var": qv[:, :3]}, x)
-    with pytest.raises(hedgedb.InvalidArgumentError, match="gaussian items need var"):
+    with pytest.raises(hedgedb.InvalidArgumentError,
+                       match=r"items\['var'\] \(or std, log_var, log_std\) is missing for "
+                             r"gaussian items"):
         hedgedb.score_matrix("gaussian", q, {"mean": im})
     with pytest.raises(hedgedb.InvalidArgumentError, match=r"items: unknown array 'logp'"):
         hedgedb.score_matrix("gaussian", q, dict(x, logp=qm))
