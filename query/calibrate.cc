@@ -165,7 +165,8 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
       if (st.ok()) st = FitMatchParameters(pairs, &fit);
       if (!st.ok()) {
         return Status::InvalidArgument("cannot fit the match parameters of collection '" +
-                                       s.name + "': " + st.message());
+                                       s.name + "' (match_parameters keep leaves them): " +
+                                       st.message());
       }
       params.match_a = float(fit.match_a);
       params.match_b = float(fit.match_b);

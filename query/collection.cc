@@ -618,7 +618,9 @@ SearchState Collection::SearchStateLocked() const {
 Status Collection::Search(const EmbeddingView& queries, const SearchOptions& options,
                           std::vector<SearchResult>* results) {
   SearchPlan plan;
-  HEDGEDB_RETURN_IF_ERROR(Searcher::Plan(meta_.spec, queries, options, &plan));
+  // A copy: calibrate may refit the match parameters meanwhile (they are
+  // read again under the lock below).
+  HEDGEDB_RETURN_IF_ERROR(Searcher::Plan(spec(), queries, options, &plan));
   const bool payload_filter = !plan.filter.payload.empty();
 
   if (!options.exhaustive) HEDGEDB_RETURN_IF_ERROR(TrainIfDue());
