@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -23,8 +24,39 @@ void Fail(const std::string& message) { throw CommandError(message, kFailureExit
 
 void UsageError(const std::string& message) { throw CommandError(message, kUsageExitCode); }
 
+std::string NameFlags(const std::string& message, const std::map<std::string, std::string>& flags) {
+  std::string out;
+  for (size_t i = 0; i < message.size();) {
+    size_t end = i;
+    while (end < message.size() &&
+           (std::isalnum(static_cast<unsigned char>(message[end])) || message[end] == '_')) {
+      ++end;
+    }
+    if (end == i) {
+      out += message[i++];
+      continue;
+    }
+    // Whole words of the prose only: not parts of paths or values
+    // ("/tmp/out/m.hdbm", "'lr'").
+    const bool prose =
+        (i == 0 || message[i - 1] == ' ' || message[i - 1] == '(') &&
+        (end == message.size() || std::string(" ,):").find(message[end]) != std::string::npos);
+    const std::string word = message.substr(i, end - i);
+    const auto flag = prose ? flags.find(word) : flags.end();
+    out += flag == flags.end() ? word : flag->second;
+    i = end;
+  }
+  return out;
+}
+
 void Check(const Status& status) {
-  if (!status.ok()) Fail(status.ToString());
+  // The library names its options; these read the same on the command line
+  // as flags (only names no prose word could be).
+  static const std::map<std::string, std::string> kFlags = {
+      {"conformal_fraction", "--conformal-fraction"}, {"match_parameters", "--match-parameters"},
+      {"max_pairs", "--max-pairs"},                   {"top_ranks", "--top-ranks"},
+      {"val_fraction", "--val-fraction"}};
+  if (!status.ok()) Fail(NameFlags(status.ToString(), kFlags));
 }
 
 std::unique_ptr<DB> OpenDatabase(const std::string& dir, bool create_if_missing, Access access) {

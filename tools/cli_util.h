@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -43,7 +44,12 @@ class CommandError : public std::runtime_error {
 [[noreturn]] void Fail(const std::string& message);
 // Wrong or conflicting flags: exit code 2.
 [[noreturn]] void UsageError(const std::string& message);
-// Fails with the status' message if it is not OK.
+// `message` with each prose word found in `flags` (a library option's
+// name, e.g. "lr") replaced by its command-line flag ("--lr").
+std::string NameFlags(const std::string& message, const std::map<std::string, std::string>& flags);
+// Fails with the status' message if it is not OK, the library's option
+// names that have flags named as flags (conformal_fraction ->
+// --conformal-fraction).
 void Check(const Status& status);
 
 // How a command opens the database: commands that change it (kWrite), and

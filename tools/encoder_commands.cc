@@ -352,28 +352,7 @@ std::string WithTrainFlags(const std::string& message) {
       {"patience", "--patience"},
       {"eval_every", "--eval-every"},
       {"checkpoint_every", "--checkpoint-every"}};
-  std::string out;
-  for (size_t i = 0; i < message.size();) {
-    size_t end = i;
-    while (end < message.size() &&
-           (std::isalnum(static_cast<unsigned char>(message[end])) || message[end] == '_')) {
-      ++end;
-    }
-    if (end == i) {
-      out += message[i++];
-      continue;
-    }
-    // Whole words of the prose only: not parts of paths or values
-    // ("/tmp/out/m.hdbm", "'lr'").
-    const bool prose =
-        (i == 0 || message[i - 1] == ' ' || message[i - 1] == '(') &&
-        (end == message.size() || std::string(" ,):").find(message[end]) != std::string::npos);
-    const std::string word = message.substr(i, end - i);
-    const auto flag = prose ? kFlags.find(word) : kFlags.end();
-    out += flag == kFlags.end() ? word : flag->second;
-    i = end;
-  }
-  return out;
+  return NameFlags(message, kFlags);
 }
 
 void RunTrain(TrainArgs& args) {

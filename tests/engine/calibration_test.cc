@@ -822,7 +822,7 @@ TEST(Calibrate, ConformalSetsCoverFreshQueries) {
   ASSERT_TRUE(db->Calibrate("c", plain, nullptr).ok());
   s = db->Search("c", queries.view(), set90, &results);
   EXPECT_TRUE(s.IsInvalidArgument());
-  EXPECT_NE(s.message().find("conformal-fraction"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("conformal_fraction"), std::string::npos) << s.ToString();
 
   CalibrateOptions o;
   o.max_pairs = 3000 * 999;
