@@ -410,6 +410,7 @@ std::string SpecToJson(const ModelSpec& s) {
     j["data"] = {{"source", d.source},
                  {"seed", d.seed},
                  {"items", d.items},
+                 {"composite_layout", d.composite_layout},
                  {"train_total", d.train_total},
                  {"test_total", d.test_total},
                  {"image_size", d.image_size},
@@ -508,6 +509,13 @@ Status SpecFromJson(const std::string& text, ModelSpec* spec) {
         return Status::Corruption("model header data: bbox must be true or false");
       }
       s.data.bbox = d.at("bbox").get<bool>();
+      // Absent from model files written before the layout was recorded.
+      s.data.composite_layout = d.value("composite_layout", std::string());
+      if (s.data.composite_layout != "" && s.data.composite_layout != "reference" &&
+          s.data.composite_layout != "hib" && s.data.composite_layout != "hib-scaled") {
+        return Status::Corruption("model header data: unknown composite_layout '" +
+                                  s.data.composite_layout + "'");
+      }
       s.data.image_fit = d.at("image_fit").get<std::string>();
       if (s.data.image_fit != "" && s.data.image_fit != "exact" && s.data.image_fit != "resize") {
         return Status::Corruption("model header data: unknown image_fit '" + s.data.image_fit +
