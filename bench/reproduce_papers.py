@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""The papers' encoder claims, measured on N-item Fashion-MNIST composites.
+"""The papers' encoder claims, measured on N-item composites (of Fashion-MNIST
+by default; --data mnist for MNIST digits, --composite-layout for HIB's
+Table 3 sizes).
 
 Trains every model of the reproduction for BUDGET seconds of wall time per
 seed, evaluates it with a paper protocol of `hedgedb evaluate`, and writes:
@@ -13,6 +15,9 @@ seed, evaluates it with a paper protocol of `hedgedb evaluate`, and writes:
                        --extra-items test items)
                        with --disentanglement, for point models --pq at
                        DIMCO's 16 bits, for SPE, PN and point --episodes 1000
+  (tables.md also holds, per probabilistic model, Kendall's tau of eta next
+  to the error-versus-reject area of recall@1 by eta, its oracle and chance;
+  claims.md asks whether that area is below chance)
   OUT/uncertainty.png  KNN accuracy of the inputs kept against the share of
                        the most uncertain dropped (eta), per model
 
@@ -79,6 +84,10 @@ def parse_args():
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="training seeds (default 1 2 3)")
     p.add_argument("--items", type=int, nargs="+", default=[2], help="digits per composite N (default 2; HIB: 2 3)")
     p.add_argument("--dims", type=int, nargs="+", default=[2], help="embedding dimensions D (default 2; HIB: 2 3)")
+    p.add_argument("--data", default="fashion-mnist",
+                   help="base set of the composites: fashion-mnist (default), mnist or idx:DIR")
+    p.add_argument("--composite-layout", default="reference",
+                   help="evaluate/train --composite-layout: reference (default), hib or hib-scaled")
     p.add_argument("--models", default=",".join(MODELS), help="comma-separated subset of: " + ", ".join(MODELS))
     p.add_argument("--setup", default="--arch mlp --mlp-hidden 256",
                    help="backbone flags (default: the MLP over pixels, bench/RESULTS.md 'Training setup')")
@@ -140,13 +149,21 @@ def cell_name(n, d, model):
     return "n%d-%s-%s" % (n, "d%d" % d if d else "own", model)
 
 
+def data_text(args):
+    return "`--data %s --composite-layout %s`" % (args.data, args.composite_layout)
+
+
+def data_flags(args, n):
+    return ["--data", args.data, "--items", str(n), "--composite-layout", args.composite_layout]
+
+
 def train_and_evaluate(args, binary):
     todo = [(n, d, m, s) for n, d, m in cells(args) for s in args.seeds]
     print("%d models, %.0f s of training each: about %.0f min of training plus evaluation" %
           (len(todo), args.budget, len(todo) * args.budget / 60), flush=True)
     for n, d, model, seed in todo:
         base = os.path.join(args.out, "%s-s%d" % (cell_name(n, d, model), seed))
-        data = ["--data", "fashion-mnist", "--items", str(n)]
+        data = data_flags(args, n)
         if not os.path.exists(base + ".train.json"):
             flags = MODELS[model][0].split() + (["--dim", str(d)] if d else [])
             cmd = [binary, "train"] + data + flags + args.setup.split() + [
@@ -192,7 +209,7 @@ def train_and_evaluate(args, binary):
             prefix = base + (".corrupt" if corrupt else ".clean")
             if os.path.exists(prefix + ".embed.json"):
                 continue
-            cmd = [binary, "embed", "--data", "fashion-mnist", "--items", str(n), "--model", base + ".model",
+            cmd = [binary, "embed"] + data_flags(args, n) + ["--model", base + ".model",
                    "--split", "test-seen", "--max-items", "400", "--out", prefix,
                    "--threads", str(args.threads)] + (["--corrupt"] if corrupt else [])
             run(cmd, prefix + ".embed.json", prefix + ".embed.log")
@@ -263,6 +280,8 @@ METRICS = [  # column, report path
     ("tau AP corrupt", "verification.corrupt.eta_calibration.kendall_tau"),
     ("tau KNN clean", "retrieval.clean.eta_calibration.kendall_tau"),
     ("tau KNN corrupt probe", "retrieval.corrupt_probe.eta_calibration.kendall_tau"),
+    ("ERC R@1 clean", "retrieval.clean.eta_calibration.erc_area"),
+    ("ERC R@1 corrupt probe", "retrieval.corrupt_probe.eta_calibration.erc_area"),
     ("eta clean", "mean_eta.clean"),
     ("eta corrupt", "mean_eta.corrupt"),
 ]
@@ -280,8 +299,8 @@ def per_seed(runs, cell, path):
 
 def tables(runs, args):
     lines = ["# Paper reproduction: every metric", "",
-             "Budget %.0f s of training per model and seed (%s), seeds %s; `evaluate --protocol %s%s`. "
-             "Mean ± sd over seeds." % (args.budget, args.setup, " ".join(map(str, args.seeds)), args.protocol,
+             "Data: %s. Budget %.0f s of training per model and seed (%s), seeds %s; `evaluate --protocol %s%s`. "
+             "Mean ± sd over seeds." % (data_text(args), args.budget, args.setup, " ".join(map(str, args.seeds)), args.protocol,
                                          " --mc-repeats %d" % args.mc_repeats if args.mc_repeats else ""), ""]
     cellnames = sorted({c for c, _ in runs})
     lines.append("| model | seeds | " + " | ".join(name for name, _ in METRICS) + " |")
@@ -291,6 +310,7 @@ def tables(runs, args):
         row = [fmt(mean_sd(per_seed(runs, cell, path)), 0 if name == "iterations" else 3)
                for name, path in METRICS]
         lines.append("| %s | %d | %s |" % (cell, seeds, " | ".join(row)))
+    lines += [""] + uncertainty_table(runs, cellnames)
     lines += ["", "Disentanglement (F-statistic paper, section 4; factors: the items at each position) and "
               "product quantization at DIMCO's %d bits (point models; clean probes, ADC), and SPE's "
               "episodic accuracy (1,000 episodes, 5 shots, 5 queries; point models by PN's rule), from one "
@@ -320,6 +340,36 @@ def tables(runs, args):
                 cell, fmt(mean_sd(per_seed(runs, cell, "dimco.factorised_information_batches.mean_bits")), 2),
                 math.log2(5)))
     return "\n".join(lines + [""] + extra) + "\n"
+
+
+ERC_SPLITS = [("clean", "clean probes, clean gallery"), ("corrupt_probe", "corrupt probes, clean gallery")]
+
+
+def uncertainty_table(runs, cellnames):
+    """Per probabilistic model: Kendall's tau of eta against KNN accuracy (HIB
+    Table 2) next to the error-versus-reject area of recall@1 by eta
+    ("Probabilistic Embeddings Revisited"), with the two ends that area lies
+    between: the oracle (errors rejected first) and chance (eta says nothing:
+    1 - recall@1). Both come from the same `evaluate` report
+    (retrieval.<split>.eta_calibration)."""
+    probabilistic = [c for c in cellnames if c.split("-", 2)[2] in UNCERTAIN]
+    if not probabilistic:
+        return []
+    lines = ["Uncertainty of every probabilistic model: Kendall's tau of eta (KNN accuracy per eta bin, higher "
+             "is better) and the error-versus-reject area of recall@1 with the queries ranked by eta (ERC: the "
+             "error of the least uncertain m queries averaged over m; lower is better; between the oracle's "
+             "and chance, 1 - R@1). `evaluate` reports both under retrieval.<split>.eta_calibration.", "",
+             "| model | " + " | ".join("tau %s | ERC %s | oracle | chance" % (split, split)
+                                      for split, _ in ERC_SPLITS) + " |",
+             "|---" * (1 + 4 * len(ERC_SPLITS)) + "|"]
+    for cell in probabilistic:
+        row = []
+        for split, _ in ERC_SPLITS:
+            base = "retrieval.%s.eta_calibration." % split
+            row += [fmt(mean_sd(per_seed(runs, cell, base + key)))
+                    for key in ("kendall_tau", "erc_area", "erc_area_oracle", "erc_area_chance")]
+        lines.append("| %s | %s |" % (cell, " | ".join(row)))
+    return lines
 
 
 def verdict(diff, se, no_difference=False):
@@ -393,6 +443,16 @@ def claims(runs, args):
         zero = [0.0] * len(s("hib1", path))
         claim("HIB T2: eta predicts failure, MoG-1 (" + label + " > 0)", paper,
               s("hib1", path), None, paired(s("hib1", path), zero), label)
+    for model in UNCERTAIN:
+        # Below chance = eta ranks the recall@1 errors last (paired per seed:
+        # chance and area are measured on the same queries).
+        for split, label in ERC_SPLITS:
+            base = "retrieval.%s.eta_calibration." % split
+            claim("Probabilistic Embeddings Revisited: rejecting by eta removes recall@1 errors first, "
+                  "%s, %s" % (model, label), "ERC area below chance (1 - R@1)",
+                  s(model, base + "erc_area"), s(model, base + "erc_area_chance"),
+                  paired(s(model, base + "erc_area_chance"), s(model, base + "erc_area")),
+                  "ERC R@1 %s vs chance; difference: chance minus ERC" % split)
     tau = "retrieval.clean.eta_calibration.kendall_tau"
     claim("HIB T5: the KL term (beta 1e-4 vs 0) improves the uncertainty", "tau KNN clean 0.685 vs -0.080 (N3 D3)",
           s("hib1", tau), s("hib1-beta0", tau), compare(s("hib1", tau), s("hib1-beta0", tau)), "tau KNN clean")
@@ -437,19 +497,24 @@ def claims(runs, args):
           s("fstat", ex), s("contrastive", ex), compare(s("fstat", ex), s("contrastive", ex)),
           "explicitness, vs margin contrastive")
     head = ["# Paper reproduction: claims", "",
-            "N = %d, D = %d; %.0f s of training per model and seed (%s), seeds %s; `evaluate --protocol %s%s`. "
+            "Data: %s. N = %d, D = %d; %.0f s of training per model and seed (%s), seeds %s; "
+            "`evaluate --protocol %s%s`. "
             "Ours: mean ± sd over seeds, the side claimed better first. Difference: claimed minus other, ± its "
             "standard error (unpaired across models, paired over seeds within one model). Verdict: holds when "
             "the difference exceeds two standard errors, does not hold when it is below minus two, else "
             "within noise." % (
-                n, d, args.budget, args.setup, " ".join(map(str, args.seeds)), args.protocol,
+                data_text(args), n, d, args.budget, args.setup, " ".join(map(str, args.seeds)), args.protocol,
                 " --mc-repeats %d" % args.mc_repeats if args.mc_repeats else ""), "",
             "| claim | paper | ours (metric) | difference | verdict |", "|---|---|---|---|---|"]
     return "\n".join(head + rows) + "\n"
 
 
 def pictures(runs, args):
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:  # the tables and claims stand without the pictures
+        print("matplotlib is not installed (python3-matplotlib): no pictures", file=sys.stderr)
+        return []
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np

@@ -4,10 +4,22 @@
 #include <unordered_map>
 
 #include "calibration/fit.h"
+#include "calibration/metrics.h"
 #include "calibration/report.h"
 #include "hedgedb/calibration.h"
+#include "hedgedb/error_reject.h"
 
 namespace hedgedb {
+
+ErrorRejectAreas MeasureErrorReject(const std::vector<double>& confidence,
+                                    const std::vector<bool>& correct) {
+  ErrorRejectAreas areas;
+  if (confidence.size() != correct.size()) return areas;
+  areas.area = calibration::ErrorRejectArea(confidence, correct);
+  areas.oracle = calibration::OracleErrorRejectArea(correct);
+  areas.chance = calibration::ErrorRejectArea(std::vector<double>(correct.size(), 0.0), correct);
+  return areas;
+}
 
 Status FitCalibrationMap(ScoreType score_type, const double* scores, const uint8_t* same_label,
                          int64_t n, double base_rate, std::string* map_bytes,

@@ -60,6 +60,17 @@ Status CheckProbability(const char* name, double p) {
   return Status::OK();
 }
 
+// Keeps `keep` of the classes, drawn without replacement (all of them when
+// keep >= their count, without drawing).
+void SubsampleClasses(int64_t keep, SeededRng* rng, std::vector<int64_t>* classes) {
+  if (keep >= static_cast<int64_t>(classes->size())) return;
+  for (int64_t i = 0; i < keep; ++i) {
+    const int64_t j = i + static_cast<int64_t>(rng->UniformInt(classes->size() - i));
+    std::swap((*classes)[i], (*classes)[j]);
+  }
+  classes->resize(keep);
+}
+
 // The reference generator's per-split rule: total / #classes items per class,
 // raised to the floor `min_per_class`, in which case the classes are
 // subsampled so that the split keeps about `total` items.
@@ -79,17 +90,40 @@ Status ChooseSplitClasses(const char* name, std::vector<int64_t> candidates, int
                                      " items cannot give any class " +
                                      std::to_string(min_per_class) + " items");
     }
-    if (keep < static_cast<int64_t>(candidates.size())) {
-      for (int64_t i = 0; i < keep; ++i) {
-        const int64_t j = i + static_cast<int64_t>(rng->UniformInt(candidates.size() - i));
-        std::swap(candidates[i], candidates[j]);
-      }
-      candidates.resize(keep);
-    }
+    SubsampleClasses(keep, rng, &candidates);
   }
   std::sort(candidates.begin(), candidates.end());
   *classes = std::move(candidates);
   *per_class = per;
+  return Status::OK();
+}
+
+// HIB appendix A, Table 3: the class counts of the training split and of the
+// seen and unseen test splits.
+struct HibTable3 {
+  int64_t train = 0;
+  int64_t seen = 0;
+  int64_t unseen = 0;
+};
+
+Status HibTable3For(const CompositeConfig& config, HibTable3* table) {
+  if (config.num_base_classes != 10 || (config.num_positions != 2 && config.num_positions != 3)) {
+    return Status::InvalidArgument(
+        "composites: the HIB Table 3 layout is defined for N = 2 and 3 positions over 10 base "
+        "labels (2- and 3-digit MNIST), got N = " +
+        std::to_string(config.num_positions) + " over " + std::to_string(config.num_base_classes) +
+        " labels: use --composite-layout reference (the reference generator's rule)");
+  }
+  if (config.validation_items_per_class != 0) {
+    return Status::InvalidArgument(
+        "composites: the HIB layouts take validation_fraction, not validation_items_per_class");
+  }
+  if (!(config.validation_fraction >= 0.0 && config.validation_fraction < 1.0)) {
+    return Status::InvalidArgument("composites: validation_fraction " +
+                                   std::to_string(config.validation_fraction) +
+                                   " is not in [0, 1)");
+  }
+  *table = config.num_positions == 2 ? HibTable3{70, 70, 30} : HibTable3{700, 100, 100};
   return Status::OK();
 }
 
@@ -100,6 +134,24 @@ std::vector<std::vector<int64_t>> IndicesByLabel(const LabeledImages& base, int 
     by_label[base.labels[i]].push_back(static_cast<int64_t>(i));
   }
   return by_label;
+}
+
+// The base label with the fewest images among the labels of `classes` (the
+// lowest such label on ties), and its count; -1 and 0 for no classes.
+void ScarcestLabel(const std::vector<int64_t>& classes,
+                   const std::vector<std::vector<int64_t>>& by_label, int num_positions,
+                   int num_base_classes, int64_t* label, int64_t* count) {
+  int64_t scarcest = -1;
+  for (const int64_t c : classes) {
+    for (const int64_t digit : DecomposeClassLabel(c, num_positions, num_base_classes)) {
+      if (scarcest < 0 || by_label[digit].size() < by_label[scarcest].size() ||
+          (by_label[digit].size() == by_label[scarcest].size() && digit < scarcest)) {
+        scarcest = digit;
+      }
+    }
+  }
+  *label = scarcest;
+  *count = scarcest < 0 ? 0 : static_cast<int64_t>(by_label[scarcest].size());
 }
 
 // For every class, items_per_class (+ extra_per_class for a second set)
@@ -114,14 +166,9 @@ Status FillItems(const char* name, const std::vector<int64_t>& classes, int64_t 
   // class (each position draws without replacement within a class); checked
   // up front so that the message names the bound, not just the first class
   // that hits it.
-  int64_t scarcest = -1;
-  for (const int64_t label : classes) {
-    for (const int64_t digit : DecomposeClassLabel(label, num_positions, num_base_classes)) {
-      if (scarcest < 0 || by_label[digit].size() < by_label[scarcest].size()) scarcest = digit;
-    }
-  }
-  if (scarcest >= 0 && static_cast<int64_t>(by_label[scarcest].size()) < needed) {
-    const int64_t fit = static_cast<int64_t>(by_label[scarcest].size());
+  int64_t scarcest = -1, fit = 0;
+  ScarcestLabel(classes, by_label, num_positions, num_base_classes, &scarcest, &fit);
+  if (scarcest >= 0 && fit < needed) {
     return Status::InvalidArgument(
         SplitName(name) + ": " + std::to_string(classes.size()) + " classes of " +
         std::to_string(needed) + " items" +
@@ -176,6 +223,52 @@ OcclusionRect DrawOcclusion(int32_t rows, int32_t cols, SeededRng* rng) {
   rect.left = static_cast<int32_t>(rng->UniformIntInclusive(0, cols - rect.width));
   rect.top = static_cast<int32_t>(rng->UniformIntInclusive(0, rows - rect.height));
   return rect;
+}
+
+const char* CompositeLayoutName(CompositeLayout layout) {
+  switch (layout) {
+    case CompositeLayout::kHib:
+      return "hib";
+    case CompositeLayout::kHibScaled:
+      return "hib-scaled";
+    case CompositeLayout::kReference:
+      break;
+  }
+  return "reference";
+}
+
+bool ParseCompositeLayout(const std::string& name, CompositeLayout* layout) {
+  for (CompositeLayout l :
+       {CompositeLayout::kReference, CompositeLayout::kHib, CompositeLayout::kHibScaled}) {
+    if (name == CompositeLayoutName(l)) {
+      *layout = l;
+      return true;
+    }
+  }
+  return false;
+}
+
+int64_t ValidationItemsFor(int64_t per_class, double fraction) {
+  if (!(fraction > 0)) return 0;
+  return std::max<int64_t>(2, std::llround(static_cast<double>(per_class) * fraction));
+}
+
+std::string DescribeCompositeSizes(const NDigitComposites& composites) {
+  std::string text;
+  for (const CompositeSplitSize& size : composites.sizes) {
+    if (!text.empty()) text += "; ";
+    text += size.split + " " + std::to_string(size.classes) + " x " +
+            std::to_string(size.items_per_class);
+    if (size.validation_per_class > 0) {
+      text += " (+ " + std::to_string(size.validation_per_class) + " validation)";
+    }
+    if (size.scaled) {
+      text += " (HIB " + std::to_string(size.requested_per_class) +
+              ", scaled: " + std::to_string(size.scarcest_count) + " base images of label " +
+              std::to_string(size.scarcest_label) + ")";
+    }
+  }
+  return text;
 }
 
 int64_t ComposeClassLabel(const std::vector<int64_t>& base_labels, int num_base_classes) {
@@ -328,9 +421,22 @@ Status BuildNDigitComposites(const CompositeConfig& config,
         std::to_string(base_test->images.rows) + " x " + std::to_string(base_test->images.cols));
   }
 
+  const bool hib = config.layout != CompositeLayout::kReference;
+  const bool scale = config.layout == CompositeLayout::kHibScaled;
+  HibTable3 table;
+  if (hib) {
+    HEDGEDB_RETURN_IF_ERROR(HibTable3For(config, &table));
+  } else if (config.validation_fraction != 0.0) {
+    return Status::InvalidArgument(
+        "composites: validation_fraction is for the HIB layouts; the reference layout takes "
+        "validation_items_per_class");
+  }
+
   // Class split. The epsilon keeps 0.7 * 100 from rounding down to 69.
-  const int64_t num_train_classes = static_cast<int64_t>(
-      std::floor(config.train_class_fraction * static_cast<double>(total_classes) + 1e-9));
+  const int64_t num_train_classes =
+      hib ? table.train
+          : static_cast<int64_t>(std::floor(
+                config.train_class_fraction * static_cast<double>(total_classes) + 1e-9));
   if (num_train_classes < 1 || num_train_classes >= total_classes) {
     return Status::InvalidArgument(
         "composites: train_class_fraction " + std::to_string(config.train_class_fraction) + " of " +
@@ -355,18 +461,95 @@ Status BuildNDigitComposites(const CompositeConfig& config,
   const std::vector<std::vector<int64_t>> train_by_label = IndicesByLabel(*base_train, k);
   const std::vector<std::vector<int64_t>> test_by_label = IndicesByLabel(*base_test, k);
 
-  // Training (and validation) items.
-  {
-    SeededRng rng(SeededRng::DeriveSeed(config.seed, kTrainItemsStream));
+  // Each split: its classes (drawn with the split's own stream, before its
+  // items), then its sizes, then its items.
+  struct Split {
+    const char* name;
+    const std::vector<int64_t>* candidates;
+    int64_t total;
+    int64_t hib_classes;  // Table 3's count (HIB layouts)
+    const std::vector<std::vector<int64_t>>* by_label;
+    CompositeSet* set;
+    CompositeSet* validation;  // training split only
+    RandomStream items_stream;
+  };
+  const std::vector<int64_t> table_train_classes = out.train_classes;
+  for (const Split& split :
+       {Split{"train", &table_train_classes, config.train_total, table.train, &train_by_label,
+              &out.train, &out.validation, kTrainItemsStream},
+        Split{"test seen", &out.train_classes, config.test_total, table.seen, &test_by_label,
+              &out.test_seen, nullptr, kTestSeenItemsStream},
+        Split{"test unseen", &out.unseen_classes, config.test_total, table.unseen, &test_by_label,
+              &out.test_unseen, nullptr, kTestUnseenItemsStream}}) {
+    SeededRng rng(SeededRng::DeriveSeed(config.seed, split.items_stream));
+    const bool training = split.validation != nullptr;
     std::vector<int64_t> classes;
-    int64_t per_class = 0;
-    HEDGEDB_RETURN_IF_ERROR(ChooseSplitClasses("train", out.train_classes, config.train_total,
-                                               config.min_items_per_class, &rng, &classes,
-                                               &per_class));
-    // Training classes are those that carry training items; any class
-    // dropped by the min_items_per_class floor is never trained on, so it is
-    // unseen.
-    if (classes.size() < out.train_classes.size()) {
+    CompositeSplitSize size;
+    size.split = split.name;
+    if (hib) {
+      classes = *split.candidates;
+      SubsampleClasses(split.hib_classes, &rng, &classes);
+      std::sort(classes.begin(), classes.end());
+      size.requested_per_class = split.total / split.hib_classes;
+      size.items_per_class = size.requested_per_class;
+      if (training) {
+        size.validation_per_class =
+            ValidationItemsFor(size.items_per_class, config.validation_fraction);
+      }
+      ScarcestLabel(classes, *split.by_label, n, k, &size.scarcest_label, &size.scarcest_count);
+      if (scale) {
+        // The largest count whose items (and validation items) fit.
+        while (size.items_per_class > 0 &&
+               size.items_per_class + size.validation_per_class > size.scarcest_count) {
+          --size.items_per_class;
+          if (training) {
+            size.validation_per_class =
+                ValidationItemsFor(size.items_per_class, config.validation_fraction);
+          }
+        }
+        size.scaled = size.items_per_class < size.requested_per_class;
+      }
+      if (size.items_per_class < 2) {
+        return Status::InvalidArgument(
+            SplitName(split.name) + ", HIB Table 3 layout: " + std::to_string(classes.size()) +
+            " classes of " + std::to_string(size.items_per_class) + " items (" +
+            (size.scaled
+                 ? "scaled down: the base split has " + std::to_string(size.scarcest_count) +
+                       " images of label " + std::to_string(size.scarcest_label)
+                 : std::to_string(split.total) + " / " + std::to_string(classes.size())) +
+            "); a class needs at least 2 items (a matching pair): raise " +
+            (training ? "--train-total" : "--test-total"));
+      }
+      if (!scale && size.items_per_class + size.validation_per_class > size.scarcest_count) {
+        const int64_t fit = size.scarcest_count;
+        return Status::InvalidArgument(
+            SplitName(split.name) + ", HIB Table 3 layout: " + std::to_string(classes.size()) +
+            " classes of " + std::to_string(size.items_per_class) + " items" +
+            (size.validation_per_class > 0
+                 ? " (+ " + std::to_string(size.validation_per_class) + " validation)"
+                 : std::string()) +
+            " need " + std::to_string(size.items_per_class + size.validation_per_class) +
+            " distinct base images of each of their labels, but the base split has " +
+            std::to_string(fit) + " of label " + std::to_string(size.scarcest_label) +
+            ": --composite-layout hib-scaled keeps Table 3's " + std::to_string(classes.size()) +
+            " classes with fewer items per class, or ask for fewer (" +
+            (training ? "--train-total" : "--test-total") + ")");
+      }
+    } else {
+      int64_t per_class = 0;
+      HEDGEDB_RETURN_IF_ERROR(ChooseSplitClasses(split.name, *split.candidates, split.total,
+                                                 config.min_items_per_class, &rng, &classes,
+                                                 &per_class));
+      size.requested_per_class = per_class;
+      size.items_per_class = per_class;
+      if (training) size.validation_per_class = config.validation_items_per_class;
+      ScarcestLabel(classes, *split.by_label, n, k, &size.scarcest_label, &size.scarcest_count);
+    }
+    size.classes = static_cast<int64_t>(classes.size());
+    if (training && classes.size() < out.train_classes.size()) {
+      // Training classes are those that carry training items; any class
+      // dropped by the min_items_per_class floor is never trained on, so it
+      // is unseen.
       std::vector<int64_t> dropped;
       std::set_difference(out.train_classes.begin(), out.train_classes.end(), classes.begin(),
                           classes.end(), std::back_inserter(dropped));
@@ -374,30 +557,11 @@ Status BuildNDigitComposites(const CompositeConfig& config,
       std::sort(out.unseen_classes.begin(), out.unseen_classes.end());
       out.train_classes = classes;
     }
-    HEDGEDB_RETURN_IF_ERROR(FillItems("train", classes, per_class,
-                                      config.validation_items_per_class, train_by_label, n, k, &rng,
-                                      &out.train, &out.validation));
+    HEDGEDB_RETURN_IF_ERROR(FillItems(split.name, classes, size.items_per_class,
+                                      size.validation_per_class, *split.by_label, n, k, &rng,
+                                      split.set, split.validation));
+    out.sizes.push_back(size);
   }
-  // Test splits: seen classes among the training classes, unseen among the rest.
-  struct TestSplit {
-    const char* name;
-    const std::vector<int64_t>* candidates;
-    CompositeSet* set;
-    RandomStream items_stream;
-  };
-  for (const TestSplit& split :
-       {TestSplit{"test seen", &out.train_classes, &out.test_seen, kTestSeenItemsStream},
-        TestSplit{"test unseen", &out.unseen_classes, &out.test_unseen, kTestUnseenItemsStream}}) {
-    SeededRng rng(SeededRng::DeriveSeed(config.seed, split.items_stream));
-    std::vector<int64_t> classes;
-    int64_t per_class = 0;
-    HEDGEDB_RETURN_IF_ERROR(ChooseSplitClasses(split.name, *split.candidates, config.test_total,
-                                               config.min_items_per_class, &rng, &classes,
-                                               &per_class));
-    HEDGEDB_RETURN_IF_ERROR(FillItems(split.name, classes, per_class, 0, test_by_label, n, k, &rng,
-                                      split.set, nullptr));
-  }
-
   // Stored occlusions: the corrupt twins of the test sets and the fixed
   // occlusions of the validation set.
   struct Occluded {

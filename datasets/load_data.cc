@@ -122,6 +122,11 @@ Status LoadImageData(const std::string& dir, const std::string& name, const Data
     for (int64_t l : *labels) max_label = std::max(max_label, l);
   }
   CompositeConfig config;
+  if (!ParseCompositeLayout(options.composite_layout, &config.layout)) {
+    return Status::InvalidArgument(
+        "--composite-layout must be reference, hib or hib-scaled, got '" +
+        options.composite_layout + "'");
+  }
   config.num_positions = options.items;
   config.num_base_classes = static_cast<int>(max_label + 1);
   config.train_total = options.train_total;
@@ -134,15 +139,17 @@ Status LoadImageData(const std::string& dir, const std::string& name, const Data
   if (options.val_fraction < 0 || options.val_fraction >= 1) {
     return Status::InvalidArgument("--val-fraction must be in [0, 1)");
   }
-  if (options.val_fraction > 0) {
+  if (config.layout != CompositeLayout::kReference) {
+    // The builder sizes the validation items after any scaling.
+    config.validation_fraction = options.val_fraction;
+  } else if (options.val_fraction > 0) {
     int64_t classes = 1;
     for (int i = 0; i < options.items; ++i) classes *= config.num_base_classes;
     const int64_t train_classes =
         std::max<int64_t>(1, static_cast<int64_t>(classes * config.train_class_fraction));
     const int64_t per_class =
         std::max(config.min_items_per_class, options.train_total / train_classes);
-    config.validation_items_per_class =
-        std::max<int64_t>(2, std::llround(per_class * options.val_fraction));
+    config.validation_items_per_class = ValidationItemsFor(per_class, options.val_fraction);
   }
   auto base_train = std::make_shared<const LabeledImages>(std::move(splits.train));
   auto base_test = std::make_shared<const LabeledImages>(std::move(splits.test));
@@ -167,6 +174,12 @@ Status LoadImageData(const std::string& dir, const std::string& name, const Data
   }
   const double p = options.train_occlusion;
   data->description = name + " " + std::to_string(options.items) + "-item composites";
+  if (config.layout != CompositeLayout::kReference) {
+    // What a reader needs to hold the numbers against HIB's: the layout and
+    // every split's classes x items, naming what was scaled and why.
+    data->description += std::string(" (") + CompositeLayoutName(config.layout) +
+                         " layout: " + DescribeCompositeSizes(composites) + ")";
+  }
   data->has_corrupt = true;
   data->factor_sizes.assign(static_cast<size_t>(options.items), config.num_base_classes);
   data->num_train_classes = static_cast<int64_t>(composites.train_classes.size());
@@ -428,6 +441,7 @@ DataSettings SettingsOf(const DataOptions& options) {
   const std::string family = DataFamily(options.source);
   if (family == "composites") {
     s.items = options.items;
+    s.composite_layout = options.composite_layout;
     s.train_total = options.train_total;
     s.test_total = options.test_total;
     s.image_fit = "exact";

@@ -33,6 +33,11 @@ namespace encoders {
 struct DataOptions {
   std::string source = "fashion-mnist";
   int items = 2;  // N of the N-item composites (images only)
+  // How the composites' splits are sized (datasets/composite_dataset.h):
+  // "reference" (the reference generator's rule), "hib" (HIB Table 3's class
+  // counts; the base must supply the items) or "hib-scaled" (Table 3's class
+  // counts, items per class capped at what the base supplies).
+  std::string composite_layout = "reference";
   // Composite sizes (HIB appendix A: 100000 train, 10000 per test split).
   int64_t train_total = 100000;
   int64_t test_total = 10000;

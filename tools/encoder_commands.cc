@@ -62,6 +62,13 @@ void AddDataOptions(CLI::App* cmd, DataOptions* data, DataSetFlags* flags) {
   cmd->add_option("--items", data->items, "Images per composite (N-item composites, HIB appx. A)")
       ->capture_default_str()
       ->check(CLI::Range(1, 4));
+  cmd->add_option("--composite-layout", data->composite_layout,
+                  "How composites' splits are sized: reference (google/n-digit-mnist's rule), "
+                  "hib (HIB Table 3's class counts; refuses when the base digits are too few) or "
+                  "hib-scaled (Table 3's class counts, items per class capped at what the base "
+                  "digits supply)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"reference", "hib", "hib-scaled"}));
   cmd->add_option("--train-total", data->train_total, "Training composites (before validation)")
       ->capture_default_str()
       ->check(Positive());
@@ -116,6 +123,8 @@ DataOptions DataForModel(const CLI::App& cmd, DataOptions options, const DataSet
   apply("--data-seed", &options.seed, recorded.seed);
   if (family == "composites") {
     apply("--items", &options.items, recorded.items);
+    apply("--composite-layout", &options.composite_layout,
+          recorded.composite_layout.empty() ? std::string("reference") : recorded.composite_layout);
     apply("--train-total", &options.train_total, recorded.train_total);
     apply("--test-total", &options.test_total, recorded.test_total);
   } else if (family == "benchmark") {

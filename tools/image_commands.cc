@@ -810,6 +810,10 @@ void RegisterExportImages(CLI::App& app) {
   cmd->add_option("--items", args->data.items, "Images per composite")
       ->capture_default_str()
       ->check(CLI::Range(1, 4));
+  cmd->add_option("--composite-layout", args->data.composite_layout,
+                  "reference, hib or hib-scaled (as in train)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"reference", "hib", "hib-scaled"}));
   cmd->add_option("--train-total", args->data.train_total, "Training composites (as in train)")
       ->capture_default_str()
       ->check(Positive());

@@ -19,6 +19,9 @@ struct DataSettings {
   uint64_t seed = 0;  // --data-seed: class split, validation, test occlusions
   // N-item composites (fashion-mnist, mnist, idx:DIR).
   int64_t items = 0;
+  // --composite-layout; empty in a model file written before it was recorded
+  // (those were built with "reference").
+  std::string composite_layout;
   int64_t train_total = 0;
   int64_t test_total = 0;
   // cub:ROOT and cars:ROOT.

@@ -184,6 +184,15 @@ json CalibrationJson(const UncertaintyCalibration& c) {
   }
   j["bin_performance"] = perf;
   j["bin_mean_eta"] = eta;
+  if (c.erc_queries > 0) {
+    // Beside tau: the error-versus-reject area of recall@1 by eta, with the
+    // two ends it lies between.
+    const auto number = [](double v) { return std::isnan(v) ? json(nullptr) : json(v); };
+    j["erc_area"] = number(c.erc_area);
+    j["erc_area_oracle"] = number(c.erc_area_oracle);
+    j["erc_area_chance"] = number(c.erc_area_chance);
+    j["erc_queries"] = c.erc_queries;
+  }
   return j;
 }
 
@@ -361,9 +370,10 @@ Status EvaluateEmbeddings(const CollectionSpec& given, const EmbeddingView& quer
     out["mean_eta"] = sum / static_cast<double>(eta.size());
     if (queries.n >= options.eta_bins) {
       UncertaintyCalibration calibration;
-      HEDGEDB_RETURN_IF_ERROR(CalibrateAccuracy(std::vector<double>(eta.begin(), eta.end()),
-                                                metrics.knn_correct, options.eta_bins,
-                                                &calibration));
+      const std::vector<double> eta_values(eta.begin(), eta.end());
+      HEDGEDB_RETURN_IF_ERROR(
+          CalibrateAccuracy(eta_values, metrics.knn_correct, options.eta_bins, &calibration));
+      HEDGEDB_RETURN_IF_ERROR(ErrorRejectOfRecallAt1(eta_values, metrics, &calibration));
       json c = CalibrationJson(calibration);
       c["performance"] = "knn_accuracy";
       c["bin_sizes"] = calibration.bin_sizes;
@@ -688,6 +698,7 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
         UncertaintyCalibration calibration;
         HEDGEDB_RETURN_IF_ERROR(
             CalibrateAccuracy(*c.probe_eta, metrics.knn_correct, options.eta_bins, &calibration));
+        HEDGEDB_RETURN_IF_ERROR(ErrorRejectOfRecallAt1(*c.probe_eta, metrics, &calibration));
         r["eta_calibration"] = CalibrationJson(calibration);
       }
       run["retrieval"][c.name] = r;

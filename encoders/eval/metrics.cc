@@ -7,6 +7,8 @@
 #include <string>
 #include <thread>
 
+#include "hedgedb/error_reject.h"
+
 namespace hedgedb {
 namespace encoders {
 
@@ -98,6 +100,7 @@ Status EvaluateRetrieval(const SimilarityRowFn& rows, int64_t num_queries,
   std::vector<double> average_precision_at_r(num_queries, 0.0);
   std::vector<double> r_precision(num_queries, 0.0);
   std::vector<uint8_t> knn_correct(num_queries, 0);
+  std::vector<int8_t> top1_correct(num_queries, -1);
 
   // Evaluates queries [begin, end); returns the first error.
   const auto evaluate_range = [&](int64_t begin, int64_t end) -> Status {
@@ -139,6 +142,7 @@ Status EvaluateRetrieval(const SimilarityRowFn& rows, int64_t num_queries,
       first_hit[q] = first;
       relevant[q] = r;
       if (r > 0) {
+        top1_correct[q] = first == 0 ? 1 : 0;
         average_precision_at_r[q] = precision_sum / static_cast<double>(r);
         r_precision[q] = static_cast<double>(hits) / static_cast<double>(r);
       }
@@ -194,6 +198,7 @@ Status EvaluateRetrieval(const SimilarityRowFn& rows, int64_t num_queries,
   }
   out.knn_accuracy = static_cast<double>(knn_hits) / static_cast<double>(num_queries);
   out.knn_correct = std::move(knn_correct);
+  out.top1_correct = std::move(top1_correct);
   *metrics = std::move(out);
   return Status::OK();
 }
@@ -384,6 +389,32 @@ Status CalibrateAccuracy(const std::vector<double>& eta, const std::vector<uint8
   }
   FinishCalibration(eta, bins, &out);
   *calibration = std::move(out);
+  return Status::OK();
+}
+
+Status ErrorRejectOfRecallAt1(const std::vector<double>& eta, const RetrievalMetrics& metrics,
+                              UncertaintyCalibration* calibration) {
+  if (eta.size() != metrics.top1_correct.size()) {
+    return Status::InvalidArgument("error-versus-reject: " + std::to_string(eta.size()) +
+                                   " eta values for " +
+                                   std::to_string(metrics.top1_correct.size()) + " queries");
+  }
+  std::vector<double> confidence;
+  std::vector<bool> correct;
+  for (size_t q = 0; q < eta.size(); ++q) {
+    if (std::isnan(eta[q])) {
+      return Status::InvalidArgument("error-versus-reject: eta of query " + std::to_string(q) +
+                                     " is NaN");
+    }
+    if (metrics.top1_correct[q] < 0) continue;  // lone: no recall@1 outcome
+    confidence.push_back(-eta[q]);
+    correct.push_back(metrics.top1_correct[q] == 1);
+  }
+  const ErrorRejectAreas areas = MeasureErrorReject(confidence, correct);
+  calibration->erc_area = areas.area;
+  calibration->erc_area_oracle = areas.oracle;
+  calibration->erc_area_chance = areas.chance;
+  calibration->erc_queries = static_cast<int64_t>(correct.size());
   return Status::OK();
 }
 

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "hedgedb/status.h"
@@ -69,6 +70,9 @@ struct RetrievalMetrics {
   // the input of the uncertainty calibration.
   double knn_accuracy = 0.0;
   std::vector<uint8_t> knn_correct;
+  // Per query, whether its nearest gallery item shares its label (recall@1's
+  // outcome): 1 or 0, and -1 for a lone query (left out of recall@k).
+  std::vector<int8_t> top1_correct;
   int64_t num_queries = 0;
 };
 
@@ -126,12 +130,27 @@ struct UncertaintyCalibration {
   std::vector<double> bin_mean_eta;
   std::vector<double> bin_performance;
   double kendall_tau = 0.0;  // sign flipped; NaN if undefined
+  // The error-versus-reject areas of recall@1 with confidence -eta
+  // (ErrorRejectOfRecallAt1; NaN when not measured): eta's, the oracle's and
+  // that of a confidence that says nothing (1 - recall@1), over erc_queries.
+  double erc_area = std::numeric_limits<double>::quiet_NaN();
+  double erc_area_oracle = std::numeric_limits<double>::quiet_NaN();
+  double erc_area_chance = std::numeric_limits<double>::quiet_NaN();
+  int64_t erc_queries = 0;
 };
 
 // KNN (or any per-item 0/1 outcome): accuracy per eta bin.
 // Errors: size mismatch, num_bins < 2, fewer items than bins, NaN eta.
 Status CalibrateAccuracy(const std::vector<double>& eta, const std::vector<uint8_t>& correct,
                          int num_bins, UncertaintyCalibration* calibration);
+// The area under the error-versus-reject curve of recall@1 ("Probabilistic
+// Embeddings Revisited", section 5), the queries ranked by -eta (least
+// uncertain first), computed by the calibration report's ErrorRejectArea
+// (hedgedb/error_reject.h). Lone queries are left out, as recall@k leaves
+// them out. Errors: eta not one per query of `metrics`, a NaN eta.
+Status ErrorRejectOfRecallAt1(const std::vector<double>& eta, const RetrievalMetrics& metrics,
+                              UncertaintyCalibration* calibration);
+
 // Verification: pairs binned by their eta (HIB: the mean of the two items'
 // eta), average precision of the pair scores per bin.
 Status CalibrateAveragePrecision(const std::vector<double>& pair_eta,

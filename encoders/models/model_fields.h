@@ -41,6 +41,8 @@ void VisitFields(const DataSettings& d, Visitor&& visit) {
   visit("source", d.source);
   visit("seed", uint64_t(d.seed));
   visit("items", int64_t(d.items));
+  // Written only when set: older files have none and read as "reference".
+  if (!d.composite_layout.empty()) visit("composite_layout", d.composite_layout);
   visit("train_total", int64_t(d.train_total));
   visit("test_total", int64_t(d.test_total));
   visit("image_size", int64_t(d.image_size));

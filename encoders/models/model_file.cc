@@ -504,6 +504,13 @@ Status SpecFromJson(const std::string& text, ModelSpec* spec) {
         return Status::Corruption("model header data: bbox must be true or false");
       }
       s.data.bbox = d.at("bbox").get<bool>();
+      // Absent from model files written before the layout was recorded.
+      s.data.composite_layout = d.value("composite_layout", std::string());
+      if (s.data.composite_layout != "" && s.data.composite_layout != "reference" &&
+          s.data.composite_layout != "hib" && s.data.composite_layout != "hib-scaled") {
+        return Status::Corruption("model header data: unknown composite_layout '" +
+                                  s.data.composite_layout + "'");
+      }
       s.data.image_fit = d.at("image_fit").get<std::string>();
       if (s.data.image_fit != "" && s.data.image_fit != "exact" && s.data.image_fit != "resize") {
         return Status::Corruption("model header data: unknown image_fit '" + s.data.image_fit +

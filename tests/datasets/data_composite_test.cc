@@ -393,6 +393,208 @@ TEST_F(CompositeTest, RejectsBadConfigurations) {
   EXPECT_TRUE(BuildNDigitComposites(SmallConfig(2), nullptr, test_base_, &c).IsInvalidArgument());
 }
 
+// A base split with counts[d] images of label d (pixels as MakeBase).
+std::shared_ptr<const LabeledImages> MakeBaseWithCounts(const std::vector<int>& counts, int lo,
+                                                        int hi) {
+  auto base = std::make_shared<LabeledImages>();
+  base->images.rows = 28;
+  base->images.cols = 28;
+  for (size_t d = 0; d < counts.size(); ++d) {
+    for (int c = 0; c < counts[d]; ++c) {
+      const int64_t i = base->images.count++;
+      base->labels.push_back(static_cast<int64_t>(d));
+      for (int p = 0; p < 28 * 28; ++p) {
+        base->images.pixels.push_back(static_cast<uint8_t>(lo + (i * 31 + p) % (hi - lo + 1)));
+      }
+    }
+  }
+  return base;
+}
+
+bool IsSubset(const std::vector<int64_t>& sub, const std::vector<int64_t>& of) {
+  return std::includes(of.begin(), of.end(), sub.begin(), sub.end());
+}
+
+// Every class of `set` has `per_class` items whose base images at each
+// position carry that position's digit and are distinct within the class.
+void ExpectDistinctDigitsPerClass(const CompositeSet& set, const LabeledImages& base,
+                                  int64_t per_class) {
+  std::map<int64_t, std::vector<std::set<int64_t>>> used;
+  for (int64_t item = 0; item < set.size(); ++item) {
+    const int64_t label = set.labels()[item];
+    const std::vector<int64_t> digits = DecomposeClassLabel(label, set.num_positions(), 10);
+    auto& positions = used[label];
+    positions.resize(set.num_positions());
+    for (int p = 0; p < set.num_positions(); ++p) {
+      EXPECT_EQ(base.labels[set.base_index(item, p)], digits[p]);
+      EXPECT_TRUE(positions[p].insert(set.base_index(item, p)).second)
+          << "class " << label << " reuses a base image at position " << p;
+    }
+  }
+  for (const auto& [label, count] : ClassCounts(set)) EXPECT_EQ(count, per_class) << label;
+}
+
+// HIB Table 3's class counts, with the items per class counted by hand:
+// total / classes in each split.
+TEST_F(CompositeTest, HibLayoutHasTable3ClassCounts) {
+  CompositeConfig config;
+  config.layout = CompositeLayout::kHib;
+  config.num_positions = 2;
+  config.train_total = 700;  // 700 / 70 = 10 per training class
+  config.test_total = 700;   // 700 / 70 = 10 per seen, 700 / 30 = 23 per unseen class
+  config.seed = 17;
+  NDigitComposites c;
+  Build(config, &c);
+  EXPECT_EQ(c.train_classes.size(), 70u);
+  EXPECT_EQ(c.unseen_classes.size(), 30u);
+  EXPECT_EQ(c.train.classes(), c.train_classes);
+  EXPECT_EQ(c.train.size(), 700);
+  EXPECT_EQ(c.test_seen.classes(), c.train_classes) << "N = 2: all 70 seen classes are tested";
+  EXPECT_EQ(c.test_seen.size(), 70 * 10);
+  EXPECT_EQ(c.test_unseen.classes(), c.unseen_classes);
+  EXPECT_EQ(c.test_unseen.size(), 30 * 23);
+  ExpectDistinctDigitsPerClass(c.train, *train_base_, 10);
+  ExpectDistinctDigitsPerClass(c.test_seen, *test_base_, 10);
+  ExpectDistinctDigitsPerClass(c.test_unseen, *test_base_, 23);
+  ASSERT_EQ(c.sizes.size(), 3u);
+  EXPECT_EQ(DescribeCompositeSizes(c), "train 70 x 10; test seen 70 x 10; test unseen 30 x 23");
+
+  config.num_positions = 3;
+  config.train_total = 7000;  // 7000 / 700 = 10
+  config.test_total = 500;    // 500 / 100 = 5 in each test split
+  Build(config, &c);
+  EXPECT_EQ(c.train_classes.size(), 700u);
+  EXPECT_EQ(c.unseen_classes.size(), 300u);
+  EXPECT_EQ(c.train.size(), 7000);
+  // 100 seen classes sampled from the 700 training classes, 100 unseen from
+  // the other 300.
+  EXPECT_EQ(c.test_seen.classes().size(), 100u);
+  EXPECT_TRUE(IsSubset(c.test_seen.classes(), c.train_classes));
+  EXPECT_EQ(c.test_seen.size(), 500);
+  EXPECT_EQ(c.test_unseen.classes().size(), 100u);
+  EXPECT_TRUE(IsSubset(c.test_unseen.classes(), c.unseen_classes));
+  EXPECT_EQ(c.test_unseen.size(), 500);
+  ExpectDistinctDigitsPerClass(c.test_unseen, *test_base_, 5);
+  EXPECT_EQ(DescribeCompositeSizes(c), "train 700 x 10; test seen 100 x 5; test unseen 100 x 5");
+}
+
+// Where both rules give the same sizes, the HIB layout builds the very same
+// composites as the reference rule (same seed, same draws).
+TEST_F(CompositeTest, HibLayoutEqualsTheReferenceWhereTheSizesAgree) {
+  for (int n : {2, 3}) {
+    // N = 2: 70 x 10, 70 x 7, 30 x 16; N = 3: 700 x 10, 100 x 5, 100 x 5
+    // under both rules (the reference's floor of 5 subsamples N = 3's test
+    // classes to 100, as Table 3 does).
+    CompositeConfig reference = SmallConfig(n);
+    CompositeConfig hib = reference;
+    hib.layout = CompositeLayout::kHib;
+    NDigitComposites a, b;
+    Build(reference, &a);
+    Build(hib, &b);
+    EXPECT_EQ(a.train_classes, b.train_classes);
+    EXPECT_EQ(a.unseen_classes, b.unseen_classes);
+    for (auto [x, y] : {std::pair{&a.train, &b.train}, std::pair{&a.test_seen, &b.test_seen},
+                        std::pair{&a.test_unseen, &b.test_unseen}}) {
+      ASSERT_EQ(x->labels(), y->labels()) << "N = " << n;
+      for (int64_t item = 0; item < x->size(); ++item) {
+        for (int p = 0; p < n; ++p) {
+          ASSERT_EQ(x->base_index(item, p), y->base_index(item, p));
+          ASSERT_EQ(x->stored_occlusion(item, p).width, y->stored_occlusion(item, p).width);
+        }
+      }
+    }
+  }
+}
+
+// Label 5 is scarce (25 training and 15 test images): hib refuses and names
+// it; hib-scaled keeps Table 3's classes with the items that fit.
+TEST(CompositeHibScaledTest, ItemsPerClassAreCappedAtTheScarcestLabel) {
+  std::vector<int> train_counts(10, 60), test_counts(10, 40);
+  train_counts[5] = 25;
+  test_counts[5] = 15;
+  test_counts[3] = 30;
+  auto train = MakeBaseWithCounts(train_counts, 1, 127);
+  auto test = MakeBaseWithCounts(test_counts, 128, 255);
+  CompositeConfig config;
+  config.layout = CompositeLayout::kHib;
+  config.num_positions = 2;
+  config.train_total = 7000;  // 100 per training class asked
+  config.test_total = 7000;   // 100 per seen, 233 per unseen class asked
+  config.validation_fraction = 0.1;
+  config.seed = 17;
+  NDigitComposites c;
+  Status s = BuildNDigitComposites(config, train, test, &c);
+  ASSERT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("HIB Table 3 layout: 70 classes of 100 items (+ 10 validation) "
+                             "need 110 distinct base images of each of their labels, but the "
+                             "base split has 25 of label 5: --composite-layout hib-scaled"),
+            std::string::npos)
+      << s.message();
+
+  config.layout = CompositeLayout::kHibScaled;
+  s = BuildNDigitComposites(config, train, test, &c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  // By hand: t + max(2, round(0.1 t)) <= 25 holds up to t = 23 (23 + 2);
+  // t = 24 needs 26. Every split has a class with a 5 (19 of the 100
+  // classes hold one), so the test splits are capped at 15.
+  EXPECT_EQ(c.train_classes.size(), 70u);
+  EXPECT_EQ(c.train.size(), 70 * 23);
+  EXPECT_EQ(c.validation.size(), 70 * 2);
+  EXPECT_EQ(c.test_seen.classes(), c.train_classes);
+  EXPECT_EQ(c.test_seen.size(), 70 * 15);
+  EXPECT_EQ(c.test_unseen.classes(), c.unseen_classes);
+  EXPECT_EQ(c.test_unseen.size(), 30 * 15);
+  ExpectDistinctDigitsPerClass(c.train, *train, 23);
+  ExpectDistinctDigitsPerClass(c.test_unseen, *test, 15);
+  ASSERT_EQ(c.sizes.size(), 3u);
+  EXPECT_TRUE(c.sizes[0].scaled);
+  EXPECT_EQ(c.sizes[0].requested_per_class, 100);
+  EXPECT_EQ(c.sizes[0].scarcest_label, 5);
+  EXPECT_EQ(c.sizes[0].scarcest_count, 25);
+  EXPECT_EQ(DescribeCompositeSizes(c),
+            "train 70 x 23 (+ 2 validation) (HIB 100, scaled: 25 base images of label 5); "
+            "test seen 70 x 15 (HIB 100, scaled: 15 base images of label 5); "
+            "test unseen 30 x 15 (HIB 233, scaled: 15 base images of label 5)");
+
+  // A split that still fits is not scaled: seen test classes with 10 items.
+  config.test_total = 700;  // 10 per seen class, 23 per unseen class (> 15)
+  ASSERT_TRUE(BuildNDigitComposites(config, train, test, &c).ok());
+  EXPECT_FALSE(c.sizes[1].scaled);
+  EXPECT_EQ(c.test_seen.size(), 70 * 10);
+  EXPECT_TRUE(c.sizes[2].scaled);
+  EXPECT_EQ(c.test_unseen.size(), 30 * 15);
+}
+
+TEST_F(CompositeTest, HibLayoutRefusesWhatTable3DoesNotCover) {
+  NDigitComposites c;
+  CompositeConfig config = SmallConfig(2);
+  config.layout = CompositeLayout::kHibScaled;
+  for (int n : {1, 4}) {
+    config.num_positions = n;
+    const Status s = BuildNDigitComposites(config, train_base_, test_base_, &c);
+    ASSERT_TRUE(s.IsInvalidArgument()) << n;
+    EXPECT_NE(s.message().find("N = 2 and 3"), std::string::npos) << s.message();
+  }
+  config.num_positions = 2;
+  config.validation_items_per_class = 3;
+  EXPECT_NE(BuildNDigitComposites(config, train_base_, test_base_, &c)
+                .message()
+                .find("validation_fraction, not validation_items_per_class"),
+            std::string::npos);
+  config.validation_items_per_class = 0;
+  config.test_total = 100;  // 100 / 70 = 1 per seen class: no pair
+  const Status s = BuildNDigitComposites(config, train_base_, test_base_, &c);
+  ASSERT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("test seen), HIB Table 3 layout: 70 classes of 1 items (100 / 70)"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("--test-total"), std::string::npos) << s.message();
+  // The reference rule takes no validation_fraction.
+  config = SmallConfig(2);
+  config.validation_fraction = 0.1;
+  EXPECT_TRUE(BuildNDigitComposites(config, train_base_, test_base_, &c).IsInvalidArgument());
+}
+
 TEST(CompositeFashionMnistTest, PaperSizesOnTheRealBaseSet) {
   if (!std::filesystem::exists(std::string(kFashionMnistDefaultDir) +
                                "/train-images-idx3-ubyte.gz")) {
@@ -420,6 +622,14 @@ TEST(CompositeFashionMnistTest, PaperSizesOnTheRealBaseSet) {
     EXPECT_EQ(c.test_seen.size(), e.seen_classes * e.seen_per_class);
     EXPECT_EQ(static_cast<int64_t>(c.test_unseen.classes().size()), e.unseen_classes);
     EXPECT_EQ(c.test_unseen.size(), e.unseen_classes * e.unseen_per_class);
+    // The HIB layout at the default totals: the same composites.
+    config.layout = CompositeLayout::kHib;
+    NDigitComposites h;
+    ASSERT_TRUE(BuildNDigitComposites(config, train, test, &h).ok());
+    EXPECT_EQ(h.train.labels(), c.train.labels());
+    EXPECT_EQ(h.test_seen.labels(), c.test_seen.labels());
+    EXPECT_EQ(h.test_unseen.labels(), c.test_unseen.labels());
+    EXPECT_FALSE(h.sizes[0].scaled || h.sizes[1].scaled || h.sizes[2].scaled);
   }
 }
 

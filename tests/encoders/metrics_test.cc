@@ -151,6 +151,49 @@ TEST(RetrievalTest, ThreadsGiveIdenticalResults) {
   EXPECT_NE(s.message().find("query 250"), std::string::npos) << s.ToString();
 }
 
+// The error-versus-reject area of recall@1 by eta, by hand, on the seven
+// items above. Recall@1 outcomes (first relevant rank 0): q0 right, q1
+// wrong, q2 wrong, q3 right, q4 wrong, q5 wrong, q6 lone (left out even
+// though its eta is the lowest). Least uncertain first: q0 (0.1) right, q2
+// (0.2) wrong, q3 (0.3) right, q5 (0.4) wrong, q1 (0.5) wrong, q4 (0.6)
+// wrong: errors of the m kept 0, 1/2, 1/3, 2/4, 3/5, 4/6, area 2.6 / 6.
+// Oracle (the two right ones first): 0, 0, 1/3, 2/4, 3/5, 4/6, area 2.1 / 6.
+// No information: the error 4/6 at every cut.
+TEST(RetrievalTest, ErrorRejectAreaOfRecallAtOneByHand) {
+  const int n = 7;
+  std::vector<int64_t> labels = kLabels;
+  labels.push_back(2);
+  std::vector<float> similarity(n * n, 0.0f);
+  for (int q = 0; q < 6; ++q) {
+    for (int g = 0; g < 6; ++g) similarity[q * n + g] = kSimilarity[q * 6 + g];
+  }
+  for (int g = 0; g < 6; ++g) similarity[6 * n + g] = 0.5f;
+  RetrievalOptions options;
+  options.recall_ks = {1};
+  options.knn_k = 3;
+  RetrievalMetrics m;
+  ASSERT_TRUE(EvaluateRetrieval(similarity, labels, labels, options, &m).ok());
+  EXPECT_EQ(m.top1_correct, (std::vector<int8_t>{1, 0, 0, 1, 0, 0, -1}));
+  const std::vector<double> eta = {0.1, 0.5, 0.2, 0.3, 0.6, 0.4, 0.0};
+  UncertaintyCalibration c;
+  ASSERT_TRUE(ErrorRejectOfRecallAt1(eta, m, &c).ok());
+  EXPECT_EQ(c.erc_queries, 6);
+  EXPECT_NEAR(c.erc_area, 2.6 / 6, 1e-12);
+  EXPECT_NEAR(c.erc_area_oracle, 2.1 / 6, 1e-12);
+  EXPECT_NEAR(c.erc_area_chance, 4.0 / 6, 1e-12);
+  EXPECT_NEAR(c.erc_area_chance, 1 - m.recall_at_k[0], 1e-12);
+  // Eta the wrong way round (most uncertain first) is worse than none.
+  std::vector<double> reversed;
+  for (const double e : eta) reversed.push_back(1 - e);
+  ASSERT_TRUE(ErrorRejectOfRecallAt1(reversed, m, &c).ok());
+  EXPECT_GT(c.erc_area, 4.0 / 6);
+  // One eta per query, none NaN.
+  EXPECT_TRUE(ErrorRejectOfRecallAt1({0.1, 0.2}, m, &c).IsInvalidArgument());
+  std::vector<double> with_nan = eta;
+  with_nan[2] = std::nan("");
+  EXPECT_TRUE(ErrorRejectOfRecallAt1(with_nan, m, &c).IsInvalidArgument());
+}
+
 TEST(RetrievalTest, SeparateGalleryWithoutLeaveOneOut) {
   // Two probes against a three-item gallery (e.g. clean probes, corrupt
   // gallery of other items): nothing is removed.

@@ -443,6 +443,26 @@ TEST_F(ModelsTest, SpecJsonKeepsTheTrainingData) {
   not_object = not_object.substr(0, data_at) + "\"data\": 5, " +
                not_object.substr(not_object.find('}', data_at) + 3);
   EXPECT_TRUE(SpecFromJson(not_object, &back).IsCorruption()) << not_object;
+
+  // Composites record their layout; a file from before it reads as "" (the
+  // reference layout those files were built with); an unknown one is
+  // Corruption.
+  ModelSpec composites = CnnSpec(Method::kHib, Kind::kGaussian);
+  composites.data.recorded = true;
+  composites.data.source = "mnist";
+  composites.data.items = 2;
+  composites.data.composite_layout = "hib-scaled";
+  ASSERT_TRUE(SpecFromJson(SpecToJson(composites), &back).ok());
+  EXPECT_EQ(back.data.composite_layout, "hib-scaled");
+  nlohmann::json old_file = nlohmann::json::parse(SpecToJson(composites));
+  old_file["data"].erase("composite_layout");
+  ASSERT_TRUE(SpecFromJson(old_file.dump(), &back).ok());
+  EXPECT_EQ(back.data.composite_layout, "");
+  for (const nlohmann::json& bad : {nlohmann::json("hob"), nlohmann::json(3)}) {
+    nlohmann::json j = nlohmann::json::parse(SpecToJson(composites));
+    j["data"]["composite_layout"] = bad;
+    EXPECT_TRUE(SpecFromJson(j.dump(), &back).IsCorruption()) << bad;
+  }
 }
 
 // Sizes in a header are JSON integers and bounded before anything is built:

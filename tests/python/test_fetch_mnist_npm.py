@@ -202,6 +202,40 @@ def test_hedgedb_reads_the_files_as_mnist(tmp_path):
     assert "of label 0" in done.stderr and "--train-total" in done.stderr, done.stderr
 
 
+def test_hib_layouts_on_too_few_digits(tmp_path):
+    """--composite-layout hib refuses what the digits cannot supply and names
+    the limit; hib-scaled keeps Table 3's 70 + 30 classes with fewer items.
+    By hand: the fixture's test digits are round(0.2 n) for n = 30..39, i.e.
+    6, 6, 6, 7, 7, 7, 7, 7, 8, 8, so label 0 (the lowest of the scarcest)
+    caps both test splits at 6 items per class; 700 / 70 = 10 training items
+    per class fit (at least 24 training digits per label)."""
+    out = tmp_path / "mnist"
+    fetch.convert(package_tarball(), out, integrity="x")
+    env = dict(os.environ, HEDGEDB_MNIST_DIR=str(out))
+
+    def export(layout, count):
+        return subprocess.run([HEDGEDB, "export-images", "--data", "mnist", "--items", "2", "--composite-layout",
+                               layout, "--train-total", "700", "--test-total", "700", "--split", "test", "--count",
+                               str(count), "--out", str(tmp_path / layout)], env=env, capture_output=True, text=True)
+
+    done = export("hib", 1)
+    assert done.returncode == 1
+    assert ("composites (test seen), HIB Table 3 layout: 70 classes of 10 items need 10 distinct base images of "
+            "each of their labels, but the base split has 6 of label 0: --composite-layout hib-scaled") in done.stderr
+    done = export("hib-scaled", 600)  # 70 x 6 seen + 30 x 6 unseen
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["data"] == ("mnist 2-item composites (hib-scaled layout: train 70 x 10; "
+                              "test seen 70 x 6 (HIB 10, scaled: 6 base images of label 0); "
+                              "test unseen 30 x 6 (HIB 23, scaled: 6 base images of label 0))")
+    assert report["written"] == 600
+    per_class = {}
+    for png in (tmp_path / "hib-scaled").glob("*/*.png"):
+        per_class[png.parent.name] = per_class.get(png.parent.name, 0) + 1
+    assert len(per_class) == 100 and set(per_class.values()) == {6}
+    assert export("nonsense", 1).returncode == 2
+
+
 def run_script(tmp_path, npm_body, integrity_ok=True):
     """Runs the script with a stand-in `npm` (a shell script) first on PATH."""
     bin_dir = tmp_path / "bin"
