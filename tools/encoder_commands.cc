@@ -179,7 +179,7 @@ json ModelJson(const ModelSpec& spec) {
   j["create_command"] = CreateCommand(j["create_flags"]);
   // Which `hedgedb search --score` matches what the model was trained for.
   j["search_score"] = ScoreName(encoders::ModelScore(spec));
-  if (spec.method == encoders::Method::kSpe) j["sigma_eps2"] = spec.sigma_eps2;
+  if (encoders::GetMethodInfo(spec.method).sigma_eps2) j["sigma_eps2"] = spec.sigma_eps2;
   return j;
 }
 
@@ -444,9 +444,8 @@ void RegisterTrain(CLI::App& app) {
   encoders::TrainOptions& t = args->train;
   CLI::App* cmd = app.add_subcommand("train", EncoderCommandDescription("train"));
   cmd->footer(
-      "Methods: point or softcon (soft contrastive), hib (Gaussian; mixture with --components > "
-      "1), spe, pn or protonet (prototypical network), dimco (codes: --code-dim, --code-k), "
-      "fstat (F-statistic); model files record softcon and protonet. "
+      "Methods: " + encoders::MethodHelpText() +
+      "; model files record the first name. "
       "With a validation split, the model file also carries a calibration map of search_score "
       "fitted on the validation pairs (\"calibration\" in the output), which collections "
       "created by ingest-images start with. "

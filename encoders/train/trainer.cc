@@ -31,31 +31,6 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-enum class BatchFamily { kPairs, kEpisodes, kClassBalanced };
-
-// The batches each method trains on (names: model_file.h's table).
-struct MethodDefaults {
-  Method method;
-  BatchFamily family;
-};
-
-constexpr MethodDefaults kMethodTable[] = {
-    {Method::kSoftContrastive, BatchFamily::kPairs},
-    {Method::kHib, BatchFamily::kPairs},
-    {Method::kSpe, BatchFamily::kEpisodes},
-    {Method::kProtoNet, BatchFamily::kEpisodes},
-    {Method::kDimco, BatchFamily::kClassBalanced},
-    {Method::kFStatistic, BatchFamily::kClassBalanced},
-    {Method::kContrastive, BatchFamily::kPairs},
-};
-
-const MethodDefaults* FindMethod(Method method) {
-  for (const auto& m : kMethodTable) {
-    if (method == m.method) return &m;
-  }
-  return nullptr;
-}
-
 // One training batch: the data set items to render plus what the loss needs.
 struct TrainBatch {
   std::vector<int64_t> items;
@@ -100,8 +75,7 @@ class BatchSource {
         break;
       }
       case BatchFamily::kClassBalanced: {
-        ClassBalancedOptions o = options.method == Method::kDimco ? DimcoBatchOptions(seed)
-                                                                  : FStatisticBatchOptions(seed);
+        ClassBalancedOptions o = GetMethodInfo(options.method).class_batches(seed);
         if (options.batch_size > 0) {
           o.classes_per_batch = std::max(2, options.batch_size / o.items_per_class);
         }
@@ -237,26 +211,10 @@ LossOutput ComputeLoss(const TrainOptions& options, Method method, Encoder& enco
 }
 
 ModelSpec MakeSpec(const TrainOptions& options, const EncoderData& data) {
-  const MethodDefaults* m = FindMethod(options.method);
+  const MethodInfo& m = GetMethodInfo(options.method);
   ModelSpec spec;
-  spec.method = m->method;
-  switch (m->method) {
-    case Method::kSoftContrastive:
-    case Method::kProtoNet:
-    case Method::kFStatistic:
-    case Method::kContrastive:
-      spec.kind = Kind::kPoint;
-      break;
-    case Method::kHib:
-      spec.kind = options.components > 1 ? Kind::kMog : Kind::kGaussian;
-      break;
-    case Method::kSpe:
-      spec.kind = Kind::kGaussian;
-      break;
-    case Method::kDimco:
-      spec.kind = Kind::kCodes;
-      break;
-  }
+  spec.method = m.method;
+  spec.kind = m.mixtures && options.components > 1 ? Kind::kMog : m.kind;
   spec.dim = options.dim;
   spec.components = spec.kind == Kind::kMog ? options.components : 1;
   if (spec.kind == Kind::kCodes) {
@@ -542,7 +500,7 @@ class TrainingRun {
   TrainingRun(const TrainOptions& options, const EncoderData& data)
       : options_(options),
         data_(data),
-        method_(FindMethod(options.method)),
+        method_(&GetMethodInfo(options.method)),
         log_(options.log ? options.log : [](const std::string& line) {
           std::fprintf(stderr, "%s\n", line.c_str());
         }) {}
@@ -835,7 +793,7 @@ class TrainingRun {
     const std::unique_ptr<EncoderModel> model = EncoderModel::Borrow(saved);
     Embeddings e;
     HEDGEDB_RETURN_IF_ERROR(model->Embed(data_.validation, val_items_, /*corrupt=*/true, &e));
-    if (method_->method == Method::kSpe) {
+    if (method_->match == MatchParameters::kFitted) {
       double a = 1.0, b = 0.0;
       const Status fit = FitMatchParameters(e, data_.validation, val_items_, options_.seed,
                                             options_.samples, &a, &b);
@@ -872,7 +830,7 @@ class TrainingRun {
 
   const TrainOptions& options_;
   const EncoderData& data_;
-  const MethodDefaults* method_;
+  const MethodInfo* method_;
   const std::function<void(const std::string&)> log_;
 
   Encoder encoder_{nullptr};
@@ -903,21 +861,21 @@ class TrainingRun {
 }  // namespace
 
 Status ResolveTrainOptions(TrainOptions* o) {
-  const MethodDefaults* m = FindMethod(o->method);
+  const MethodInfo* m = FindMethodInfo(o->method);
   if (m == nullptr) {
     return Status::InvalidArgument("unknown method (expected " + MethodNamesText() + ")");
   }
   if (o->out.empty()) return Status::InvalidArgument("out (the output model path) is required");
   if (o->components < 1) return Status::InvalidArgument("components must be >= 1");
-  if (o->components > 1 && m->method != Method::kHib) {
+  if (o->components > 1 && !m->mixtures) {
     return Status::InvalidArgument("components > 1 (mixtures) needs method hib");
   }
-  if (m->method == Method::kDimco) {
+  if (m->kind == Kind::kCodes) {
     if (o->dim != 0) {
       return Status::InvalidArgument("dimco takes code_dims and code_k, not dim");
     }
-    if (o->code_dims == 0) o->code_dims = 4;
-    if (o->code_k == 0) o->code_k = 16;
+    if (o->code_dims == 0) o->code_dims = m->code_dims;
+    if (o->code_k == 0) o->code_k = m->code_k;
     if (o->code_dims < 1) return Status::InvalidArgument("code_dims must be >= 1");
     if (o->code_k < 2 || o->code_k > 256) {
       return Status::InvalidArgument("code_k must be in [2, 256]");
@@ -926,7 +884,7 @@ Status ResolveTrainOptions(TrainOptions* o) {
     if (o->code_dims != 0 || o->code_k != 0) {
       return Status::InvalidArgument("code_dims and code_k apply to method dimco only");
     }
-    if (o->dim == 0) o->dim = m->method == Method::kFStatistic ? 500 : 2;
+    if (o->dim == 0) o->dim = m->dim;
     if (o->dim < 1) return Status::InvalidArgument("dim must be >= 1");
     if (m->method == Method::kFStatistic && o->dim < o->fstat_top_dims) {
       return Status::InvalidArgument("fstat needs dim >= its top dimensions (fstat_top_dims " +
@@ -937,18 +895,18 @@ Status ResolveTrainOptions(TrainOptions* o) {
     return Status::InvalidArgument("arch must be cnn or mlp, not \"" + o->arch + "\"");
   }
   if (o->mlp_hidden < 1) return Status::InvalidArgument("mlp_hidden must be >= 1");
-  if (o->batch_size == 0 && m->family == BatchFamily::kPairs) o->batch_size = 128;
+  if (o->batch_size == 0) o->batch_size = m->batch_size;
   if (o->batch_size < 0) return Status::InvalidArgument("batch_size must be positive");
   if (m->family == BatchFamily::kPairs && o->batch_size % 2 != 0) {
     return Status::InvalidArgument("batch_size must be even (half random stream, half partners)");
   }
-  if (o->lr == 0) o->lr = m->method == Method::kFStatistic ? 2e-4 : 1e-3;
+  if (o->lr == 0) o->lr = m->lr;
   if (!(o->lr > 0) || !std::isfinite(o->lr)) return Status::InvalidArgument("lr must be > 0");
   if (o->iterations < 0 || o->epochs < 0) {
     return Status::InvalidArgument("iterations and epochs must be >= 0");
   }
   if (o->samples < 1) return Status::InvalidArgument("samples must be >= 1");
-  if (m->method == Method::kHib && o->samples % o->components != 0) {
+  if (m->mixtures && o->samples % o->components != 0) {
     // Stratified mixture sampling needs K to be a multiple of C.
     o->samples =
         (o->samples / static_cast<int>(o->components) + 1) * static_cast<int>(o->components);
