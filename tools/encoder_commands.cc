@@ -190,6 +190,8 @@ struct TrainArgs {
   DataSetFlags data_flags;
   std::string method;
   encoders::TrainOptions train;
+  // --hib-likelihood as given; RunTrain parses it into train.hib_likelihood.
+  std::string hib_likelihood = encoders::HibLikelihoodName(train.hib_likelihood);
   double val_fraction = 0.1;
   std::string preset;
   json preset_applied;  // {flag: value} the preset set (train's JSON "preset")
@@ -341,7 +343,6 @@ std::string WithTrainFlags(const std::string& message) {
       {"batch_size", "--batch-size"},
       {"lr", "--lr"},
       {"beta", "--beta"},
-      {"hib_likelihood", "--hib-likelihood"},
       {"margin", "--margin"},
       {"samples", "--samples"},
       {"n_query", "--n-query"},
@@ -383,6 +384,9 @@ void RunTrain(TrainArgs& args) {
   if (!encoders::ParseMethod(args.method, &args.train.method)) {
     UsageError("unknown method '" + args.method + "' (expected " + encoders::MethodNamesText() +
                ")");
+  }
+  if (!encoders::ParseHibLikelihood(args.hib_likelihood, &args.train.hib_likelihood)) {
+    UsageError("--hib-likelihood must be expected or mc, got '" + args.hib_likelihood + "'");
   }
   {
     encoders::TrainOptions probe = args.train;
@@ -474,7 +478,7 @@ void RegisterTrain(CLI::App& app) {
   cmd->add_option("--seed", t.seed, "Seed of weights, batches and noise")->capture_default_str();
   cmd->add_option("--threads", t.threads, "Torch threads (default: hardware cores)");
   cmd->add_option("--beta", t.beta, "hib: KL weight")->capture_default_str();
-  cmd->add_option("--hib-likelihood", t.hib_likelihood,
+  cmd->add_option("--hib-likelihood", args->hib_likelihood,
                   "hib: match term, mc (-log of the Monte Carlo match probability, eq. 5) or "
                   "expected (-E log p, eq. 8)")
       ->capture_default_str();

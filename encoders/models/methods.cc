@@ -12,7 +12,7 @@ constexpr MethodInfo kMethods[] = {
     {Method::kSoftContrastive, "softcon", "point", "soft contrastive", Kind::kPoint, false,
      ScoreType::kMatch, MatchParameters::kLearned, false, BatchFamily::kPairs, nullptr, 2, 0, 0,
      128, 1e-3},
-    {Method::kHib, "hib", nullptr, "VIB (HIB eq. 8)", Kind::kGaussian, true, ScoreType::kMc,
+    {Method::kHib, "hib", nullptr, "VIB, HIB eq. 8", Kind::kGaussian, true, ScoreType::kMc,
      MatchParameters::kLearned, false, BatchFamily::kPairs, nullptr, 2, 0, 0, 128, 1e-3},
     {Method::kSpe, "spe", nullptr, "stochastic prototype embedding", Kind::kGaussian, false,
      ScoreType::kMls, MatchParameters::kFitted, true, BatchFamily::kEpisodes, nullptr, 2, 0, 0, 0,
@@ -26,11 +26,20 @@ constexpr MethodInfo kMethods[] = {
     {Method::kFStatistic, "fstat", nullptr, "F-statistic", Kind::kPoint, false, ScoreType::kMatch,
      MatchParameters::kNone, false, BatchFamily::kClassBalanced, &FStatisticBatchOptions, 500, 0, 0,
      0, 2e-4},
-    {Method::kContrastive, "contrastive", nullptr, "margin contrastive (HIB eq. 1)", Kind::kPoint,
+    {Method::kContrastive, "contrastive", nullptr, "margin contrastive, HIB eq. 1", Kind::kPoint,
      false, ScoreType::kMatch, MatchParameters::kNone, false, BatchFamily::kPairs, nullptr, 2, 0, 0,
      128, 1e-3},
 };
 constexpr size_t kNumMethods = sizeof(kMethods) / sizeof(kMethods[0]);
+
+struct HibLikelihoodEntry {
+  HibLikelihood likelihood;
+  const char* name;
+};
+constexpr HibLikelihoodEntry kHibLikelihoods[] = {
+    {HibLikelihood::kExpectedLogLikelihood, "expected"},
+    {HibLikelihood::kLogMonteCarloProbability, "mc"},
+};
 
 }  // namespace
 
@@ -87,6 +96,22 @@ bool ParseMethod(const std::string& name, Method* method) {
 bool MethodAllowsKind(Method method, Kind kind) {
   const MethodInfo* m = FindMethodInfo(method);
   return m != nullptr && (kind == m->kind || (m->mixtures && kind == Kind::kMog));
+}
+
+const char* HibLikelihoodName(HibLikelihood likelihood) {
+  for (const auto& e : kHibLikelihoods)
+    if (e.likelihood == likelihood) return e.name;
+  return "unknown";
+}
+
+bool ParseHibLikelihood(const std::string& name, HibLikelihood* likelihood) {
+  for (const auto& e : kHibLikelihoods) {
+    if (name == e.name) {
+      *likelihood = e.likelihood;
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace hedgedb::encoders

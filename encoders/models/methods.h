@@ -87,4 +87,18 @@ std::string MethodHelpText();
 // Whether `method` produces embeddings of `kind`.
 bool MethodAllowsKind(Method method, Kind kind);
 
+// How HIB's match term is estimated from the K x K sample pairs
+// (TrainOptions::hib_likelihood, HibOptions::likelihood).
+enum class HibLikelihood {
+  // HIB eq. 8 (derived in appendix F): -E_{z1,z2}[log p(m = m^ | z1, z2)],
+  // i.e. the soft-contrastive loss averaged over the K x K pairs.
+  kExpectedLogLikelihood,
+  // -log of the Monte Carlo match probability of eq. 5 (the quantity in
+  // HIB Figure 2 and what the database scores with).
+  kLogMonteCarloProbability,
+};
+// "expected" and "mc", the option's spellings.
+const char* HibLikelihoodName(HibLikelihood likelihood);
+bool ParseHibLikelihood(const std::string& name, HibLikelihood* likelihood);
+
 }  // namespace hedgedb::encoders

@@ -5,8 +5,9 @@
 // LibTorch stays out of the headers tools include, so the CLI and embedding
 // programs compile without it.
 //
-// Methods (flag names; point and pn are aliases of softcon and protonet,
-// model_file.h) and their paper defaults:
+// Methods (flag names; point and pn are aliases of softcon and protonet;
+// the defaults below are MethodInfo's, encoders/models/methods.h) and their
+// paper defaults:
 //   point  soft contrastive loss (HIB eq. 3), point embeddings, D = 2,
 //          HIB two-stream batches of 128 with balanced pairs
 //   hib    VIB loss (HIB eq. 8), gaussian (C = 1) or mog (C > 1), D = 2,
@@ -64,8 +65,8 @@ struct TrainOptions {
   // Carlo match probability (HIB eq. 5, Figure 2), which rewards hedging an
   // ambiguous input across its candidate classes. "mc" by default: with it
   // eta follows occlusion, with "expected" it does not (bench/RESULTS.md,
-  // "The HIB match term, three seeds").
-  std::string hib_likelihood = "mc";
+  // "The HIB match term, three seeds"). ParseHibLikelihood reads the names.
+  HibLikelihood hib_likelihood = HibLikelihood::kLogMonteCarloProbability;
   // Episodes (spe, pn): classes per episode (0 = all), support, query.
   int n_way = 0;
   int n_support = 5;
