@@ -1,5 +1,6 @@
 #include "encoders/models/methods.h"
 
+#include "common/enum_names.h"
 #include "encoders/data/batch_samplers.h"
 
 namespace hedgedb::encoders {
@@ -32,11 +33,7 @@ constexpr MethodInfo kMethods[] = {
 };
 constexpr size_t kNumMethods = sizeof(kMethods) / sizeof(kMethods[0]);
 
-struct HibLikelihoodEntry {
-  HibLikelihood likelihood;
-  const char* name;
-};
-constexpr HibLikelihoodEntry kHibLikelihoods[] = {
+constexpr EnumName<HibLikelihood> kHibLikelihoods[] = {
     {HibLikelihood::kExpectedLogLikelihood, "expected"},
     {HibLikelihood::kLogMonteCarloProbability, "mc"},
 };
@@ -99,19 +96,11 @@ bool MethodAllowsKind(Method method, Kind kind) {
 }
 
 const char* HibLikelihoodName(HibLikelihood likelihood) {
-  for (const auto& e : kHibLikelihoods)
-    if (e.likelihood == likelihood) return e.name;
-  return "unknown";
+  return NameOfEnum(kHibLikelihoods, likelihood);
 }
 
 bool ParseHibLikelihood(const std::string& name, HibLikelihood* likelihood) {
-  for (const auto& e : kHibLikelihoods) {
-    if (name == e.name) {
-      *likelihood = e.likelihood;
-      return true;
-    }
-  }
-  return false;
+  return ParseEnumName(kHibLikelihoods, name, likelihood);
 }
 
 }  // namespace hedgedb::encoders

@@ -17,6 +17,7 @@
 
 #include "common/coding.h"
 #include "common/crc32c.h"
+#include "common/enum_names.h"
 #include "common/file_util.h"
 #include "common/json_fields.h"
 #include "common/spec_limits.h"
@@ -30,11 +31,7 @@ constexpr char kMagic[8] = {'H', 'D', 'B', 'M', 'O', 'D', 'E', 'L'};
 // magic + version + header length + payload length + crc.
 constexpr size_t kFixedBytes = 8 + 4 + 8 + 8 + 4;
 
-struct BackboneEntry {
-  BackboneType type;
-  const char* name;
-};
-constexpr BackboneEntry kBackbones[] = {
+constexpr EnumName<BackboneType> kBackbones[] = {
     {BackboneType::kCnn, "cnn"},
     {BackboneType::kMlp, "mlp"},
     {BackboneType::kTorchScript, "torchscript"},
@@ -158,20 +155,10 @@ std::string InputShapeText(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-const char* BackboneTypeName(BackboneType type) {
-  for (const auto& e : kBackbones)
-    if (e.type == type) return e.name;
-  return "unknown";
-}
+const char* BackboneTypeName(BackboneType type) { return NameOfEnum(kBackbones, type); }
 
 bool ParseBackboneType(const std::string& name, BackboneType* type) {
-  for (const auto& e : kBackbones) {
-    if (name == e.name) {
-      *type = e.type;
-      return true;
-    }
-  }
-  return false;
+  return ParseEnumName(kBackbones, name, type);
 }
 
 namespace {
