@@ -62,16 +62,16 @@ class BatchSource {
       }
       case BatchFamily::kEpisodes: {
         EpisodeOptions o;
-        o.n_way = options.n_way;
-        o.n_support = options.n_support;
-        o.n_query = options.n_query;
+        o.n_way = options.episodes.n_way;
+        o.n_support = options.episodes.n_support;
+        o.n_query = options.episodes.n_query;
         o.seed = seed;
         HEDGEDB_RETURN_IF_ERROR(EpisodeSampler::Create(labels, o, &s->episodes_));
-        if (options.n_query < 1) {
+        if (options.episodes.n_query < 1) {
           return Status::InvalidArgument("n_query must be >= 1 for training");
         }
-        s->items_per_batch_ =
-            static_cast<int64_t>(s->episodes_->n_way()) * (options.n_support + options.n_query);
+        s->items_per_batch_ = static_cast<int64_t>(s->episodes_->n_way()) *
+                              (options.episodes.n_support + options.episodes.n_query);
         break;
       }
       case BatchFamily::kClassBalanced: {
@@ -172,7 +172,7 @@ LossOutput ComputeLoss(const TrainOptions& options, Method method, Encoder& enco
               .to(torch::kBool);
       if (method == Method::kContrastive) {
         return ContrastiveLoss(out.point.index_select(0, first), out.point.index_select(0, second),
-                               match, options.margin);
+                               match, options.contrastive.margin);
       }
       if (method == Method::kSoftContrastive) {
         return SoftContrastiveLoss(out.point.index_select(0, first),
@@ -181,8 +181,8 @@ LossOutput ComputeLoss(const TrainOptions& options, Method method, Encoder& enco
       }
       HibOptions hib;
       hib.samples = options.samples;
-      hib.beta = options.beta;
-      hib.likelihood = options.hib_likelihood;
+      hib.beta = options.hib.beta;
+      hib.likelihood = options.hib.likelihood;
       return HibLoss(SelectRows(out, first), SelectRows(out, second), match, encoder->match_a(),
                      encoder->match_b(), hib);
     }
@@ -205,7 +205,7 @@ LossOutput ComputeLoss(const TrainOptions& options, Method method, Encoder& enco
       return DimcoLoss(out.log_probs, Int64Tensor(batch.slots), DimcoOptions());
     case Method::kFStatistic: {
       FStatisticOptions f;
-      f.top_dims = options.fstat_top_dims;
+      f.top_dims = options.fstat.top_dims;
       return FStatisticLoss(out.point, Int64Tensor(batch.slots), f);
     }
   }
@@ -888,9 +888,9 @@ Status ResolveTrainOptions(TrainOptions* o) {
     }
     if (o->dim == 0) o->dim = m->dim;
     if (o->dim < 1) return Status::InvalidArgument("dim must be >= 1");
-    if (m->method == Method::kFStatistic && o->dim < o->fstat_top_dims) {
+    if (m->method == Method::kFStatistic && o->dim < o->fstat.top_dims) {
       return Status::InvalidArgument("fstat needs dim >= its top dimensions (fstat_top_dims " +
-                                     std::to_string(o->fstat_top_dims) + ")");
+                                     std::to_string(o->fstat.top_dims) + ")");
     }
   }
   if (o->arch != "cnn" && o->arch != "mlp") {
@@ -913,10 +913,10 @@ Status ResolveTrainOptions(TrainOptions* o) {
     o->samples =
         (o->samples / static_cast<int>(o->components) + 1) * static_cast<int>(o->components);
   }
-  if (!(o->margin > 0) || !std::isfinite(o->margin)) {
+  if (!(o->contrastive.margin > 0) || !std::isfinite(o->contrastive.margin)) {
     return Status::InvalidArgument("margin must be > 0");
   }
-  if (o->beta < 0) return Status::InvalidArgument("beta must be >= 0");
+  if (o->hib.beta < 0) return Status::InvalidArgument("beta must be >= 0");
   std::error_code ec;
   if (!o->backbone.empty() && !std::filesystem::is_regular_file(o->backbone, ec)) {
     return Status::NotFound("backbone " + o->backbone + ": no such file");

@@ -604,7 +604,7 @@ TEST_F(TrainerTest, TrainOcclusionChangesTrainingBatchesOnly) {
 
 TEST_F(TrainerTest, HibLikelihoodOption) {
   // The default is the one under which eta follows occlusion.
-  EXPECT_EQ(TrainOptions().hib_likelihood, HibLikelihood::kLogMonteCarloProbability);
+  EXPECT_EQ(TrainOptions().hib.likelihood, HibLikelihood::kLogMonteCarloProbability);
   // The option's spellings (the CLI's --hib-likelihood) parse to the enum and
   // back; anything else is refused.
   for (const HibLikelihood l :
@@ -626,7 +626,7 @@ TEST_F(TrainerTest, HibLikelihoodOption) {
   TrainResult by_likelihood[2];
   for (int mc = 0; mc < 2; ++mc) {
     o = QuickOptions("hib", mc ? "mc.model" : "expected.model");
-    o.hib_likelihood =
+    o.hib.likelihood =
         mc ? HibLikelihood::kLogMonteCarloProbability : HibLikelihood::kExpectedLogLikelihood;
     o.iterations = 60;
     const Status t = Train(o, data, &by_likelihood[mc]);
@@ -699,7 +699,7 @@ TEST_F(TrainerTest, BadOptionsAndData) {
   EXPECT_FALSE(ResolveTrainOptions(&o).ok());
   for (const double margin : {0.0, -1.0, std::nan("")}) {
     o = QuickOptions("contrastive", "x.model");
-    o.margin = margin;
+    o.contrastive.margin = margin;
     s = ResolveTrainOptions(&o);
     ASSERT_TRUE(s.IsInvalidArgument()) << margin;
     EXPECT_NE(s.message().find("--margin"), std::string::npos) << s.ToString();
