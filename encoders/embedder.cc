@@ -115,7 +115,7 @@ Status EncoderModel::Embed(const ItemSet& set, const std::vector<int64_t>& items
                                    err.what_without_backtrace());
   }
   encoder->train(was_training);
-  if (spec.method == Method::kSpe) {
+  if (GetMethodInfo(spec.method).sigma_eps2) {
     // An SPE instance lies around its class prototype with the extra spread
     // sigma_eps^2 (SPE eq. 3): the distribution that is stored, searched
     // (MLS) and evaluated is N(mu, s^2 + sigma_eps^2), so that a collection's

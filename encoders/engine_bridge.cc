@@ -28,11 +28,11 @@ std::string FloatText(float value) {
 }  // namespace
 
 bool LearnsMatchParameters(Method method) {
-  return method == Method::kSoftContrastive || method == Method::kHib;
+  return GetMethodInfo(method).match == MatchParameters::kLearned;
 }
 
 bool HasMatchParameters(Method method) {
-  return LearnsMatchParameters(method) || method == Method::kSpe;
+  return GetMethodInfo(method).match != MatchParameters::kNone;
 }
 
 float MatchA(const ModelSpec& model) {
@@ -47,18 +47,7 @@ ScoreType RankingScore(const ModelSpec& model) {
   return model.kind == Kind::kPoint ? ScoreType::kL2 : ModelScore(model);
 }
 
-ScoreType ModelScore(const ModelSpec& model) {
-  switch (model.kind) {
-    case Kind::kPoint:
-      return ScoreType::kMatch;
-    case Kind::kGaussian:
-    case Kind::kMog:
-      return model.method == Method::kSpe ? ScoreType::kMls : ScoreType::kMc;
-    case Kind::kCodes:
-      return ScoreType::kLogprob;
-  }
-  return ScoreType::kDefault;
-}
+ScoreType ModelScore(const ModelSpec& model) { return GetMethodInfo(model.method).score; }
 
 int DefaultSamplesFor(const ModelSpec& model) {
   return model.kind == Kind::kMog ? DefaultSamples(static_cast<int>(model.components))

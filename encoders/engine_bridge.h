@@ -40,6 +40,8 @@ float MatchB(const ModelSpec& model);
 //   hib (gaussian, mog)               mc, the Monte Carlo match probability
 //   spe                               mls, the mutual likelihood score
 //   dimco (codes)                     logprob
+// (MethodInfo::score, encoders/models/methods.h; a valid spec's kind is
+// always its method's, ValidateSpec).
 ScoreType ModelScore(const ModelSpec& model);
 
 // The score `evaluate` ranks with: ModelScore, except l2 for points. Both

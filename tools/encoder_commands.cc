@@ -188,7 +188,7 @@ json ModelJson(const ModelSpec& spec) {
   j["create_command"] = CreateCommand(j["create_flags"]);
   // Which `hedgedb search --score` matches what the model was trained for.
   j["search_score"] = ScoreName(encoders::ModelScore(spec));
-  if (spec.method == encoders::Method::kSpe) j["sigma_eps2"] = spec.sigma_eps2;
+  if (encoders::GetMethodInfo(spec.method).sigma_eps2) j["sigma_eps2"] = spec.sigma_eps2;
   return j;
 }
 
@@ -199,6 +199,8 @@ struct TrainArgs {
   DataSetFlags data_flags;
   std::string method;
   encoders::TrainOptions train;
+  // --hib-likelihood as given; RunTrain parses it into train.hib.likelihood.
+  std::string hib_likelihood = encoders::HibLikelihoodName(train.hib.likelihood);
   double val_fraction = 0.1;
   std::string preset;
   json preset_applied;  // {flag: value} the preset set (train's JSON "preset")
@@ -350,7 +352,6 @@ std::string WithTrainFlags(const std::string& message) {
       {"batch_size", "--batch-size"},
       {"lr", "--lr"},
       {"beta", "--beta"},
-      {"hib_likelihood", "--hib-likelihood"},
       {"margin", "--margin"},
       {"samples", "--samples"},
       {"n_query", "--n-query"},
@@ -371,6 +372,9 @@ void RunTrain(TrainArgs& args) {
   if (!encoders::ParseMethod(args.method, &args.train.method)) {
     UsageError("unknown method '" + args.method + "' (expected " + encoders::MethodNamesText() +
                ")");
+  }
+  if (!encoders::ParseHibLikelihood(args.hib_likelihood, &args.train.hib.likelihood)) {
+    UsageError("--hib-likelihood must be expected or mc, got '" + args.hib_likelihood + "'");
   }
   {
     encoders::TrainOptions probe = args.train;
@@ -432,9 +436,8 @@ void RegisterTrain(CLI::App& app) {
   encoders::TrainOptions& t = args->train;
   CLI::App* cmd = app.add_subcommand("train", EncoderCommandDescription("train"));
   cmd->footer(
-      "Methods: point or softcon (soft contrastive), hib (Gaussian; mixture with --components > "
-      "1), spe, pn or protonet (prototypical network), dimco (codes: --code-dim, --code-k), "
-      "fstat (F-statistic); model files record softcon and protonet. "
+      "Methods: " + encoders::MethodHelpText() +
+      "; model files record the first name. "
       "With a validation split, the model file also carries a calibration map of search_score "
       "fitted on the validation pairs (\"calibration\" in the output), which collections "
       "created by ingest-images start with. "
@@ -462,22 +465,23 @@ void RegisterTrain(CLI::App& app) {
   cmd->add_option("--lr", t.lr, "Adam learning rate (default 1e-3; fstat 2e-4)");
   cmd->add_option("--seed", t.seed, "Seed of weights, batches and noise")->capture_default_str();
   cmd->add_option("--threads", t.threads, "Torch threads (default: hardware cores)");
-  cmd->add_option("--beta", t.beta, "hib: KL weight")->capture_default_str();
-  cmd->add_option("--hib-likelihood", t.hib_likelihood,
+  cmd->add_option("--beta", t.hib.beta, "hib: KL weight")->capture_default_str();
+  cmd->add_option("--hib-likelihood", args->hib_likelihood,
                   "hib: match term, mc (-log of the Monte Carlo match probability, eq. 5) or "
                   "expected (-E log p, eq. 8)")
       ->capture_default_str();
-  cmd->add_option("--margin", t.margin,
+  cmd->add_option("--margin", t.contrastive.margin,
                   "contrastive: margin M of the hard contrastive loss (HIB eq. 1)")
       ->capture_default_str();
   cmd->add_option("--samples", t.samples, "hib: Monte Carlo samples K per side")
       ->capture_default_str();
-  cmd->add_option("--n-way", t.n_way, "spe/pn: classes per episode (0: all)")
+  cmd->add_option("--n-way", t.episodes.n_way, "spe/pn: classes per episode (0: all)")
       ->capture_default_str();
-  cmd->add_option("--n-support", t.n_support, "spe/pn: support items per class")
+  cmd->add_option("--n-support", t.episodes.n_support, "spe/pn: support items per class")
       ->capture_default_str();
-  cmd->add_option("--n-query", t.n_query, "spe/pn: query items per class")->capture_default_str();
-  cmd->add_option("--top-dims", t.fstat_top_dims, "fstat: dimensions separated per class pair")
+  cmd->add_option("--n-query", t.episodes.n_query, "spe/pn: query items per class")
+      ->capture_default_str();
+  cmd->add_option("--top-dims", t.fstat.top_dims, "fstat: dimensions separated per class pair")
       ->capture_default_str();
   cmd->add_option("--backbone", t.backbone,
                   "TorchScript backbone file (torch.jit.save; input batch -> [B, F] features) "

@@ -18,16 +18,14 @@
 #include "encoders/eval/episodes.h"
 #include "encoders/eval/pq_baseline.h"
 #include "hedgedb/calibration.h"
-#include "hedgedb/score.h"
 #include "hedgedb/match_parameters.h"
+#include "hedgedb/score.h"
 
 namespace hedgedb {
 namespace encoders {
 namespace {
 
 using nlohmann::json;
-
-bool IsSpe(const ModelSpec& spec) { return spec.method == Method::kSpe; }
 
 // How `s` scores embeddings: as a collection of the model's embeddings
 // (engine bridge) searched with the model's ranking score, samples and seed.
@@ -304,8 +302,10 @@ Status EvaluateEmbeddings(const CollectionSpec& given, const EmbeddingView& quer
                                         options.score.has_seed ? options.score.seed : spec.seed,
                                         &spec.match_a, &spec.match_b);
     if (!s.ok()) {
-      return Status::InvalidArgument("evaluation: cannot fit match_a and match_b to the "
-                                     "gallery's labels (give them instead): " + s.message());
+      return Status::InvalidArgument(
+          "evaluation: cannot fit match_a and match_b to the "
+          "gallery's labels (give them instead): " +
+          s.message());
     }
   }
   StepProgress progress(options.progress, has_eta ? 2 : 1);
@@ -518,8 +518,8 @@ json MergeRepeats(const std::vector<json>& runs) {
 }
 
 Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
-                     const EvaluationOptions& options, json* report,
-                     CalibrationReport* calibration, CalibrationQuality* shifted) {
+                     const EvaluationOptions& options, json* report, CalibrationReport* calibration,
+                     CalibrationQuality* shifted) {
   const ItemSet* set = nullptr;
   HEDGEDB_RETURN_IF_ERROR(SelectSplit(data, options.split, &set));
   if (options.samples < 1 || options.eta_bins < 2 || options.verification_pairs < 2 ||
@@ -611,7 +611,7 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
     out["match_a"] = spec.match_a;
     out["match_b"] = spec.match_b;
   }
-  if (IsSpe(spec)) out["sigma_eps2"] = spec.sigma_eps2;
+  if (GetMethodInfo(spec.method).sigma_eps2) out["sigma_eps2"] = spec.sigma_eps2;
 
   std::vector<VerificationPair> pairs;
   HEDGEDB_RETURN_IF_ERROR(

@@ -55,15 +55,8 @@ LossOutput ContrastiveLoss(const torch::Tensor& z1, const torch::Tensor& z2,
 // HIB: variational information bottleneck for stochastic embeddings (eq. 8).
 // ---------------------------------------------------------------------------
 
-// How the pair likelihood term is estimated from the K x K sample pairs.
-enum class HibLikelihood {
-  // HIB eq. 8 (derived in appendix F): -E_{z1,z2}[log p(m = m^ | z1, z2)],
-  // i.e. the soft-contrastive loss averaged over the K x K pairs. Default.
-  kExpectedLogLikelihood,
-  // -log of the Monte Carlo match probability of eq. 5 (the quantity in
-  // HIB Figure 2 and what the database scores with).
-  kLogMonteCarloProbability,
-};
+// HibLikelihood (how the pair likelihood term is estimated from the K x K
+// sample pairs) is in encoders/models/methods.h, where TrainOptions reads it.
 
 // KL(p(z|x) || N(0, I)) for a mixture, which has no closed form. HIB does not
 // say how it computed it.

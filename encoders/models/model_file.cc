@@ -17,6 +17,7 @@
 
 #include "common/coding.h"
 #include "common/crc32c.h"
+#include "common/enum_names.h"
 #include "common/file_util.h"
 #include "common/json_fields.h"
 #include "common/spec_limits.h"
@@ -30,29 +31,7 @@ constexpr char kMagic[8] = {'H', 'D', 'B', 'M', 'O', 'D', 'E', 'L'};
 // magic + version + header length + payload length + crc.
 constexpr size_t kFixedBytes = 8 + 4 + 8 + 8 + 4;
 
-// The one table of method names. `name` is what model files store (and
-// MethodName prints); `alias` is the older training-flag spelling, accepted
-// wherever a method is parsed.
-struct MethodEntry {
-  Method method;
-  const char* name;
-  const char* alias;  // nullptr: none
-};
-constexpr MethodEntry kMethods[] = {
-    {Method::kSoftContrastive, "softcon", "point"},
-    {Method::kHib, "hib", nullptr},
-    {Method::kSpe, "spe", nullptr},
-    {Method::kProtoNet, "protonet", "pn"},
-    {Method::kDimco, "dimco", nullptr},
-    {Method::kFStatistic, "fstat", nullptr},
-    {Method::kContrastive, "contrastive", nullptr},
-};
-
-struct BackboneEntry {
-  BackboneType type;
-  const char* name;
-};
-constexpr BackboneEntry kBackbones[] = {
+constexpr EnumName<BackboneType> kBackbones[] = {
     {BackboneType::kCnn, "cnn"},
     {BackboneType::kMlp, "mlp"},
     {BackboneType::kTorchScript, "torchscript"},
@@ -176,68 +155,10 @@ std::string InputShapeText(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-namespace {
-
-bool MethodAllowsKind(Method method, Kind kind) {
-  switch (method) {
-    case Method::kSoftContrastive:
-    case Method::kProtoNet:
-    case Method::kFStatistic:
-    case Method::kContrastive:
-      return kind == Kind::kPoint;
-    case Method::kHib:
-      return kind == Kind::kGaussian || kind == Kind::kMog;
-    case Method::kSpe:
-      return kind == Kind::kGaussian;
-    case Method::kDimco:
-      return kind == Kind::kCodes;
-  }
-  return false;
-}
-
-}  // namespace
-
-std::string MethodNamesText() {
-  std::string text;
-  const size_t n = sizeof(kMethods) / sizeof(kMethods[0]);
-  for (size_t i = 0; i < n; ++i) {
-    text += i == 0 ? "" : (i + 1 == n ? " or " : ", ");
-    text += kMethods[i].name;
-    if (kMethods[i].alias != nullptr) text += std::string(" (") + kMethods[i].alias + ")";
-  }
-  return text;
-}
-
-const char* MethodName(Method method) {
-  for (const auto& e : kMethods)
-    if (e.method == method) return e.name;
-  return "unknown";
-}
-
-bool ParseMethod(const std::string& name, Method* method) {
-  for (const auto& e : kMethods) {
-    if (name == e.name || (e.alias != nullptr && name == e.alias)) {
-      *method = e.method;
-      return true;
-    }
-  }
-  return false;
-}
-
-const char* BackboneTypeName(BackboneType type) {
-  for (const auto& e : kBackbones)
-    if (e.type == type) return e.name;
-  return "unknown";
-}
+const char* BackboneTypeName(BackboneType type) { return NameOfEnum(kBackbones, type); }
 
 bool ParseBackboneType(const std::string& name, BackboneType* type) {
-  for (const auto& e : kBackbones) {
-    if (name == e.name) {
-      *type = e.type;
-      return true;
-    }
-  }
-  return false;
+  return ParseEnumName(kBackbones, name, type);
 }
 
 namespace {

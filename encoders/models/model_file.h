@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "encoders/data/data_settings.h"
+#include "encoders/models/methods.h"
 #include "hedgedb/calibration.h"
 #include "hedgedb/status.h"
 #include "hedgedb/types.h"
@@ -43,27 +44,6 @@ class Encoder;  // encoders/models/models.h
 // after the weights; 2: the checksum is CRC32C (1: CRC-32; read, never
 // written).
 inline constexpr uint32_t kModelFileVersion = 3;
-
-// Training method the weights came from. It fixes which loss was used and
-// which head kind goes with it.
-enum class Method {
-  kSoftContrastive,  // point embeddings, HIB eq. 3
-  kHib,              // gaussian or mog, HIB eq. 8 (VIB)
-  kSpe,              // gaussian, stochastic prototype embedding
-  kProtoNet,         // point, prototypical network
-  kDimco,            // codes, DIMCO eq. 10
-  kFStatistic,       // point, F-statistic loss
-  kContrastive,      // point embeddings, the margin contrastive loss (HIB eq. 1)
-};
-// The name model files store ("softcon", "hib", "spe", "protonet", "dimco",
-// "fstat", "contrastive").
-const char* MethodName(Method method);
-// Accepts the stored names and the older training-flag aliases ("point" for
-// softcon, "pn" for protonet), so old model files and old flags keep working.
-bool ParseMethod(const std::string& name, Method* method);
-// "softcon (point), hib, ..., dimco or fstat": the accepted names, for help
-// texts and error messages.
-std::string MethodNamesText();
 
 enum class BackboneType {
   kCnn,          // HIB/SPE shallow CNN on images

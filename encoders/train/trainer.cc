@@ -31,31 +31,6 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-enum class BatchFamily { kPairs, kEpisodes, kClassBalanced };
-
-// The batches each method trains on (names: model_file.h's table).
-struct MethodDefaults {
-  Method method;
-  BatchFamily family;
-};
-
-constexpr MethodDefaults kMethodTable[] = {
-    {Method::kSoftContrastive, BatchFamily::kPairs},
-    {Method::kHib, BatchFamily::kPairs},
-    {Method::kSpe, BatchFamily::kEpisodes},
-    {Method::kProtoNet, BatchFamily::kEpisodes},
-    {Method::kDimco, BatchFamily::kClassBalanced},
-    {Method::kFStatistic, BatchFamily::kClassBalanced},
-    {Method::kContrastive, BatchFamily::kPairs},
-};
-
-const MethodDefaults* FindMethod(Method method) {
-  for (const auto& m : kMethodTable) {
-    if (method == m.method) return &m;
-  }
-  return nullptr;
-}
-
 // One training batch: the data set items to render plus what the loss needs.
 struct TrainBatch {
   std::vector<int64_t> items;
@@ -87,21 +62,20 @@ class BatchSource {
       }
       case BatchFamily::kEpisodes: {
         EpisodeOptions o;
-        o.n_way = options.n_way;
-        o.n_support = options.n_support;
-        o.n_query = options.n_query;
+        o.n_way = options.episodes.n_way;
+        o.n_support = options.episodes.n_support;
+        o.n_query = options.episodes.n_query;
         o.seed = seed;
         HEDGEDB_RETURN_IF_ERROR(EpisodeSampler::Create(labels, o, &s->episodes_));
-        if (options.n_query < 1) {
+        if (options.episodes.n_query < 1) {
           return Status::InvalidArgument("n_query must be >= 1 for training");
         }
-        s->items_per_batch_ =
-            static_cast<int64_t>(s->episodes_->n_way()) * (options.n_support + options.n_query);
+        s->items_per_batch_ = static_cast<int64_t>(s->episodes_->n_way()) *
+                              (options.episodes.n_support + options.episodes.n_query);
         break;
       }
       case BatchFamily::kClassBalanced: {
-        ClassBalancedOptions o = options.method == Method::kDimco ? DimcoBatchOptions(seed)
-                                                                  : FStatisticBatchOptions(seed);
+        ClassBalancedOptions o = GetMethodInfo(options.method).class_batches(seed);
         if (options.batch_size > 0) {
           o.classes_per_batch = std::max(2, options.batch_size / o.items_per_class);
         }
@@ -183,6 +157,9 @@ EncoderOutput SelectRows(const EncoderOutput& out, const torch::Tensor& rows) {
   return s;
 }
 
+// The losses' code, one case per method: the one switch over Method left,
+// since the method table (encoders/models/methods.h) is torch-free; it names
+// each loss and the batch family whose TrainBatch fields the case reads.
 LossOutput ComputeLoss(const TrainOptions& options, Method method, Encoder& encoder,
                        const EncoderOutput& out, const TrainBatch& batch) {
   switch (method) {
@@ -195,7 +172,7 @@ LossOutput ComputeLoss(const TrainOptions& options, Method method, Encoder& enco
               .to(torch::kBool);
       if (method == Method::kContrastive) {
         return ContrastiveLoss(out.point.index_select(0, first), out.point.index_select(0, second),
-                               match, options.margin);
+                               match, options.contrastive.margin);
       }
       if (method == Method::kSoftContrastive) {
         return SoftContrastiveLoss(out.point.index_select(0, first),
@@ -204,9 +181,8 @@ LossOutput ComputeLoss(const TrainOptions& options, Method method, Encoder& enco
       }
       HibOptions hib;
       hib.samples = options.samples;
-      hib.beta = options.beta;
-      hib.likelihood = options.hib_likelihood == "mc" ? HibLikelihood::kLogMonteCarloProbability
-                                                      : HibLikelihood::kExpectedLogLikelihood;
+      hib.beta = options.hib.beta;
+      hib.likelihood = options.hib.likelihood;
       return HibLoss(SelectRows(out, first), SelectRows(out, second), match, encoder->match_a(),
                      encoder->match_b(), hib);
     }
@@ -229,7 +205,7 @@ LossOutput ComputeLoss(const TrainOptions& options, Method method, Encoder& enco
       return DimcoLoss(out.log_probs, Int64Tensor(batch.slots), DimcoOptions());
     case Method::kFStatistic: {
       FStatisticOptions f;
-      f.top_dims = options.fstat_top_dims;
+      f.top_dims = options.fstat.top_dims;
       return FStatisticLoss(out.point, Int64Tensor(batch.slots), f);
     }
   }
@@ -237,26 +213,10 @@ LossOutput ComputeLoss(const TrainOptions& options, Method method, Encoder& enco
 }
 
 ModelSpec MakeSpec(const TrainOptions& options, const EncoderData& data) {
-  const MethodDefaults* m = FindMethod(options.method);
+  const MethodInfo& m = GetMethodInfo(options.method);
   ModelSpec spec;
-  spec.method = m->method;
-  switch (m->method) {
-    case Method::kSoftContrastive:
-    case Method::kProtoNet:
-    case Method::kFStatistic:
-    case Method::kContrastive:
-      spec.kind = Kind::kPoint;
-      break;
-    case Method::kHib:
-      spec.kind = options.components > 1 ? Kind::kMog : Kind::kGaussian;
-      break;
-    case Method::kSpe:
-      spec.kind = Kind::kGaussian;
-      break;
-    case Method::kDimco:
-      spec.kind = Kind::kCodes;
-      break;
-  }
+  spec.method = m.method;
+  spec.kind = m.mixtures && options.components > 1 ? Kind::kMog : m.kind;
   spec.dim = options.dim;
   spec.components = spec.kind == Kind::kMog ? options.components : 1;
   if (spec.kind == Kind::kCodes) {
@@ -542,7 +502,7 @@ class TrainingRun {
   TrainingRun(const TrainOptions& options, const EncoderData& data)
       : options_(options),
         data_(data),
-        method_(FindMethod(options.method)),
+        method_(&GetMethodInfo(options.method)),
         log_(options.log ? options.log : [](const std::string& line) {
           std::fprintf(stderr, "%s\n", line.c_str());
         }) {}
@@ -835,7 +795,7 @@ class TrainingRun {
     const std::unique_ptr<EncoderModel> model = EncoderModel::Borrow(saved);
     Embeddings e;
     HEDGEDB_RETURN_IF_ERROR(model->Embed(data_.validation, val_items_, /*corrupt=*/true, &e));
-    if (method_->method == Method::kSpe) {
+    if (method_->match == MatchParameters::kFitted) {
       double a = 1.0, b = 0.0;
       const Status fit = FitMatchParameters(e, data_.validation, val_items_, options_.seed,
                                             options_.samples, &a, &b);
@@ -872,7 +832,7 @@ class TrainingRun {
 
   const TrainOptions& options_;
   const EncoderData& data_;
-  const MethodDefaults* method_;
+  const MethodInfo* method_;
   const std::function<void(const std::string&)> log_;
 
   Encoder encoder_{nullptr};
@@ -903,21 +863,21 @@ class TrainingRun {
 }  // namespace
 
 Status ResolveTrainOptions(TrainOptions* o) {
-  const MethodDefaults* m = FindMethod(o->method);
+  const MethodInfo* m = FindMethodInfo(o->method);
   if (m == nullptr) {
     return Status::InvalidArgument("unknown method (expected " + MethodNamesText() + ")");
   }
   if (o->out.empty()) return Status::InvalidArgument("out (the output model path) is required");
   if (o->components < 1) return Status::InvalidArgument("components must be >= 1");
-  if (o->components > 1 && m->method != Method::kHib) {
+  if (o->components > 1 && !m->mixtures) {
     return Status::InvalidArgument("components > 1 (mixtures) needs method hib");
   }
-  if (m->method == Method::kDimco) {
+  if (m->kind == Kind::kCodes) {
     if (o->dim != 0) {
       return Status::InvalidArgument("dimco takes code_dims and code_k, not dim");
     }
-    if (o->code_dims == 0) o->code_dims = 4;
-    if (o->code_k == 0) o->code_k = 16;
+    if (o->code_dims == 0) o->code_dims = m->code_dims;
+    if (o->code_k == 0) o->code_k = m->code_k;
     if (o->code_dims < 1) return Status::InvalidArgument("code_dims must be >= 1");
     if (o->code_k < 2 || o->code_k > 256) {
       return Status::InvalidArgument("code_k must be in [2, 256]");
@@ -926,44 +886,40 @@ Status ResolveTrainOptions(TrainOptions* o) {
     if (o->code_dims != 0 || o->code_k != 0) {
       return Status::InvalidArgument("code_dims and code_k apply to method dimco only");
     }
-    if (o->dim == 0) o->dim = m->method == Method::kFStatistic ? 500 : 2;
+    if (o->dim == 0) o->dim = m->dim;
     if (o->dim < 1) return Status::InvalidArgument("dim must be >= 1");
-    if (m->method == Method::kFStatistic && o->dim < o->fstat_top_dims) {
+    if (m->method == Method::kFStatistic && o->dim < o->fstat.top_dims) {
       return Status::InvalidArgument("fstat needs dim >= its top dimensions (fstat_top_dims " +
-                                     std::to_string(o->fstat_top_dims) + ")");
+                                     std::to_string(o->fstat.top_dims) + ")");
     }
   }
   if (o->arch != "cnn" && o->arch != "mlp") {
     return Status::InvalidArgument("arch must be cnn or mlp, not \"" + o->arch + "\"");
   }
   if (o->mlp_hidden < 1) return Status::InvalidArgument("mlp_hidden must be >= 1");
-  if (o->batch_size == 0 && m->family == BatchFamily::kPairs) o->batch_size = 128;
+  if (o->batch_size == 0) o->batch_size = m->batch_size;
   if (o->batch_size < 0) return Status::InvalidArgument("batch_size must be positive");
   if (m->family == BatchFamily::kPairs && o->batch_size % 2 != 0) {
     return Status::InvalidArgument("batch_size must be even (half random stream, half partners)");
   }
-  if (o->lr == 0) o->lr = m->method == Method::kFStatistic ? 2e-4 : 1e-3;
+  if (o->lr == 0) o->lr = m->lr;
   if (!(o->lr > 0) || !std::isfinite(o->lr)) return Status::InvalidArgument("lr must be > 0");
   if (o->iterations < 0 || o->epochs < 0) {
     return Status::InvalidArgument("iterations and epochs must be >= 0");
   }
   if (o->samples < 1) return Status::InvalidArgument("samples must be >= 1");
-  if (m->method == Method::kHib && o->samples % o->components != 0) {
+  if (m->mixtures && o->samples % o->components != 0) {
     // Stratified mixture sampling needs K to be a multiple of C.
     o->samples =
         (o->samples / static_cast<int>(o->components) + 1) * static_cast<int>(o->components);
   }
-  if (!(o->margin > 0) || !std::isfinite(o->margin)) {
+  if (!(o->contrastive.margin > 0) || !std::isfinite(o->contrastive.margin)) {
     return Status::InvalidArgument("margin must be > 0");
   }
-  if (o->beta < 0) return Status::InvalidArgument("beta must be >= 0");
+  if (o->hib.beta < 0) return Status::InvalidArgument("beta must be >= 0");
   std::error_code ec;
   if (!o->backbone.empty() && !std::filesystem::is_regular_file(o->backbone, ec)) {
     return Status::NotFound("backbone " + o->backbone + ": no such file");
-  }
-  if (o->hib_likelihood != "expected" && o->hib_likelihood != "mc") {
-    return Status::InvalidArgument("hib_likelihood must be expected or mc, got '" +
-                                   o->hib_likelihood + "'");
   }
   if (o->patience < 1) return Status::InvalidArgument("patience must be >= 1");
   if (o->checkpoint_every < 0 || o->eval_every < 0 || o->max_seconds < 0) {

@@ -5,8 +5,9 @@
 // LibTorch stays out of the headers tools include, so the CLI and embedding
 // programs compile without it.
 //
-// Methods (flag names; point and pn are aliases of softcon and protonet,
-// model_file.h) and their paper defaults:
+// Methods (flag names; point and pn are aliases of softcon and protonet;
+// the defaults below are MethodInfo's, encoders/models/methods.h) and their
+// paper defaults:
 //   point  soft contrastive loss (HIB eq. 3), point embeddings, D = 2,
 //          HIB two-stream batches of 128 with balanced pairs
 //   hib    VIB loss (HIB eq. 8), gaussian (C = 1) or mog (C > 1), D = 2,
@@ -41,6 +42,38 @@
 namespace hedgedb {
 namespace encoders {
 
+// HIB (hib).
+struct HibTrainOptions {
+  double beta = 1e-4;  // KL weight
+  // How the match term is estimated from the K x K sample pairs:
+  // "expected" = -E[log p(m|z1,z2)] (HIB eq. 8), "mc" = -log of the Monte
+  // Carlo match probability (HIB eq. 5, Figure 2), which rewards hedging an
+  // ambiguous input across its candidate classes. "mc" by default: with it
+  // eta follows occlusion, with "expected" it does not (bench/RESULTS.md,
+  // "The HIB match term, three seeds"). ParseHibLikelihood reads the names.
+  HibLikelihood likelihood = HibLikelihood::kLogMonteCarloProbability;
+};
+
+// Episodes (spe, pn): classes per episode (0 = all), support, query.
+struct EpisodeTrainOptions {
+  int n_way = 0;
+  int n_support = 5;
+  int n_query = 5;
+};
+
+// contrastive (HIB eq. 1).
+struct ContrastiveTrainOptions {
+  // The distance non-matching pairs are pushed beyond. Only its ratio to the
+  // embedding's scale matters, and the loss sets that scale itself; HIB
+  // appendix B sweeps it.
+  double margin = 1.0;
+};
+
+// F-statistic (fstat).
+struct FStatisticTrainOptions {
+  int top_dims = 3;  // dimensions separated per class pair
+};
+
 struct TrainOptions {
   Method method = Method::kHib;  // ParseMethod reads the names
   // 0 (or empty) = the method's default.
@@ -56,26 +89,14 @@ struct TrainOptions {
   int threads = 0;         // 0: hardware cores
   double max_seconds = 0;  // stop after this wall time (0: no limit)
 
-  // HIB.
-  double beta = 1e-4;
+  // Monte Carlo samples K per side: HIB's loss, and the pairs SPE's match
+  // parameters are fitted on after training.
   int samples = 8;
-  // How the match term is estimated from the K x K sample pairs:
-  // "expected" = -E[log p(m|z1,z2)] (HIB eq. 8), "mc" = -log of the Monte
-  // Carlo match probability (HIB eq. 5, Figure 2), which rewards hedging an
-  // ambiguous input across its candidate classes. "mc" by default: with it
-  // eta follows occlusion, with "expected" it does not (bench/RESULTS.md,
-  // "The HIB match term, three seeds").
-  std::string hib_likelihood = "mc";
-  // Episodes (spe, pn): classes per episode (0 = all), support, query.
-  int n_way = 0;
-  int n_support = 5;
-  int n_query = 5;
-  // contrastive (HIB eq. 1): the distance non-matching pairs are pushed
-  // beyond. Only its ratio to the embedding's scale matters, and the loss
-  // sets that scale itself; HIB appendix B sweeps it.
-  double margin = 1.0;
-  // F-statistic: dimensions separated per class pair.
-  int fstat_top_dims = 3;
+  // The options of one method each (the others ignore them).
+  HibTrainOptions hib;
+  EpisodeTrainOptions episodes;
+  ContrastiveTrainOptions contrastive;
+  FStatisticTrainOptions fstat;
   // A TorchScript backbone (torch.jit.save of a module mapping an input batch
   // to [B, F] features) instead of the built-in CNN/MLP; it is fine-tuned with
   // the head and its weights go into the model file, which names the script

@@ -644,6 +644,10 @@ TEST_F(EncoderCliTest, BadInputFailsClearly) {
   const std::string data = WriteFeatures();
   // Unknown method: a usage error.
   Fails(TrainArgs(data, "bogus", "x.model"), {"unknown method", "bogus"}, 2);
+  // --hib-likelihood takes its two spellings only (the library takes the enum).
+  std::vector<std::string> likelihood = TrainArgs(data, "hib", "x.model");
+  likelihood.insert(likelihood.end(), {"--hib-likelihood", "median"});
+  Fails(likelihood, {"--hib-likelihood must be expected or mc, got 'median'"}, 2);
   // Missing data files.
   Fails(TrainArgs("features:" + Path("nope.npy") + "," + Path("l.npy"), "point", "x.model"),
         {"nope.npy"});

@@ -604,13 +604,21 @@ TEST_F(TrainerTest, TrainOcclusionChangesTrainingBatchesOnly) {
 
 TEST_F(TrainerTest, HibLikelihoodOption) {
   // The default is the one under which eta follows occlusion.
-  EXPECT_EQ(TrainOptions().hib_likelihood, "mc");
-  TrainOptions o = QuickOptions("hib", "x.model");
-  o.hib_likelihood = "median";
-  const Status s = ResolveTrainOptions(&o);
-  ASSERT_TRUE(s.IsInvalidArgument()) << s.ToString();
-  // The library names the option, not a command-line flag.
-  EXPECT_EQ(s.message(), "hib_likelihood must be expected or mc, got 'median'");
+  EXPECT_EQ(TrainOptions().hib.likelihood, HibLikelihood::kLogMonteCarloProbability);
+  // The option's spellings (the CLI's --hib-likelihood) parse to the enum and
+  // back; anything else is refused.
+  for (const HibLikelihood l :
+       {HibLikelihood::kExpectedLogLikelihood, HibLikelihood::kLogMonteCarloProbability}) {
+    HibLikelihood parsed = HibLikelihood::kExpectedLogLikelihood;
+    ASSERT_TRUE(ParseHibLikelihood(HibLikelihoodName(l), &parsed));
+    EXPECT_EQ(parsed, l);
+  }
+  EXPECT_STREQ(HibLikelihoodName(HibLikelihood::kLogMonteCarloProbability), "mc");
+  EXPECT_STREQ(HibLikelihoodName(HibLikelihood::kExpectedLogLikelihood), "expected");
+  HibLikelihood unchanged = HibLikelihood::kExpectedLogLikelihood;
+  EXPECT_FALSE(ParseHibLikelihood("median", &unchanged));
+  EXPECT_EQ(unchanged, HibLikelihood::kExpectedLogLikelihood);
+  TrainOptions o;
   // The Monte Carlo form trains a hedged model like the default, and it is
   // a different loss: -log E[p] <= -E[log p] (Jensen), strictly for spread
   // samples, on the same seed, weights and batches.
@@ -618,7 +626,8 @@ TEST_F(TrainerTest, HibLikelihoodOption) {
   TrainResult by_likelihood[2];
   for (int mc = 0; mc < 2; ++mc) {
     o = QuickOptions("hib", mc ? "mc.model" : "expected.model");
-    o.hib_likelihood = mc ? "mc" : "expected";
+    o.hib.likelihood =
+        mc ? HibLikelihood::kLogMonteCarloProbability : HibLikelihood::kExpectedLogLikelihood;
     o.iterations = 60;
     const Status t = Train(o, data, &by_likelihood[mc]);
     ASSERT_TRUE(t.ok()) << t.ToString();
@@ -690,10 +699,11 @@ TEST_F(TrainerTest, BadOptionsAndData) {
   EXPECT_FALSE(ResolveTrainOptions(&o).ok());
   for (const double margin : {0.0, -1.0, std::nan("")}) {
     o = QuickOptions("contrastive", "x.model");
-    o.margin = margin;
+    o.contrastive.margin = margin;
     s = ResolveTrainOptions(&o);
     ASSERT_TRUE(s.IsInvalidArgument()) << margin;
-    EXPECT_NE(s.message().find("--margin"), std::string::npos) << s.ToString();
+    // The library names the option; train maps it to --margin (WithTrainFlags).
+    EXPECT_EQ(s.message(), "margin must be > 0") << s.ToString();
   }
   ASSERT_TRUE(ParseMethod("contrastive", &method));
   EXPECT_EQ(method, Method::kContrastive);
