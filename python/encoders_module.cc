@@ -475,5 +475,6 @@ PYBIND11_MODULE(_encoders, m) {
         py::arg("match_b"), py::arg("items"), py::arg("labels"), py::arg("queries"),
         py::arg("query_labels"), py::arg("var_form"), py::arg("score"), py::arg("samples"),
         py::arg("seed"), py::arg("ks"), py::arg("knn_k"), py::arg("eta_bins"),
-        py::arg("fit_match_parameters"), py::arg("block_floats") = hedgedb::encoders::EmbeddingEvaluationOptions().block_floats);
+        py::arg("fit_match_parameters"),
+        py::arg("block_floats") = hedgedb::encoders::EmbeddingEvaluationOptions().block_floats);
 }

@@ -825,8 +825,8 @@ class PyDB {
                      const py::object& log_std, const py::object& weights, const py::object& logp,
                      const py::object& query_labels, const std::string& score, int samples,
                      const py::object& seed, int64_t max_pairs, uint64_t sample_seed,
-                     int64_t top_ranks, double conformal_fraction, bool unconditional,
-                     bool dry_run, const std::string& match_parameters) {
+                     int64_t top_ranks, double conformal_fraction, bool unconditional, bool dry_run,
+                     const std::string& match_parameters) {
     const CollectionSpec spec = Describe(collection);
     CalibrateOptions o;
     if (!score.empty() && !ParseScore(score, &o.score)) {

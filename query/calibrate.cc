@@ -164,16 +164,15 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
       Status st = DrawMatchPairs(s, rows, row_label, o.sample_seed, &pairs);
       if (st.ok()) st = FitMatchParameters(pairs, &fit);
       if (!st.ok()) {
-        return Status::InvalidArgument("cannot fit the match parameters of collection '" +
-                                       s.name + "' (match_parameters keep leaves them): " +
-                                       st.message());
+        return Status::InvalidArgument("cannot fit the match parameters of collection '" + s.name +
+                                       "' (match_parameters keep leaves them): " + st.message());
       }
       params.match_a = float(fit.match_a);
       params.match_b = float(fit.match_b);
       if (!(params.match_a > 0) || !std::isfinite(params.match_a) ||
           !std::isfinite(params.match_b)) {
-        return Status::InvalidArgument("cannot fit the match parameters of collection '" +
-                                       s.name + "': they leave float's range");
+        return Status::InvalidArgument("cannot fit the match parameters of collection '" + s.name +
+                                       "': they leave float's range");
       }
     }
     // The queries: the held-out set, or a seeded sample of the labelled

@@ -1,8 +1,6 @@
 // Fitting match_a and match_b to labelled items (query/match_fit.h).
 #include "query/match_fit.h"
 
-#include "hedgedb/match_parameters.h"
-
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -10,6 +8,7 @@
 
 #include "common/random.h"
 #include "common/row_layout.h"
+#include "hedgedb/match_parameters.h"
 #include "query/row_checks.h"
 
 namespace hedgedb {
@@ -47,7 +46,9 @@ void DrawSample(const CollectionSpec& spec, const float* row, uint64_t* state, f
   }
 }
 
-double Sigmoid(double x) { return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x)); }
+double Sigmoid(double x) {
+  return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x));
+}
 
 // The balanced log loss at (a, b) and, if asked, its gradient and Hessian in
 // (t = log a, b).

@@ -53,8 +53,10 @@ void Check(const Status& status) {
   // The library names its options; these read the same on the command line
   // as flags (only names no prose word could be).
   static const std::map<std::string, std::string> kFlags = {
-      {"conformal_fraction", "--conformal-fraction"}, {"match_parameters", "--match-parameters"},
-      {"max_pairs", "--max-pairs"},                   {"top_ranks", "--top-ranks"},
+      {"conformal_fraction", "--conformal-fraction"},
+      {"match_parameters", "--match-parameters"},
+      {"max_pairs", "--max-pairs"},
+      {"top_ranks", "--top-ranks"},
       {"val_fraction", "--val-fraction"}};
   if (!status.ok()) Fail(NameFlags(status.ToString(), kFlags));
 }

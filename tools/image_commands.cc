@@ -97,10 +97,9 @@ class ProgressBar {
     }
     char speed[32] = "";
     if (rate > 0) std::snprintf(speed, sizeof(speed), " %.0f/s", rate);
-    std::fprintf(stderr, "%s[%s] [%s] %lld/%lld images%s%s%s", tty_ ? "\r" : "",
-                 label_.c_str(), bar.c_str(), static_cast<long long>(done),
-                 static_cast<long long>(total_), speed, eta,
-                 tty_ && done < total_ ? "\x1b[K" : "\n");
+    std::fprintf(stderr, "%s[%s] [%s] %lld/%lld images%s%s%s", tty_ ? "\r" : "", label_.c_str(),
+                 bar.c_str(), static_cast<long long>(done), static_cast<long long>(total_), speed,
+                 eta, tty_ && done < total_ ? "\x1b[K" : "\n");
     if (tty_ && done >= total_) std::fprintf(stderr, "\x1b[K");
     std::fflush(stderr);
   }

@@ -7,7 +7,6 @@
 #include <limits>
 #include <string>
 #include <utility>
-#include <string>
 #include <vector>
 
 #include "hedgedb/export.h"

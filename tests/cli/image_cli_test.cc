@@ -15,11 +15,11 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
-#include <regex>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>

@@ -19,10 +19,10 @@
 #include <thread>
 
 #include "calibration/metrics.h"
-#include "hedgedb/match_parameters.h"
-#include "query/match_fit.h"
 #include "engine_test_util.h"
+#include "hedgedb/match_parameters.h"
 #include "hedgedb/score.h"
+#include "query/match_fit.h"
 #include "sanitizer.h"
 #include "storage/record_store.h"
 #include "tests/calibration/version_one_map.h"
@@ -1212,7 +1212,10 @@ double BalancedLoss(const query::MatchPairs& p, double a, double b) {
       q += 1 / (1 + std::exp(a * p.distances[size_t(i * p.samples + k)] - b));
     }
     q /= p.samples;
-    if (p.same_label[size_t(i)]) pos -= std::log(q); else neg -= std::log(1 - q);
+    if (p.same_label[size_t(i)])
+      pos -= std::log(q);
+    else
+      neg -= std::log(1 - q);
   }
   return 0.5 * pos / double(p.positives) + 0.5 * neg / double(p.pairs() - p.positives);
 }
