@@ -24,6 +24,7 @@
 # After the build it takes under 10 minutes on 2 cores (training: 5 minutes).
 #
 # Environment: BUILD_DIR (build); QUICKSTART_TRAIN_SECONDS (300);
+#   QUICKSTART_DIM (2, HIB's N = 2 setting; the embedding size D);
 #   QUICKSTART_GALLERY (2000 images); QUICKSTART_QUERIES (2000 twin pairs);
 #   QUICKSTART_RETRAIN=1 trains even when the model exists;
 #   QUICKSTART_SKIP_INSTALL=1, QUICKSTART_SKIP_BUILD=1 for an existing build.
@@ -34,6 +35,7 @@ cd "$(dirname "$0")/.."
 # Absolute: step 4 runs from inside the image folder.
 BUILD_DIR=$(realpath -m "${BUILD_DIR:-build}")
 TRAIN_SECONDS=${QUICKSTART_TRAIN_SECONDS:-300}
+DIM=${QUICKSTART_DIM:-2}
 GALLERY=${QUICKSTART_GALLERY:-2000}
 # 2,000 queries: 1,000 a half of eta in step 7, so that precision@1 there has
 # a standard error of about 0.015 and a gap of 0.05 is measured, not noise
@@ -69,7 +71,7 @@ mkdir -p "$WORK"
 DATA=(--data fashion-mnist --items 2)
 start=$(date +%s)  # the 10-minute budget starts after the build
 
-section "1. Model: HIB (Gaussian embeddings, D = 2) on 2-item Fashion-MNIST composites"
+section "1. Model: HIB (Gaussian embeddings, D = $DIM) on 2-item Fashion-MNIST composites"
 if [[ -f $MODEL && ${QUICKSTART_RETRAIN:-0} != 1 ]]; then
   echo "reusing $MODEL (QUICKSTART_RETRAIN=1 trains a new one)"
 else
@@ -80,7 +82,7 @@ else
   # quickstart): the match term is -log of the Monte Carlo match probability
   # (HIB eq. 5, --hib-likelihood mc), which pays for hedging an ambiguous
   # input, and half of the training items are occluded (HIB: 0.2).
-  run train "${DATA[@]}" --method hib --hib-likelihood mc --train-occlusion 0.5 \
+  run train "${DATA[@]}" --method hib --hib-likelihood mc --train-occlusion 0.5 --dim "$DIM" \
     --conv1 8 --conv2 16 --cnn-hidden 64 --lr 3e-3 \
     --max-seconds "$TRAIN_SECONDS" --iterations 1000000 --val-fraction 0.1 --eval-every 200 \
     --patience 10 --threads 2 --seed 1 --progress-seconds 30 --out "$MODEL.new" \
