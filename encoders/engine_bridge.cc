@@ -82,13 +82,42 @@ std::string DescribeForModel(const CollectionSpec& s) {
   return text;
 }
 
+namespace {
+
+// The checksum and path of the model the collection's metadata records
+// (RecordModelInMetadata); false when it records none.
+bool RecordedModel(const CollectionSpec& spec, std::string* checksum, std::string* model) {
+  const nlohmann::json metadata =
+      nlohmann::json::parse(spec.metadata, nullptr, /*allow_exceptions=*/false);
+  if (!metadata.is_object() || !metadata.contains("images") || !metadata["images"].is_object()) {
+    return false;
+  }
+  const nlohmann::json& record = metadata["images"];
+  if (!record.contains("model_checksum") || !record["model_checksum"].is_string()) return false;
+  *checksum = record["model_checksum"].get<std::string>();
+  *model = record.contains("model") && record["model"].is_string()
+               ? record["model"].get<std::string>()
+               : std::string("?");
+  return !checksum->empty();
+}
+
+bool RecordsModel(const CollectionSpec& spec) {
+  std::string checksum, model;
+  return RecordedModel(spec, &checksum, &model);
+}
+
+}  // namespace
+
 Status CheckCollectionFitsModel(const CollectionSpec& have, const ModelSpec& model,
                                 const std::string& model_name) {
   const CollectionSpec want = CollectionSpecForModel(model, have.name);
   bool same = have.kind == want.kind && have.dim == want.dim;
   if (same && have.kind == Kind::kMog) same = have.components == want.components;
   if (same && have.kind == Kind::kCodes) same = have.code_k == want.code_k;
-  if (same && have.kind != Kind::kCodes) {
+  // a and b tell models apart only where the collection records none:
+  // calibrate may refit them (docs/calibration.md, "Match parameters"), and
+  // a recorded model is checked by its checksum (CheckCollectionModel).
+  if (same && have.kind != Kind::kCodes && !RecordsModel(have)) {
     same = NearlyEqual(have.match_a, want.match_a) && NearlyEqual(have.match_b, want.match_b);
   }
   if (same) return Status::OK();
@@ -123,19 +152,10 @@ Status RecordModelInMetadata(const std::string& metadata, const std::string& mod
 
 Status CheckCollectionModel(const CollectionSpec& spec, const std::string& model_path,
                             ModelUse use) {
-  const nlohmann::json metadata =
-      nlohmann::json::parse(spec.metadata, nullptr, /*allow_exceptions=*/false);
-  if (!metadata.is_object() || !metadata.contains("images") || !metadata["images"].is_object()) {
-    return Status::OK();  // no record: any model
-  }
-  const nlohmann::json& record = metadata["images"];
-  if (!record.contains("model_checksum") || !record["model_checksum"].is_string()) {
-    return Status::OK();
-  }
-  const std::string have = record["model_checksum"], now = ModelFileChecksum(model_path);
-  if (have.empty() || have == now) return Status::OK();
-  const std::string recorded =
-      record.contains("model") && record["model"].is_string() ? record["model"] : "?";
+  std::string have, recorded;
+  if (!RecordedModel(spec, &have, &recorded)) return Status::OK();  // no record: any model
+  const std::string now = ModelFileChecksum(model_path);
+  if (have == now) return Status::OK();
   return Status::InvalidArgument(
       "collection '" + spec.name + "' holds embeddings of another model (" + recorded +
       ", checksum " + have + "); '" + model_path + "' (checksum " + now +

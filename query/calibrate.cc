@@ -106,9 +106,10 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
                                    ", which have no match parameters to fit (gaussian and mog "
                                    "collections have them)");
   }
-  const bool fit_ab = has_ab && (o.match_parameters == MatchParameters::kFit ||
-                                 (o.match_parameters == MatchParameters::kAuto &&
-                                  !MatchParametersNote(s, o.score, true).empty()));
+  bool fit_ab = has_ab && (o.match_parameters == MatchParameters::kFit ||
+                           (o.match_parameters == MatchParameters::kAuto &&
+                            !MatchParametersNote(s, o.score, true).empty()));
+  std::string not_fitted;  // why auto kept them
   const bool held_out = o.queries.n > 0;
   const size_t qfloats = QueryRowSize(s);
   std::vector<float> held_rows;
@@ -149,6 +150,7 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
       return Status::InvalidArgument("every labelled item of collection '" + s.name +
                                      "' has the same label: calibration needs at least two");
     }
+    MatchFit fit;
     if (fit_ab) {
       // Fitted first: every score and eta below reads them. They are kept
       // as floats, as the spec stores them, so the map is fitted at exactly
@@ -160,13 +162,17 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
         row_label.push_back(row_labels[size_t(r)]);
       }
       MatchPairs pairs;
-      MatchFit fit;
       Status st = DrawMatchPairs(s, rows, row_label, o.sample_seed, &pairs);
       if (st.ok()) st = FitMatchParameters(pairs, &fit);
-      if (!st.ok()) {
+      if (!st.ok() && o.match_parameters == MatchParameters::kAuto) {
+        fit_ab = false;
+        not_fitted = "match_a and match_b were kept: " + st.message();
+      } else if (!st.ok()) {
         return Status::InvalidArgument("cannot fit the match parameters of collection '" + s.name +
                                        "' (match_parameters keep leaves them): " + st.message());
       }
+    }
+    if (fit_ab) {
       params.match_a = float(fit.match_a);
       params.match_b = float(fit.match_b);
       if (!(params.match_a > 0) || !std::isfinite(params.match_a) ||
@@ -270,6 +276,7 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
   report.info = map.Info();
 
   report.match_parameters_fitted = fit_ab;
+  report.match_parameters_note = not_fitted;
   if (has_ab) {
     report.match_a_before = s.match_a;
     report.match_b_before = s.match_b;
@@ -279,13 +286,17 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
 
   if (!o.dry_run && fit_ab) {
     storage::CollectionMeta refitted = meta_;
+    if (!refitted.refitted) {  // the index and arena files stay bound to these
+      refitted.refitted = true;
+      refitted.created_match_a = meta_.spec.match_a;
+      refitted.created_match_b = meta_.spec.match_b;
+    }
     refitted.spec.match_a = params.match_a;
     refitted.spec.match_b = params.match_b;
     HEDGEDB_RETURN_IF_ERROR(
         store_->ReplaceSpecAndCalibration(refitted, uint8_t(map.score_type), map.Encode()));
     std::unique_lock<RwMutex> lock(state_mutex_);
-    meta_.spec.match_a = params.match_a;
-    meta_.spec.match_b = params.match_b;
+    meta_ = refitted;
     // The other maps read scores or eta of the old parameters: the store
     // dropped them in the same batch.
     calibrations_.clear();

@@ -542,6 +542,9 @@ Status Collection::CatchUp(const storage::CollectionMeta& latest) {
   HEDGEDB_RETURN_IF_ERROR(LoadCalibrationsLocked());
   meta_.spec.match_a = latest.spec.match_a;
   meta_.spec.match_b = latest.spec.match_b;
+  meta_.refitted = latest.refitted;
+  meta_.created_match_a = latest.created_match_a;
+  meta_.created_match_b = latest.created_match_b;
   if (latest.sequence == meta_.sequence) return Status::OK();
   // Gone: live items whose record was removed, or removed and written again.
   std::vector<int64_t> gone;

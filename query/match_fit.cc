@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
-#include <unordered_map>
 
 #include "common/random.h"
 #include "common/row_layout.h"
@@ -98,7 +98,7 @@ struct Objective {
 
 Status DrawMatchPairs(const CollectionSpec& spec, const std::vector<const float*>& rows,
                       const std::vector<int64_t>& labels, uint64_t seed, MatchPairs* out,
-                      int64_t max_items, int64_t max_pairs, int samples) {
+                      int64_t max_pairs, int samples) {
   if (spec.kind != Kind::kGaussian && spec.kind != Kind::kMog) {
     return Status::InvalidArgument(std::string("only gaussian and mog collections have match "
                                                "parameters to fit; this one holds ") +
@@ -106,37 +106,58 @@ Status DrawMatchPairs(const CollectionSpec& spec, const std::vector<const float*
   }
   const int64_t n = int64_t(rows.size());
   uint64_t state = StreamSeed(seed, 0x3A7C4);
-  std::vector<int64_t> pick(static_cast<size_t>(n));
-  std::iota(pick.begin(), pick.end(), 0);
-  for (int64_t i = n - 1; i > 0; --i) {  // Fisher-Yates
-    std::swap(pick[size_t(i)], pick[size_t(SplitMix64(&state) % uint64_t(i + 1))]);
-  }
-  if (n > max_items) pick.resize(size_t(max_items));
-  // Same-label pairs of the sample, then as many pairs of different labels.
-  std::unordered_map<int64_t, std::vector<int64_t>> by_label;
-  for (int64_t i : pick) by_label[labels[size_t(i)]].push_back(i);
-  std::vector<std::pair<int64_t, int64_t>> positives, negatives;
+  const auto below = [&state](uint64_t m) { return SplitMix64(&state) % m; };
+  // Items by label, in a fixed order (the map's is not seeded).
+  std::map<int64_t, std::vector<int64_t>> by_label;
+  for (int64_t i = 0; i < n; ++i) by_label[labels[size_t(i)]].push_back(i);
+  // Same-label pairs: all of them when they are few, else `half` drawn
+  // (with replacement) as a label by its share of the pairs, then two of its
+  // items: every same-label pair is equally likely, whatever the number of
+  // labels, and no list of all pairs is built.
+  std::vector<const std::vector<int64_t>*> groups;
+  std::vector<double> cumulative;
+  double total = 0;
   for (const auto& kv : by_label) {
-    const auto& m = kv.second;
-    for (size_t i = 0; i < m.size(); ++i)
-      for (size_t j = i + 1; j < m.size(); ++j) positives.emplace_back(m[i], m[j]);
+    const double m = double(kv.second.size());
+    if (m < 2) continue;
+    groups.push_back(&kv.second);
+    total += m * (m - 1) / 2;
+    cumulative.push_back(total);
   }
-  if (positives.empty() || by_label.size() < 2) {
+  if (groups.empty() || by_label.size() < 2) {
     return Status::InvalidArgument(
         "fitting match_a and match_b needs labelled items of at least two labels, two of one "
         "label at least");
   }
-  std::sort(positives.begin(), positives.end());  // the map's order is not seeded
   const size_t half = size_t(std::max<int64_t>(1, max_pairs / 2));
-  for (size_t i = positives.size(); i > 1 && positives.size() > half; --i) {
-    std::swap(positives[i - 1], positives[size_t(SplitMix64(&state) % i)]);
+  std::vector<std::pair<int64_t, int64_t>> positives, negatives;
+  if (total <= double(half)) {
+    for (const auto* g : groups) {
+      for (size_t a = 0; a < g->size(); ++a)
+        for (size_t b = a + 1; b < g->size(); ++b) positives.emplace_back((*g)[a], (*g)[b]);
+    }
+  } else {
+    for (size_t k = 0; k < half; ++k) {
+      const double u = double(SplitMix64(&state) >> 11) * 0x1.0p-53 * total;
+      const size_t g = std::min(
+          groups.size() - 1,
+          size_t(std::upper_bound(cumulative.begin(), cumulative.end(), u) - cumulative.begin()));
+      const std::vector<int64_t>& members = *groups[g];
+      const uint64_t a = below(members.size());
+      uint64_t b = below(members.size() - 1);
+      if (b >= a) ++b;
+      positives.emplace_back(members[a], members[b]);
+    }
   }
-  if (positives.size() > half) positives.resize(half);
+  // As many pairs of different labels, drawn from every item.
   const size_t want = positives.size();
-  for (int64_t tries = 0; negatives.size() < want && tries < int64_t(want) * 100; ++tries) {
-    const int64_t i = pick[size_t(SplitMix64(&state) % pick.size())];
-    const int64_t j = pick[size_t(SplitMix64(&state) % pick.size())];
+  for (int64_t tries = 0; negatives.size() < want && tries < int64_t(want) * 1000; ++tries) {
+    const int64_t i = int64_t(below(uint64_t(n)));
+    const int64_t j = int64_t(below(uint64_t(n)));
     if (labels[size_t(i)] != labels[size_t(j)]) negatives.emplace_back(i, j);
+  }
+  if (negatives.empty()) {
+    return Status::InvalidArgument("fitting match_a and match_b found no pair of two labels");
   }
   out->samples = samples;
   out->positives = int64_t(positives.size());
@@ -181,6 +202,10 @@ Status FitMatchParameters(const MatchPairs& pairs, MatchFit* out) {
   if (!(sd > 0)) return Status::InvalidArgument("every pair is at the same distance: no fit");
   double a = 1 / sd, b = mu / sd;  // sigmoid(-(d - mu) / sd)
   double t = std::log(a);
+  // Labels the distances separate perfectly would drive a to infinity (p a
+  // step, every eta 0): a stays at most 50 / sd, a slope over which p goes
+  // from 0.5 to 1 - 1e-21 within one standard deviation of the distances.
+  const double max_t = std::log(50 / sd);
   double loss = f.Value(a, b);
   int it = 0;
   for (; it < 100; ++it) {
@@ -200,7 +225,7 @@ Status FitMatchParameters(const MatchPairs& pairs, MatchFit* out) {
     // Backtracking: the loss must not rise.
     double scale = 1, next = loss, nt = t, nb = b;
     for (int tries = 0; tries < 40; ++tries, scale /= 2) {
-      nt = t + scale * step[0];
+      nt = std::min(t + scale * step[0], max_t);
       nb = b + scale * step[1];
       next = f.Value(std::exp(nt), nb);
       if (std::isfinite(next) && next <= loss) break;

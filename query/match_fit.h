@@ -24,13 +24,13 @@ struct MatchPairs {
 
 // Draws the pairs from `rows` (item rows of a gaussian or mog collection:
 // [mu, var] or [w, mu, var], ItemRowSize floats each) and their labels:
-// every same-label pair of a seeded sample of at most `max_items` items (at
-// most `max_pairs` / 2 of them, drawn), and as many pairs of different
-// labels. Fails when there are no same-label pairs or none of different
-// labels.
+// every same-label pair when there are at most `max_pairs` / 2 of them, else
+// that many drawn uniformly among them (a label by its share of the pairs,
+// then two of its items), and as many pairs of different labels drawn from
+// all items. Fails when no label has two items, or there is one label.
 Status DrawMatchPairs(const CollectionSpec& spec, const std::vector<const float*>& rows,
                       const std::vector<int64_t>& labels, uint64_t seed, MatchPairs* out,
-                      int64_t max_items = 4000, int64_t max_pairs = 60000, int samples = 16);
+                      int64_t max_pairs = 60000, int samples = 16);
 
 // The (a, b) that maximise the class-balanced log likelihood of the labels
 // under the Monte Carlo match probability of HIB (eq. 5),
@@ -40,8 +40,10 @@ Status DrawMatchPairs(const CollectionSpec& spec, const std::vector<const float*
 // whatever the collection's base rate, which is what the trained encoders'
 // a and b express (the calibration map, fitted after, turns scores into
 // probabilities at the real base rate). Damped Newton steps on (log a, b)
-// from a logistic fit on the mean distance; a stays > 0. Fails when the
-// labels cannot be separated (the optimum has a -> 0).
+// from a = 1 / sd, b = mean / sd of the mean distances (p = 1/2 at their
+// mean); a stays in (0, 50 / sd]: labels the distances separate perfectly
+// would drive a to infinity, and the cap keeps p a slope. Fails when the
+// labels do not depend on the distance (the optimum has a -> 0).
 struct MatchFit {
   double match_a = 0, match_b = 0;
   double log_loss = 0;  // the balanced log loss at (a, b)

@@ -264,8 +264,15 @@ std::string IndexFilePath(const std::string& db_path, uint32_t collection_id) {
 }
 
 uint64_t IndexBinding(const std::string& store_identity, const storage::CollectionMeta& meta) {
+  // The spec as created: calibrate's refit of match_a/b changes scores, not
+  // the rows or the index, so the files stay bound to the first values.
+  CollectionSpec spec = meta.spec;
+  if (meta.refitted) {
+    spec.match_a = meta.created_match_a;
+    spec.match_b = meta.created_match_b;
+  }
   const std::string identity =
-      store_identity + "/" + std::to_string(meta.id) + "/" + storage::SpecToJson(meta.spec);
+      store_identity + "/" + std::to_string(meta.id) + "/" + storage::SpecToJson(spec);
   const uint32_t lo = Crc32c(identity.data(), identity.size());
   const uint32_t hi = Crc32c(identity.data(), identity.size(), 0x9E3779B9u);
   return (uint64_t(hi) << 32) | lo;

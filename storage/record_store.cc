@@ -604,8 +604,23 @@ Status RecordStore::LoadCatalog(std::vector<CollectionMeta>* collections,
         meta.id = j.at("id").get<uint32_t>();
         meta.sequence = j.at("sequence").get<uint64_t>();
         meta.max_id = j.at("max_id").get<int64_t>();
-        if (j.at("crc").get<uint32_t>() !=
-            Crc32c(j.at("spec").dump().data(), j.at("spec").dump().size())) {
+        if (j.contains("created_match")) {
+          const nlohmann::json& c = j.at("created_match");
+          if (!c.is_array() || c.size() != 2 || !c[0].is_number() || !c[1].is_number() ||
+              !(std::fabs(c[0].get<double>()) <= std::numeric_limits<float>::max()) ||
+              !(std::fabs(c[1].get<double>()) <= std::numeric_limits<float>::max())) {
+            s = Status::Corruption("descriptor of collection '" + name +
+                                   "': created_match must be two finite floats, got " + c.dump());
+          } else {
+            meta.refitted = true;
+            meta.created_match_a = c[0].get<float>();
+            meta.created_match_b = c[1].get<float>();
+          }
+        }
+        if (!s.ok()) {
+          // reported below
+        } else if (j.at("crc").get<uint32_t>() !=
+                   Crc32c(j.at("spec").dump().data(), j.at("spec").dump().size())) {
           s = Status::Corruption("descriptor of collection '" + name + "' fails its checksum");
         } else if (meta.spec.name != name) {
           s = Status::Corruption("descriptor of collection '" + name + "' names '" +
@@ -643,6 +658,7 @@ Status RecordStore::PutMeta(const CollectionMeta& meta, void* batch_ptr) {
                       {"sequence", meta.sequence},
                       {"max_id", meta.max_id},
                       {"crc", Crc32c(spec_text.data(), spec_text.size())}};
+  if (meta.refitted) j["created_match"] = {meta.created_match_a, meta.created_match_b};
   return FromRocks(batch->Put(meta_cf_, MetaKey(meta.spec.name), j.dump()), "writing descriptor");
 }
 

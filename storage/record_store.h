@@ -46,6 +46,11 @@ struct CollectionMeta {
   uint32_t id = 0;        // internal, never reused
   uint64_t sequence = 0;  // sequence number of the last committed write
   int64_t max_id = -1;    // largest item id ever held
+  // The match parameters the collection was created with, once calibrate
+  // has refitted spec.match_a/b: the index and arena files stay bound to
+  // them (query::IndexBinding), since a and b change scores, not rows.
+  bool refitted = false;
+  float created_match_a = 0, created_match_b = 0;
 };
 
 // One item to write. `row` points to ItemRowBytes(spec) bytes.

@@ -42,7 +42,17 @@ std::string NameFlags(const std::string& message, const std::map<std::string, st
         (i == 0 || message[i - 1] == ' ' || message[i - 1] == '(') &&
         (end == message.size() || std::string(" ,):").find(message[end]) != std::string::npos);
     const std::string word = message.substr(i, end - i);
-    const auto flag = prose ? flags.find(word) : flags.end();
+    // And used as an option's name: a name with '_' is one wherever it
+    // stands; a plain word only where the message states a rule of it
+    // ("lr must be > 0", "out (the output model path) is required",
+    // "components > 1 ...", "... not dim"), not in "header length out of
+    // range" or "TorchScript backbone '...' does not exist".
+    const std::string rest = message.substr(end, 16);
+    bool named = word.find('_') != std::string::npos || end == message.size();
+    for (const char* after : {" must", " (", " is required", " needs", " >", " and "}) {
+      named = named || rest.rfind(after, 0) == 0;
+    }
+    const auto flag = prose && named ? flags.find(word) : flags.end();
     out += flag == flags.end() ? word : flag->second;
     i = end;
   }

@@ -382,6 +382,9 @@ void RunCalibrate(CalibrateArgs& args) {
         report.match_a_before, report.match_a, report.match_b_before, report.match_b,
         report.stored ? " (stored; the collection's other maps were removed)" : "");
   }
+  if (!report.match_parameters_note.empty()) {
+    std::printf("  %s\n", report.match_parameters_note.c_str());
+  }
   std::printf("  %s\n", report.info.reason.c_str());
   if (report.info.conditional) {
     std::printf("  conditioned on: %s\n", report.info.conditioned_on.c_str());

@@ -296,16 +296,15 @@ Status EvaluateEmbeddings(const CollectionSpec& given, const EmbeddingView& quer
     return Status::InvalidArgument("evaluation: no queries or no gallery items");
   }
   const bool has_eta = spec.kind == Kind::kGaussian || spec.kind == Kind::kMog;
-  const bool fit_ab = options.fit_match_parameters && has_eta;
+  bool fit_ab = options.fit_match_parameters && has_eta;
+  std::string not_fitted;  // why they were not fitted (the defaults were kept)
   if (fit_ab) {
     const Status s = FitMatchParameters(spec, gallery, gallery_labels.data(),
                                         options.score.has_seed ? options.score.seed : spec.seed,
                                         &spec.match_a, &spec.match_b);
     if (!s.ok()) {
-      return Status::InvalidArgument(
-          "evaluation: cannot fit match_a and match_b to the "
-          "gallery's labels (give them instead): " +
-          s.message());
+      fit_ab = false;
+      not_fitted = "match_a and match_b were kept: " + s.message();
     }
   }
   StepProgress progress(options.progress, has_eta ? 2 : 1);
@@ -387,6 +386,7 @@ Status EvaluateEmbeddings(const CollectionSpec& given, const EmbeddingView& quer
     out["match_a"] = spec.match_a;  // front ends print them as the floats they are
     out["match_b"] = spec.match_b;
     if (has_eta) out["match_parameters"] = fit_ab ? "fitted" : "given";
+    if (!not_fitted.empty()) out["match_parameters_note"] = not_fitted;
   }
   *report = std::move(out);
   return Status::OK();

@@ -187,7 +187,9 @@ struct EmbeddingEvaluationOptions {
   // Gaussian and mog: fit match_a and match_b to the gallery's labelled
   // pairs (query/match_fit.h) instead of the spec's, as calibrate does for
   // a collection whose own cannot express a match. The report gives the
-  // ones used ("match_a", "match_b", "match_parameters": "fitted"/"given").
+  // ones used ("match_a", "match_b", "match_parameters": "fitted"/"given";
+  // "match_parameters_note" says why they were kept when the gallery's
+  // labels cannot be fitted, e.g. no label with two items).
   bool fit_match_parameters = false;
 };
 // Errors: label counts that do not match the rows, embeddings ScoreMatrix

@@ -57,11 +57,14 @@ struct CalibrateOptions {
   // The match parameters of gaussian and mog collections (match_a, match_b:
   // the sigmoid(-a * ||z1 - z2|| + b) that the mc and match scores and eta
   // read). kAuto fits them to the labelled items when they cannot express a
-  // match (match_b <= 0, as the defaults: MatchParametersNote), kFit always,
-  // kKeep never. Fitted ones (docs/calibration.md, "Match parameters")
+  // match (match_b <= 0, as the defaults: MatchParametersNote), and keeps
+  // them, saying why in the report, when the items cannot be fitted (no
+  // label with two items); kFit always (an error when it cannot); kKeep
+  // never. Fitted ones (docs/calibration.md, "Match parameters")
   // replace the spec's in the same atomic write as the new map, and every
-  // other stored map of the collection is removed, since each read scores or
-  // eta of the old ones. Points and codes have none to fit: kFit is an error.
+  // other stored map of the collection is removed (those of mc, match and
+  // every conditional map read scores or eta of the old ones; the few that
+  // do not are removed too, to keep one rule). Points and codes have none to fit: kFit is an error.
   enum class MatchParameters { kAuto, kFit, kKeep };
   MatchParameters match_parameters = MatchParameters::kAuto;
 };
@@ -158,6 +161,9 @@ struct CalibrationReport {
   double match_b_before = std::numeric_limits<double>::quiet_NaN();
   double match_a = std::numeric_limits<double>::quiet_NaN();
   double match_b = std::numeric_limits<double>::quiet_NaN();
+  // Why auto did not fit them although they cannot express a match (for
+  // example no label with two items); "" otherwise.
+  std::string match_parameters_note;
 };
 
 // Labelled scored pairs in, an encoded calibration map out (the bytes that

@@ -113,6 +113,7 @@ void VisitFields(const CalibrationReport& report, Visitor&& visit) {
   visit("match_b_before", double(report.match_b_before));
   visit("match_a", double(report.match_a));
   visit("match_b", double(report.match_b));
+  visit("match_parameters_note", report.match_parameters_note);
 }
 
 // A collection's stats: its spec's fields, then the state of its items,

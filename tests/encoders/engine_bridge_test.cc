@@ -162,6 +162,23 @@ TEST_F(ModelRecordTest, ACollectionTakesOnlyTheModelItRecords) {
       << s.message();
 }
 
+TEST_F(ModelRecordTest, ARecordedModelAllowsRefittedMatchParameters) {
+  // calibrate may refit a collection's a and b: a collection that records
+  // its model is checked by the model's checksum, not by a and b; one that
+  // records none still by a and b (they are what tells models apart then).
+  ModelSpec model = Model(Method::kHib, Kind::kGaussian);
+  model.input_shape = {1, 8, 8};
+  CollectionSpec have = CollectionSpecForModel(model, "g");
+  have.match_b += 2.5f;
+  EXPECT_TRUE(CheckCollectionFitsModel(have, model, "a.hdbm").IsInvalidArgument());
+  ASSERT_TRUE(RecordModelInMetadata("", Path("a.hdbm"), &have.metadata).ok());
+  EXPECT_TRUE(CheckCollectionFitsModel(have, model, "a.hdbm").ok());
+  EXPECT_TRUE(CheckCollectionModel(have, Path("a.hdbm"), ModelUse::kIngest).ok());
+  EXPECT_TRUE(CheckCollectionModel(have, Path("b.hdbm"), ModelUse::kIngest).IsInvalidArgument());
+  have.dim += 1;  // the shape of the embeddings is checked either way
+  EXPECT_FALSE(CheckCollectionFitsModel(have, model, "a.hdbm").ok());
+}
+
 TEST(EngineBridgeTest, RecallAtKFromFirstHits) {
   // Ranks of the first same-label result; 3 = none among 3 results.
   const std::vector<double> r = RecallAtK({0, 1, 3, 2}, {1, 2, 3});

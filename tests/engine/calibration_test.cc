@@ -1367,12 +1367,44 @@ TEST(Calibrate, FitsMatchParametersThatCannotExpressAMatch) {
   EXPECT_FALSE(again.match_parameters_fitted);
   EXPECT_EQ(again.match_b, report.match_b);
 
-  // They survive reopen.
+  // They survive reopen, and the index and arena files stay the
+  // collection's own: bound to the parameters it was created with, so verify
+  // finds nothing and the reopen maps the snapshot instead of rebuilding.
   db.reset();
+  VerifyReport verified;
+  ASSERT_TRUE(VerifyDB(dir.path(), "c", &verified).ok());
+  EXPECT_TRUE(verified.ok()) << verified.problems[0].kind << ": " << verified.problems[0].detail;
   db = OpenDb(dir.path());
   ASSERT_TRUE(db->DescribeCollection("c", &seen).ok());
   EXPECT_EQ(seen.match_a, fitted.match_a);
   EXPECT_EQ(seen.match_b, fitted.match_b);
+  st = StatsOf(db.get(), "c");
+  EXPECT_EQ(st.arena_source, "snapshot") << st.arena_note;
+  EXPECT_TRUE(st.index_note.empty()) << st.index_note;
+
+  // Auto keeps what it cannot fit and says why: a gallery of one item per
+  // label, calibrated with labelled held-out queries (the enrolment case).
+  {
+    CollectionSpec single = MakeSpec("single", Kind::kGaussian, 8, "Flat");
+    ASSERT_TRUE(db->CreateCollection(single).ok());
+    testing::Batch gallery = ClusteredBatch(single, 40, 40, 5);
+    for (int64_t i = 0; i < gallery.n; ++i) gallery.labels[size_t(i)] = i;
+    ASSERT_TRUE(db->Ingest("single", gallery.ingest(), nullptr).ok());
+    testing::Batch held = ClusteredBatch(single, 200, 40, 6);
+    for (int64_t i = 0; i < held.n; ++i) held.labels[size_t(i)] = i % 40;
+    CalibrateOptions with_queries;
+    with_queries.queries = held.view();
+    with_queries.query_labels = held.labels.data();
+    with_queries.dry_run = true;
+    CalibrationReport kept_report;
+    const Status kept_status = db->Calibrate("single", with_queries, &kept_report);
+    ASSERT_TRUE(kept_status.ok()) << kept_status.ToString();
+    EXPECT_FALSE(kept_report.match_parameters_fitted);
+    EXPECT_NE(kept_report.match_parameters_note.find("two of one label"), std::string::npos)
+        << kept_report.match_parameters_note;
+    with_queries.match_parameters = CalibrateOptions::MatchParameters::kFit;
+    EXPECT_TRUE(db->Calibrate("single", with_queries, nullptr).IsInvalidArgument());
+  }
 
   // Points have none: asking to fit them is an error that stores nothing.
   CollectionSpec points = MakeSpec("p", Kind::kPoint, 8, "Flat");
