@@ -59,7 +59,8 @@ int DefaultSamplesFor(const ModelSpec& model);
 CollectionSpec CollectionSpecForModel(const ModelSpec& model, const std::string& name);
 
 // OK if the existing collection `have` stores what the model produces (same
-// kind and sizes, and for non-codes kinds the same match a/b); otherwise
+// kind and sizes, and for non-codes kinds that record no model the same
+// match a/b: calibrate may refit a recorded model's); otherwise
 // InvalidArgument naming both, e.g. "collection 'c' (gaussian dim 2 match-a 3
 // match-b 1) does not match model 'm.model' (point dim 4 ...): ...".
 Status CheckCollectionFitsModel(const CollectionSpec& have, const ModelSpec& model,

@@ -121,8 +121,10 @@ class PyModel {
   }
 
   // Refuses (InvalidArgumentError) embeddings for `collection` of `db` (a
-  // hedgedb.DB) when it holds another model's (encoders::CheckCollectionModel,
-  // the rule of ingest-images and query-image). No db: nothing to check.
+  // hedgedb.DB) when it stores another kind or size than the model makes
+  // (encoders::CheckCollectionFitsModel) or holds another model's
+  // (encoders::CheckCollectionModel): the rules of ingest-images and
+  // query-image. No db: nothing to check.
   void CheckCollection(const py::object& db, const py::object& collection, bool queries) const {
     if (db.is_none() && collection.is_none()) return;
     if (db.is_none() || collection.is_none()) {
@@ -133,7 +135,17 @@ class PyModel {
     CollectionSpec spec;
     spec.name = collection.cast<std::string>();
     // DB.stats raises NotFoundError for a collection that does not exist.
-    spec.metadata = db.attr("stats")(spec.name)["metadata"].cast<std::string>();
+    const py::dict stats = db.attr("stats")(spec.name);
+    spec.metadata = stats["metadata"].cast<std::string>();
+    if (!ParseKind(stats["kind"].cast<std::string>(), &spec.kind)) {
+      Raise(Status::InvalidArgument("collection '" + spec.name + "' has an unknown kind"));
+    }
+    spec.dim = stats["dim"].cast<int>();
+    spec.components = stats["components"].cast<int>();
+    spec.code_k = stats["code_k"].cast<int>();
+    spec.match_a = stats["match_a"].cast<float>();
+    spec.match_b = stats["match_b"].cast<float>();
+    Check(encoders::CheckCollectionFitsModel(spec, spec_, path_));
     Check(encoders::CheckCollectionModel(
         spec, path_, queries ? encoders::ModelUse::kQuery : encoders::ModelUse::kIngest));
   }

@@ -237,6 +237,13 @@ def test_another_models_embeddings_are_refused_as_ingest_images_refuses(calibrat
         db.ingest("p", **other.embed_images(paths, db=db, collection="p"))
         record = __import__("json").loads(db.stats("p")["metadata"])["images"]
         assert record["model"] == str(work / "calibrated.hdbm")
+        # A collection of another kind or size is refused as ingest-images
+        # refuses it (encoders::CheckCollectionFitsModel), before any model
+        # record is read.
+        db.create_collection("points", "point", 2, match_a=1.0, match_b=2.0)
+        with pytest.raises(hedgedb.InvalidArgumentError,
+                           match="collection 'points' \\(point dim 2 .*does not match model"):
+            other.embed_images(paths, db=db, collection="points")
     refused = subprocess.run([HEDGEDB, "query-image", "--db", py_db, "--collection", "p",
                               "--model", "m.hdbm", paths[0], "--no-progress"],
                              cwd=work, capture_output=True, text=True, timeout=600)
