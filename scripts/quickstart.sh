@@ -25,6 +25,7 @@
 #
 # Environment: BUILD_DIR (build); QUICKSTART_TRAIN_SECONDS (300);
 #   QUICKSTART_DIM (2, HIB's N = 2 setting; the embedding size D);
+#   QUICKSTART_VARIANCE_MLS (1, train's --hib-variance-mls; 0: HIB alone);
 #   QUICKSTART_GALLERY (2000 images); QUICKSTART_QUERIES (2000 twin pairs);
 #   QUICKSTART_RETRAIN=1 trains even when the model exists;
 #   QUICKSTART_SKIP_INSTALL=1, QUICKSTART_SKIP_BUILD=1 for an existing build.
@@ -36,6 +37,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=$(realpath -m "${BUILD_DIR:-build}")
 TRAIN_SECONDS=${QUICKSTART_TRAIN_SECONDS:-300}
 DIM=${QUICKSTART_DIM:-2}
+VARIANCE_MLS=${QUICKSTART_VARIANCE_MLS:-1}
 GALLERY=${QUICKSTART_GALLERY:-2000}
 # 2,000 queries: 1,000 a half of eta in step 7, so that precision@1 there has
 # a standard error of about 0.015 and a gap of 0.05 is measured, not noise
@@ -83,6 +85,7 @@ else
   # (HIB eq. 5, --hib-likelihood mc), which pays for hedging an ambiguous
   # input, and half of the training items are occluded (HIB: 0.2).
   run train "${DATA[@]}" --method hib --hib-likelihood mc --train-occlusion 0.5 --dim "$DIM" \
+    --hib-variance-mls "$VARIANCE_MLS" \
     --conv1 8 --conv2 16 --cnn-hidden 64 --lr 3e-3 \
     --max-seconds "$TRAIN_SECONDS" --iterations 1000000 --val-fraction 0.1 --eval-every 200 \
     --patience 10 --threads 2 --seed 1 --progress-seconds 30 --out "$MODEL.new" \

@@ -352,6 +352,7 @@ std::string WithTrainFlags(const std::string& message) {
       {"batch_size", "--batch-size"},
       {"lr", "--lr"},
       {"beta", "--beta"},
+      {"variance_mls", "--hib-variance-mls"},
       {"margin", "--margin"},
       {"samples", "--samples"},
       {"n_query", "--n-query"},
@@ -469,6 +470,11 @@ void RegisterTrain(CLI::App& app) {
   cmd->add_option("--hib-likelihood", args->hib_likelihood,
                   "hib: match term, mc (-log of the Monte Carlo match probability, eq. 5) or "
                   "expected (-E log p, eq. 8)")
+      ->capture_default_str();
+  cmd->add_option("--hib-variance-mls", t.hib.variance_mls,
+                  "hib: weight of a variance term, PFE's mutual likelihood loss over same-label "
+                  "pairs with the means held fixed, which makes an input whose mean strays "
+                  "(occluded, ambiguous) more uncertain (0: HIB as published; gaussian only)")
       ->capture_default_str();
   cmd->add_option("--margin", t.contrastive.margin,
                   "contrastive: margin M of the hard contrastive loss (HIB eq. 1)")

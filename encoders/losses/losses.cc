@@ -183,6 +183,34 @@ torch::Tensor KlToStandardNormal(const EncoderOutput& out, MogKl mode,
   return (samples.weights * (log_q - log_r)).sum(-1);
 }
 
+// The variances learn how far an input's mean strays from where its label's
+// other inputs lie: the negative mutual likelihood score of PFE (Shi & Jain,
+// "Probabilistic Face Embeddings", ICCV 2019, eq. 3, the loss of section 3.3)
+// over the same-label pairs,
+//   1/2 sum_d [ (mu1d - mu2d)^2 / (s1d + s2d) + log(s1d + s2d) ],
+// with the means detached: the term never pulls two same-label means
+// together or apart (that is the match term's work), it asks the variances to
+// cover how far the means lie apart, and its optimum is s1d + s2d =
+// (mu1d - mu2d)^2. Its gradient reaches the variance head and, through it,
+// the shared body: the body must learn to see what displaces a mean (an
+// occluding rectangle). PFE trains its uncertainty module on a fixed
+// backbone; here a head on body features that no loss taught to see
+// occlusion left eta flat (bench/RESULTS.md, "Teaching the variances").
+// HIB's match term alone moves the variances little within a short training
+// run (an occluded input's eta rose by under 5% until half of it was
+// hidden); with this term eta follows occlusion. The constant D/2 log 2 pi is
+// left out. Zero without a same-label pair.
+torch::Tensor VarianceMlsLoss(const EncoderOutput& x1, const EncoderOutput& x2,
+                              const torch::Tensor& is_match) {
+  TORCH_CHECK(x1.kind == Kind::kGaussian && x2.kind == Kind::kGaussian,
+              "the variance term needs gaussian embeddings (components 1)");
+  torch::Tensor same = is_match.to(torch::kBool);
+  if (same.sum().item<int64_t>() == 0) return torch::zeros({}, x1.mean.options());
+  torch::Tensor diff2 = (x1.mean.detach() - x2.mean.detach()).pow(2).index({same});
+  torch::Tensor v = (x1.var + x2.var).index({same});
+  return 0.5 * (diff2 / v + v.log()).sum(-1).mean();
+}
+
 LossOutput HibLoss(const EncoderOutput& x1, const EncoderOutput& x2, const torch::Tensor& is_match,
                    const torch::Tensor& a, const torch::Tensor& b, const HibOptions& options,
                    const torch::Tensor& noise1, const torch::Tensor& noise2) {
@@ -214,6 +242,11 @@ LossOutput HibLoss(const EncoderOutput& x1, const EncoderOutput& x2, const torch
 
   LossOutput out;
   out.loss = nll.mean() + options.beta * kl.mean();
+  if (options.variance_mls > 0) {
+    torch::Tensor v = VarianceMlsLoss(x1, x2, is_match);
+    out.loss = out.loss + options.variance_mls * v;
+    out.terms["variance_mls"] = Item(v);
+  }
   out.terms["nll"] = Item(nll.mean());
   out.terms["kl"] = Item(kl.mean());
   out.terms["match_prob"] =

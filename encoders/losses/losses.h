@@ -74,6 +74,8 @@ struct HibOptions {
   double beta = 1e-4;   // HIB section 4.1
   HibLikelihood likelihood = HibLikelihood::kExpectedLogLikelihood;
   MogKl mog_kl = MogKl::kMonteCarlo;
+  // Weight of the variance term (0: none, HIB as published). See HibLoss.
+  double variance_mls = 0;
 };
 
 // Reparameterised samples of a gaussian or mog EncoderOutput.
@@ -99,11 +101,19 @@ torch::Tensor GaussianKlToStandardNormal(const torch::Tensor& mean, const torch:
 torch::Tensor KlToStandardNormal(const EncoderOutput& out, MogKl mode,
                                  const EmbeddingSamples& samples);
 
-// L = mean over pairs of [ -E log p(m = m^ | z1, z2) + beta (KL1 + KL2) ].
+// The negative mutual likelihood score (PFE eq. 3, without its constant) of
+// the same-label pairs among x1, x2 (gaussian, B pairs, is_match [B]), mean
+// over those pairs, with the means detached: a loss for the variances (and,
+// through them, the body they are read from).
+torch::Tensor VarianceMlsLoss(const EncoderOutput& x1, const EncoderOutput& x2,
+                              const torch::Tensor& is_match);
+
+// L = mean over pairs of [ -E log p(m = m^ | z1, z2) + beta (KL1 + KL2) ]
+//     + variance_mls * VarianceMlsLoss (gaussian only).
 // x1, x2: gaussian or mog outputs of the two sides (same kind, B pairs);
 // is_match [B]; a, b: 0-dim (Encoder::match_a/b). noise1/noise2 as in
 // SampleEmbeddings. Terms: "nll", "kl" (mean of KL1 + KL2), "match_prob"
-// (mean Monte Carlo probability of the true label).
+// (mean Monte Carlo probability of the true label), "variance_mls" (when on).
 LossOutput HibLoss(const EncoderOutput& x1, const EncoderOutput& x2, const torch::Tensor& is_match,
                    const torch::Tensor& a, const torch::Tensor& b, const HibOptions& options,
                    const torch::Tensor& noise1 = {}, const torch::Tensor& noise2 = {});

@@ -183,6 +183,7 @@ LossOutput ComputeLoss(const TrainOptions& options, Method method, Encoder& enco
       hib.samples = options.samples;
       hib.beta = options.hib.beta;
       hib.likelihood = options.hib.likelihood;
+      hib.variance_mls = options.hib.variance_mls;
       return HibLoss(SelectRows(out, first), SelectRows(out, second), match, encoder->match_a(),
                      encoder->match_b(), hib);
     }
@@ -917,6 +918,13 @@ Status ResolveTrainOptions(TrainOptions* o) {
     return Status::InvalidArgument("margin must be > 0");
   }
   if (o->hib.beta < 0) return Status::InvalidArgument("beta must be >= 0");
+  if (!(o->hib.variance_mls >= 0) || !std::isfinite(o->hib.variance_mls)) {
+    return Status::InvalidArgument("variance_mls must be a finite number >= 0");
+  }
+  if (o->hib.variance_mls > 0 && (o->method != Method::kHib || o->components != 1)) {
+    return Status::InvalidArgument(
+        "variance_mls needs method hib with gaussian embeddings (components 1)");
+  }
   std::error_code ec;
   if (!o->backbone.empty() && !std::filesystem::is_regular_file(o->backbone, ec)) {
     return Status::NotFound("backbone " + o->backbone + ": no such file");

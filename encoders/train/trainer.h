@@ -52,6 +52,11 @@ struct HibTrainOptions {
   // eta follows occlusion, with "expected" it does not (bench/RESULTS.md,
   // "The HIB match term, three seeds"). ParseHibLikelihood reads the names.
   HibLikelihood likelihood = HibLikelihood::kLogMonteCarloProbability;
+  // Weight of PFE's mutual likelihood loss over same-label pairs with the
+  // means held fixed (encoders/losses/losses.h, VarianceMlsLoss), which
+  // teaches the variances how far an input's mean strays from its label's
+  // others. 0 (HIB as published) by default; gaussian (components 1) only.
+  double variance_mls = 0;
 };
 
 // Episodes (spe, pn): classes per episode (0 = all), support, query.

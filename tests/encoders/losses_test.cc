@@ -348,6 +348,93 @@ TEST(HibLossTest, GaussianGradients) {
        torch::tensor(0.9, Double()), torch::tensor(0.2, Double())});
 }
 
+// PFE eq. 3 without its constant, over the same-label pairs, in plain doubles.
+double ReferenceVarianceMls(const std::vector<double>& m1, const std::vector<double>& v1,
+                            const std::vector<double>& m2, const std::vector<double>& v2,
+                            const std::vector<int64_t>& match, int64_t dim) {
+  double total = 0;
+  int same = 0;
+  for (size_t i = 0; i < match.size(); ++i) {
+    if (!match[i]) continue;
+    ++same;
+    for (int64_t d = 0; d < dim; ++d) {
+      const double diff = m1[i * dim + d] - m2[i * dim + d];
+      const double v = v1[i * dim + d] + v2[i * dim + d];
+      total += 0.5 * (diff * diff / v + std::log(v));
+    }
+  }
+  return same ? total / same : 0.0;
+}
+
+TEST(HibLossTest, VarianceTermIsPfesMutualLikelihoodOnTheVariancesOnly) {
+  UseFewThreads();
+  torch::manual_seed(4);
+  const int64_t batch = 4, dim = 3, k = 4;
+  torch::Tensor mean1 = torch::randn({batch, dim}, Double());
+  torch::Tensor mean2 = torch::randn({batch, dim}, Double());
+  torch::Tensor var1 = torch::rand({batch, dim}, Double()) + 0.2;
+  torch::Tensor var2 = torch::rand({batch, dim}, Double()) + 0.2;
+  torch::Tensor match = torch::tensor({1, 0, 1, 0});
+  const double expected = ReferenceVarianceMls(Values(mean1), Values(var1), Values(mean2),
+                                               Values(var2), Labels(match), dim);
+  EXPECT_NEAR(VarianceMlsLoss(GaussianOutput(mean1, var1), GaussianOutput(mean2, var2), match)
+                  .item<double>(),
+              expected, 1e-12);
+
+  // In HibLoss: the published loss plus variance_mls times the term.
+  torch::Tensor noise1 = torch::randn({batch, k, dim}, Double());
+  torch::Tensor noise2 = torch::randn({batch, k, dim}, Double());
+  HibOptions options;
+  options.samples = k;
+  auto loss = [&](const HibOptions& o) {
+    return HibLoss(GaussianOutput(mean1, var1), GaussianOutput(mean2, var2), match,
+                   torch::tensor(1.7, Double()), torch::tensor(-0.3, Double()), o, noise1, noise2);
+  };
+  const double published = loss(options).loss.item<double>();
+  EXPECT_EQ(loss(options).terms.count("variance_mls"), 0u);
+  options.variance_mls = 0.5;
+  LossOutput with = loss(options);
+  EXPECT_NEAR(with.loss.item<double>(), published + 0.5 * expected, 1e-10);
+  EXPECT_NEAR(with.terms.at("variance_mls"), expected, 1e-10);
+
+  // Only the variances get a gradient, and it matches finite differences.
+  ExpectGradientsMatchFiniteDifferences(
+      [&](const std::vector<torch::Tensor>& in) {
+        return VarianceMlsLoss(GaussianOutput(mean1, in[0]), GaussianOutput(mean2, in[1]), match);
+      },
+      {var1, var2});
+  torch::Tensor m1 = mean1.clone().requires_grad_(true), v1 = var1.clone().requires_grad_(true);
+  VarianceMlsLoss(GaussianOutput(m1, v1), GaussianOutput(mean2, var2), match).backward();
+  EXPECT_FALSE(m1.grad().defined() && m1.grad().abs().sum().item<double>() != 0);
+  EXPECT_GT(v1.grad().abs().sum().item<double>(), 0);
+
+  // Its optimum is s1 + s2 = (mu1 - mu2)^2 per dimension: a displaced pair
+  // asks for wide variances, a close one for narrow.
+  torch::Tensor left = torch::tensor({{0.0, 0.0}}, Double());
+  torch::Tensor right = torch::tensor({{2.0, 0.1}}, Double());
+  torch::Tensor one = torch::tensor({1});
+  // v = exp(u) = s1 + s2, shared half and half by the two sides.
+  torch::Tensor u = torch::zeros({1, 2}, Double()).requires_grad_(true);
+  torch::optim::Adam adam({u}, torch::optim::AdamOptions(0.05));
+  for (int i = 0; i < 2000; ++i) {
+    adam.zero_grad();
+    VarianceMlsLoss(GaussianOutput(left, u.exp() / 2), GaussianOutput(right, u.exp() / 2), one)
+        .backward();
+    adam.step();
+  }
+  EXPECT_NEAR(u[0][0].exp().item<double>(), 4.0, 0.04);
+  EXPECT_NEAR(u[0][1].exp().item<double>(), 0.01, 0.0001);
+
+  // No same-label pair: zero. Mixtures are refused.
+  EXPECT_EQ(VarianceMlsLoss(GaussianOutput(mean1, var1), GaussianOutput(mean2, var2),
+                            torch::tensor({0, 0, 0, 0}))
+                .item<double>(),
+            0.0);
+  EncoderOutput mog =
+      MogOutput(mean1.unsqueeze(1), var1.unsqueeze(1), torch::ones({batch, 1}, Double()));
+  EXPECT_THROW(VarianceMlsLoss(mog, mog, match), c10::Error);
+}
+
 TEST(HibLossTest, MixtureStratifiedSamplingAndKlMatchReference) {
   UseFewThreads();
   torch::manual_seed(4);
