@@ -79,11 +79,16 @@ if [[ -f $MODEL && ${QUICKSTART_RETRAIN:-0} != 1 ]]; then
 else
   # A wall-time budget; validation MAP@R picks the best iteration (early
   # stopping), which is what the model file keeps. A small CNN (8/16 filters,
-  # 64 hidden) at lr 3e-3 gets furthest in a few minutes. Two settings make
+  # 64 hidden) at lr 3e-3 gets furthest in a few minutes. Three settings make
   # the variances follow occlusion within that budget (docs/images.md, The
   # quickstart): the match term is -log of the Monte Carlo match probability
   # (HIB eq. 5, --hib-likelihood mc), which pays for hedging an ambiguous
-  # input, and half of the training items are occluded (HIB: 0.2).
+  # input; half of the training items are occluded (HIB: 0.2); and a
+  # variance term (--hib-variance-mls, PFE's mutual likelihood over
+  # same-label pairs) asks each input's variance to cover how far its mean
+  # strays. Without the last, eta barely rose until half of an image was
+  # hidden and occluded queries were over-promised by 0.07-0.08; with it they
+  # are within 0.05, at the cost of a lower recall (docs/images.md).
   run train "${DATA[@]}" --method hib --hib-likelihood mc --train-occlusion 0.5 --dim "$DIM" \
     --hib-variance-mls "$VARIANCE_MLS" \
     --conv1 8 --conv2 16 --cnn-hidden 64 --lr 3e-3 \
