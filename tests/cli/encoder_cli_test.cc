@@ -648,6 +648,14 @@ TEST_F(EncoderCliTest, BadInputFailsClearly) {
   std::vector<std::string> likelihood = TrainArgs(data, "hib", "x.model");
   likelihood.insert(likelihood.end(), {"--hib-likelihood", "median"});
   Fails(likelihood, {"--hib-likelihood must be expected or mc, got 'median'"}, 2);
+  // --hib-variance-mls: the library's rule, worded with the flag.
+  std::vector<std::string> mls = TrainArgs(data, "hib", "x.model");
+  mls.insert(mls.end(), {"--hib-variance-mls", "-1"});
+  Fails(mls, {"--hib-variance-mls must be a finite number >= 0"});
+  mls = TrainArgs(data, "point", "x.model");
+  mls.insert(mls.end(), {"--hib-variance-mls", "1"});
+  Fails(mls, {"--hib-variance-mls needs method hib with gaussian embeddings (components 1)"});
+  EXPECT_FALSE(fs::exists(Path("x.model")));
   // Missing data files.
   Fails(TrainArgs("features:" + Path("nope.npy") + "," + Path("l.npy"), "point", "x.model"),
         {"nope.npy"});
