@@ -651,10 +651,10 @@ TEST_F(EncoderCliTest, BadInputFailsClearly) {
   // --hib-variance-mls: the library's rule, worded with the flag.
   std::vector<std::string> mls = TrainArgs(data, "hib", "x.model");
   mls.insert(mls.end(), {"--hib-variance-mls", "-1"});
-  Fails(mls, {"--hib-variance-mls must be a finite number >= 0"});
+  Fails(mls, {"--hib-variance-mls must be a finite number >= 0"}, 2);
   mls = TrainArgs(data, "point", "x.model");
   mls.insert(mls.end(), {"--hib-variance-mls", "1"});
-  Fails(mls, {"--hib-variance-mls needs method hib with gaussian embeddings (components 1)"});
+  Fails(mls, {"--hib-variance-mls needs method hib with gaussian embeddings (components 1)"}, 2);
   EXPECT_FALSE(fs::exists(Path("x.model")));
   // Missing data files.
   Fails(TrainArgs("features:" + Path("nope.npy") + "," + Path("l.npy"), "point", "x.model"),
