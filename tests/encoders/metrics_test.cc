@@ -53,16 +53,26 @@ TEST(RetrievalTest, HandComputedSixItemExample) {
 // AccuracyCalculator does, the lone query is left out of recall@k and MAP@R
 // (it cannot be right at any k), and stays in the KNN accuracy over all
 // queries. It also enters the other queries' rankings.
-TEST(RetrievalTest, LoneQueriesAreLeftOutOfRecall) {
+// The six-item example plus a seventh item, the only one of its label (2): a
+// query with no relevant item. It is last in every ranking of the six (0,
+// ties by index); its own row ranks the six equally (0.5).
+struct SixAndALoneQuery {
+  std::vector<int64_t> labels;
+  std::vector<float> similarity;  // 7 x 7
+};
+SixAndALoneQuery SixItemsAndALoneQuery() {
   const int n = 7;
-  std::vector<int64_t> labels = kLabels;
-  labels.push_back(2);
-  std::vector<float> similarity(n * n, 0.0f);
+  SixAndALoneQuery d{kLabels, std::vector<float>(n * n, 0.0f)};
+  d.labels.push_back(2);
   for (int q = 0; q < 6; ++q) {
-    for (int g = 0; g < 6; ++g) similarity[q * n + g] = kSimilarity[q * 6 + g];
-    similarity[q * n + 6] = 0.0f;  // last in every ranking of the six (ties by index)
+    for (int g = 0; g < 6; ++g) d.similarity[q * n + g] = kSimilarity[q * 6 + g];
   }
-  for (int g = 0; g < 6; ++g) similarity[6 * n + g] = 0.5f;
+  for (int g = 0; g < 6; ++g) d.similarity[6 * n + g] = 0.5f;
+  return d;
+}
+
+TEST(RetrievalTest, LoneQueriesAreLeftOutOfRecall) {
+  const auto [labels, similarity] = SixItemsAndALoneQuery();
   RetrievalOptions options;
   options.recall_ks = {1, 2, 4};
   options.knn_k = 3;
@@ -160,14 +170,7 @@ TEST(RetrievalTest, ThreadsGiveIdenticalResults) {
 // Oracle (the two right ones first): 0, 0, 1/3, 2/4, 3/5, 4/6, area 2.1 / 6.
 // No information: the error 4/6 at every cut.
 TEST(RetrievalTest, ErrorRejectAreaOfRecallAtOneByHand) {
-  const int n = 7;
-  std::vector<int64_t> labels = kLabels;
-  labels.push_back(2);
-  std::vector<float> similarity(n * n, 0.0f);
-  for (int q = 0; q < 6; ++q) {
-    for (int g = 0; g < 6; ++g) similarity[q * n + g] = kSimilarity[q * 6 + g];
-  }
-  for (int g = 0; g < 6; ++g) similarity[6 * n + g] = 0.5f;
+  const auto [labels, similarity] = SixItemsAndALoneQuery();
   RetrievalOptions options;
   options.recall_ks = {1};
   options.knn_k = 3;
