@@ -82,8 +82,9 @@ TRAIN_FLAGS=(--method hib --hib-likelihood mc --train-occlusion 0.5 --dim "$DIM"
   --max-seconds "$TRAIN_SECONDS" --iterations 1000000 --val-fraction 0.1 --eval-every 200
   --patience 10 --threads 2 --seed 1)
 FLAGS_FILE="$MODEL.flags"
+FLAGS_TEXT="${DATA[*]} ${TRAIN_FLAGS[*]}"
 if [[ -f $MODEL && ${QUICKSTART_RETRAIN:-0} != 1 ]] &&
-  [[ "$(cat "$FLAGS_FILE" 2>/dev/null)" == "${DATA[*]} ${TRAIN_FLAGS[*]}" ]]; then
+  [[ "$(cat "$FLAGS_FILE" 2>/dev/null)" == "$FLAGS_TEXT" ]]; then
   echo "reusing $MODEL (QUICKSTART_RETRAIN=1 trains a new one)"
 else
   if [[ -f $MODEL && ${QUICKSTART_RETRAIN:-0} != 1 ]]; then
@@ -105,7 +106,7 @@ else
   run train "${DATA[@]}" "${TRAIN_FLAGS[@]}" --progress-seconds 30 --out "$MODEL.new" \
     >"$WORK/train.json"
   mv "$MODEL.new" "$MODEL"
-  echo "${DATA[*]} ${TRAIN_FLAGS[*]}" >"$FLAGS_FILE"
+  echo "$FLAGS_TEXT" >"$FLAGS_FILE"
   cat "$WORK/train.json"
 fi
 

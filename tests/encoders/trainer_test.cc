@@ -21,6 +21,7 @@
 #include "datasets/load_data.h"
 #include "encoders/embedder.h"
 #include "encoders/engine_bridge.h"
+#include "encoders/eval/disentanglement.h"
 #include "encoders/eval/evaluation.h"
 #include "encoders/models/model_file.h"
 #include "encoders/models/models.h"
@@ -705,15 +706,13 @@ TEST_F(TrainerTest, VarianceTermMakesEtaFollowHowFarAMeanStrays) {
       by_distance.push_back({dist, v / d});
     }
     std::sort(by_distance.begin(), by_distance.end());
-    const size_t half = by_distance.size() / 2;
-    double wins = 0;
-    for (size_t a = half; a < by_distance.size(); ++a) {
-      for (size_t b = 0; b < half; ++b) {
-        const double far = by_distance[a].second, near = by_distance[b].second;
-        wins += far > near ? 1.0 : far == near ? 0.5 : 0.0;
-      }
+    std::vector<double> eta;
+    std::vector<uint8_t> far;  // the farther half
+    for (size_t i = 0; i < by_distance.size(); ++i) {
+      eta.push_back(by_distance[i].second);
+      far.push_back(i >= by_distance.size() / 2);
     }
-    auc[with] = wins / (double(by_distance.size() - half) * half);
+    ASSERT_TRUE(RocAuc(eta, far, &auc[with]).ok());
   }
   EXPECT_GT(auc[1], 0.65) << "HIB alone: " << auc[0];
   EXPECT_GT(auc[1], auc[0] + 0.08);
