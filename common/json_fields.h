@@ -1,9 +1,14 @@
-// Reading integer fields of stored JSON (collection descriptors, model file
-// headers) without nlohmann's silent conversions: get<int>() turns 2.5 into 2
-// and wraps 1e10. Header-only: nlohmann-json is header-only too.
+// JSON numbers in and out. Reading integer fields of stored JSON (collection
+// descriptors, model file headers) without nlohmann's silent conversions:
+// get<int>() turns 2.5 into 2 and wraps 1e10. Writing floats as the floats
+// they are, so every front end (CLI lines, Python dicts) shows one text.
+// Header-only: nlohmann-json is header-only too.
 #pragma once
 
+#include <charconv>
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -29,6 +34,31 @@ inline Status JsonInteger(const nlohmann::json& j, const char* field, int64_t lo
   }
   *out = v.get<int64_t>();
   return Status::OK();
+}
+
+// A float as the JSON number with the shortest decimal form that reads back
+// as the same float (0.93f prints as 0.93, not 0.9300000071525879); null
+// when it is not finite.
+inline nlohmann::json JsonFloat(float value) {
+  if (!std::isfinite(value)) return nullptr;
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), value);
+  if (ec != std::errc()) return static_cast<double>(value);
+  *end = '\0';
+  return std::strtod(buf, nullptr);
+}
+
+inline nlohmann::json JsonFloats(const float* values, size_t n) {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < n; ++i) out.push_back(JsonFloat(values[i]));
+  return out;
+}
+
+// Row-major `rows` x `cols` floats as nested arrays.
+inline nlohmann::json JsonFloatMatrix(const float* values, size_t rows, size_t cols) {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t r = 0; r < rows; ++r) out.push_back(JsonFloats(values + r * cols, cols));
+  return out;
 }
 
 }  // namespace hedgedb

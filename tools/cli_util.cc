@@ -261,27 +261,6 @@ void LoadedEmbeddings::Load(const EmbeddingFiles& files, const CollectionSpec& s
   }
 }
 
-nlohmann::json JsonFloat(float value) {
-  if (!std::isfinite(value)) return nullptr;
-  char buf[32];
-  const auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), value);
-  if (ec != std::errc()) return static_cast<double>(value);
-  *end = '\0';
-  return std::strtod(buf, nullptr);
-}
-
-nlohmann::json JsonFloats(const float* values, size_t n) {
-  nlohmann::json out = nlohmann::json::array();
-  for (size_t i = 0; i < n; ++i) out.push_back(JsonFloat(values[i]));
-  return out;
-}
-
-nlohmann::json JsonFloatMatrix(const float* values, size_t rows, size_t cols) {
-  nlohmann::json out = nlohmann::json::array();
-  for (size_t r = 0; r < rows; ++r) out.push_back(JsonFloats(values + r * cols, cols));
-  return out;
-}
-
 namespace {
 
 // Writes the fields hedgedb/fields.h visits into a JSON object. What the

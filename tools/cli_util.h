@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/json_fields.h"
 #include "hedgedb/arrays.h"
 #include "hedgedb/db.h"
 #include "hedgedb/fields.h"
@@ -124,13 +125,6 @@ class LoadedEmbeddings {
   std::vector<int32_t> codes_;
   EmbeddingView view_;
 };
-
-// A float as the JSON number with the shortest decimal form that reads back
-// as the same float (0.93f prints as 0.93, not 0.9300000071525879).
-nlohmann::json JsonFloat(float value);
-nlohmann::json JsonFloats(const float* values, size_t n);
-// Row-major `rows` x `cols` floats as nested arrays.
-nlohmann::json JsonFloatMatrix(const float* values, size_t rows, size_t cols);
 
 // A spec as the commands show it: only the fields that mean something for
 // its kind, floats in their shortest form. (The catalog stores every field:

@@ -262,10 +262,6 @@ void RunEmbeddingEvaluate(const EmbeddingEvaluateArgs& args, const CLI::App& cmd
   json out;
   Check(encoders::EvaluateEmbeddings(spec, query_view, item_view, query_labels, item_labels,
                                      options, &out));
-  if (spec.kind != Kind::kCodes) {
-    out["match_a"] = JsonFloat(out["match_a"].get<float>());
-    out["match_b"] = JsonFloat(out["match_b"].get<float>());
-  }
   out.update(report);
   PrintJsonLine(out);
 }

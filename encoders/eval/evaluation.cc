@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/json_fields.h"
 #include "encoders/data/batch_samplers.h"
 #include "encoders/engine_bridge.h"
 #include "encoders/eval/disentanglement.h"
@@ -383,8 +384,8 @@ Status EvaluateEmbeddings(const CollectionSpec& given, const EmbeddingView& quer
     }
   }
   if (spec.kind != Kind::kCodes) {
-    out["match_a"] = spec.match_a;  // front ends print them as the floats they are
-    out["match_b"] = spec.match_b;
+    out["match_a"] = JsonFloat(spec.match_a);
+    out["match_b"] = JsonFloat(spec.match_b);
     if (has_eta) out["match_parameters"] = fit_ab ? "fitted" : "given";
     if (!not_fitted.empty()) out["match_parameters_note"] = not_fitted;
   }
@@ -608,8 +609,8 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
   out["samples"] = similarity.samples;
   out["similarity"] = ScoreName(ScoringOf(similarity).options.score);
   if (spec.kind == Kind::kGaussian || spec.kind == Kind::kMog || spec.kind == Kind::kPoint) {
-    out["match_a"] = spec.match_a;
-    out["match_b"] = spec.match_b;
+    out["match_a"] = JsonFloat(spec.match_a);
+    out["match_b"] = JsonFloat(spec.match_b);
   }
   if (GetMethodInfo(spec.method).sigma_eps2) out["sigma_eps2"] = spec.sigma_eps2;
 
