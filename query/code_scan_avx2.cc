@@ -13,9 +13,6 @@ namespace query {
 namespace avx2 {
 namespace {
 
-constexpr size_t kItemBlock = kCodeScanItemBlock;
-constexpr int kDimChunk = kCodeScanDimChunk;
-
 struct Gather {
   static constexpr size_t kLanes = 8;
   using F = __m256;
@@ -37,13 +34,9 @@ struct Gather {
     return _mm256_i32gather_ps(table, _mm256_add_epi32(symbol, _mm256_set1_epi32(row_start)), 4);
   }
 };
-#include "query/code_scan_gather_impl.h"
 }  // namespace
 
-void ScanGatherItems(const float* table, int d, int k, const uint8_t* base, size_t row_stride_bytes,
-                     const int64_t* rows, size_t n, float* out) {
-  GatherItems(table, d, k, base, row_stride_bytes, rows, n, out);
-}
+#include "query/code_scan_gather_impl.h"
 
 }  // namespace avx2
 }  // namespace query

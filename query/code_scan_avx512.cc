@@ -13,9 +13,6 @@ namespace query {
 namespace avx512 {
 namespace {
 
-constexpr size_t kItemBlock = kCodeScanItemBlock;
-constexpr int kDimChunk = kCodeScanDimChunk;
-
 // Masked intrinsics with zero sources where the plain ones exist: GCC 12 warns
 // about the undefined source vectors inside those.
 struct Gather {
@@ -42,13 +39,9 @@ struct Gather {
                                     4);
   }
 };
-#include "query/code_scan_gather_impl.h"
 }  // namespace
 
-void ScanGatherItems(const float* table, int d, int k, const uint8_t* base, size_t row_stride_bytes,
-                     const int64_t* rows, size_t n, float* out) {
-  GatherItems(table, d, k, base, row_stride_bytes, rows, n, out);
-}
+#include "query/code_scan_gather_impl.h"
 
 // Lanes are 16 dimensions of one item (the variant that wins on some Intel
 // Xeons): codes load as 16 bytes, widen to table offsets, one vgatherdps per

@@ -83,7 +83,7 @@ void CodeTopK(const float* table, int d, int k, const uint8_t* base, size_t row_
   // (the bytes of different dimensions are added), q = floor((t - lo) / delta)
   // <= 254, so lo + q delta <= t < lo + (q + 1) delta.
   bool usable = topk > 0 && topk < n && CodeTopKPrescanAvailable(d, k);
-  double base_sum = 0, range = 0, abs_sum = 0;
+  double range = 0, abs_sum = 0;
   std::vector<double> lo(d > 0 ? d : 0);
   for (int i = 0; usable && i < d; ++i) {
     double mn = table[i * k], mx = table[i * k], amax = 0;
@@ -95,7 +95,6 @@ void CodeTopK(const float* table, int d, int k, const uint8_t* base, size_t row_
       amax = std::max(amax, std::fabs(t));
     }
     lo[i] = mn;
-    base_sum += mn;
     range = std::max(range, mx - mn);
     abs_sum += amax;
   }
