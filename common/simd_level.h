@@ -53,8 +53,9 @@ Fn ForActiveKernelIsa(Fn portable, Fn avx2, Fn avx512) {
 
 }  // namespace hedgedb
 
-// 1 where the build compiles the x86 per-ISA files (set for the core's
-// layers by cmake/hedgedb_simd.cmake), else 0. Use HEDGEDB_SIMD_X86_ONLY(x)
+// 1 where the build compiles the x86 per-ISA files (cmake/hedgedb_simd.cmake
+// decides; common/CMakeLists.txt passes it to the layers, the top-level
+// CMakeLists.txt to hedgedb_internal's users), else 0. Use HEDGEDB_SIMD_X86_ONLY(x)
 // for a pointer to an x86 version: x there, nullptr elsewhere.
 #ifndef HEDGEDB_SIMD_X86
 #define HEDGEDB_SIMD_X86 0
