@@ -7,6 +7,8 @@
 #include <limits>
 #include <vector>
 
+#include "index/nearest_centroid_isa.h"
+
 extern "C" {
 // BLAS (the one FAISS links), Fortran interface.
 int sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
@@ -22,55 +24,19 @@ namespace {
 constexpr int64_t kRowBlock = 256;
 constexpr int64_t kCentroidBlock = 1024;
 
-// RowMinimum comes in versions for AVX-512, AVX2 and the baseline, which an
-// ifunc resolver picks when the program is loaded. Not under ThreadSanitizer:
-// it instruments the resolver too, which the dynamic loader runs before the
-// TSan runtime is initialised, so every program linking this file crashed
-// at start (scripts/sanitize.sh thread); the baseline version serves there.
-#if defined(__SANITIZE_THREAD__)
-#define HEDGEDB_TSAN_BUILD 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define HEDGEDB_TSAN_BUILD 1
-#endif
-#endif
-#ifdef HEDGEDB_TSAN_BUILD
-#define HEDGEDB_ROW_MINIMUM_VERSIONS
-#else
-#define HEDGEDB_ROW_MINIMUM_VERSIONS __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-
-// Over one row's products with centroids [j0, j0 + m): turns ip[j] into
-// |c_j|^2 - 2 x.c_j (the squared distance less |x|^2) and, if its minimum is
-// below *best, stores it there and its first position in *best_j.
-HEDGEDB_ROW_MINIMUM_VERSIONS void RowMinimum(float* ip, const float* norms, int64_t m, int64_t j0,
-                                             float* best, int64_t* best_j) {
-  float low = std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(min : low)
-  for (int64_t j = 0; j < m; ++j) {
-    const float v = norms[j] - 2.0f * ip[j];
-    ip[j] = v;
-    low = v < low ? v : low;
-  }
-  if (!(low < *best)) return;  // ties keep the earlier centroid
-  // The first position holding the minimum: a vector test per 16 values.
-  for (int64_t c = 0; c < m; c += 16) {
-    const int64_t end = std::min(m, c + 16);
-    int hit = 0;
-#pragma omp simd reduction(| : hit)
-    for (int64_t j = c; j < end; ++j) hit |= ip[j] == low;
-    if (!hit) continue;
-    for (int64_t j = c; j < end; ++j) {
-      if (ip[j] == low) {
-        *best = low;
-        *best_j = j0 + j;
-        return;
-      }
-    }
-  }
-}
-
 }  // namespace
+
+// The baseline version; nearest_centroid_avx2.cc and nearest_centroid_avx512.cc
+// compile the same source with their level's flags.
+namespace portable {
+#include "index/nearest_centroid_impl.h"
+
+}  // namespace portable
+
+RowMinimumFn ActiveRowMinimum() {
+  return ForActiveKernelIsa(&portable::RowMinimum, HEDGEDB_SIMD_X86_ONLY(&avx2::RowMinimum),
+                            HEDGEDB_SIMD_X86_ONLY(&avx512::RowMinimum));
+}
 
 void NearestCentroids(const float* x, int64_t n, const float* centroids, int64_t k, int d,
                       int64_t* labels, float* distances) {
@@ -84,6 +50,7 @@ void NearestCentroids(const float* x, int64_t n, const float* centroids, int64_t
   std::vector<float> ip(size_t(kRowBlock * std::min(k, kCentroidBlock)));
   std::vector<float> best(static_cast<size_t>(kRowBlock));
   const float one = 1.0f, zero = 0.0f;
+  const RowMinimumFn row_minimum = ActiveRowMinimum();
   for (int64_t i0 = 0; i0 < n; i0 += kRowBlock) {
     const int rows = int(std::min(kRowBlock, n - i0));
     std::fill(best.begin(), best.begin() + rows, std::numeric_limits<float>::infinity());
@@ -96,8 +63,8 @@ void NearestCentroids(const float* x, int64_t n, const float* centroids, int64_t
       sgemm_("T", "N", &cols, &rows, &d, &one, centroids + j0 * d, &d, x + i0 * d, &d, &zero,
              ip.data(), &cols);
       for (int r = 0; r < rows; ++r) {
-        RowMinimum(ip.data() + size_t(r) * cols, norms.data() + j0, cols, j0, &best[r],
-                   &labels[i0 + r]);
+        row_minimum(ip.data() + size_t(r) * cols, norms.data() + j0, cols, j0, &best[r],
+                    &labels[i0 + r]);
       }
     }
     if (!distances) continue;

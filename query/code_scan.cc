@@ -8,26 +8,18 @@
 #include <mutex>
 #include <vector>
 
-#include "query/kernels.h"
+#include "query/kernels_isa.h"
 
-// Gather kernels are compiled under GCC target pragmas, so the rest of the
-// library keeps the baseline ISA; the CPU check (DetectKernelIsa) guards them.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define HEDGEDB_CODE_SCAN_GATHER 1
-#include <immintrin.h>
-#else
-#define HEDGEDB_CODE_SCAN_GATHER 0
-#endif
+// The portable kernels are here; the gathers are in code_scan_avx2.cc and
+// code_scan_avx512.cc, which compile with their level's flags and run only at
+// that level (common/simd_level.h).
 
 namespace hedgedb {
 namespace query {
 namespace {
 
-// Items per block and dimensions per chunk of kBlocked and the lanes-are-items
-// gathers: the table rows of one chunk (16 x k floats, 16 KiB at k = 256) stay
-// in L1 while the block's items are scanned.
-constexpr size_t kItemBlock = 128;
-constexpr int kDimChunk = 16;
+constexpr size_t kItemBlock = kCodeScanItemBlock;
+constexpr int kDimChunk = kCodeScanDimChunk;
 
 void ScanBlocked(const float* table, int d, int k, const uint8_t* base, size_t row_stride_bytes,
                  const int64_t* rows, size_t n, float* out) {
@@ -106,124 +98,32 @@ void ScanInterleaved(const float* table, int d, int k, const uint8_t* base, size
   }
 }
 
-#if HEDGEDB_CODE_SCAN_GATHER
-// The lanes-are-items gathers (code_scan_gather_impl.h) per ISA.
-#pragma GCC push_options
-#pragma GCC target("avx2")
-namespace avx2 {
-struct Gather {
-  static constexpr size_t kLanes = 8;
-  using F = __m256;
-  using I = __m256i;
-  static F Load(const float* p) { return _mm256_load_ps(p); }
-  static void Store(float* p, F v) { _mm256_store_ps(p, v); }
-  static F Add(F a, F b) { return _mm256_add_ps(a, b); }
-  // 32 bits at word_base + offsets[l] for each lane l.
-  static I Words(const uint8_t* word_base, const int64_t* offsets) {
-    const int* p = reinterpret_cast<const int*>(word_base);
-    const I lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(offsets));
-    const I hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(offsets + 4));
-    return _mm256_set_m128i(_mm256_i64gather_epi32(p, hi, 1), _mm256_i64gather_epi32(p, lo, 1));
-  }
-  // table[row_start + ((words >> shift) & 0xFF)] per lane.
-  static F Lookup(const float* table, I words, int shift, int row_start) {
-    const I symbol = _mm256_and_si256(_mm256_srl_epi32(words, _mm_cvtsi32_si128(shift)),
-                                      _mm256_set1_epi32(0xFF));
-    return _mm256_i32gather_ps(table, _mm256_add_epi32(symbol, _mm256_set1_epi32(row_start)), 4);
-  }
-};
-#include "query/code_scan_gather_impl.h"
-}  // namespace avx2
-#pragma GCC pop_options
-
-// AVX-512 code uses masked intrinsics with zero sources where the plain ones
-// exist: GCC 12 warns about the undefined source vectors inside those.
-#pragma GCC push_options
-#pragma GCC target("avx512f")
-namespace avx512 {
-struct Gather {
-  static constexpr size_t kLanes = 16;
-  using F = __m512;
-  using I = __m512i;
-  static F Load(const float* p) { return _mm512_load_ps(p); }
-  static void Store(float* p, F v) { _mm512_store_ps(p, v); }
-  static F Add(F a, F b) { return _mm512_add_ps(a, b); }
-  static I Words(const uint8_t* word_base, const int64_t* offsets) {
-    const __m256i zero = _mm256_setzero_si256();
-    const __m256i lo =
-        _mm512_mask_i64gather_epi32(zero, 0xFF, _mm512_load_si512(offsets), word_base, 1);
-    const __m256i hi =
-        _mm512_mask_i64gather_epi32(zero, 0xFF, _mm512_load_si512(offsets + 8), word_base, 1);
-    return _mm512_maskz_inserti64x4(
-        0xFF, _mm512_maskz_inserti64x4(0xFF, _mm512_setzero_si512(), lo, 0), hi, 1);
-  }
-  static F Lookup(const float* table, I words, int shift, int row_start) {
-    const I symbol = _mm512_and_si512(
-        _mm512_maskz_srl_epi32(0xFFFF, words, _mm_cvtsi32_si128(shift)), _mm512_set1_epi32(0xFF));
-    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xFFFF,
-                                    _mm512_add_epi32(symbol, _mm512_set1_epi32(row_start)), table,
-                                    4);
-  }
-};
-#include "query/code_scan_gather_impl.h"
-
-// Lanes are 16 dimensions of one item (the variant that wins on some Intel
-// Xeons): codes load as 16 bytes, widen to table offsets, one vgatherdps per
-// 16 lookups; per item a vector of partial sums, reduced at the end, plus the
-// d mod 16 last dimensions scalar. The order of the sum differs from
-// ScalarCodeScore (rounding-level differences).
-void ScanGatherDims(const float* table, int d, int k, const uint8_t* base, size_t row_stride_bytes,
-                    const int64_t* rows, size_t n, float* out) {
-  constexpr size_t kBlock = 128;
-  constexpr int kChunk = 32;
-  const int d16 = d / 16 * 16;
-  const __m512 zero = _mm512_setzero_ps();
-  const __m512i lane_offsets =
-      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                         _mm512_set1_epi32(k));
-  alignas(64) float partial[kBlock * 16];
-  const uint8_t* codes[kBlock];
-  for (size_t start = 0; start < n; start += kBlock) {
-    const size_t count = std::min(kBlock, n - start);
-    for (size_t r = 0; r < count; ++r) {
-      codes[r] = base + static_cast<size_t>(rows[start + r]) * row_stride_bytes;
-      _mm512_store_ps(partial + r * 16, zero);
-    }
-    for (int c0 = 0; c0 < d16; c0 += kChunk) {
-      const int c1 = std::min(d16, c0 + kChunk);
-      for (size_t r = 0; r < count; ++r) {
-        __m512 acc = _mm512_load_ps(partial + r * 16);
-        for (int i0 = c0; i0 < c1; i0 += 16) {
-          const __m128i symbols = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes[r] + i0));
-          const __m512i index =
-              _mm512_add_epi32(_mm512_maskz_cvtepu8_epi32(0xFFFF, symbols), lane_offsets);
-          acc =
-              _mm512_add_ps(acc, _mm512_mask_i32gather_ps(zero, 0xFFFF, index,
-                                                          table + static_cast<size_t>(i0) * k, 4));
-        }
-        _mm512_store_ps(partial + r * 16, acc);
-      }
-    }
-    for (size_t r = 0; r < count; ++r) {
-      float sum = 0.0f;
-      for (int l = 0; l < 16; ++l) sum += partial[r * 16 + l];
-      for (int i = d16; i < d; ++i) sum += table[static_cast<size_t>(i) * k + codes[r][i]];
-      out[start + r] = sum;
-    }
-  }
-}
-}  // namespace avx512
-#pragma GCC pop_options
-#endif  // HEDGEDB_CODE_SCAN_GATHER
-
 const char* const kNames[kCodeScanKernelCount] = {"blocked", "interleaved", "avx2-gather",
                                                   "avx512-gather", "avx512-gather-dims"};
 
-// Timed trial: k = 256 (the largest, most cache-sensitive table), d = 64, 512
-// items in random order; every supported kernel runs once to warm up, then
-// four rounds in turn (so a burst of load on the host hits all kernels), best
-// time wins. About 0.5 ms in all on Zen 4 (five kernels, 10-20 us a scan).
-CodeScanKernel RunTrial() {
+// The SIMD level a kernel needs.
+KernelIsa KernelLevel(CodeScanKernel kernel) {
+  switch (kernel) {
+    case CodeScanKernel::kAvx2Gather:
+      return KernelIsa::kAvx2;
+    case CodeScanKernel::kAvx512Gather:
+    case CodeScanKernel::kAvx512GatherDims:
+      return KernelIsa::kAvx512;
+    default:
+      return KernelIsa::kPortable;
+  }
+}
+
+bool AllowedAt(CodeScanKernel kernel, KernelIsa level) {
+  return static_cast<int>(KernelLevel(kernel)) <= static_cast<int>(level);
+}
+
+// Timed trial among the kernels of `level` and below: k = 256 (the largest,
+// most cache-sensitive table), d = 64, 512 items in random order; every kernel
+// runs once to warm up, then four rounds in turn (so a burst of load on the
+// host hits all kernels), best time wins. About 0.5 ms in all on Zen 4 (five
+// kernels, 10-20 us a scan).
+CodeScanKernel RunTrial(KernelIsa level) {
   constexpr int kTrialDim = 64, kTrialK = 256;
   constexpr size_t kTrialItems = 512;
   constexpr int kRounds = 4;
@@ -245,7 +145,7 @@ CodeScanKernel RunTrial() {
 
   std::vector<CodeScanKernel> kernels;
   for (int i = 0; i < kCodeScanKernelCount; ++i) {
-    if (CodeScanKernelSupported(static_cast<CodeScanKernel>(i))) {
+    if (AllowedAt(static_cast<CodeScanKernel>(i), level)) {
       kernels.push_back(static_cast<CodeScanKernel>(i));
     }
   }
@@ -263,11 +163,31 @@ CodeScanKernel RunTrial() {
   return kernels[std::min_element(best.begin(), best.end()) - best.begin()];
 }
 
-std::once_flag g_measured_once;
-CodeScanKernel g_measured = CodeScanKernel::kBlocked;
-std::once_flag g_default_once;
-CodeScanKernel g_default = CodeScanKernel::kBlocked;
+// The trial's pick per SIMD level (-1: not run yet). A level's trial runs at
+// the first scan at that level, so a process held at kPortable never runs a
+// gather.
+constexpr int kLevels = static_cast<int>(KernelIsa::kAvx512) + 1;
+std::atomic<int> g_measured[kLevels] = {{-1}, {-1}, {-1}};
+std::mutex g_trial_mutex;
+// HEDGEDB_CODE_SCAN_KERNEL, parsed once (-1: unset or unknown).
+std::once_flag g_env_once;
+int g_env = -1;
+// SetCodeScanKernel's kernel (-1: none).
 std::atomic<int> g_forced{-1};
+
+CodeScanKernel MeasuredAt(KernelIsa level) {
+  std::atomic<int>& slot = g_measured[static_cast<int>(level)];
+  int kernel = slot.load(std::memory_order_acquire);
+  if (kernel < 0) {
+    std::lock_guard<std::mutex> lock(g_trial_mutex);
+    kernel = slot.load(std::memory_order_relaxed);
+    if (kernel < 0) {
+      kernel = static_cast<int>(RunTrial(level));
+      slot.store(kernel, std::memory_order_release);
+    }
+  }
+  return static_cast<CodeScanKernel>(kernel);
+}
 
 }  // namespace
 
@@ -283,41 +203,25 @@ bool ParseCodeScanKernel(const char* name, CodeScanKernel* kernel) {
   return false;
 }
 
-bool CodeScanKernelSupported(CodeScanKernel kernel) {
-  switch (kernel) {
-    case CodeScanKernel::kBlocked:
-    case CodeScanKernel::kInterleaved:
-      return true;
-#if HEDGEDB_CODE_SCAN_GATHER
-    case CodeScanKernel::kAvx2Gather:
-      return DetectKernelIsa() != KernelIsa::kPortable;
-    case CodeScanKernel::kAvx512Gather:
-    case CodeScanKernel::kAvx512GatherDims:
-      return DetectKernelIsa() == KernelIsa::kAvx512;
-#endif
-    default:
-      return false;
-  }
-}
+bool CodeScanKernelSupported(CodeScanKernel kernel) { return AllowedAt(kernel, ActiveKernelIsa()); }
 
-CodeScanKernel MeasuredCodeScanKernel() {
-  std::call_once(g_measured_once, [] { g_measured = RunTrial(); });
-  return g_measured;
-}
+CodeScanKernel MeasuredCodeScanKernel() { return MeasuredAt(ActiveKernelIsa()); }
 
 CodeScanKernel ActiveCodeScanKernel() {
+  const KernelIsa level = ActiveKernelIsa();
   const int forced = g_forced.load(std::memory_order_relaxed);
-  if (forced >= 0) return static_cast<CodeScanKernel>(forced);
-  std::call_once(g_default_once, [] {
+  if (forced >= 0 && AllowedAt(static_cast<CodeScanKernel>(forced), level)) {
+    return static_cast<CodeScanKernel>(forced);
+  }
+  std::call_once(g_env_once, [] {
     const char* env = std::getenv("HEDGEDB_CODE_SCAN_KERNEL");
     CodeScanKernel kernel;
-    if (env != nullptr && ParseCodeScanKernel(env, &kernel) && CodeScanKernelSupported(kernel)) {
-      g_default = kernel;
-    } else {
-      g_default = MeasuredCodeScanKernel();
-    }
+    if (env != nullptr && ParseCodeScanKernel(env, &kernel)) g_env = static_cast<int>(kernel);
   });
-  return g_default;
+  if (g_env >= 0 && AllowedAt(static_cast<CodeScanKernel>(g_env), level)) {
+    return static_cast<CodeScanKernel>(g_env);
+  }
+  return MeasuredAt(level);
 }
 
 bool SetCodeScanKernel(CodeScanKernel kernel) {
@@ -329,7 +233,7 @@ bool SetCodeScanKernel(CodeScanKernel kernel) {
 void CodeScanRowsWith(CodeScanKernel kernel, const float* table, int d, int k, const uint8_t* base,
                       size_t row_stride_bytes, const int64_t* rows, size_t n, float* out) {
   switch (kernel) {
-#if HEDGEDB_CODE_SCAN_GATHER
+#if HEDGEDB_SIMD_X86
     case CodeScanKernel::kAvx2Gather:
       if (d >= 4) return avx2::ScanGatherItems(table, d, k, base, row_stride_bytes, rows, n, out);
       return ScanInterleaved(table, d, k, base, row_stride_bytes, rows, n, out);

@@ -2,8 +2,11 @@
 //
 // Which kernel is fastest depends on the CPU: AVX-512 gathers win on some
 // Intel Xeons and lose on AMD Zen 4 (bench/RESULTS.md). So the kernel is
-// picked once per process by timing every kernel this CPU supports on a small
-// synthetic scan, unless HEDGEDB_CODE_SCAN_KERNEL names one (tests, benchmarks).
+// picked by timing the kernels of the process's SIMD level on a small
+// synthetic scan, once per process and level, unless HEDGEDB_CODE_SCAN_KERNEL
+// or SetCodeScanKernel names one (tests, benchmarks). A kernel runs only at
+// or above its level (common/simd_level.h): after SetKernelIsa(kPortable)
+// the scan is blocked or interleaved, whatever was named.
 #pragma once
 
 #include <cstddef>
@@ -35,15 +38,20 @@ constexpr int kCodeScanKernelCount = 5;
 const char* CodeScanKernelName(CodeScanKernel kernel);
 // Parses a CodeScanKernelName; false for an unknown name.
 bool ParseCodeScanKernel(const char* name, CodeScanKernel* kernel);
+// Whether the kernel may run at the active SIMD level (ActiveKernelIsa):
+// the gathers need kAvx2 or kAvx512, the portable kernels nothing.
 bool CodeScanKernelSupported(CodeScanKernel kernel);
 
-// Kernel CodeScanRows uses. First call: HEDGEDB_CODE_SCAN_KERNEL if set to a
-// supported kernel, else the fastest of a timed trial (about half a
-// millisecond, once per process, thread-safe).
+// Kernel CodeScanRows uses now: the one SetCodeScanKernel forced, else
+// HEDGEDB_CODE_SCAN_KERNEL's, if supported at the active level; else the
+// fastest of the level's timed trial (about half a millisecond, once per
+// process and level, thread-safe).
 CodeScanKernel ActiveCodeScanKernel();
-// Kernel the timed trial picked (runs it if needed), whatever is forced.
+// Kernel the active level's timed trial picked (runs it if needed), whatever
+// is forced.
 CodeScanKernel MeasuredCodeScanKernel();
-// Forces a kernel (tests, benchmarks); false if this CPU cannot run it.
+// Forces a kernel (tests, benchmarks) for as long as the SIMD level allows
+// it; false if the active level does not.
 bool SetCodeScanKernel(CodeScanKernel kernel);
 
 // The scan with an explicit kernel, which must be supported.

@@ -1,15 +1,18 @@
-// Lanes-are-items gather scan, ISA-generic. Included by code_scan.cc only,
-// once per ISA, inside that ISA's namespace and target pragma, after a
-// `struct Gather` with kLanes item lanes and the vector operations used below.
-// No include guard on purpose.
+// Lanes-are-items gather scan, ISA-generic: defines ScanGatherItems
+// (kernels_isa.h). Included once per ISA (code_scan_avx2.cc,
+// code_scan_avx512.cc) in that ISA's namespace, after a `struct Gather` (in an
+// anonymous namespace) with kLanes item lanes and the vector operations used
+// below. No include guard on purpose.
 //
 // Per lane, one 32-bit gather fetches the code bytes of four dimensions (the
 // last four bytes of the row for the tail, so no read passes the row end);
 // per dimension the byte becomes an index into the table row and one gather
 // fetches the entries. Each lane sums its item in dimension order from 0, as
 // ScalarCodeScore does. Needs d >= 4.
-inline void ScanGatherItems(const float* table, int d, int k, const uint8_t* base,
-                            size_t row_stride_bytes, const int64_t* rows, size_t n, float* out) {
+void ScanGatherItems(const float* table, int d, int k, const uint8_t* base, size_t row_stride_bytes,
+                     const int64_t* rows, size_t n, float* out) {
+  constexpr size_t kItemBlock = kCodeScanItemBlock;
+  constexpr int kDimChunk = kCodeScanDimChunk;
   alignas(64) float partial[kItemBlock];
   alignas(64) int64_t offsets[kItemBlock];
   for (size_t start = 0; start < n; start += kItemBlock) {

@@ -1,8 +1,9 @@
 // Exact top-k of a DIMCO scan with a quantized pre-scan.
 //
-// For small codes (k <= 16 symbols, d <= 64 dimensions) on CPUs with AVX-512
-// VBMI, every item is first scored with an 8-bit copy of the table, looked up
-// in registers (one byte permute covers 8 dimensions of one item). Floor
+// For small codes (k <= 16 symbols, d <= 64 dimensions) at the kAvx512 SIMD
+// level (common/simd_level.h) on CPUs that also have AVX-512 VBMI, every item
+// is first scored with an 8-bit copy of the table, looked up in registers
+// (one byte permute covers 8 dimensions of one item). Floor
 // quantization with step delta puts each exact score in
 // [base + delta Q, base + delta (Q + d)] (plus a float rounding slack), so only
 // items whose upper bound reaches the k-th best lower bound are scored
@@ -33,7 +34,8 @@ void CodeTopK(const float* table, int d, int k, const uint8_t* base, size_t row_
               const int64_t* rows, size_t n, size_t topk, std::vector<CodeHit>* out,
               CodeTopKStats* stats = nullptr);
 
-// Whether the pre-scan can run for this shape on this CPU.
+// Whether the pre-scan runs for this shape at the active SIMD level on this
+// CPU (SetKernelIsa(kPortable) turns it off).
 bool CodeTopKPrescanAvailable(int d, int k);
 
 }  // namespace query

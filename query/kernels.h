@@ -1,28 +1,22 @@
 // SIMD kernels behind the exact scorers (scorer.h), with runtime ISA dispatch.
 //
-// The Monte Carlo kernel and FastExp have a portable C++ version and x86
-// versions for AVX2+FMA and AVX-512F, compiled from one source
-// (kernels_impl.h) and picked at run time from what the CPU supports. Results of the ISA paths
-// agree to float rounding; for a fixed path they are bitwise reproducible, and the score of a row
-// never depends on which other rows are scored in the same call.
+// The Monte Carlo kernel and FastExp have a portable C++ version (kernels.cc)
+// and x86 versions for AVX2+FMA and AVX-512F (kernels_avx2.cc,
+// kernels_avx512.cc), compiled from one source (kernels_impl.h) and picked on
+// each call by the process's SIMD level (common/simd_level.h: ActiveKernelIsa,
+// SetKernelIsa). Results of the ISA paths agree to float rounding; for a fixed
+// path they are bitwise reproducible, and the score of a row never depends on
+// which other rows are scored in the same call.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "common/simd_level.h"
+
 namespace hedgedb {
 namespace query {
-
-enum class KernelIsa { kPortable, kAvx2, kAvx512 };
-
-const char* KernelIsaName(KernelIsa isa);
-// Best ISA this CPU supports.
-KernelIsa DetectKernelIsa();
-// ISA the kernels currently use (DetectKernelIsa() unless overridden).
-KernelIsa ActiveKernelIsa();
-// Forces an ISA the CPU supports (tests, benchmarks); returns false otherwise.
-bool SetKernelIsa(KernelIsa isa);
 
 // First `count` standard normals of the stream (seed, stream): xoshiro256**
 // seeded through splitmix64, Box-Muller in double precision. Prefix-stable:

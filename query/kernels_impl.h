@@ -1,7 +1,9 @@
-// ISA-generic kernel bodies. Included by kernels.cc only, once per ISA, inside
-// that ISA's namespace and target pragma, after a `struct Simd` that provides
-// the vector type V with kLanes float lanes and its operations. No include
-// guard on purpose.
+// ISA-generic kernel bodies. Included once per ISA (kernels.cc,
+// kernels_avx2.cc, kernels_avx512.cc), inside an anonymous namespace within
+// that ISA's namespace, after a `struct Simd` that provides the vector type V
+// with kLanes float lanes and its operations; kKernels at the end lists the
+// entry points. Nothing here may have external linkage: the x86 files compile
+// with their ISA's flags (common/simd_level.h). No include guard on purpose.
 
 // Scratch that every kernel overwrites before reading: no zero fill.
 inline std::unique_ptr<float[]> Scratch(size_t count) {
@@ -402,3 +404,6 @@ inline void MixtureEtaRowsImpl(const MixtureEtaKernelQuery& q, const void* base,
     for (size_t l = 0; l < count; ++l) out[start + l] = lane_buffer[l];
   }
 }
+
+constexpr KernelTable kKernels = {&McScoreRowsImpl, &GaussianEtaRowsImpl, &MixtureEtaRowsImpl,
+                                  &FastExpImpl};

@@ -31,7 +31,7 @@ jobs=${JOBS:-$(nproc)}
 # ASan + UBSan: leak checking on; the suppressions cover leaks inside the
 # uninstrumented system libraries only (see the file). No
 # detect_stack_use_after_return: with g++ 12 it faults on a valid stack array
-# read inside the AVX-512 kernels (query/kernels.cc, target pragma, 64-byte
+# read inside the AVX-512 kernels (query/kernels_avx512.cc, -mavx512f, 64-byte
 # aligned frame), which pass without it.
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:strict_string_checks=1:check_initialization_order=1"
 export LSAN_OPTIONS="suppressions=$root/scripts/lsan.supp:print_suppressions=0"

@@ -8,8 +8,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
+
+#include "index/nearest_centroid_isa.h"
+#include "tests/kernel_isas.h"
 
 namespace hedgedb {
 namespace index {
@@ -97,6 +101,39 @@ TEST(NearestCentroids, KMeansAndAddFillTheIvfAsFaissDoes) {
     const faiss::Index::idx_t* a = plain.invlists->get_ids(list);
     const faiss::Index::idx_t* b = fast.invlists->get_ids(list);
     EXPECT_TRUE(std::equal(a, a + size, b)) << list;
+  }
+}
+
+// The row minimum follows the SIMD level (SetKernelIsa(kPortable) runs the
+// baseline version), and every level's labels and distances equal the
+// portable level's bit for bit (nearest_centroid_impl.h: the same operations
+// in every version).
+TEST(NearestCentroids, EveryLevelRunsItsVersionAndMatchesPortableExactly) {
+  const int64_t n = 700, k = 1500;
+  const int d = 19;
+  const std::vector<float> x = Normal(n * d, 4), c = Normal(k * d, 5);
+  std::vector<int64_t> want(static_cast<size_t>(n));
+  std::vector<float> want_distances(static_cast<size_t>(n));
+  {
+    const testing_util::ScopedKernelIsa portable_level(KernelIsa::kPortable);
+    ASSERT_TRUE(portable_level.ok());
+    EXPECT_EQ(ActiveRowMinimum(), &portable::RowMinimum);
+    NearestCentroids(x.data(), n, c.data(), k, d, want.data(), want_distances.data());
+  }
+  for (KernelIsa isa : testing_util::SupportedKernelIsas()) {
+    const testing_util::ScopedKernelIsa forced(isa);
+    ASSERT_TRUE(forced.ok());
+    const RowMinimumFn expected =
+        isa == KernelIsa::kAvx512 ? HEDGEDB_SIMD_X86_ONLY(&avx512::RowMinimum)
+        : isa == KernelIsa::kAvx2 ? HEDGEDB_SIMD_X86_ONLY(&avx2::RowMinimum)
+                                  : &portable::RowMinimum;
+    EXPECT_EQ(ActiveRowMinimum(), expected) << KernelIsaName(isa);
+    std::vector<int64_t> got(static_cast<size_t>(n), -1);
+    std::vector<float> distances(static_cast<size_t>(n));
+    NearestCentroids(x.data(), n, c.data(), k, d, got.data(), distances.data());
+    EXPECT_EQ(got, want) << KernelIsaName(isa);
+    EXPECT_EQ(0, std::memcmp(distances.data(), want_distances.data(), n * sizeof(float)))
+        << KernelIsaName(isa);
   }
 }
 

@@ -12,6 +12,7 @@
 
 #include "query/code_scan.h"
 #include "query/scalar_reference.h"
+#include "tests/kernel_isas.h"
 #include "tests/query/test_rows.h"
 
 namespace hedgedb {
@@ -129,6 +130,26 @@ TEST_F(CodeTopKTest, NonFiniteTableUsesFullScan) {
   const CodeTopKStats stats = Check(table, d, k, codes, d, Iota(n), 10);
   EXPECT_FALSE(stats.prescan);
   EXPECT_EQ(stats.rescored, n);
+}
+
+// At every SIMD level the same hits as the reference; the pre-scan (AVX-512
+// VBMI) runs only at kAvx512, so SetKernelIsa(kPortable) turns it off.
+TEST_F(CodeTopKTest, EveryLevelGivesTheReferenceAndPrescansOnlyAtAvx512) {
+  std::mt19937_64 rng(8);
+  const int d = 64, k = 16;
+  const std::vector<float> table = LogSoftmaxTable(d, k, &rng);
+  const size_t n = 4001;
+  const std::vector<uint8_t> codes = RandomCodes(n, d, k, d, &rng);
+  for (KernelIsa isa : testing_util::SupportedKernelIsas()) {
+    const testing_util::ScopedKernelIsa forced(isa);
+    ASSERT_TRUE(forced.ok());
+    const CodeTopKStats stats = Check(table, d, k, codes, d, Iota(n), 10);
+    EXPECT_EQ(stats.prescan, CodeTopKPrescanAvailable(d, k)) << KernelIsaName(isa);
+    if (isa != KernelIsa::kAvx512) {
+      EXPECT_FALSE(stats.prescan) << KernelIsaName(isa);
+      EXPECT_EQ(stats.rescored, n) << KernelIsaName(isa);
+    }
+  }
 }
 
 }  // namespace

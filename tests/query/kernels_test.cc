@@ -6,13 +6,19 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
 #include <random>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "query/code_scan.h"
 #include "query/scalar_reference.h"
 #include "query/scorer.h"
+#include "tests/kernel_isas.h"
 #include "tests/query/test_rows.h"
 
 namespace hedgedb {
@@ -23,27 +29,17 @@ using testing_rows::Iota;
 using testing_rows::RandomCodes;
 using testing_rows::RandomRows;
 
-std::vector<KernelIsa> SupportedIsas() {
-  std::vector<KernelIsa> isas = {KernelIsa::kPortable};
-  for (KernelIsa isa : {KernelIsa::kAvx2, KernelIsa::kAvx512}) {
-    const KernelIsa before = ActiveKernelIsa();
-    if (SetKernelIsa(isa)) isas.push_back(isa);
-    SetKernelIsa(before);
-  }
-  return isas;
-}
+using testing_util::KernelIsaParamName;
+using testing_util::ScopedKernelIsa;
+using testing_util::SupportedKernelIsas;
 
 // Runs the test body with the kernels forced to one ISA, restoring afterwards.
 class KernelIsaTest : public ::testing::TestWithParam<KernelIsa> {
  protected:
-  void SetUp() override {
-    saved_ = ActiveKernelIsa();
-    ASSERT_TRUE(SetKernelIsa(GetParam()));
-  }
-  void TearDown() override { SetKernelIsa(saved_); }
+  void SetUp() override { ASSERT_TRUE(forced_.ok()); }
 
  private:
-  KernelIsa saved_ = KernelIsa::kPortable;
+  ScopedKernelIsa forced_{GetParam()};
 };
 
 TEST(NormalBankTest, DeterministicAndPrefixStable) {
@@ -287,20 +283,76 @@ TEST_P(KernelIsaTest, UncertaintyRowsMatchScalarReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isas, KernelIsaTest, ::testing::ValuesIn(SupportedIsas()),
-                         [](const ::testing::TestParamInfo<KernelIsa>& info) {
-                           return std::string(KernelIsaName(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(Isas, KernelIsaTest, ::testing::ValuesIn(SupportedKernelIsas()),
+                         KernelIsaParamName);
+
+// The flags of the first processor in /proc/cpuinfo (empty elsewhere): the
+// kernel's view of the CPU, independent of __builtin_cpu_supports.
+std::set<std::string> CpuinfoFlags() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    return std::set<std::string>(std::istream_iterator<std::string>(words),
+                                 std::istream_iterator<std::string>());
+  }
+  return {};
+}
 
 TEST(KernelIsaDispatchTest, DetectsAvx512OnThisMachineClass) {
-  // The CI machines have AVX-512F; a silent fall back to the portable path
-  // would cost an order of magnitude.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-  if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "CPU without AVX-512F";
-  EXPECT_EQ(DetectKernelIsa(), KernelIsa::kAvx512);
-#else
-  GTEST_SKIP() << "portable build";
+  // The CI machines have AVX-512 F and BW; a silent fall back to the portable
+  // path would cost an order of magnitude. Every x86-64 build with GCC or
+  // clang (the fuzz and clang builds too) has the x86 kernels.
+#if defined(__x86_64__)
+  EXPECT_TRUE(KernelIsaBuilt(KernelIsa::kAvx2));
+  EXPECT_TRUE(KernelIsaBuilt(KernelIsa::kAvx512));
 #endif
+  if (!KernelIsaBuilt(KernelIsa::kAvx512)) GTEST_SKIP() << "build without the x86 kernels";
+  const std::set<std::string> flags = CpuinfoFlags();
+  for (const char* flag : {"avx2", "fma", "avx512f", "avx512bw"}) {
+    if (flags.count(flag) == 0) GTEST_SKIP() << "CPU without " << flag;
+  }
+  EXPECT_EQ(DetectKernelIsa(), KernelIsa::kAvx512);
+  EXPECT_EQ(ActiveKernelIsa(), KernelIsa::kAvx512);
+  std::cout << "kernel level: " << KernelIsaName(ActiveKernelIsa()) << "\n";
+}
+
+// SetKernelIsa(kPortable) holds every family to portable code: the code scan
+// leaves a forced gather kernel and its trial picks among the portable ones.
+TEST(KernelIsaDispatchTest, CodeScanFollowsTheLevel) {
+  const CodeScanKernel saved = ActiveCodeScanKernel();
+  for (KernelIsa isa : SupportedKernelIsas()) {
+    const ScopedKernelIsa forced(isa);
+    ASSERT_TRUE(forced.ok());
+    for (int ki = 0; ki < kCodeScanKernelCount; ++ki) {
+      const CodeScanKernel kernel = static_cast<CodeScanKernel>(ki);
+      const bool gather =
+          kernel != CodeScanKernel::kBlocked && kernel != CodeScanKernel::kInterleaved;
+      const KernelIsa needs = kernel == CodeScanKernel::kAvx2Gather ? KernelIsa::kAvx2
+                              : gather                              ? KernelIsa::kAvx512
+                                                                    : KernelIsa::kPortable;
+      EXPECT_EQ(CodeScanKernelSupported(kernel), needs <= isa)
+          << CodeScanKernelName(kernel) << " at " << KernelIsaName(isa);
+    }
+    const CodeScanKernel measured = MeasuredCodeScanKernel();
+    EXPECT_TRUE(CodeScanKernelSupported(measured)) << CodeScanKernelName(measured);
+    EXPECT_TRUE(CodeScanKernelSupported(ActiveCodeScanKernel()));
+  }
+  if (DetectKernelIsa() == KernelIsa::kAvx512) {
+    // A gather forced at kAvx512 gives way to a portable kernel at kPortable
+    // and comes back with the level.
+    ASSERT_TRUE(SetCodeScanKernel(CodeScanKernel::kAvx512Gather));
+    {
+      const ScopedKernelIsa portable(KernelIsa::kPortable);
+      const CodeScanKernel active = ActiveCodeScanKernel();
+      EXPECT_TRUE(active == CodeScanKernel::kBlocked || active == CodeScanKernel::kInterleaved)
+          << CodeScanKernelName(active);
+      EXPECT_FALSE(SetCodeScanKernel(CodeScanKernel::kAvx2Gather));
+    }
+    EXPECT_EQ(ActiveCodeScanKernel(), CodeScanKernel::kAvx512Gather);
+  }
+  ASSERT_TRUE(SetCodeScanKernel(saved));
 }
 
 }  // namespace

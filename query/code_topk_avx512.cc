@@ -1,0 +1,98 @@
+// The code top-k pre-scan (code_topk.h) for AVX-512 BW and VBMI. Compiled
+// with the kAvx512 level's flags plus -mavx512vbmi (query/CMakeLists.txt) and
+// reached only from CodeTopK after CodeTopKPrescanAvailable checked the level
+// and VBMI (common/simd_level.h).
+#include <immintrin.h>
+
+#include "query/kernels_isa.h"
+
+namespace hedgedb {
+namespace query {
+namespace avx512 {
+namespace {
+constexpr int kMaxDim = kCodeTopKMaxDim;
+}  // namespace
+
+// qtable: 64 dimensions x 16 bytes, dimension-major, zero past d and k.
+// Lane i of an item's 64 code bytes belongs to group i / 8; the group's two
+// table vectors hold its 8 dimensions x 16 entries, and index
+// (i % 8) * 16 + code picks the entry. Writing only the group's lanes, each
+// permute reads indices the earlier ones left untouched.
+// Masked intrinsics where GCC 12 warns about the undefined source vectors of
+// the plain ones.
+void PrescanVbmi(const uint8_t* qtable, int d, const uint8_t* base, size_t row_stride_bytes,
+                 const int64_t* rows, size_t n, uint16_t* out) {
+  __m512i tab[2 * kMaxDim / 8];
+  for (int v = 0; v < 2 * kMaxDim / 8; ++v) tab[v] = _mm512_loadu_si512(qtable + 64 * v);
+  alignas(64) uint8_t lane_base_bytes[64];
+  for (int i = 0; i < 64; ++i) lane_base_bytes[i] = static_cast<uint8_t>((i % 8) * 16);
+  const __m512i lane_base = _mm512_load_si512(lane_base_bytes);
+  const __mmask64 load_mask = d == 64 ? ~0ull : (1ull << d) - 1;
+  const __m512i zero = _mm512_setzero_si512();
+  // One item (the n mod 8 last ones): lanes are its 64 dimensions, group p's
+  // permute writes only lanes 8p..8p+7.
+  auto lookup = [&](size_t r) {
+    const uint8_t* code = base + static_cast<size_t>(rows[r]) * row_stride_bytes;
+    __m512i x = _mm512_add_epi8(_mm512_maskz_loadu_epi8(load_mask, code), lane_base);
+    // Every group, so that lanes past d also turn into (zero) table entries.
+    for (int p = 0; p < kMaxDim / 8; ++p) {
+      x = _mm512_mask2_permutex2var_epi8(tab[2 * p], x, 0xFFull << (8 * p), tab[2 * p + 1]);
+    }
+    return _mm512_sad_epu8(x, zero);
+  };
+  // Eight items at a time: transpose their rows as 8 x 8 qwords, so vector p
+  // holds dimensions 8p..8p+7 of all eight items (item m in qword m) and one
+  // permute serves 64 lookups; the byte sums of qword m then add up item m.
+  size_t r = 0;
+  for (; r + 8 <= n; r += 8) {
+    __m512i v[8];
+    for (int m = 0; m < 8; ++m) {
+      v[m] = _mm512_maskz_loadu_epi8(load_mask,
+                                     base + static_cast<size_t>(rows[r + m]) * row_stride_bytes);
+    }
+    __m512i a[8], b[8];
+    for (int m = 0; m < 8; m += 2) {  // 128-bit lane l: qwords 2l (a[m]), 2l+1 (a[m+1])
+      a[m] = _mm512_maskz_unpacklo_epi64(0xFF, v[m], v[m + 1]);
+      a[m + 1] = _mm512_maskz_unpackhi_epi64(0xFF, v[m], v[m + 1]);
+    }
+    for (int h = 0; h < 8; h += 4) {  // items h..h+3
+      for (int odd = 0; odd < 2; ++odd) {
+        b[h + odd] =
+            _mm512_maskz_shuffle_i64x2(0xFF, a[h + odd], a[h + 2 + odd], 0x88);  // q 0/1, 4/5
+        b[h + 2 + odd] =
+            _mm512_maskz_shuffle_i64x2(0xFF, a[h + odd], a[h + 2 + odd], 0xDD);  // q 2/3, 6/7
+      }
+    }
+    // b[j] (items 0..3) and b[4 + j] (items 4..7) hold groups j and j + 4.
+    __m512i acc = zero;
+    for (int j = 0; j < 4; ++j) {
+      const __m512i groups_lo = _mm512_maskz_shuffle_i64x2(0xFF, b[j], b[4 + j], 0x88);
+      const __m512i groups_hi = _mm512_maskz_shuffle_i64x2(0xFF, b[j], b[4 + j], 0xDD);
+      const int p = j;
+      acc = _mm512_add_epi64(
+          acc,
+          _mm512_sad_epu8(_mm512_permutex2var_epi8(
+                              tab[2 * p], _mm512_add_epi8(groups_lo, lane_base), tab[2 * p + 1]),
+                          zero));
+      acc = _mm512_add_epi64(
+          acc, _mm512_sad_epu8(
+                   _mm512_permutex2var_epi8(tab[2 * (p + 4)], _mm512_add_epi8(groups_hi, lane_base),
+                                            tab[2 * (p + 4) + 1]),
+                   zero));
+    }
+    alignas(64) uint64_t sums[8];
+    _mm512_store_si512(sums, acc);
+    for (int m = 0; m < 8; ++m) out[r + m] = static_cast<uint16_t>(sums[m]);
+  }
+  for (; r < n; ++r) {
+    alignas(64) uint64_t lanes[8];
+    _mm512_store_si512(lanes, lookup(r));
+    uint64_t total = 0;
+    for (uint64_t v : lanes) total += v;
+    out[r] = static_cast<uint16_t>(total);
+  }
+}
+
+}  // namespace avx512
+}  // namespace query
+}  // namespace hedgedb
