@@ -88,6 +88,26 @@ struct Simd {
     }
     return r;
   }
+  // The first count (< kLanes) floats at p, 0 in the other lanes; reads
+  // nothing past them.
+  static V LoadFirst(const float* p, int count) {
+    V r = Zero();
+    for (int l = 0; l < count; ++l) r.v[l] = p[l];
+    return r;
+  }
+  static float ReduceAdd(const V& a) {
+    float sum = 0.0f;
+    for (int l = 0; l < kLanes; ++l) sum += a.v[l];
+    return sum;
+  }
+  // x = m 2^e with m in [1, 2), for finite x > 0 (subnormals too).
+  static void Frexp(const V& x, V* m, V* e) {
+    for (int l = 0; l < kLanes; ++l) {
+      int exponent = 0;
+      m->v[l] = 2.0f * std::frexp(x.v[l], &exponent);
+      e->v[l] = static_cast<float>(exponent - 1);
+    }
+  }
   // out[d * kLanes + l] = rows[l][offset + d] for d < count.
   static void TransposeRows(const float* const* rows, int offset, int count, float* out) {
     for (int l = 0; l < kLanes; ++l) {
@@ -127,7 +147,14 @@ void MixtureEtaRows(const MixtureEtaKernelQuery& query, const void* base, size_t
   ActiveKernels().mixture_eta_rows(query, base, row_stride_bytes, rows, n, out);
 }
 
+void MomentSumRows(const MomentKernelQuery& query, const void* base, size_t row_stride_bytes,
+                   const int64_t* rows, size_t n, float* out) {
+  ActiveKernels().moment_sum_rows(query, base, row_stride_bytes, rows, n, out);
+}
+
 void FastExp(const float* x, size_t n, float* out) { ActiveKernels().fast_exp(x, n, out); }
+
+void FastLog(const float* x, size_t n, float* out) { ActiveKernels().fast_log(x, n, out); }
 
 // ---------------------------------------------------------------------------
 // Normal banks.

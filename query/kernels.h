@@ -99,6 +99,41 @@ struct MixtureEtaKernelQuery {
 void MixtureEtaRows(const MixtureEtaKernelQuery& query, const void* base, size_t row_stride_bytes,
                     const int64_t* rows, size_t n, float* out);
 
+// The closed-form scores' sums over the dimensions of gaussian rows
+// (docs/concepts.md, "Scores"), one row per call of the row loop with lanes
+// over dimensions, in float32:
+//   kCsd:             sum_d (mu_qd - mu_d)^2 + var_d
+//   kMls:             sum_d (mu_qd - mu_d)^2 / s_d + ln s_d, s_d = var_qd + var_d
+//   kSquaredDistance: sum_d (mu_qd - mu_d)^2            (l2, match)
+// The scorer (scorer.cc) turns a sum into the score. mls takes no logarithm
+// per dimension: each lane keeps the product of the mantissas of its s_d
+// (in [1, 2), renormalised every 64 factors) and the sum of their binary
+// exponents, and one vectorised logarithm (FastLog) per row ends it, so
+// ln prod s_d = ln(mantissa product) + (exponent sum) ln 2 is exact up to
+// float rounding of the product (~2^-24 per factor) and FastLog's error.
+// Each row's sum is independent of the other rows in the call.
+struct MomentKernelQuery {
+  enum class Sum { kCsd, kMls, kSquaredDistance };
+  Sum sum = Sum::kSquaredDistance;
+  int dim = 0;
+  // The query's mean and variance, padded with (0, 1) to a multiple of
+  // kMomentQueryPad floats, so that the padding lanes add nothing (a 0
+  // difference, ln 1 = 0). var may be null for kSquaredDistance.
+  const float* mean = nullptr;
+  const float* var = nullptr;
+  // Item row layout in floats: mean at mean_offset, variance at var_offset
+  // (kCsd, kMls only).
+  int mean_offset = 0;
+  int var_offset = 0;
+};
+// Padding of MomentKernelQuery's query vectors: a multiple of every ISA's
+// lane count.
+constexpr int kMomentQueryPad = 16;
+
+// out[r] = the sum of the row at base + rows[r] * row_stride_bytes.
+void MomentSumRows(const MomentKernelQuery& query, const void* base, size_t row_stride_bytes,
+                   const int64_t* rows, size_t n, float* out);
+
 // DIMCO scan: out[r] = sum_i table[i * k + code_r[i]] over the d symbols of the
 // uint8 code row at base + rows[r] * row_stride_bytes. Symbols must be < k.
 // The kernel is chosen per CPU by measurement (code_scan.h, code_scan.cc).
@@ -108,6 +143,12 @@ void CodeScanRows(const float* table, int d, int k, const uint8_t* base, size_t 
 // exp(x) of the kernels for each of n inputs (relative error ~1e-7 on
 // [-87, 88]; inputs outside are clamped). Exposed to test its accuracy.
 void FastExp(const float* x, size_t n, float* out);
+
+// ln(x) of the kernels for each of n inputs x > 0 (normal or subnormal,
+// finite): x = m 2^e with m in [sqrt(1/2), sqrt(2)), then the Cephes
+// polynomial for ln m. Absolute error below 2^-23 (1 + |ln x|) (the
+// kernels_test measures it). Exposed to test its accuracy.
+void FastLog(const float* x, size_t n, float* out);
 
 }  // namespace query
 }  // namespace hedgedb

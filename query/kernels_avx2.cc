@@ -39,6 +39,30 @@ struct Simd {
     const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
     return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
   }
+  // The first count (< kLanes) floats at p, 0 in the other lanes; the
+  // masked load reads nothing past them.
+  static V LoadFirst(const float* p, int count) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(count), lane));
+  }
+  static float ReduceAdd(V a) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  // x = m 2^e with m in [1, 2), for finite x > 0: the exponent and mantissa
+  // bits, after scaling subnormals by 2^24 into the normal range.
+  static void Frexp(V x, V* m, V* e) {
+    const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(1.17549435e-38f), _CMP_LT_OQ);
+    x = _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(16777216.0f)), tiny);
+    const __m256i bits = _mm256_castps_si256(x);
+    const __m256i biased = _mm256_srli_epi32(bits, 23);
+    *e = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(biased, _mm256_set1_epi32(127))),
+                       _mm256_and_ps(tiny, _mm256_set1_ps(24.0f)));
+    *m = _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi32(0x007fffff)),
+                                             _mm256_set1_epi32(0x3f800000)));
+  }
   static void TransposeRows(const float* const* rows, int offset, int count, float* out) {
     for (int d0 = 0; d0 < count; d0 += kLanes) {
       const int width = std::min(kLanes, count - d0);

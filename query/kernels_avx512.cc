@@ -47,6 +47,18 @@ struct Simd {
     const __m512i e = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
     return _mm512_castsi512_ps(_mm512_slli_epi32(e, 23));
   }
+  // The first count (< kLanes) floats at p, 0 in the other lanes; the
+  // masked load reads nothing past them.
+  static V LoadFirst(const float* p, int count) {
+    return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << count) - 1u), p);
+  }
+  static float ReduceAdd(V a) { return _mm512_reduce_add_ps(a); }
+  // x = m 2^e with m in [1, 2), for finite x > 0; GETEXP and GETMANT
+  // normalise subnormals themselves.
+  static void Frexp(V x, V* m, V* e) {
+    *e = _mm512_getexp_ps(x);
+    *m = _mm512_getmant_ps(x, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_zero);
+  }
   static void TransposeRows(const float* const* rows, int offset, int count, float* out) {
     for (int d0 = 0; d0 < count; d0 += kLanes) {
       const int width = std::min(kLanes, count - d0);

@@ -30,6 +30,36 @@ inline Simd::V Exp(Simd::V x) {
   return Simd::Mul(y, Simd::Pow2(n));
 }
 
+// ln(x 2^extra) for finite x > 0 and integral extra (FastLog's contract,
+// kernels.h). x = m 2^e with m in [1, 2); where m >= sqrt(2) (the exponent
+// of m sqrt(2) is 1) the mantissa halves and e grows by one, so
+// f = m (1 - h/2) - 1 in [-0.293, 0.415] is exact. Then the Cephes logf
+// polynomial: ln(1 + f) = f - f^2/2 + f^3 P(f), and (e + extra) ln 2 with ln 2
+// split in two so that the large part is exact.
+inline Simd::V LogScaled(Simd::V x, Simd::V extra) {
+  using V = Simd::V;
+  V m, e, unused, h;
+  Simd::Frexp(x, &m, &e);
+  Simd::Frexp(Simd::Mul(m, Simd::Set1(1.41421356f)), &unused, &h);
+  const V f = Simd::Fma(Simd::Mul(h, Simd::Set1(-0.5f)), m, Simd::Sub(m, Simd::Set1(1.0f)));
+  e = Simd::Add(Simd::Add(e, h), extra);
+  const V z = Simd::Mul(f, f);
+  V p = Simd::Set1(7.0376836292e-2f);
+  p = Simd::Fma(p, f, Simd::Set1(-1.1514610310e-1f));
+  p = Simd::Fma(p, f, Simd::Set1(1.1676998740e-1f));
+  p = Simd::Fma(p, f, Simd::Set1(-1.2420140846e-1f));
+  p = Simd::Fma(p, f, Simd::Set1(1.4249322787e-1f));
+  p = Simd::Fma(p, f, Simd::Set1(-1.6668057665e-1f));
+  p = Simd::Fma(p, f, Simd::Set1(2.0000714765e-1f));
+  p = Simd::Fma(p, f, Simd::Set1(-2.4999993993e-1f));
+  p = Simd::Fma(p, f, Simd::Set1(3.3333331174e-1f));
+  V y = Simd::Mul(Simd::Mul(p, f), z);
+  y = Simd::Fma(e, Simd::Set1(-2.12194440e-4f), y);
+  y = Simd::Fma(z, Simd::Set1(-0.5f), y);
+  y = Simd::Add(f, y);
+  return Simd::Fma(e, Simd::Set1(0.693359375f), y);
+}
+
 // 1 / x for x > 0 from the ISA's estimate and one Newton step (relative error
 // squares: ~2^-23 from AVX2's 12-bit estimate, float rounding after AVX-512's
 // 14-bit one). Cheaper than a division, which the sigmoid needs per pair.
@@ -57,6 +87,104 @@ inline void FastExpImpl(const float* x, size_t n, float* out) {
     for (int l = 0; l < kLanes; ++l) buffer[l] = x[start + std::min<size_t>(l, count - 1)];
     Simd::Store(buffer, Exp(Simd::Load(buffer)));
     for (size_t l = 0; l < count; ++l) out[start + l] = buffer[l];
+  }
+}
+
+inline void FastLogImpl(const float* x, size_t n, float* out) {
+  constexpr int kLanes = Simd::kLanes;
+  float buffer[kLanes];
+  for (size_t start = 0; start < n; start += kLanes) {
+    const size_t count = std::min<size_t>(kLanes, n - start);
+    for (int l = 0; l < kLanes; ++l) buffer[l] = x[start + std::min<size_t>(l, count - 1)];
+    Simd::Store(buffer, LogScaled(Simd::Load(buffer), Simd::Zero()));
+    for (size_t l = 0; l < count; ++l) out[start + l] = buffer[l];
+  }
+}
+
+// One kLanes-dimension step of a MomentKernelQuery sum (kernels.h) into acc;
+// mls also multiplies the mantissas of s = var_q + var into mant and adds
+// their exponents to expo. The quotient is taken before the square, so
+// (d / s) * d overflows only where the term itself does.
+template <MomentKernelQuery::Sum kSum>
+inline void MomentStep(Simd::V query_mean, Simd::V query_var, Simd::V mean, Simd::V var,
+                       Simd::V* acc, Simd::V* mant, Simd::V* expo) {
+  using Sum = MomentKernelQuery::Sum;
+  const Simd::V delta = Simd::Sub(query_mean, mean);
+  if (kSum == Sum::kSquaredDistance) {
+    *acc = Simd::Fma(delta, delta, *acc);
+  } else if (kSum == Sum::kCsd) {
+    *acc = Simd::Fma(delta, delta, Simd::Add(*acc, var));
+  } else {
+    const Simd::V s = Simd::Add(query_var, var);
+    *acc = Simd::Fma(Simd::Div(delta, s), delta, *acc);
+    Simd::V m, e;
+    Simd::Frexp(s, &m, &e);
+    *mant = Simd::Mul(*mant, m);
+    *expo = Simd::Add(*expo, e);
+  }
+}
+
+// The sum of one row, lanes over dimensions: whole vectors, then the tail
+// with the item's lanes past dim read as 0 and the query's padding (0, 1).
+// The mantissa product of a lane stays below 2^64 between renormalisations.
+template <MomentKernelQuery::Sum kSum>
+inline float MomentSumRow(const MomentKernelQuery& q, const float* row) {
+  using V = Simd::V;
+  using Sum = MomentKernelQuery::Sum;
+  constexpr int kLanes = Simd::kLanes;
+  constexpr int kRenormaliseEvery = 64;
+  const bool has_var = kSum != Sum::kSquaredDistance;
+  const float* mean = row + q.mean_offset;
+  const float* var = row + q.var_offset;
+  V acc = Simd::Zero(), mant = Simd::Set1(1.0f), expo = Simd::Zero();
+  const int full = q.dim - q.dim % kLanes;
+  int steps = 0;
+  for (int d = 0; d < full; d += kLanes) {
+    MomentStep<kSum>(Simd::Load(q.mean + d),
+                     kSum == Sum::kMls ? Simd::Load(q.var + d) : Simd::Zero(), Simd::Load(mean + d),
+                     has_var ? Simd::Load(var + d) : Simd::Zero(), &acc, &mant, &expo);
+    if (kSum == Sum::kMls && ++steps == kRenormaliseEvery) {
+      V m, e;
+      Simd::Frexp(mant, &m, &e);
+      mant = m;
+      expo = Simd::Add(expo, e);
+      steps = 0;
+    }
+  }
+  if (full < q.dim) {
+    const int tail = q.dim - full;
+    MomentStep<kSum>(
+        Simd::Load(q.mean + full), kSum == Sum::kMls ? Simd::Load(q.var + full) : Simd::Zero(),
+        Simd::LoadFirst(mean + full, tail),
+        has_var ? Simd::LoadFirst(var + full, tail) : Simd::Zero(), &acc, &mant, &expo);
+  }
+  if (kSum == Sum::kMls) acc = Simd::Add(acc, LogScaled(mant, expo));
+  return Simd::ReduceAdd(acc);
+}
+
+template <MomentKernelQuery::Sum kSum>
+inline void MomentSumRowsOf(const MomentKernelQuery& q, const void* base, size_t row_stride_bytes,
+                            const int64_t* rows, size_t n, float* out) {
+  for (size_t r = 0; r < n; ++r) {
+    out[r] = MomentSumRow<kSum>(
+        q, reinterpret_cast<const float*>(static_cast<const char*>(base) +
+                                          static_cast<size_t>(rows[r]) * row_stride_bytes));
+  }
+}
+
+inline void MomentSumRowsImpl(const MomentKernelQuery& q, const void* base, size_t row_stride_bytes,
+                              const int64_t* rows, size_t n, float* out) {
+  using Sum = MomentKernelQuery::Sum;
+  switch (q.sum) {
+    case Sum::kCsd:
+      MomentSumRowsOf<Sum::kCsd>(q, base, row_stride_bytes, rows, n, out);
+      break;
+    case Sum::kMls:
+      MomentSumRowsOf<Sum::kMls>(q, base, row_stride_bytes, rows, n, out);
+      break;
+    case Sum::kSquaredDistance:
+      MomentSumRowsOf<Sum::kSquaredDistance>(q, base, row_stride_bytes, rows, n, out);
+      break;
   }
 }
 
@@ -405,5 +533,5 @@ inline void MixtureEtaRowsImpl(const MixtureEtaKernelQuery& q, const void* base,
   }
 }
 
-constexpr KernelTable kKernels = {&McScoreRowsImpl, &GaussianEtaRowsImpl, &MixtureEtaRowsImpl,
-                                  &FastExpImpl};
+constexpr KernelTable kKernels = {&McScoreRowsImpl,   &GaussianEtaRowsImpl, &MixtureEtaRowsImpl,
+                                  &MomentSumRowsImpl, &FastExpImpl,         &FastLogImpl};

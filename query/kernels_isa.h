@@ -20,7 +20,10 @@ struct KernelTable {
                             size_t, float*);
   void (*mixture_eta_rows)(const MixtureEtaKernelQuery&, const void*, size_t, const int64_t*,
                            size_t, float*);
+  void (*moment_sum_rows)(const MomentKernelQuery&, const void*, size_t, const int64_t*, size_t,
+                          float*);
   void (*fast_exp)(const float*, size_t, float*);
+  void (*fast_log)(const float*, size_t, float*);
 };
 
 namespace portable {

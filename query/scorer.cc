@@ -174,11 +174,15 @@ class McPreparedQuery : public PreparedQuery {
 
 // ---------------------------------------------------------------------------
 // Closed forms on (mixture) moments: csd, mls, l2, match.
-class MomentPreparedQuery : public PreparedQuery {
+
+// The scalar reference: one plain double loop per row and dimension, with
+// std::log per dimension for mls (ScalarMomentScoreRows). The search path
+// uses it only for match's tie-break keys.
+class ScalarMomentScorer {
  public:
-  MomentPreparedQuery(const RowShape& shape, const ScoreParams& params, ScoreType score,
-                      const float* query_row)
-      : shape_(shape), score_(score), match_a_(params.match_a), match_b_(params.match_b) {
+  ScalarMomentScorer(const RowShape& shape, ScoreType score, float match_a, float match_b,
+                     const float* query_row)
+      : shape_(shape), score_(score), match_a_(match_a), match_b_(match_b) {
     const int dim = shape.dim;
     mean_.resize(dim);
     var_.resize(dim, 0.0);
@@ -191,10 +195,9 @@ class MomentPreparedQuery : public PreparedQuery {
   }
 
   void ScoreRows(const void* base, size_t row_stride_bytes, const int64_t* rows, size_t n,
-                 float* out) const override {
+                 float* out) const {
     const int dim = shape_.dim;
     std::vector<double> mean(dim), var(dim, 0.0);
-    const double log_two_pi = std::log(2.0 * 3.14159265358979323846);
     for (size_t r = 0; r < n; ++r) {
       LoadMoments(base, row_stride_bytes, rows[r], mean.data(), var.data());
       double sq = 0.0;
@@ -216,7 +219,7 @@ class MomentPreparedQuery : public PreparedQuery {
             const double s = var_[d] + var[d];
             sum += delta * delta / s + std::log(s);
           }
-          out[r] = static_cast<float>(-0.5 * sum - 0.5 * dim * log_two_pi);
+          out[r] = static_cast<float>(-0.5 * sum - MlsConstant(dim));
           break;
         }
         default: {  // l2, match
@@ -228,19 +231,22 @@ class MomentPreparedQuery : public PreparedQuery {
     }
   }
 
-  // match: the exact distance (a larger key is closer). The mean distance,
-  // as ScoreRows uses it, in double.
-  bool TieBreakKeys(const void* base, size_t row_stride_bytes, const int64_t* rows, size_t n,
-                    double* out) const override {
-    if (score_ != ScoreType::kMatch) return false;
+  // The exact mean distance as a key (a larger key is closer), in double.
+  void TieBreakKeys(const void* base, size_t row_stride_bytes, const int64_t* rows, size_t n,
+                    double* out) const {
     const int dim = shape_.dim;
     std::vector<double> mean(dim), var(dim, 0.0);
     for (size_t r = 0; r < n; ++r) {
       LoadMoments(base, row_stride_bytes, rows[r], mean.data(), var.data());
       out[r] = -SquaredDistance(mean.data());
     }
-    return true;
   }
+
+  const std::vector<double>& mean() const { return mean_; }
+  const std::vector<double>& var() const { return var_; }
+  double trace() const { return trace_; }
+  // mls's constant: D/2 ln(2 pi).
+  static double MlsConstant(int dim) { return 0.5 * dim * std::log(2.0 * 3.14159265358979323846); }
 
  private:
   // The moments of row `row` (points: the vector, variance 0), in double.
@@ -254,8 +260,7 @@ class MomentPreparedQuery : public PreparedQuery {
       RowMoments(shape_, f, mean, var);
     }
   }
-  // ||query mean - mean||^2, the distance l2 and match use (ScoreRows) and
-  // the key that breaks match's float ties (TieBreakKeys).
+  // ||query mean - mean||^2, the distance l2 and match use.
   double SquaredDistance(const double* mean) const {
     double sq = 0.0;
     for (int d = 0; d < shape_.dim; ++d) {
@@ -272,6 +277,109 @@ class MomentPreparedQuery : public PreparedQuery {
   std::vector<double> mean_;
   std::vector<double> var_;
   double trace_ = 0.0;
+};
+
+// The search path: MomentSumRows (kernels.h) in float32, lanes over
+// dimensions, on the rows themselves (point, gaussian) or on their first two
+// moments (mog: RowMoments into a float scratch, kMogChunk rows at a time).
+class MomentPreparedQuery : public PreparedQuery {
+ public:
+  MomentPreparedQuery(const RowShape& shape, const ScoreParams& params, ScoreType score,
+                      const float* query_row)
+      : shape_(shape),
+        score_(score),
+        match_a_(params.match_a),
+        match_b_(params.match_b),
+        reference_(shape, score, params.match_a, params.match_b, query_row) {
+    const int dim = shape.dim;
+    const size_t padded = (size_t(dim) + kMomentQueryPad - 1) / kMomentQueryPad * kMomentQueryPad;
+    mean_.assign(padded, 0.0f);
+    var_.assign(padded, 1.0f);
+    for (int d = 0; d < dim; ++d) {
+      mean_[d] = float(reference_.mean()[d]);
+      var_[d] = float(reference_.var()[d]);
+    }
+    kernel_.sum = score == ScoreType::kCsd   ? MomentKernelQuery::Sum::kCsd
+                  : score == ScoreType::kMls ? MomentKernelQuery::Sum::kMls
+                                             : MomentKernelQuery::Sum::kSquaredDistance;
+    kernel_.dim = dim;
+    kernel_.mean = mean_.data();
+    kernel_.var = var_.data();
+    // Mixtures are scored on their moments, which the scratch holds in the
+    // gaussian layout.
+    const RowShape moments{Kind::kGaussian, dim, 1, 0};
+    const RowShape& layout = shape.kind == Kind::kMog ? moments : shape;
+    kernel_.mean_offset = int(layout.mean_offset());
+    kernel_.var_offset = int(layout.var_offset());
+    trace_ = float(reference_.trace());
+    mls_constant_ = float(ScalarMomentScorer::MlsConstant(dim));
+  }
+
+  void ScoreRows(const void* base, size_t row_stride_bytes, const int64_t* rows, size_t n,
+                 float* out) const override {
+    if (shape_.kind != Kind::kMog) {
+      MomentSumRows(kernel_, base, row_stride_bytes, rows, n, out);
+    } else {
+      const size_t dim = size_t(shape_.dim);
+      std::vector<double> mean(dim), var(dim);
+      std::vector<float> scratch(kMogChunk * 2 * dim);
+      std::vector<int64_t> scratch_rows(kMogChunk);
+      for (size_t i = 0; i < kMogChunk; ++i) scratch_rows[i] = int64_t(i);
+      for (size_t first = 0; first < n; first += kMogChunk) {
+        const size_t m = std::min(kMogChunk, n - first);
+        for (size_t i = 0; i < m; ++i) {
+          const float* row = reinterpret_cast<const float*>(static_cast<const char*>(base) +
+                                                            rows[first + i] * row_stride_bytes);
+          RowMoments(shape_, row, mean.data(), var.data());
+          float* to = scratch.data() + i * 2 * dim;
+          for (size_t d = 0; d < dim; ++d) {
+            to[d] = float(mean[d]);
+            to[dim + d] = float(var[d]);
+          }
+        }
+        MomentSumRows(kernel_, scratch.data(), 2 * dim * sizeof(float), scratch_rows.data(), m,
+                      out + first);
+      }
+    }
+    for (size_t r = 0; r < n; ++r) {
+      switch (score_) {
+        case ScoreType::kCsd:
+          out[r] = -(out[r] + trace_);
+          break;
+        case ScoreType::kMls:
+          out[r] = -0.5f * out[r] - mls_constant_;
+          break;
+        case ScoreType::kL2:
+          out[r] = -std::sqrt(out[r]);
+          break;
+        default:  // match
+          out[r] = Sigmoid(-match_a_ * std::sqrt(out[r]) + match_b_);
+          break;
+      }
+    }
+  }
+
+  // match: the exact distance in double (a larger key is closer).
+  bool TieBreakKeys(const void* base, size_t row_stride_bytes, const int64_t* rows, size_t n,
+                    double* out) const override {
+    if (score_ != ScoreType::kMatch) return false;
+    reference_.TieBreakKeys(base, row_stride_bytes, rows, n, out);
+    return true;
+  }
+
+ private:
+  static constexpr size_t kMogChunk = 64;
+
+  RowShape shape_;
+  ScoreType score_;
+  float match_a_;
+  float match_b_;
+  ScalarMomentScorer reference_;
+  std::vector<float> mean_;  // padded (kernels.h, MomentKernelQuery)
+  std::vector<float> var_;
+  MomentKernelQuery kernel_;
+  float trace_ = 0.0f;
+  float mls_constant_ = 0.0f;
 };
 
 // ---------------------------------------------------------------------------
@@ -330,6 +438,20 @@ Status ValidateScoreParams(const RowShape& shape, const ScoreParams& params) {
       return Status::InvalidArgument("match_b must be finite");
     }
   }
+  return Status::OK();
+}
+
+Status ScalarMomentScoreRows(const RowShape& shape, const ScoreParams& params,
+                             const float* query_row, const void* base, size_t row_stride_bytes,
+                             const int64_t* rows, size_t n, float* out) {
+  HEDGEDB_RETURN_IF_ERROR(ValidateScoreParams(shape, params));
+  const ScoreType resolved = ResolveScore(shape.kind, params.score);
+  if (resolved == ScoreType::kMc || resolved == ScoreType::kLogprob) {
+    return Status::InvalidArgument(std::string("score '") + ScoreName(resolved) +
+                                   "' has no closed form");
+  }
+  ScalarMomentScorer(shape, resolved, params.match_a, params.match_b, query_row)
+      .ScoreRows(base, row_stride_bytes, rows, n, out);
   return Status::OK();
 }
 

@@ -107,6 +107,16 @@ class PreparedQuery {
 Status PrepareQuery(const RowShape& shape, const ScoreParams& params, const float* query_row,
                     std::unique_ptr<PreparedQuery>* out);
 
+// The closed-form scores (csd, mls, l2, match; the score resolved for the
+// kind) of n rows as plain double loops over the dimensions, std::log per
+// dimension for mls: the scalar reference of the float32 SIMD path that
+// PrepareQuery's ScoreRows takes (kernels.h, MomentSumRows), for tests and
+// benchmarks. InvalidArgument for params PrepareQuery refuses and for mc and
+// logprob.
+Status ScalarMomentScoreRows(const RowShape& shape, const ScoreParams& params,
+                             const float* query_row, const void* base, size_t row_stride_bytes,
+                             const int64_t* rows, size_t n, float* out);
+
 // eta = 1 - p(m | x, x) (HIB eq. 9) of one item row (gaussian/mog), from two
 // independent sample sets (streams kEtaFirstStream, kEtaSecondStream, K per
 // side, stratified for mog); NaN for kinds without one. The params must have

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <limits>
 #include <random>
 #include <set>
 #include <sstream>
@@ -105,6 +106,147 @@ TEST_P(KernelIsaTest, FastExpRelativeError) {
   EXPECT_LT(clamped[0], 1e-37f);
   EXPECT_TRUE(std::isfinite(clamped[1]));
   EXPECT_GT(clamped[1], 1e38f);
+}
+
+// FastLog against std::log in double over the whole positive float range,
+// subnormals included: absolute error below 2^-23 (1 + |ln x|).
+TEST_P(KernelIsaTest, FastLogAbsoluteError) {
+  std::vector<float> x;
+  for (double v = -103.0; v <= 88.7; v += 0.0007) x.push_back(float(std::exp(v)));
+  for (float v = 0.5f; v < 2.0f; v += 1e-5f) x.push_back(v);  // near ln = 0
+  x.push_back(std::numeric_limits<float>::denorm_min());
+  x.push_back(std::numeric_limits<float>::min());
+  x.push_back(std::numeric_limits<float>::max());
+  x.push_back(1.41421354f);
+  x.push_back(1.41421366f);
+  std::vector<float> y(x.size());
+  FastLog(x.data(), x.size(), y.data());
+  double worst = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double exact = std::log(double(x[i]));
+    worst = std::max(worst, std::fabs(y[i] - exact) / (1.0 + std::fabs(exact)));
+  }
+  EXPECT_LT(worst, std::ldexp(1.0, -23)) << KernelIsaName(GetParam());
+}
+
+// The closed-form scores (csd, mls, l2, match) on this ISA against the
+// scalar double reference (ScalarMomentScoreRows), on odd dimensions and
+// variances log-uniform over [1e-6, 1e6]. Tolerance: the float32 path rounds
+// each term a few times (difference, sum of variances, quotient, product of
+// mantissas, FastLog, moments of a mixture) and sums a lane's ceil(D/L)
+// terms, then L lanes in a tree; with L >= 8 that is at most
+// (ceil(D/8) + 3 + 8) u times A, u = 2^-24, where A bounds the magnitudes
+// summed: per dimension (|mu_q| + |mu|)^2 / s + |ln s| + 1 for mls
+// ((|mu_q| + |mu|)^2 + var_q + var for csd and the squared distance; the
+// means, not their difference, because a mixture's moments are rounded to
+// float). mls's sum is halved; l2 is a square root (relative error halves);
+// match is a sigmoid of slope <= a/4; plus the float result's own rounding.
+void ExpectMomentScoresMatchReference(const RowShape& shape, size_t n, std::mt19937_64* rng,
+                                      float min_var, float max_var, float mean_scale = 1.0f) {
+  const size_t pad = 3, stride = shape.item_row_size() + pad;
+  std::vector<float> items = RandomRows(shape, n, pad, rng, mean_scale);
+  std::vector<float> query = testing_rows::RandomRow(shape, rng, mean_scale);
+  if (shape.kind != Kind::kPoint) {
+    std::uniform_real_distribution<double> log_var(std::log(min_var), std::log(max_var));
+    const size_t first = shape.var_offset(), count = shape.mixture_components() * shape.dim;
+    for (size_t r = 0; r <= n; ++r) {
+      float* row = r < n ? items.data() + r * stride : query.data();
+      for (size_t j = 0; j < count; ++j) row[first + j] = float(std::exp(log_var(*rng)));
+    }
+  }
+  std::vector<int64_t> rows = Iota(n);
+  std::shuffle(rows.begin(), rows.end(), *rng);
+  const int dim = shape.dim;
+  std::vector<double> qm(dim), qv(dim, 0.0), m(dim), v(dim, 0.0);
+  if (shape.kind == Kind::kPoint) {
+    for (int d = 0; d < dim; ++d) qm[d] = query[d];
+  } else {
+    RowMoments(shape, query.data(), qm.data(), qv.data());
+  }
+  const double u = std::ldexp(1.0, -24);
+  const double per_term = std::ceil(dim / 8.0) + 3 + 8;
+  for (ScoreType score : {ScoreType::kCsd, ScoreType::kMls, ScoreType::kL2, ScoreType::kMatch}) {
+    if (shape.kind == Kind::kPoint && (score == ScoreType::kCsd || score == ScoreType::kMls)) {
+      continue;
+    }
+    ScoreParams params;
+    params.score = score;
+    params.samples = 4 * int(shape.mixture_components());
+    params.match_a = 0.7f;
+    params.match_b = 2.0f;
+    std::unique_ptr<PreparedQuery> prepared;
+    ASSERT_TRUE(PrepareQuery(shape, params, query.data(), &prepared).ok());
+    std::vector<float> got(n), want(n);
+    prepared->ScoreRows(items.data(), stride * sizeof(float), rows.data(), n, got.data());
+    ASSERT_TRUE(ScalarMomentScoreRows(shape, params, query.data(), items.data(),
+                                      stride * sizeof(float), rows.data(), n, want.data())
+                    .ok());
+    for (size_t r = 0; r < n; ++r) {
+      const float* row = items.data() + rows[r] * stride;
+      if (shape.kind == Kind::kPoint) {
+        for (int d = 0; d < dim; ++d) m[d] = row[d];
+      } else {
+        RowMoments(shape, row, m.data(), v.data());
+      }
+      double magnitude = 0.0, sq = 0.0;
+      for (int d = 0; d < dim; ++d) {
+        const double span = std::pow(std::fabs(qm[d]) + std::fabs(m[d]), 2);
+        const double s = qv[d] + v[d];
+        magnitude += score == ScoreType::kMls ? span / s + std::fabs(std::log(s)) + 1.0
+                                              : span + qv[d] + v[d];
+        sq += std::pow(qm[d] - m[d], 2);
+      }
+      double tol = per_term * u * magnitude;
+      if (score == ScoreType::kMls) tol *= 0.5;
+      if (score == ScoreType::kL2) tol = 0.5 * tol / std::max(std::sqrt(sq), 1e-30);
+      if (score == ScoreType::kMatch) tol = 0.25 * params.match_a * 0.5 * tol / std::sqrt(sq);
+      tol += 2 * u * (std::fabs(want[r]) + 1.0);
+      EXPECT_NEAR(got[r], want[r], tol)
+          << KindName(shape.kind) << " " << ScoreName(score) << " D=" << dim << " vars [" << min_var
+          << ", " << max_var << "] row " << rows[r];
+    }
+  }
+}
+
+TEST_P(KernelIsaTest, MomentScoresMatchScalarReference) {
+  std::mt19937_64 rng(17);
+  for (int dim : {1, 3, 17, 63, 64, 65, 130}) {
+    const RowShape gaussian{Kind::kGaussian, dim, 1, 0};
+    ExpectMomentScoresMatchReference(gaussian, 29, &rng, 1e-6f, 1e6f);
+    ExpectMomentScoresMatchReference(gaussian, 29, &rng, 0.05f, 0.5f);
+    ExpectMomentScoresMatchReference({Kind::kMog, dim, 3, 0}, 13, &rng, 1e-6f, 1e6f);
+    ExpectMomentScoresMatchReference({Kind::kPoint, dim, 1, 0}, 13, &rng, 1.0f, 1.0f);
+  }
+  // Subnormal variances (the mantissa split normalises them first), with
+  // means close enough that the quotients stay finite.
+  ExpectMomentScoresMatchReference({Kind::kGaussian, 20, 1, 0}, 9, &rng, 1e-44f, 1e-39f, 1e-21f);
+}
+
+// 2,000 dimensions of variances whose sums have mantissa 1.9: a lane's
+// product of mantissas would pass 2^128 without the renormalisation.
+TEST_P(KernelIsaTest, MlsRenormalisesLongMantissaProducts) {
+  const RowShape shape{Kind::kGaussian, 2000, 1, 0};
+  std::mt19937_64 rng(5);
+  std::vector<float> items = RandomRows(shape, 3, 0, &rng);
+  std::vector<float> query = testing_rows::RandomRow(shape, &rng);
+  for (int d = 0; d < shape.dim; ++d) {
+    query[shape.dim + d] = 0.95f;
+    for (int r = 0; r < 3; ++r) items[r * shape.item_row_size() + shape.dim + d] = 0.95f;
+  }
+  ScoreParams params;
+  params.score = ScoreType::kMls;
+  std::unique_ptr<PreparedQuery> prepared;
+  ASSERT_TRUE(PrepareQuery(shape, params, query.data(), &prepared).ok());
+  const std::vector<int64_t> rows = Iota(3);
+  std::vector<float> got(3), want(3);
+  prepared->ScoreRows(items.data(), shape.item_row_bytes(), rows.data(), 3, got.data());
+  ASSERT_TRUE(ScalarMomentScoreRows(shape, params, query.data(), items.data(),
+                                    shape.item_row_bytes(), rows.data(), 3, want.data())
+                  .ok());
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(std::isfinite(got[r])) << r;
+    EXPECT_NEAR(got[r], want[r], 1e-5 * std::fabs(want[r])) << r;
+  }
 }
 
 struct McCase {
