@@ -1,5 +1,6 @@
 // Stage-2 scoring kernels: Monte Carlo match probability (scalar reference
-// loop vs the SIMD kernel per ISA) and the DIMCO scan (every scan kernel vs
+// loop vs the SIMD kernel per ISA), the closed-form scores mls and csd (the
+// same), and the DIMCO scan (every scan kernel vs
 // the blocked one, the exact top-k with its pre-scan, FAISS IndexPQ with
 // identity codebooks), and the nearest-centroid assignment of IVF lists.
 // items_per_second = candidates scored (rows assigned) per second.
@@ -143,6 +144,82 @@ BENCHMARK(BM_McGaussianScalar);
 BENCHMARK(BM_McGaussianKernel)->Apply(IsaArgs);
 BENCHMARK(BM_McMog2Scalar);
 BENCHMARK(BM_McMog2Kernel)->Apply(IsaArgs);
+
+// The closed-form scores over the same 1,024 scattered candidates: the
+// scalar double reference (ScalarMomentScoreRows: a std::log per dimension
+// for mls) and the float32 kernel per ISA through PrepareQuery (the search
+// path). Arg score: mls or csd. items_per_second = candidates scored.
+void ScoreArgs(benchmark::internal::Benchmark* b) {
+  b->ArgName("score");
+  for (ScoreType score : {ScoreType::kMls, ScoreType::kCsd}) b->Arg(static_cast<int>(score));
+}
+void ScoreIsaArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"score", "isa"});
+  for (ScoreType score : {ScoreType::kMls, ScoreType::kCsd}) {
+    for (KernelIsa isa : {KernelIsa::kPortable, KernelIsa::kAvx2, KernelIsa::kAvx512}) {
+      b->Args({static_cast<int>(score), static_cast<int>(isa)});
+    }
+  }
+}
+
+void RunClosedFormScalar(benchmark::State& state, const McFixture& f) {
+  ScoreParams params = f.params;
+  params.score = static_cast<ScoreType>(state.range(0));
+  state.SetLabel(ScoreName(params.score));
+  std::vector<float> out(kCandidates);
+  for (auto _ : state) {
+    if (!ScalarMomentScoreRows(f.shape, params, f.query.data(), f.arena.data(),
+                               f.shape.item_row_size() * sizeof(float), f.candidates.data(),
+                               kCandidates, out.data())
+             .ok()) {
+      state.SkipWithError("ScalarMomentScoreRows failed");
+      break;
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kCandidates);
+}
+
+void RunClosedFormKernel(benchmark::State& state, const McFixture& f) {
+  ScoreParams params = f.params;
+  params.score = static_cast<ScoreType>(state.range(0));
+  const KernelIsa isa = static_cast<KernelIsa>(state.range(1));
+  const KernelIsa saved = ActiveKernelIsa();
+  if (!SetKernelIsa(isa)) {
+    state.SkipWithError("ISA not supported by this CPU");
+    return;
+  }
+  state.SetLabel(std::string(ScoreName(params.score)) + " " + KernelIsaName(isa));
+  std::unique_ptr<PreparedQuery> prepared;
+  if (!PrepareQuery(f.shape, params, f.query.data(), &prepared).ok()) {
+    SetKernelIsa(saved);
+    state.SkipWithError("PrepareQuery failed");
+    return;
+  }
+  std::vector<float> out(kCandidates);
+  for (auto _ : state) {
+    prepared->ScoreRows(f.arena.data(), f.shape.item_row_size() * sizeof(float),
+                        f.candidates.data(), kCandidates, out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  SetKernelIsa(saved);
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kCandidates);
+}
+
+void BM_ClosedFormGaussianScalar(benchmark::State& state) {
+  RunClosedFormScalar(state, Gaussian());
+}
+void BM_ClosedFormGaussianKernel(benchmark::State& state) {
+  RunClosedFormKernel(state, Gaussian());
+}
+void BM_ClosedFormMog2Scalar(benchmark::State& state) { RunClosedFormScalar(state, Mog()); }
+void BM_ClosedFormMog2Kernel(benchmark::State& state) { RunClosedFormKernel(state, Mog()); }
+BENCHMARK(BM_ClosedFormGaussianScalar)->Apply(ScoreArgs);
+BENCHMARK(BM_ClosedFormGaussianKernel)->Apply(ScoreIsaArgs);
+BENCHMARK(BM_ClosedFormMog2Scalar)->Apply(ScoreArgs);
+BENCHMARK(BM_ClosedFormMog2Kernel)->Apply(ScoreIsaArgs);
 
 // eta (HIB eq. 9) of single rows, as the collection computes it for every
 // hit and the query: two sample sets of the row against each other.
