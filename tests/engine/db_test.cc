@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <thread>
 #include <tuple>
 
@@ -17,8 +19,8 @@ namespace hedgedb {
 namespace {
 
 using testing::Batch;
-using testing::QueryBatch;
 using testing::MakeSpec;
+using testing::QueryBatch;
 using testing::RandomBatch;
 using testing::TempDir;
 
@@ -172,6 +174,91 @@ TEST(DBTest, MatchTiesAreBrokenByTheExactDistance) {
     options.score = ScoreType::kL2;
     ASSERT_TRUE(db->Search("p", query, options, &results).ok());
     for (size_t r = 0; r < 4; ++r) EXPECT_EQ(results[0].hits[r].id, 9 - int64_t(r));
+  }
+}
+
+// mls and csd through a real collection (IVF index, exhaustive and
+// two-stage with every list probed and every item a candidate) rank as a
+// brute-force double computation of the formulas does, except near-ties:
+// where the ids at a rank differ, their exact scores are within twice the
+// float32 kernel's bound (tests/query/kernels_test.cc: (ceil(D/8) + 11)
+// 2^-24 times the sum of the terms' magnitudes). Odd D, variances over nine
+// orders of magnitude.
+TEST(DBTest, ClosedFormSearchRanksAsBruteForce) {
+  TempDir dir;
+  auto db = OpenDb(dir.path());
+  const int D = 65, n = 600, k = 20;
+  CollectionSpec spec = MakeSpec("c", Kind::kGaussian, D, "IVF8,Flat");
+  ASSERT_TRUE(db->CreateCollection(spec).ok());
+  std::mt19937_64 rng(8);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<double> log_var(std::log(1e-4), std::log(1e5));
+  auto draw = [&](int count) {
+    Batch b;
+    b.n = count;
+    for (int i = 0; i < count; ++i) {
+      b.ids.push_back(i);
+      const double scale = std::exp(log_var(rng));
+      for (int d = 0; d < D; ++d) {
+        b.mean.push_back(normal(rng));
+        b.var.push_back(float(scale * std::exp(0.5 * normal(rng))));
+      }
+    }
+    return b;
+  };
+  const Batch items = draw(n), queries = draw(4);
+  ASSERT_TRUE(db->Ingest("c", items.ingest(), nullptr).ok());
+  ASSERT_TRUE(db->Flush().ok());
+  ASSERT_TRUE(StatsOf(db.get(), "c").index_trained);
+  const double bound = 2 * (std::ceil(D / 8.0) + 11) * std::ldexp(1.0, -24);
+  for (ScoreType score : {ScoreType::kMls, ScoreType::kCsd}) {
+    for (bool exhaustive : {true, false}) {
+      SearchOptions options;
+      options.k = k;
+      options.score = score;
+      options.exhaustive = exhaustive;
+      options.candidates = n;
+      options.nprobe = 8;
+      std::vector<SearchResult> results;
+      ASSERT_TRUE(db->Search("c", queries.view(), options, &results).ok());
+      for (int q = 0; q < queries.n; ++q) {
+        std::vector<double> exact(n), magnitude(n);
+        for (int i = 0; i < n; ++i) {
+          double sum = 0, abs_sum = 0;
+          for (int d = 0; d < D; ++d) {
+            const double qm = queries.mean[q * D + d], m = items.mean[i * D + d];
+            const double qv = queries.var[q * D + d], v = items.var[i * D + d];
+            const double delta = qm - m, s = qv + v;
+            if (score == ScoreType::kMls) {
+              sum += delta * delta / s + std::log(s);
+              abs_sum += std::pow(std::fabs(qm) + std::fabs(m), 2) / s + std::fabs(std::log(s)) + 1;
+            } else {
+              sum += delta * delta + s;
+              abs_sum += std::pow(std::fabs(qm) + std::fabs(m), 2) + s;
+            }
+          }
+          exact[i] = score == ScoreType::kMls ? -0.5 * sum - 0.5 * D * std::log(2 * M_PI) : -sum;
+          magnitude[i] = bound * abs_sum + 4 * std::ldexp(std::fabs(exact[i]), -24);
+        }
+        std::vector<int> order(n);
+        for (int i = 0; i < n; ++i) order[i] = i;
+        std::sort(order.begin(), order.end(), [&](int a, int b) { return exact[a] > exact[b]; });
+        const std::vector<SearchHit>& hits = results[q].hits;
+        ASSERT_EQ(hits.size(), size_t(k));
+        int swapped = 0;
+        for (int j = 0; j < k; ++j) {
+          const int got = int(hits[j].id), want = order[j];
+          EXPECT_NEAR(hits[j].score, exact[got], magnitude[got]);
+          if (got != want) {
+            ++swapped;
+            EXPECT_LE(std::fabs(exact[got] - exact[want]), magnitude[got] + magnitude[want])
+                << ScoreName(score) << (exhaustive ? " exhaustive" : " two-stage") << " query " << q
+                << " rank " << j << ": id " << got << " instead of " << want;
+          }
+        }
+        EXPECT_LE(swapped, 2) << ScoreName(score) << " query " << q;
+      }
+    }
   }
 }
 
