@@ -2,7 +2,7 @@
 """hedgedb against the pipeline a practitioner writes today, in one process.
 
     PYTHONPATH=build/python /usr/bin/python3 bench/practitioner_compare.py \
-        --items 100000 --out /tmp/compare
+        --items 100000 --out /tmp/compare [--score mls]
 
 Needs python3-faiss, python3-hnswlib, python3-torch and (for the picture)
 python3-matplotlib, all Debian packages.
@@ -10,14 +10,16 @@ python3-matplotlib, all Debian packages.
 The data: N clustered Gaussians (D = 64, 1,000 clusters, mean noise 0.3,
 variances uniform in [0.02, 0.2]), queries drawn the same way but not
 stored. The target: each query's exact top-10 under the `mc` score (HIB
-eq. 5, K = 8 samples per side), from an exhaustive hedgedb search.
+eq. 5, K = 8 samples per side), or with --score mls under the mutual
+likelihood score, from an exhaustive hedgedb search.
 
 The pipelines, all on one thread (torch, FAISS's OpenMP, hedgedb threads=1):
   hedgedb          two-stage search (its IVF index, then exact MC rescoring),
                    swept over nprobe and the candidate count;
   faiss+torch      FAISS IndexIVFFlat on the means (same list count as the
                    collection's index) for C candidates, then Monte Carlo
-                   rescoring in PyTorch with the same sample banks;
+                   rescoring in PyTorch with the same sample banks (mls:
+                   the closed form in PyTorch, float32);
   hnswlib+torch    hnswlib (M 16, ef_construction 200) on the means for C
                    candidates, then the same rescoring;
   faiss means      FAISS IVF top-10 on the means alone (no rescoring: what a
@@ -25,13 +27,18 @@ The pipelines, all on one thread (torch, FAISS's OpenMP, hedgedb threads=1):
 The sample banks are hedgedb's own (docs/concepts.md, "Determinism":
 xoshiro256** seeded through splitmix64, Box-Muller in double precision),
 rewritten here in Python from that description; the script checks that
-the torch scores of the exact top-10 equal hedgedb's to 1e-5 before it
-times anything, so both compute one score.
+the torch scores of the exact top-10 equal hedgedb's before it times
+anything, so both compute one score: mc to 1e-5 absolute (probabilities);
+mls to 2e-5 (1 + |score|), since both sum 64 float32 terms of magnitude
+about |score| / 64 in different orders (each sum's error is a few
+2^-24 sum |terms| ~ 1e-6 |score| at D = 64; the bound leaves room for
+D up to a few hundred).
 
 Each configuration is timed one query per call and in batches of 100
 queries, over interleaved rounds (median); recall@10 is against the exact
 top-10. Writes OUT/compare.json (every point), OUT/compare.png (recall@10
-against queries per second, like ann-benchmarks' plots) and prints a
+against queries per second, like ann-benchmarks' plots; compare-mls.* with
+--score mls) and prints a
 table: for each recall level, the fastest configuration of each pipeline
 that reaches it and hedgedb's ratio to the fastest other pipeline.
 """
@@ -101,7 +108,43 @@ QUERY_STREAM, ITEM_STREAM = 1, 2  # query/scorer.h
 
 # ---- the practitioner's rescoring ----------------------------------------
 
-class TorchMc:
+class TorchRescore:
+    """Scores of each query's candidates (subclasses: scores()), best k."""
+
+    def top(self, qmean, qvar, cand, k):
+        # Queries in chunks of about 4 MB of item data per chunk: one block
+        # for a batch of 100 queries at C = 500 would be 100 MB.
+        per_query = cand.shape[1] * self.floats_per_candidate * 4
+        step = max(1, (4 << 20) // per_query)
+        with self.torch.inference_mode():
+            s = np.concatenate([self.scores(qmean[i:i + step], qvar[i:i + step], cand[i:i + step])
+                                for i in range(0, len(cand), step)])
+        order = np.argsort(-s, axis=1, kind="stable")[:, :k]
+        return np.take_along_axis(cand, order, 1), np.take_along_axis(s, order, 1)
+
+
+class TorchMls(TorchRescore):
+    """PFE's mutual likelihood score, -1/2 sum_d [(mu_q - mu)^2 / s + ln s]
+    - D/2 ln(2 pi) with s = var_q + var, of each query's candidates."""
+
+    def __init__(self, torch, mean, var):
+        self.torch = torch
+        self.mean = torch.from_numpy(mean)
+        self.var = torch.from_numpy(var)
+        self.const = 0.5 * mean.shape[1] * math.log(2 * math.pi)
+        self.floats_per_candidate = 2 * mean.shape[1]
+
+    def scores(self, qmean, qvar, cand):
+        torch = self.torch
+        cand_t = torch.from_numpy(np.maximum(cand, 0))
+        s = torch.from_numpy(qvar)[:, None, :] + self.var[cand_t]  # (Q, C, D)
+        d = torch.from_numpy(qmean)[:, None, :] - self.mean[cand_t]
+        p = (-0.5 * (d * d / s + torch.log(s)).sum(2) - self.const).numpy()
+        p[cand < 0] = -np.inf
+        return p
+
+
+class TorchMc(TorchRescore):
     """Monte Carlo match probability (mean over K x K pairs of
     sigmoid(-a ||zq_i - z_j|| + b)) of each query's candidates."""
 
@@ -113,6 +156,7 @@ class TorchMc:
         d = mean.shape[1]
         self.eq = torch.from_numpy(normal_bank(seed, QUERY_STREAM, samples * d).reshape(samples, d))
         self.ei = torch.from_numpy(normal_bank(seed, ITEM_STREAM, samples * d).reshape(samples, d))
+        self.floats_per_candidate = samples * d
 
     def scores(self, qmean, qvar, cand):
         """qmean, qvar (Q, D); cand (Q, C) int64 item rows (-1: none).
@@ -133,17 +177,6 @@ class TorchMc:
         p = p.numpy()
         p[cand < 0] = -np.inf
         return p
-
-    def top(self, qmean, qvar, cand, k):
-        # Queries in chunks of about 4 MB of item samples: one (Q, C, K, D)
-        # block for a batch of 100 queries at C = 500 would be 100 MB.
-        per_query = cand.shape[1] * self.k * self.mean.shape[1] * 4
-        step = max(1, (4 << 20) // per_query)
-        with self.torch.inference_mode():
-            s = np.concatenate([self.scores(qmean[i:i + step], qvar[i:i + step], cand[i:i + step])
-                                for i in range(0, len(cand), step)])
-        order = np.argsort(-s, axis=1, kind="stable")[:, :k]
-        return np.take_along_axis(cand, order, 1), np.take_along_axis(s, order, 1)
 
 
 def recall(found, exact):
@@ -180,6 +213,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--samples", type=int, default=8)
+    parser.add_argument("--score", choices=("mc", "mls"), default="mc",
+                        help="the score of the target and of every rescoring (default mc)")
     parser.add_argument("--out", required=True, help="directory for compare.json and compare.png")
     parser.add_argument("--quick", action="store_true",
                         help="fewer configurations (a check that the script runs)")
@@ -211,7 +246,8 @@ def main():
 
     mean, var = draw(args.items)
     qmean, qvar = draw(args.queries)
-    mc = TorchMc(torch, mean, var, a, b, args.samples, seed)
+    rescore = (TorchMc(torch, mean, var, a, b, args.samples, seed) if args.score == "mc"
+               else TorchMls(torch, mean, var))
     points = []
     with tempfile.TemporaryDirectory(dir=args.out) as work, \
             hedgedb.open(work + "/db", threads=1) as db:
@@ -235,17 +271,25 @@ def main():
               f"tuned nprobe {stats['index_nprobe']}", file=sys.stderr)
 
         exact_res = db.search("g", mean=qmean, var=qvar, k=10, exhaustive=True,
-                              with_uncertainty=False)
+                              score=args.score, with_uncertainty=False)
         exact = np.asarray(exact_res.ids)
         exact_scores = np.asarray(exact_res.scores)
         # One score: torch's numbers for hedgedb's exact top-10.
         with torch.inference_mode():
-            check = mc.scores(qmean, qvar, exact)
-        worst = float(np.max(np.abs(check - exact_scores)))
+            check = rescore.scores(qmean, qvar, exact)
+        diff = np.abs(check - exact_scores)
+        worst = float(np.max(diff))
         print(f"torch vs hedgedb scores of the exact top-10: max |diff| {worst:.2e}",
               file=sys.stderr)
-        if worst > 1e-5:
-            sys.exit(f"the torch rescoring does not compute hedgedb's mc score ({worst:.2e})")
+        if args.score == "mls":
+            # Relative to 1 + |score| (see above).
+            worst = float(np.max(diff / (1 + np.abs(exact_scores))))
+            print(f"  max |diff| / (1 + |score|) {worst:.2e}; scores in "
+                  f"[{exact_scores.min():.1f}, {exact_scores.max():.1f}]", file=sys.stderr)
+        allowed = 1e-5 if args.score == "mc" else 2e-5
+        if worst > allowed:
+            sys.exit(f"the torch rescoring does not compute hedgedb's {args.score} score "
+                     f"({worst:.2e} > {allowed:.0e})")
 
         # Stage-1 structures of the other pipelines.
         start = time.perf_counter()
@@ -270,7 +314,7 @@ def main():
         def hedgedb_run(nprobe, c):
             def f(lo, hi):
                 r = db.search("g", mean=qmean[lo:hi], var=qvar[lo:hi], k=10, nprobe=nprobe,
-                              candidates=c, with_uncertainty=False)
+                              candidates=c, score=args.score, with_uncertainty=False)
                 return np.asarray(r.ids)
             return f
 
@@ -278,14 +322,14 @@ def main():
             def f(lo, hi):
                 ivf.nprobe = nprobe
                 _, cand = ivf.search(qmean[lo:hi], c)
-                return mc.top(qmean[lo:hi], qvar[lo:hi], cand, 10)[0]
+                return rescore.top(qmean[lo:hi], qvar[lo:hi], cand, 10)[0]
             return f
 
         def hnsw_torch_run(ef, c):
             def f(lo, hi):
                 hnsw.set_ef(max(ef, c))
                 cand, _ = hnsw.knn_query(qmean[lo:hi], k=c)
-                return mc.top(qmean[lo:hi], qvar[lo:hi], cand.astype(np.int64), 10)[0]
+                return rescore.top(qmean[lo:hi], qvar[lo:hi], cand.astype(np.int64), 10)[0]
             return f
 
         def means_run(nprobe):
@@ -329,15 +373,17 @@ def main():
                            "ms_per_query": 1000 * t})
     meta = {"items": args.items, "dim": args.dim, "queries": args.queries,
             "rounds": args.rounds, "batch": args.batch, "samples": args.samples,
-            "nlist": nlist, "cpu": cpu_model(), "threads": 1,
+            "nlist": nlist, "cpu": cpu_model(), "threads": 1, "score": args.score,
             "score_check_max_abs_diff": worst, "faiss": faiss.__version__,
             "torch": torch.__version__}
-    with open(os.path.join(args.out, "compare.json"), "w") as f:
+    stem = "compare" if args.score == "mc" else f"compare-{args.score}"
+    with open(os.path.join(args.out, stem + ".json"), "w") as f:
         json.dump({"meta": meta, "points": points}, f, indent=1)
 
     pipelines = ["hedgedb", "faiss+torch", "hnswlib+torch", "faiss means"]
-    print(f"{args.items} Gaussians, D = {args.dim}, K = {args.samples}, {args.queries} queries, "
-          f"{args.rounds} rounds, one thread; {meta['cpu']}")
+    print(f"{args.items} Gaussians, D = {args.dim}, score {args.score}"
+          + (f", K = {args.samples}" if args.score == "mc" else "")
+          + f", {args.queries} queries, {args.rounds} rounds, one thread; {meta['cpu']}")
     for mode, title in (("one", "one query per call"), ("batch", f"batches of {args.batch}")):
         print(f"\n{title}: fastest configuration reaching each recall@10 (q/s)")
         print("| recall@10 >= | " + " | ".join(pipelines) + " | hedgedb / best other |")
@@ -385,12 +431,13 @@ def main():
         ax.set_xlabel("queries per second (one thread, log scale)")
         ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].set_ylabel("recall@10 against the exact mc top-10")
+    axes[0].set_ylabel(f"recall@10 against the exact {args.score} top-10")
     axes[0].legend(loc="lower left")
-    fig.suptitle(f"{args.items:,} Gaussians, D = {args.dim}, K = {args.samples}: "
+    fig.suptitle(f"{args.items:,} Gaussians, D = {args.dim}, score {args.score}"
+                 + (f", K = {args.samples}" if args.score == "mc" else "") + ": "
                  f"{meta['cpu']}", fontsize=10)
     fig.tight_layout()
-    path = os.path.join(args.out, "compare.png")
+    path = os.path.join(args.out, stem + ".png")
     fig.savefig(path, dpi=110)
     print(f"wrote {path}", file=sys.stderr)
 
