@@ -1,0 +1,77 @@
+#!/usr/bin/python3
+"""Per-query time of hedgedb searches per score at fixed configurations, to
+compare two builds on the same data (run once per build, alternating):
+
+    for b in /path/to/old/build build; do
+      PYTHONPATH=$b/python /usr/bin/python3 bench/score_search_time.py --items 100000
+    done
+
+The data of bench/practitioner_compare.py (N clustered Gaussians, D = 64,
+variances uniform in [0.02, 0.2]); one thread. Configurations: exhaustive
+(every item rescored: the score's own cost dominates) and two-stage at
+nprobe 4 with 50 and 200 candidates, one query per call, median over
+--rounds interleaved rounds. Prints milliseconds per query.
+"""
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", type=int, default=100000)
+    parser.add_argument("--dim", type=int, default=64)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--exhaustive-queries", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--scores", default="mls,csd,mc")
+    args = parser.parse_args()
+    try:
+        import hedgedb
+    except ImportError:
+        sys.exit("hedgedb is not importable: PYTHONPATH=build/python")
+    rng = np.random.default_rng(0)
+    centers = rng.normal(size=(1000, args.dim)).astype(np.float32)
+
+    def draw(n):
+        labels = rng.integers(0, 1000, size=n)
+        mean = (centers[labels] + 0.3 * rng.normal(size=(n, args.dim))).astype(np.float32)
+        var = rng.uniform(0.02, 0.2, size=(n, args.dim)).astype(np.float32)
+        return mean, var
+
+    mean, var = draw(args.items)
+    qmean, qvar = draw(args.queries)
+    scores = args.scores.split(",")
+    configs = [("exhaustive", dict(exhaustive=True), args.exhaustive_queries),
+               ("nprobe 4, C 50", dict(nprobe=4, candidates=50), args.queries),
+               ("nprobe 4, C 200", dict(nprobe=4, candidates=200), args.queries)]
+    with tempfile.TemporaryDirectory() as work, hedgedb.open(work + "/db", threads=1) as db:
+        db.create_collection("g", kind="gaussian", dim=args.dim, match_a=1.0, match_b=5.0)
+        db.ingest("g", mean=mean, var=var, ids=np.arange(args.items, dtype=np.int64))
+        db.flush()
+        times = {(s, c[0]): [] for s in scores for c in configs}
+        for _ in range(args.rounds):
+            for s in scores:
+                for name, kw, nq in configs:
+                    start = time.perf_counter()
+                    for j in range(nq):
+                        db.search("g", mean=qmean[j:j + 1], var=qvar[j:j + 1], k=10, score=s,
+                                  with_uncertainty=False, **kw)
+                    times[(s, name)].append((time.perf_counter() - start) / nq)
+    print(f"{hedgedb.__file__}: {args.items} Gaussians, D = {args.dim}, one thread, "
+          f"median of {args.rounds} rounds (ms per query)")
+    print("| score | " + " | ".join(c[0] for c in configs) + " |")
+    print("|---" * (len(configs) + 1) + "|")
+    for s in scores:
+        cells = [f"{1000 * statistics.median(times[(s, c[0])]):.3f}" for c in configs]
+        print(f"| {s} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
