@@ -17,7 +17,7 @@
 #include "datasets/image_set.h"
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
 namespace {
 
 namespace fs = std::filesystem;
@@ -346,5 +346,5 @@ Status ParseCub200(const std::string& root_dir, const CubAnnotations& files, Ben
   return Status::OK();
 }
 
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

@@ -32,7 +32,7 @@
 #include "hedgedb/status.h"
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
 
 // Which classes of the class-disjoint protocol to read. The official split
 // is by class id (CUB 1-100 / 101-200, Cars 1-98 / 99-196); a `class_split`
@@ -101,5 +101,5 @@ Status EmptySplitError(const std::string& where, const char* data_set, Benchmark
                        int64_t train_classes, int64_t classes, int64_t min_label,
                        int64_t max_label);
 
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

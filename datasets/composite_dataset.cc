@@ -6,7 +6,9 @@
 #include <iterator>
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
+
+using encoders::SeededRng;
 
 namespace {
 
@@ -592,5 +594,5 @@ Status BuildNDigitComposites(const CompositeConfig& config,
   return Status::OK();
 }
 
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

@@ -11,7 +11,18 @@
 #include "encoders/eval/metrics.h"
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
+
+using encoders::CheckCollectionFitsModel;
+using encoders::CheckCollectionModel;
+using encoders::CollectionSpecForModel;
+using encoders::Embeddings;
+using encoders::EncoderModel;
+using encoders::ItemSet;
+using encoders::ModelUse;
+using encoders::RecallAtK;
+using encoders::RecordModelInMetadata;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -420,5 +431,5 @@ Status QueryImages(DB& db, const std::string& collection, const ImageEncoder& en
   return Status::OK();
 }
 
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

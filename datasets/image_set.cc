@@ -18,7 +18,11 @@
 #include <utility>
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
+
+using encoders::ItemSet;
+using encoders::SeededRng;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -668,5 +672,5 @@ Status WriteImageFile(const std::string& path, const float* chw, int64_t channel
   return Status::OK();
 }
 
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

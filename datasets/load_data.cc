@@ -17,7 +17,16 @@
 #include "encoders/data/features_dataset.h"
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
+
+using encoders::DataFamily;
+using encoders::DataSettings;
+using encoders::EncoderData;
+using encoders::FeaturesDataset;
+using encoders::ItemSet;
+using encoders::LoadFeaturesDataset;
+using encoders::SeededRng;
+
 namespace {
 
 constexpr const char kMnistDefaultDir[] = "/usr/share/datasets/mnist";
@@ -460,5 +469,5 @@ Status LoadEncoderData(const DataOptions& options, EncoderData* data) {
   return Status::OK();
 }
 
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

@@ -16,7 +16,7 @@
 #include "temp_dir.h"
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
 namespace {
 
 namespace fs = std::filesystem;
@@ -578,5 +578,5 @@ TEST_F(CarsTest, CarsBoxesCropWhenDecoding) {
 }
 
 }  // namespace
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

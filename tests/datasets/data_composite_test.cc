@@ -11,8 +11,10 @@
 #include "datasets/composite_dataset.h"
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
 namespace {
+
+using encoders::SeededRng;
 
 // A synthetic 28 x 28 base split: `per_label` images of each of 10 labels.
 // Pixels are never 0 (so any 0 in a render comes from occlusion) and lie in
@@ -634,5 +636,5 @@ TEST(CompositeFashionMnistTest, PaperSizesOnTheRealBaseSet) {
 }
 
 }  // namespace
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

@@ -18,10 +18,18 @@
 #include "encoders/models/models.h"
 #include "hedgedb/calibration.h"
 
-namespace hedgedb::encoders {
+namespace hedgedb::datasets {
 namespace {
 
 namespace fs = std::filesystem;
+using encoders::Encoder;
+using encoders::LoadModel;
+using encoders::MakeEncoder;
+using encoders::Method;
+using encoders::ModelCalibration;
+using encoders::ModelFileChecksum;
+using encoders::ModelSpec;
+using encoders::SaveModel;
 
 class ImagePipelineTest : public ::testing::Test {
  protected:
@@ -384,4 +392,4 @@ TEST(ImagePipelineCutoffsTest, PowersOfTwoThenK) {
 }
 
 }  // namespace
-}  // namespace hedgedb::encoders
+}  // namespace hedgedb::datasets

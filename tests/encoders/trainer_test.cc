@@ -35,6 +35,8 @@ namespace encoders {
 namespace {
 
 namespace fs = std::filesystem;
+using datasets::DataOptions;
+using datasets::LoadEncoderData;
 
 class TrainerTest : public testing_util::TempDirTest {
  protected:
