@@ -114,7 +114,7 @@ Status HibTable3For(const CompositeConfig& config, HibTable3* table) {
         "composites: the HIB Table 3 layout is defined for N = 2 and 3 positions over 10 base "
         "labels (2- and 3-digit MNIST), got N = " +
         std::to_string(config.num_positions) + " over " + std::to_string(config.num_base_classes) +
-        " labels: use --composite-layout reference (the reference generator's rule)");
+        " labels: use layout reference (the reference generator's rule)");
   }
   if (config.validation_items_per_class != 0) {
     return Status::InvalidArgument(
@@ -183,7 +183,7 @@ Status FillItems(const char* name, const std::vector<int64_t>& classes, int64_t 
         " x " + std::to_string(classes.size()) + " = " +
         std::to_string(fit * static_cast<int64_t>(classes.size())) + " for this split" +
         (extra_per_class > 0 ? ", validation included" : "") +
-        ": ask for fewer (--train-total, --test-total), or fewer positions (--items)");
+        ": ask for fewer (train_total, test_total), or fewer positions (num_positions)");
   }
   const std::vector<OcclusionRect> no_occlusion(num_positions);
   std::vector<std::vector<int64_t>> drawn(num_positions);
@@ -197,8 +197,8 @@ Status FillItems(const char* name, const std::vector<int64_t>& classes, int64_t 
             SplitName(name) + ": class " + std::to_string(label) + " needs " +
             std::to_string(needed) + " distinct base images of label " + std::to_string(digits[p]) +
             " but the base split has " + std::to_string(pool.size()) +
-            "; ask for fewer items per class: a smaller train_total or test_total "
-            "(--train-total, --test-total), or fewer positions (--items)");
+            "; ask for fewer items per class: a smaller train_total or test_total, or fewer "
+            "positions (num_positions)");
       }
       for (int64_t i = 0; i < needed; ++i) {
         const int64_t j = i + static_cast<int64_t>(rng->UniformInt(pool.size() - i));
@@ -520,7 +520,7 @@ Status BuildNDigitComposites(const CompositeConfig& config,
                        " images of label " + std::to_string(size.scarcest_label)
                  : std::to_string(split.total) + " / " + std::to_string(classes.size())) +
             "); a class needs at least 2 items (a matching pair): raise " +
-            (training ? "--train-total" : "--test-total"));
+            (training ? "train_total" : "test_total"));
       }
       if (!scale && size.items_per_class + size.validation_per_class > size.scarcest_count) {
         const int64_t fit = size.scarcest_count;
@@ -533,9 +533,9 @@ Status BuildNDigitComposites(const CompositeConfig& config,
             " need " + std::to_string(size.items_per_class + size.validation_per_class) +
             " distinct base images of each of their labels, but the base split has " +
             std::to_string(fit) + " of label " + std::to_string(size.scarcest_label) +
-            ": --composite-layout hib-scaled keeps Table 3's " + std::to_string(classes.size()) +
+            ": layout hib-scaled keeps Table 3's " + std::to_string(classes.size()) +
             " classes with fewer items per class, or ask for fewer (" +
-            (training ? "--train-total" : "--test-total") + ")");
+            (training ? "train_total" : "test_total") + ")");
       }
     } else {
       int64_t per_class = 0;

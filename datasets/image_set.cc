@@ -183,8 +183,7 @@ std::string FitImage(const cv::Mat& decoded, const ImageInputOptions& options, f
   if (options.fit == ImageFit::kExact) {
     if (colour_channels != want_c || decoded.rows != want_h || decoded.cols != want_w) {
       return "the image is " + ShapeText(colour_channels, decoded.rows, decoded.cols) +
-             " but the model takes " + ShapeText(want_c, want_h, want_w) +
-             " (--fit resize or crop converts it)";
+             " but the model takes " + ShapeText(want_c, want_h, want_w) + " " + kExactFitHint;
     }
   }
   // Channels first (alpha dropped), at the source size.

@@ -138,6 +138,11 @@ Status ReadIdxImageSource(const std::string& images_path, const std::string& lab
 // absolute). Existence is checked when decoding.
 ImageSource ImageFilesSource(const std::vector<std::string>& paths);
 
+// The end of the message of an image that decoded but does not fit the model
+// under ImageFit::kExact: how a caller tells a size problem from an
+// unreadable file.
+inline constexpr char kExactFitHint[] = "(fit resize or crop converts it)";
+
 // An image that could not be read or does not fit, with a message that starts
 // with the image's name.
 struct ImageError {

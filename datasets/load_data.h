@@ -60,8 +60,10 @@ struct DataOptions {
 // them (recorded = true).
 encoders::DataSettings SettingsOf(const DataOptions& options);
 
-// Loads the data set. Errors name the missing file, the bad option or the
-// inconsistency (e.g. labels out of range, too few items per class).
+// Loads the data set. Errors name the missing file, the bad option (by its
+// field here, "val_fraction must be in [0, 1)", or CompositeConfig's, never a
+// CLI flag) or the inconsistency (e.g. labels out of range, too few items per
+// class).
 Status LoadEncoderData(const DataOptions& options, encoders::EncoderData* data);
 
 }  // namespace datasets

@@ -404,17 +404,17 @@ void RunIngestImages(IngestImagesArgs& args, const CLI::App& cmd) {
   const bool skip = options.skip_bad_images;
   options.on_bad_image = [skip](const datasets::ImageError& e) {
     std::fprintf(stderr, "%shedgedb: %s: %s\n", skip && ::isatty(2) ? "\n" : "",
-                 skip ? "skipped" : "bad image", e.message.c_str());
+                 skip ? "skipped" : "bad image", WithFlags(e.message).c_str());
   };
   datasets::IngestImagesResult result;
   const Status s =
       datasets::IngestImages(args.db, args.collection, encoder, source, options, &result);
-  if (!s.ok()) Fail(s.message());
+  if (!s.ok()) Fail(WithFlags(s.message()));
   json skipped = json::array();
   for (const datasets::ImageError& e : result.skipped) {
     json j;
     j["image"] = source.entries[e.entry].Name();
-    j["error"] = e.message;
+    j["error"] = WithFlags(e.message);
     skipped.push_back(std::move(j));
   }
   json out;
@@ -572,11 +572,11 @@ void PrintAnswer(const datasets::ImageAnswer& a, const std::string& format,
       json j;
       j["query"] = a.query;
       j["image"] = query.Name();
-      j["error"] = a.error->message;
+      j["error"] = WithFlags(a.error->message);
       PrintJsonLine(j);
     } else if (format == "table") {
       std::printf("query %lld  %s  skipped: %s\n\n", static_cast<long long>(a.query),
-                  DisplayPath(query.Name()).c_str(), a.error->message.c_str());
+                  DisplayPath(query.Name()).c_str(), WithFlags(a.error->message).c_str());
     }
     return;
   }
@@ -622,7 +622,8 @@ void RunQueryImage(QueryImageArgs& args, const CLI::App& cmd) {
       ProgressBars(!args.model.no_progress && args.format == "summary", "query-image");
   options.on_bad_image = [&options](const datasets::ImageError& e) {
     if (options.skip_bad_images) {
-      std::fprintf(stderr, "%shedgedb: skipped: %s\n", ::isatty(2) ? "\n" : "", e.message.c_str());
+      std::fprintf(stderr, "%shedgedb: skipped: %s\n", ::isatty(2) ? "\n" : "",
+                   WithFlags(e.message).c_str());
     }
   };
   const ScoreType score = ResolveScore(spec.kind, options.search.score);
@@ -633,7 +634,7 @@ void RunQueryImage(QueryImageArgs& args, const CLI::App& cmd) {
   const Status s = datasets::QueryImages(
       *db, args.collection, encoder, source, options,
       [&](const datasets::ImageAnswer& a) { PrintAnswer(a, args.format, score_name); }, &summary);
-  if (!s.ok()) Fail(s.message());
+  if (!s.ok()) Fail(WithFlags(s.message()));
   if (args.format == "summary") {
     PrintJsonLine(SummaryJson(summary));
   } else if (args.format == "table") {
