@@ -48,20 +48,21 @@ TEST(NameFlagsTest, OptionsGivenAValueReadAsFlags) {
                                                     {"fit crop", "--fit crop"},
                                                     {"source cub", "--data cub"},
                                                     {"layout hib-scaled", "--layout hib-scaled"}};
-  EXPECT_EQ(NameFlags("x.png: 6 x 6 (fit resize or crop converts it)", flags),
-            "x.png: 6 x 6 (--fit resize or crop converts it)");
-  EXPECT_EQ(NameFlags("fit resize or fit crop fits images", flags),
-            "--fit resize or --fit crop fits images");
-  EXPECT_EQ(NameFlags("source cub:ROOT needs a directory", flags),
-            "--data cub:ROOT needs a directory");
-  EXPECT_EQ(NameFlags("label 5: layout hib-scaled keeps", flags),
-            "label 5: --layout hib-scaled keeps");
-  // Only the pair: the word alone, another value, a longer word, a path.
-  for (const std::string text :
-       {"images that fit", "fit exact", "the fit resizes", "/data/fit resize", "fit resize.png",
-        "source cubs", "the source and the model"}) {
-    EXPECT_EQ(NameFlags(text, flags), text);
-  }
+  const std::pair<std::string, std::string> named[] = {
+      {"x.png: 6 x 6 (fit resize or crop converts it)",
+       "x.png: 6 x 6 (--fit resize or crop converts it)"},
+      {"fit resize or fit crop fits images", "--fit resize or --fit crop fits images"},
+      {"source cub:ROOT needs a directory", "--data cub:ROOT needs a directory"},
+      {"label 5: layout hib-scaled keeps", "label 5: --layout hib-scaled keeps"},
+      // Only the pair: the word alone, another value, a longer word, a path.
+      {"images that fit", "images that fit"},
+      {"fit exact", "fit exact"},
+      {"the fit resizes", "the fit resizes"},
+      {"/data/fit resize", "/data/fit resize"},
+      {"fit resize.png", "fit resize.png"},
+      {"source cubs", "source cubs"},
+      {"the source and the model", "the source and the model"}};
+  for (const auto& [message, with_flags] : named) EXPECT_EQ(NameFlags(message, flags), with_flags);
 }
 
 TEST(WithFlagsTest, TheLibrarysMessagesNameTheCommandsFlags) {
