@@ -290,9 +290,8 @@ std::vector<int64_t> DecomposeClassLabel(int64_t label, int num_positions, int n
 
 // ---------------------------------------------------------------------------
 
-CompositeSet::CompositeSet(std::shared_ptr<const LabeledImages> base, int num_positions,
-                           int num_base_classes)
-    : base_(std::move(base)), num_positions_(num_positions), num_base_classes_(num_base_classes) {}
+CompositeSet::CompositeSet(std::shared_ptr<const LabeledImages> base, int num_positions)
+    : base_(std::move(base)), num_positions_(num_positions) {}
 
 int32_t CompositeSet::rows() const { return base_ == nullptr ? 0 : base_->images.rows; }
 
@@ -455,10 +454,10 @@ Status BuildNDigitComposites(const CompositeConfig& config,
   std::sort(out.train_classes.begin(), out.train_classes.end());
   std::sort(out.unseen_classes.begin(), out.unseen_classes.end());
 
-  out.train = CompositeSet(base_train, n, k);
-  out.validation = CompositeSet(base_train, n, k);
-  out.test_seen = CompositeSet(base_test, n, k);
-  out.test_unseen = CompositeSet(base_test, n, k);
+  out.train = CompositeSet(base_train, n);
+  out.validation = CompositeSet(base_train, n);
+  out.test_seen = CompositeSet(base_test, n);
+  out.test_unseen = CompositeSet(base_test, n);
 
   const std::vector<std::vector<int64_t>> train_by_label = IndicesByLabel(*base_train, k);
   const std::vector<std::vector<int64_t>> test_by_label = IndicesByLabel(*base_test, k);

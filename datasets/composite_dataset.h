@@ -134,7 +134,7 @@ struct CompositeConfig {
 class CompositeSet {
  public:
   CompositeSet() = default;
-  CompositeSet(std::shared_ptr<const LabeledImages> base, int num_positions, int num_base_classes);
+  CompositeSet(std::shared_ptr<const LabeledImages> base, int num_positions);
 
   int num_positions() const { return num_positions_; }
   int64_t size() const { return static_cast<int64_t>(labels_.size()); }
@@ -184,7 +184,6 @@ class CompositeSet {
  private:
   std::shared_ptr<const LabeledImages> base_;
   int num_positions_ = 0;
-  int num_base_classes_ = 0;
   std::vector<int64_t> labels_;
   std::vector<int64_t> classes_;
   std::vector<int64_t> base_indices_;      // size() x num_positions_
