@@ -3,6 +3,7 @@
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexIDMap.h>
 #include <faiss/IndexIVF.h>
+#include <faiss/IndexIVFFlat.h>
 #include <faiss/IndexPQ.h>
 #include <faiss/impl/IDSelector.h>
 #include <faiss/impl/io.h>
@@ -20,6 +21,7 @@
 #include "index/codes_index.h"
 #include "index/faiss_helpers.h"
 #include "index/index_file.h"
+#include "index/list_scan.h"
 #include "index/vector_index.h"
 
 namespace hedgedb {
@@ -161,6 +163,15 @@ CoarseSearchKnobs CoarseIndex::KnobsFor(const CoarseSearchKnobs& asked) const {
   return knobs;
 }
 
+bool CoarseIndex::ListScan(const float* x, int64_t nq, int64_t k, const CoarseSearchKnobs& knobs,
+                           const IdFilter* filter, float* distances, int64_t* labels) const {
+  const faiss::IndexIVFFlat* ivf = ScannableIvf(index_.get());
+  const faiss::IndexIDMap* flat = ivf ? nullptr : ScannableFlat(index_.get());
+  if (!ivf && !flat) return false;
+  ListScanSearch(ivf, flat, x, nq, k, knobs.nprobe, filter, distances, labels);
+  return true;
+}
+
 Status CoarseIndex::Search(const float* queries, int64_t nq, int64_t k,
                            const CoarseSearchKnobs& knobs, std::vector<int64_t>* labels) const {
   std::vector<float> x;
@@ -168,6 +179,9 @@ Status CoarseIndex::Search(const float* queries, int64_t nq, int64_t k,
   labels->assign(size_t(nq * k), -1);
   std::vector<float> distances(size_t(nq * k));
   const CoarseSearchKnobs wanted = KnobsFor(knobs);
+  if (ListScan(x.data(), nq, k, wanted, nullptr, distances.data(), labels->data())) {
+    return Status::OK();
+  }
   auto run = [&]() -> Status {
     try {
       index_->search(nq, x.data(), k, distances.data(), labels->data());
@@ -248,6 +262,9 @@ Status CoarseIndex::SearchFiltered(const float* queries, int64_t nq, int64_t k,
   // The knobs travel in the search parameters: no shared state changes, so
   // filtered searches never wait for each other.
   const CoarseSearchKnobs wanted = KnobsFor(knobs);
+  if (ListScan(x.data(), nq, k, wanted, &filter, distances.data(), labels->data())) {
+    return Status::OK();
+  }
   try {
     if (auto* ivf = dynamic_cast<const faiss::IndexIVF*>(index_.get())) {
       FilterSelector selector(filter, nullptr);
