@@ -48,37 +48,42 @@ L2SqrRowsFn ActiveL2SqrRows() {
 constexpr int64_t kTileRows = 32;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// The k smallest (distance, id) pairs offered, as a max-heap: a total order,
-// so the answer is the same whatever order the pairs come in.
+// The k smallest (distance, id) pairs offered: a total order, so the answer
+// is the same whatever order the pairs come in. Pairs at or below the bound
+// are appended to a buffer of 2k; a full buffer keeps its k smallest
+// (nth_element) and lowers the bound to the k-th distance. Amortised O(1) a
+// pair, against O(log k) for a heap (a heap was 8% of a one-query search).
 class TopK {
  public:
-  explicit TopK(int64_t k) : k_(size_t(k)) { heap_.reserve(k_); }
+  explicit TopK(int64_t k) : k_(size_t(k)) { buffer_.reserve(2 * k_); }
   // A distance above this cannot enter.
-  float bound() const { return heap_.size() < k_ ? kInf : heap_.front().first; }
+  float bound() const { return bound_; }
   void Push(float distance, int64_t id) {
-    const Entry e(distance, id);
-    if (heap_.size() < k_) {
-      heap_.push_back(e);
-      std::push_heap(heap_.begin(), heap_.end());
-    } else if (e < heap_.front()) {
-      std::pop_heap(heap_.begin(), heap_.end());
-      heap_.back() = e;
-      std::push_heap(heap_.begin(), heap_.end());
-    }
+    if (k_ == 0) return;
+    buffer_.emplace_back(distance, id);
+    if (buffer_.size() == 2 * k_) Shrink();
   }
   // Nearest first, padded with (+inf, -1) to k.
   void Write(float* distances, int64_t* labels) {
-    std::sort_heap(heap_.begin(), heap_.end());
+    Shrink();
+    std::sort(buffer_.begin(), buffer_.end());
     for (size_t j = 0; j < k_; ++j) {
-      distances[j] = j < heap_.size() ? heap_[j].first : kInf;
-      labels[j] = j < heap_.size() ? heap_[j].second : -1;
+      distances[j] = j < buffer_.size() ? buffer_[j].first : kInf;
+      labels[j] = j < buffer_.size() ? buffer_[j].second : -1;
     }
   }
 
  private:
   using Entry = std::pair<float, int64_t>;
+  void Shrink() {
+    if (k_ == 0 || buffer_.size() < k_) return;
+    std::nth_element(buffer_.begin(), buffer_.begin() + (k_ - 1), buffer_.end());
+    buffer_.resize(k_);
+    bound_ = buffer_[k_ - 1].first;  // the k-th smallest: nothing farther enters
+  }
   size_t k_;
-  std::vector<Entry> heap_;
+  float bound_ = kInf;
+  std::vector<Entry> buffer_;
 };
 
 // One list (or the whole flat index): n vectors of d floats and their ids.
