@@ -22,6 +22,7 @@
 #include "index/faiss_helpers.h"
 #include "index/index_file.h"
 #include "index/list_scan.h"
+#include "index/nearest_centroid.h"
 #include "index/vector_index.h"
 
 namespace hedgedb {
@@ -34,7 +35,11 @@ std::atomic<int> g_failing_adds{0};
 
 CoarseIndex::CoarseIndex(const CollectionSpec& spec, const std::string& factory,
                          const FactoryShape& shape)
-    : spec_(spec), factory_(factory), shape_(shape), coarse_dim_(CoarseDimension(spec)) {}
+    : spec_(spec),
+      factory_(factory),
+      shape_(shape),
+      coarse_dim_(CoarseDimension(spec)),
+      centroid_cache_(std::make_unique<CentroidCache>()) {}
 
 CoarseIndex::~CoarseIndex() = default;
 
@@ -168,7 +173,9 @@ bool CoarseIndex::ListScan(const float* x, int64_t nq, int64_t k, const CoarseSe
   const faiss::IndexIVFFlat* ivf = ScannableIvf(index_.get());
   const faiss::IndexIDMap* flat = ivf ? nullptr : ScannableFlat(index_.get());
   if (!ivf && !flat) return false;
-  ListScanSearch(ivf, flat, x, nq, k, knobs.nprobe, filter, distances, labels);
+  std::shared_ptr<const CentroidColumns> centroids;
+  if (ivf) centroids = centroid_cache_->For(*FlatL2Quantizer(ivf));
+  ListScanSearch(ivf, flat, x, nq, k, knobs.nprobe, filter, distances, labels, centroids.get());
   return true;
 }
 

@@ -37,6 +37,8 @@ struct Index;
 namespace hedgedb {
 namespace index {
 
+class CentroidCache;  // index/list_scan.h
+
 struct CoarseSearchKnobs {
   int nprobe = 0;     // IVF: lists probed (0: the index's default)
   int ef_search = 0;  // HNSW: search breadth (0: the index's default)
@@ -160,6 +162,8 @@ class CoarseIndex {
  private:
   // Knob changes mutate the FAISS index: searches that need other knob
   // values than the current ones take this exclusively.
+  // The IVF quantizer's centroids as the list scan reads them.
+  std::unique_ptr<CentroidCache> centroid_cache_;
   mutable RwMutex knob_mutex_;
   mutable CoarseSearchKnobs current_knobs_;
   CoarseSearchKnobs default_knobs_;

@@ -42,6 +42,11 @@ L2SqrRowsFn ActiveL2SqrRows() {
                             HEDGEDB_SIMD_X86_ONLY(&avx512::L2SqrRows));
 }
 
+L2SqrColumnsFn ActiveL2SqrColumns() {
+  return ForActiveKernelIsa(&portable::L2SqrColumns, HEDGEDB_SIMD_X86_ONLY(&avx2::L2SqrColumns),
+                            HEDGEDB_SIMD_X86_ONLY(&avx512::L2SqrColumns));
+}
+
 // A list's vectors are read in tiles of this many rows, scored against every
 // query of the batch that probes the list while the tile is in L1 (32 x 65
 // floats: 8 KB).
@@ -120,8 +125,10 @@ void ScanList(const List& list, int d, const float* x, const int32_t* which, siz
 // Queries [q0, q1) of an IVF: each query's nprobe nearest lists (ties: the
 // smaller list number), then every probed list scanned once for all the
 // queries that probe it.
-void SearchIvfQueries(const faiss::IndexIVFFlat& ivf, const float* x, int64_t q0, int64_t q1,
-                      int nprobe, const IdFilter* filter, L2SqrRowsFn l2, TopK* heaps) {
+void SearchIvfQueries(const faiss::IndexIVFFlat& ivf, const CentroidColumns* centroids,
+                      const float* x, int64_t q0, int64_t q1, int nprobe, const IdFilter* filter,
+                      L2SqrRowsFn l2, TopK* heaps) {
+  const L2SqrColumnsFn l2_columns = ActiveL2SqrColumns();
   const faiss::IndexFlat* quantizer = FlatL2Quantizer(&ivf);
   const int d = int(ivf.d);
   const int64_t nlist = int64_t(ivf.nlist);
@@ -132,7 +139,12 @@ void SearchIvfQueries(const faiss::IndexIVFFlat& ivf, const float* x, int64_t q0
   std::vector<int32_t> probed(size_t((q1 - q0) * probes));
   std::vector<int32_t> per_list(size_t(nlist) + 1, 0);
   for (int64_t q = q0; q < q1; ++q) {
-    l2(x + q * d, quantizer->get_xb(), nlist, d, centroid_dist.data());
+    if (centroids != nullptr) {
+      l2_columns(x + q * d, centroids->values.data(), centroids->stride, nlist, d,
+                 centroid_dist.data());
+    } else {
+      l2(x + q * d, quantizer->get_xb(), nlist, d, centroid_dist.data());
+    }
     for (int64_t j = 0; j < nlist; ++j) order[size_t(j)] = int32_t(j);
     std::partial_sort(order.begin(), order.begin() + probes, order.end(),
                       [&](int32_t a, int32_t b) {
@@ -175,6 +187,31 @@ void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out) 
   ActiveL2SqrRows()(q, rows, n, d, out);
 }
 
+void L2SqrColumns(const float* q, const float* columns, int64_t stride, int64_t n, int d,
+                  float* out) {
+  ActiveL2SqrColumns()(q, columns, stride, n, d, out);
+}
+
+std::shared_ptr<const CentroidColumns> CentroidCache::For(const faiss::IndexFlat& quantizer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const float* xb = quantizer.get_xb();
+  if (columns_ && columns_->source == xb && columns_->n == quantizer.ntotal &&
+      columns_->d == int(quantizer.d)) {
+    return columns_;
+  }
+  auto c = std::make_shared<CentroidColumns>();
+  c->source = xb;
+  c->n = quantizer.ntotal;
+  c->d = int(quantizer.d);
+  c->stride = (c->n + 15) / 16 * 16;  // rows start on 64-byte multiples
+  c->values.assign(size_t(c->stride) * size_t(c->d), 0.0f);
+  for (int64_t j = 0; j < c->n; ++j) {
+    for (int t = 0; t < c->d; ++t) c->values[size_t(t * c->stride + j)] = xb[j * c->d + t];
+  }
+  columns_ = c;
+  return columns_;
+}
+
 const faiss::IndexIVFFlat* ScannableIvf(const faiss::Index* index) {
   if (typeid(*index) != typeid(faiss::IndexIVFFlat)) return nullptr;
   auto* ivf = static_cast<const faiss::IndexIVFFlat*>(index);
@@ -200,7 +237,7 @@ const faiss::IndexIDMap* ScannableFlat(const faiss::Index* index) {
 
 void ListScanSearch(const faiss::IndexIVFFlat* ivf, const faiss::IndexIDMap* flat, const float* x,
                     int64_t nq, int64_t k, int nprobe, const IdFilter* filter, float* distances,
-                    int64_t* labels) {
+                    int64_t* labels, const CentroidColumns* centroids) {
   const L2SqrRowsFn l2 = ActiveL2SqrRows();
   std::vector<TopK> heaps(static_cast<size_t>(nq), TopK(k));
   // Contiguous groups of queries, one per thread: a group shares its list
@@ -211,7 +248,7 @@ void ListScanSearch(const faiss::IndexIVFFlat* ivf, const faiss::IndexIDMap* fla
   for (int64_t g = 0; g < groups; ++g) {
     const int64_t q0 = nq * g / groups, q1 = nq * (g + 1) / groups;
     if (ivf != nullptr) {
-      SearchIvfQueries(*ivf, x, q0, q1, nprobe, filter, l2, heaps.data());
+      SearchIvfQueries(*ivf, centroids, x, q0, q1, nprobe, filter, l2, heaps.data());
     } else {
       const auto* inner = static_cast<const faiss::IndexFlat*>(flat->index);
       List all;

@@ -17,10 +17,14 @@
 // float rounding only (another summation order). Internal to index/.
 #pragma once
 
+#include <faiss/IndexFlat.h>
 #include <faiss/IndexIDMap.h>
 #include <faiss/IndexIVFFlat.h>
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
 
 #include "index/coarse_index.h"
 
@@ -30,10 +34,37 @@ namespace index {
 // Squared L2 distances of n contiguous rows of d floats to q, with the active
 // level's kernel (list_scan_impl.h).
 void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out);
+// The same to n vectors stored transposed: row t of `columns` (`stride`
+// floats apart) holds dimension t of every vector (CentroidColumns).
+void L2SqrColumns(const float* q, const float* columns, int64_t stride, int64_t n, int d,
+                  float* out);
 namespace reference {
 // The same in plain sequential float arithmetic: what tests compare with.
 void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out);
 }  // namespace reference
+
+// The centroids of an IVF's flat quantizer transposed (row t: dimension t of
+// every centroid, rows `stride` floats apart), which the quantizer step reads:
+// sixteen centroids per vector instruction, no horizontal sums. Made once per
+// set of centroids and kept by CentroidCache.
+struct CentroidColumns {
+  const float* source = nullptr;  // the quantizer's vectors they were made from
+  int64_t n = 0;
+  int d = 0;
+  int64_t stride = 0;
+  std::vector<float> values;
+};
+
+// The columns of an index's current centroids; thread-safe. Made again if
+// the quantizer's vectors move or change in number (a retrained index).
+class CentroidCache {
+ public:
+  std::shared_ptr<const CentroidColumns> For(const faiss::IndexFlat& quantizer);
+
+ private:
+  std::mutex mutex_;
+  std::shared_ptr<const CentroidColumns> columns_;
+};
 
 // The IVF that ListScanSearch can search: an IndexIVFFlat over a trained flat
 // L2 quantizer; nullptr otherwise.
@@ -47,9 +78,11 @@ const faiss::IndexIDMap* ScannableFlat(const faiss::Index* index);
 // (flat; nprobe ignored), that `filter` allows (null: all). labels and
 // distances get nq * k entries, nearest first, padded with -1 and +inf.
 // Exactly one of ivf and flat is set.
+// With `centroids` (the ivf's, from a CentroidCache), the quantizer step reads
+// them; null: it reads the quantizer's rows.
 void ListScanSearch(const faiss::IndexIVFFlat* ivf, const faiss::IndexIDMap* flat, const float* x,
                     int64_t nq, int64_t k, int nprobe, const IdFilter* filter, float* distances,
-                    int64_t* labels);
+                    int64_t* labels, const CentroidColumns* centroids = nullptr);
 
 }  // namespace index
 }  // namespace hedgedb

@@ -4,7 +4,28 @@
 // lets it sum a row's dimensions in vector lanes (another order than the
 // sequential reference: the results differ by float rounding). Four rows at
 // a time, so the query's values are loaded once for four rows and four sums
-// are in flight. No include guard on purpose.
+// are in flight (list_scan_avx512.cc has its own, with intrinsics, and
+// defines HEDGEDB_LIST_SCAN_OWN_ROWS). No include guard on purpose.
+//
+// L2SqrColumns: the same distances to n vectors stored transposed (row t of
+// `columns`, `stride` floats apart, holds dimension t of every vector): a
+// vector instruction scores 16 of them at once and needs no horizontal sum.
+// The quantizer step of the list scan reads its centroids this way.
+void L2SqrColumns(const float* q, const float* columns, int64_t stride, int64_t n, int d,
+                  float* out) {
+  for (int64_t j = 0; j < n; ++j) out[j] = 0.0f;
+  for (int t = 0; t < d; ++t) {
+    const float qt = q[t];
+    const float* c = columns + t * stride;
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) {
+      const float a = qt - c[j];
+      out[j] += a * a;
+    }
+  }
+}
+
+#ifndef HEDGEDB_LIST_SCAN_OWN_ROWS  // list_scan_avx512.cc writes its own
 void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out) {
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) {
@@ -37,3 +58,4 @@ void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out) 
     out[i] = s;
   }
 }
+#endif

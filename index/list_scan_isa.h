@@ -11,15 +11,23 @@ namespace hedgedb {
 namespace index {
 
 using L2SqrRowsFn = void (*)(const float* q, const float* rows, int64_t n, int d, float* out);
+using L2SqrColumnsFn = void (*)(const float* q, const float* columns, int64_t stride, int64_t n,
+                                int d, float* out);
 
 namespace portable {
 void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out);
+void L2SqrColumns(const float* q, const float* columns, int64_t stride, int64_t n, int d,
+                  float* out);
 }  // namespace portable
 namespace avx2 {
 void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out);
+void L2SqrColumns(const float* q, const float* columns, int64_t stride, int64_t n, int d,
+                  float* out);
 }  // namespace avx2
 namespace avx512 {
 void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out);
+void L2SqrColumns(const float* q, const float* columns, int64_t stride, int64_t n, int d,
+                  float* out);
 }  // namespace avx512
 
 }  // namespace index

@@ -131,6 +131,33 @@ TEST_P(ListScanLevels, L2RowsEqualTheSequentialSumUpToRounding) {
   }
 }
 
+TEST_P(ListScanLevels, L2ColumnsEqualTheSequentialSumUpToRounding) {
+  ScopedKernelIsa level(GetParam());
+  ASSERT_TRUE(level.ok());
+  for (int d : {1, 3, 17, 64, 65}) {
+    for (int64_t n : {1, 15, 16, 17, 100}) {
+      const std::vector<float> q = Normal(d, 9, 3.0f), rows = Normal(n * d, 10 + d, 3.0f);
+      faiss::IndexFlatL2 quantizer(d);
+      quantizer.add(n, rows.data());
+      CentroidCache cache;
+      const std::shared_ptr<const CentroidColumns> columns = cache.For(quantizer);
+      EXPECT_EQ(cache.For(quantizer), columns);  // made once
+      ASSERT_EQ(columns->stride % 16, 0);
+      std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n), -1.0f);
+      reference::L2SqrRows(q.data(), rows.data(), n, d, want.data());
+      L2SqrColumns(q.data(), columns->values.data(), columns->stride, n, d, got.data());
+      for (int64_t i = 0; i < n; ++i) {
+        EXPECT_NEAR(got[size_t(i)], want[size_t(i)], kRelTol * want[size_t(i)])
+            << "d " << d << " n " << n << " column " << i;
+      }
+      // More centroids: the cache makes the columns again.
+      quantizer.add(1, rows.data());
+      EXPECT_NE(cache.For(quantizer), columns);
+      EXPECT_EQ(cache.For(quantizer)->n, n + 1);
+    }
+  }
+}
+
 TEST_P(ListScanLevels, IvfSearchEqualsBruteForceAndFaiss) {
   ScopedKernelIsa level(GetParam());
   ASSERT_TRUE(level.ok());
@@ -164,6 +191,15 @@ TEST_P(ListScanLevels, IvfSearchEqualsBruteForceAndFaiss) {
           ListScanSearch(&ivf, nullptr, queries.data(), nq, k, nprobe, filter, got_d.data(),
                          got.data());
           ExpectSameUpToRounding(want_d, want, got_d, got, k, "batch vs brute force");
+          // The quantizer step over the transposed centroids.
+          {
+            CentroidCache cache;
+            std::vector<float> col_d(size_t(nq * k));
+            std::vector<int64_t> col(size_t(nq * k));
+            ListScanSearch(&ivf, nullptr, queries.data(), nq, k, nprobe, filter, col_d.data(),
+                           col.data(), cache.For(quantizer).get());
+            ExpectSameUpToRounding(want_d, want, col_d, col, k, "columns vs brute force");
+          }
           // One query per call gives the batch's answers bit for bit (the
           // same kernel over the same tiles), on one thread or two.
           for (int threads : {1, 2}) {
