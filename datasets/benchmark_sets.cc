@@ -17,7 +17,7 @@
 #include "datasets/image_set.h"
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
 namespace {
 
 namespace fs = std::filesystem;
@@ -121,7 +121,7 @@ bool InSplit(int64_t label, int64_t train_classes, BenchmarkSplit split) {
 Status TrainClassesOf(int64_t class_split, int64_t official, int64_t classes,
                       int64_t* train_classes) {
   if (class_split < 0 || class_split >= classes) {
-    return Status::InvalidArgument("--class-split must be in [1, " + std::to_string(classes - 1) +
+    return Status::InvalidArgument("class_split must be in [1, " + std::to_string(classes - 1) +
                                    "] (0: the official " + std::to_string(official) + "), got " +
                                    std::to_string(class_split));
   }
@@ -149,7 +149,7 @@ Status EmptySplitError(const std::string& where, const char* data_set, Benchmark
   if (min_label > 0) {
     message += "; the annotations hold classes " + std::to_string(min_label) + "-" +
                std::to_string(max_label) +
-               ": for a subset, --class-split K trains on classes 1..K and tests on the rest";
+               ": for a subset, class_split K trains on classes 1..K and tests on the rest";
   }
   return Status::InvalidArgument(message);
 }
@@ -346,5 +346,5 @@ Status ParseCub200(const std::string& root_dir, const CubAnnotations& files, Ben
   return Status::OK();
 }
 
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

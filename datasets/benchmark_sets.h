@@ -32,7 +32,7 @@
 #include "hedgedb/status.h"
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
 
 // Which classes of the class-disjoint protocol to read. The official split
 // is by class id (CUB 1-100 / 101-200, Cars 1-98 / 99-196); a `class_split`
@@ -96,10 +96,10 @@ Status TrainClassesOf(int64_t class_split, int64_t official, int64_t classes,
 // The classes of `split`: "classes 101-200" (K = 0: the official split).
 std::string SplitClassesText(BenchmarkSplit split, int64_t train_classes, int64_t classes);
 // The error of a split without images: names the split's classes and the
-// class ids the annotations hold, and the flag that moves the boundary.
+// class ids the annotations hold, and the option that moves the boundary (class_split).
 Status EmptySplitError(const std::string& where, const char* data_set, BenchmarkSplit split,
                        int64_t train_classes, int64_t classes, int64_t min_label,
                        int64_t max_label);
 
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

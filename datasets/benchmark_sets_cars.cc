@@ -29,7 +29,7 @@
 #include "datasets/benchmark_sets.h"
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
 namespace {
 
 namespace fs = std::filesystem;
@@ -675,5 +675,5 @@ Status ReadCars196(const std::string& root, BenchmarkSplit split, ImageSource* s
   }
 }
 
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

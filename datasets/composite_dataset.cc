@@ -6,7 +6,9 @@
 #include <iterator>
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
+
+using encoders::SeededRng;
 
 namespace {
 
@@ -112,7 +114,7 @@ Status HibTable3For(const CompositeConfig& config, HibTable3* table) {
         "composites: the HIB Table 3 layout is defined for N = 2 and 3 positions over 10 base "
         "labels (2- and 3-digit MNIST), got N = " +
         std::to_string(config.num_positions) + " over " + std::to_string(config.num_base_classes) +
-        " labels: use --composite-layout reference (the reference generator's rule)");
+        " labels: use layout reference (the reference generator's rule)");
   }
   if (config.validation_items_per_class != 0) {
     return Status::InvalidArgument(
@@ -181,7 +183,7 @@ Status FillItems(const char* name, const std::vector<int64_t>& classes, int64_t 
         " x " + std::to_string(classes.size()) + " = " +
         std::to_string(fit * static_cast<int64_t>(classes.size())) + " for this split" +
         (extra_per_class > 0 ? ", validation included" : "") +
-        ": ask for fewer (--train-total, --test-total), or fewer positions (--items)");
+        ": ask for fewer (train_total, test_total), or fewer positions (num_positions)");
   }
   const std::vector<OcclusionRect> no_occlusion(num_positions);
   std::vector<std::vector<int64_t>> drawn(num_positions);
@@ -195,8 +197,8 @@ Status FillItems(const char* name, const std::vector<int64_t>& classes, int64_t 
             SplitName(name) + ": class " + std::to_string(label) + " needs " +
             std::to_string(needed) + " distinct base images of label " + std::to_string(digits[p]) +
             " but the base split has " + std::to_string(pool.size()) +
-            "; ask for fewer items per class: a smaller train_total or test_total "
-            "(--train-total, --test-total), or fewer positions (--items)");
+            "; ask for fewer items per class: a smaller train_total or test_total, or fewer "
+            "positions (num_positions)");
       }
       for (int64_t i = 0; i < needed; ++i) {
         const int64_t j = i + static_cast<int64_t>(rng->UniformInt(pool.size() - i));
@@ -288,9 +290,8 @@ std::vector<int64_t> DecomposeClassLabel(int64_t label, int num_positions, int n
 
 // ---------------------------------------------------------------------------
 
-CompositeSet::CompositeSet(std::shared_ptr<const LabeledImages> base, int num_positions,
-                           int num_base_classes)
-    : base_(std::move(base)), num_positions_(num_positions), num_base_classes_(num_base_classes) {}
+CompositeSet::CompositeSet(std::shared_ptr<const LabeledImages> base, int num_positions)
+    : base_(std::move(base)), num_positions_(num_positions) {}
 
 int32_t CompositeSet::rows() const { return base_ == nullptr ? 0 : base_->images.rows; }
 
@@ -453,10 +454,10 @@ Status BuildNDigitComposites(const CompositeConfig& config,
   std::sort(out.train_classes.begin(), out.train_classes.end());
   std::sort(out.unseen_classes.begin(), out.unseen_classes.end());
 
-  out.train = CompositeSet(base_train, n, k);
-  out.validation = CompositeSet(base_train, n, k);
-  out.test_seen = CompositeSet(base_test, n, k);
-  out.test_unseen = CompositeSet(base_test, n, k);
+  out.train = CompositeSet(base_train, n);
+  out.validation = CompositeSet(base_train, n);
+  out.test_seen = CompositeSet(base_test, n);
+  out.test_unseen = CompositeSet(base_test, n);
 
   const std::vector<std::vector<int64_t>> train_by_label = IndicesByLabel(*base_train, k);
   const std::vector<std::vector<int64_t>> test_by_label = IndicesByLabel(*base_test, k);
@@ -518,7 +519,7 @@ Status BuildNDigitComposites(const CompositeConfig& config,
                        " images of label " + std::to_string(size.scarcest_label)
                  : std::to_string(split.total) + " / " + std::to_string(classes.size())) +
             "); a class needs at least 2 items (a matching pair): raise " +
-            (training ? "--train-total" : "--test-total"));
+            (training ? "train_total" : "test_total"));
       }
       if (!scale && size.items_per_class + size.validation_per_class > size.scarcest_count) {
         const int64_t fit = size.scarcest_count;
@@ -531,9 +532,9 @@ Status BuildNDigitComposites(const CompositeConfig& config,
             " need " + std::to_string(size.items_per_class + size.validation_per_class) +
             " distinct base images of each of their labels, but the base split has " +
             std::to_string(fit) + " of label " + std::to_string(size.scarcest_label) +
-            ": --composite-layout hib-scaled keeps Table 3's " + std::to_string(classes.size()) +
+            ": layout hib-scaled keeps Table 3's " + std::to_string(classes.size()) +
             " classes with fewer items per class, or ask for fewer (" +
-            (training ? "--train-total" : "--test-total") + ")");
+            (training ? "train_total" : "test_total") + ")");
       }
     } else {
       int64_t per_class = 0;
@@ -592,5 +593,5 @@ Status BuildNDigitComposites(const CompositeConfig& config,
   return Status::OK();
 }
 
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

@@ -72,7 +72,7 @@
 #include "hedgedb/status.h"
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
 
 // A black rectangle on one base item of a composite, in that item's own
 // coordinates (0 <= top, top + height <= rows, same for left/width). An empty
@@ -87,7 +87,7 @@ struct OcclusionRect {
 };
 
 // Draws one rectangle for a rows x cols item as described above.
-OcclusionRect DrawOcclusion(int32_t rows, int32_t cols, SeededRng* rng);
+OcclusionRect DrawOcclusion(int32_t rows, int32_t cols, encoders::SeededRng* rng);
 
 enum class CompositeLayout { kReference, kHib, kHibScaled };
 
@@ -134,7 +134,7 @@ struct CompositeConfig {
 class CompositeSet {
  public:
   CompositeSet() = default;
-  CompositeSet(std::shared_ptr<const LabeledImages> base, int num_positions, int num_base_classes);
+  CompositeSet(std::shared_ptr<const LabeledImages> base, int num_positions);
 
   int num_positions() const { return num_positions_; }
   int64_t size() const { return static_cast<int64_t>(labels_.size()); }
@@ -161,7 +161,7 @@ class CompositeSet {
   // Renders with fresh occlusions: each position independently with
   // probability `probability` (training). The drawn rectangles are written to
   // `rects` (num_positions entries) unless it is null.
-  void RenderRandom(int64_t item, double probability, SeededRng* rng, uint8_t* out,
+  void RenderRandom(int64_t item, double probability, encoders::SeededRng* rng, uint8_t* out,
                     OcclusionRect* rects = nullptr) const;
   // Renders with the given rectangles (num_positions entries).
   void Render(int64_t item, const OcclusionRect* rects, uint8_t* out) const;
@@ -170,8 +170,8 @@ class CompositeSet {
   // Items `items` as [0, 1] floats, items.size() x rows() x cols(), row-major.
   void RenderBatchFloat(const std::vector<int64_t>& items, Variant variant, float* out) const;
   // Same with fresh random occlusions (training batches).
-  void RenderBatchFloatRandom(const std::vector<int64_t>& items, double probability, SeededRng* rng,
-                              float* out) const;
+  void RenderBatchFloatRandom(const std::vector<int64_t>& items, double probability,
+                              encoders::SeededRng* rng, float* out) const;
 
   // Appends an item (used by the builder; checks are the builder's job).
   void AddItem(int64_t label, const std::vector<int64_t>& base_indices,
@@ -184,7 +184,6 @@ class CompositeSet {
  private:
   std::shared_ptr<const LabeledImages> base_;
   int num_positions_ = 0;
-  int num_base_classes_ = 0;
   std::vector<int64_t> labels_;
   std::vector<int64_t> classes_;
   std::vector<int64_t> base_indices_;      // size() x num_positions_
@@ -239,5 +238,5 @@ std::string DescribeCompositeSizes(const NDigitComposites& composites);
 int64_t ComposeClassLabel(const std::vector<int64_t>& base_labels, int num_base_classes);
 std::vector<int64_t> DecomposeClassLabel(int64_t label, int num_positions, int num_base_classes);
 
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

@@ -11,7 +11,7 @@
 #include "common/file_util.h"
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
 
 namespace {
 
@@ -299,5 +299,5 @@ void PixelsToFloat(const uint8_t* pixels, int64_t count, float* out) {
   for (int64_t i = 0; i < count; ++i) out[i] = static_cast<float>(pixels[i]) * kScale;
 }
 
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

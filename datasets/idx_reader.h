@@ -18,7 +18,7 @@
 #include "hedgedb/status.h"
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
 
 constexpr uint32_t kIdxImagesMagic = 2051;
 constexpr uint32_t kIdxLabelsMagic = 2049;
@@ -74,5 +74,5 @@ Status LoadFashionMnist(ImageSplits* splits, const std::string& dir = kFashionMn
 // Pixel value / 255: the [0, 1] floats the encoders take.
 void PixelsToFloat(const uint8_t* pixels, int64_t count, float* out);
 
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

@@ -11,7 +11,18 @@
 #include "encoders/eval/metrics.h"
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
+
+using encoders::CheckCollectionFitsModel;
+using encoders::CheckCollectionModel;
+using encoders::CollectionSpecForModel;
+using encoders::Embeddings;
+using encoders::EncoderModel;
+using encoders::ItemSet;
+using encoders::ModelUse;
+using encoders::RecallAtK;
+using encoders::RecordModelInMetadata;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -116,14 +127,14 @@ Status CheckAllImages(const ImageSource& source, const ImageInputOptions& input,
     for (const ImageError& e : errors) options.on_bad_image(e);
   }
   const bool all = static_cast<int64_t>(errors.size()) == total;
-  const bool size_errors =
-      input.fit == ImageFit::kExact && errors.front().message.find("--fit") != std::string::npos;
+  const bool size_errors = input.fit == ImageFit::kExact &&
+                           errors.front().message.find(kExactFitHint) != std::string::npos;
   // The hint must fit the case: when every image fails, skipping them leaves
-  // nothing, and a fit problem wants --fit, not --on-error.
-  std::string hint = all ? (size_errors ? "no image can be used as it is: --fit resize or --fit "
+  // nothing, and a fit problem wants another fit, not skip_bad_images.
+  std::string hint = all ? (size_errors ? "no image can be used as it is: fit resize or fit "
                                           "crop fits images of other sizes to the model"
                                         : "no image can be used: check the source and the model")
-                         : "skipping bad images (--on-error skip) ingests the others";
+                         : "skipping bad images (skip_bad_images) ingests the others";
   return Status::InvalidArgument(errors.front().message + " (" + std::to_string(errors.size()) +
                                  " of " + std::to_string(total) +
                                  " images cannot be used; nothing was ingested; " + hint + ")");
@@ -210,7 +221,7 @@ Status IngestImages(const std::string& db_path, const std::string& collection,
           std::to_string(present) + " of the " + std::to_string(all_images.size()) +
           " images are in collection '" + collection + "' already (the first: " +
           all_images.entries[first].Name() + ", id " + std::to_string(first_id) +
-          "); nothing was ingested (--existing skip ingests only the new ones, --existing add "
+          "); nothing was ingested (existing skip ingests only the new ones, existing add "
           "adds them again)");
     }
     if (present > 0) {
@@ -344,7 +355,7 @@ Status QueryImages(DB& db, const std::string& collection, const ImageEncoder& en
     if (!decoded->errors.empty() && !options.skip_bad_images) {
       return Status::InvalidArgument(
           decoded->errors.front().message +
-          " (skipping bad images (--on-error skip) answers the other queries)");
+          " (skipping bad images (skip_bad_images) answers the other queries)");
     }
     // Skipped images are reported in their place among the answers (entries
     // and errors are both ascending).
@@ -420,5 +431,5 @@ Status QueryImages(DB& db, const std::string& collection, const ImageEncoder& en
   return Status::OK();
 }
 
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

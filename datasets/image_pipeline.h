@@ -31,14 +31,14 @@
 #include "hedgedb/types.h"
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
 
 // A model file loaded for image input.
 struct ImageEncoder {
-  std::unique_ptr<EncoderModel> model;
-  ModelSpec spec;
-  ModelCalibration calibration;  // the model file's map, if any
-  std::string path;              // names the model in messages
+  std::unique_ptr<encoders::EncoderModel> model;
+  encoders::ModelSpec spec;
+  encoders::ModelCalibration calibration;  // the model file's map, if any
+  std::string path;                        // names the model in messages
 };
 
 // Loads a model file and checks that its input is an image shape {1|3, H, W}.
@@ -166,5 +166,5 @@ Status QueryImages(DB& db, const std::string& collection, const ImageEncoder& en
 // The recall cut-offs reported for k results: 1, 2, 4, ... below k, then k.
 std::vector<int> RecallCutoffs(int k);
 
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

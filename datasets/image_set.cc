@@ -18,7 +18,11 @@
 #include <utility>
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
+
+using encoders::ItemSet;
+using encoders::SeededRng;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -179,8 +183,7 @@ std::string FitImage(const cv::Mat& decoded, const ImageInputOptions& options, f
   if (options.fit == ImageFit::kExact) {
     if (colour_channels != want_c || decoded.rows != want_h || decoded.cols != want_w) {
       return "the image is " + ShapeText(colour_channels, decoded.rows, decoded.cols) +
-             " but the model takes " + ShapeText(want_c, want_h, want_w) +
-             " (--fit resize or crop converts it)";
+             " but the model takes " + ShapeText(want_c, want_h, want_w) + " " + kExactFitHint;
     }
   }
   // Channels first (alpha dropped), at the source size.
@@ -668,5 +671,5 @@ Status WriteImageFile(const std::string& path, const float* chw, int64_t channel
   return Status::OK();
 }
 
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

@@ -26,7 +26,7 @@
 #include "hedgedb/status.h"
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
 
 // What to do with an image whose size or channel count differs from the
 // model's input shape.
@@ -138,6 +138,11 @@ Status ReadIdxImageSource(const std::string& images_path, const std::string& lab
 // absolute). Existence is checked when decoding.
 ImageSource ImageFilesSource(const std::vector<std::string>& paths);
 
+// The end of the message of an image that decoded but does not fit the model
+// under ImageFit::kExact: how a caller tells a size problem from an
+// unreadable file.
+inline constexpr char kExactFitHint[] = "(fit resize or crop converts it)";
+
 // An image that could not be read or does not fit, with a message that starts
 // with the image's name.
 struct ImageError {
@@ -165,7 +170,8 @@ Status DecodeImages(const ImageSource& source, int64_t first, int64_t count,
 
 // An ItemSet over decoded images (labels: the entries' labels, -1 where there
 // is none), for EncoderModel::Embed. `images` is shared, not copied.
-ItemSet DecodedImageItemSet(std::shared_ptr<const DecodedImages> images, const ImageSource& source);
+encoders::ItemSet DecodedImageItemSet(std::shared_ptr<const DecodedImages> images,
+                                      const ImageSource& source);
 
 // The share of a clean image's foreground (its non-zero values) that an
 // occluded twin changed, i.e. how much of the objects occlusion hid; 0 for
@@ -178,5 +184,5 @@ double HiddenFraction(const float* clean, const float* occluded, int64_t floats)
 Status WriteImageFile(const std::string& path, const float* chw, int64_t channels, int64_t rows,
                       int64_t cols, int jpeg_quality = 95);
 
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

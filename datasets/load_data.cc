@@ -17,7 +17,16 @@
 #include "encoders/data/features_dataset.h"
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
+
+using encoders::DataFamily;
+using encoders::DataSettings;
+using encoders::EncoderData;
+using encoders::FeaturesDataset;
+using encoders::ItemSet;
+using encoders::LoadFeaturesDataset;
+using encoders::SeededRng;
+
 namespace {
 
 constexpr const char kMnistDefaultDir[] = "/usr/share/datasets/mnist";
@@ -112,20 +121,19 @@ ItemSet FeatureItemSet(std::shared_ptr<const FeaturesDataset> features, std::vec
 Status LoadImageData(const std::string& dir, const std::string& name, const DataOptions& options,
                      EncoderData* data) {
   if (options.items < 1 || options.items > 4) {
-    return Status::InvalidArgument("--items must be in [1, 4], got " +
-                                   std::to_string(options.items));
+    return Status::InvalidArgument("items must be in [1, 4], got " + std::to_string(options.items));
+  }
+  // The options first: a bad one is named before any file is read.
+  CompositeConfig config;
+  if (!ParseCompositeLayout(options.composite_layout, &config.layout)) {
+    return Status::InvalidArgument("composite_layout must be reference, hib or hib-scaled, got '" +
+                                   options.composite_layout + "'");
   }
   ImageSplits splits;
   HEDGEDB_RETURN_IF_ERROR(LoadMnistLayoutDir(dir, &splits));
   int64_t max_label = 0;
   for (const auto* labels : {&splits.train.labels, &splits.test.labels}) {
     for (int64_t l : *labels) max_label = std::max(max_label, l);
-  }
-  CompositeConfig config;
-  if (!ParseCompositeLayout(options.composite_layout, &config.layout)) {
-    return Status::InvalidArgument(
-        "--composite-layout must be reference, hib or hib-scaled, got '" +
-        options.composite_layout + "'");
   }
   config.num_positions = options.items;
   config.num_base_classes = static_cast<int>(max_label + 1);
@@ -136,9 +144,6 @@ Status LoadImageData(const std::string& dir, const std::string& name, const Data
   config.min_items_per_class = std::max<int64_t>(
       2, std::min<int64_t>(100, std::min(options.test_total, options.train_total) / 100));
   config.seed = options.seed;
-  if (options.val_fraction < 0 || options.val_fraction >= 1) {
-    return Status::InvalidArgument("--val-fraction must be in [0, 1)");
-  }
   if (config.layout != CompositeLayout::kReference) {
     // The builder sizes the validation items after any scaling.
     config.validation_fraction = options.val_fraction;
@@ -170,7 +175,7 @@ Status LoadImageData(const std::string& dir, const std::string& name, const Data
   data->input_std = {std::sqrt(var)};
 
   if (!(options.train_occlusion >= 0 && options.train_occlusion <= 1)) {
-    return Status::InvalidArgument("--train-occlusion must be in [0, 1]");
+    return Status::InvalidArgument("train_occlusion must be in [0, 1]");
   }
   const double p = options.train_occlusion;
   data->description = name + " " + std::to_string(options.items) + "-item composites";
@@ -213,15 +218,12 @@ void HoldOutValidation(std::vector<int64_t> rows, double fraction, SeededRng* rn
 Status LoadFeatureData(const std::string& spec, const DataOptions& options, EncoderData* data) {
   const size_t comma = spec.find(',');
   if (comma == std::string::npos || comma == 0 || comma + 1 == spec.size()) {
-    return Status::InvalidArgument("--data features:FEATS.npy,LABELS.npy needs two files, got '" +
+    return Status::InvalidArgument("source features:FEATS.npy,LABELS.npy needs two files, got '" +
                                    spec + "'");
   }
   auto features = std::make_shared<FeaturesDataset>();
   HEDGEDB_RETURN_IF_ERROR(
       LoadFeaturesDataset(spec.substr(0, comma), spec.substr(comma + 1), features.get()));
-  if (options.val_fraction < 0 || options.val_fraction >= 1) {
-    return Status::InvalidArgument("--val-fraction must be in [0, 1)");
-  }
   std::map<int64_t, std::vector<int64_t>> by_class;
   for (int64_t i = 0; i < features->count; ++i) by_class[features->labels[i]].push_back(i);
   if (by_class.size() < 4) {
@@ -293,16 +295,13 @@ Status DecodeAll(const ImageSource& source, const ImageInputOptions& input,
 
 Status LoadBenchmarkImageData(const std::string& name, const std::string& root,
                               const DataOptions& options, EncoderData* data) {
-  if (root.empty()) return Status::InvalidArgument("--data " + name + ":ROOT needs a directory");
+  if (root.empty()) return Status::InvalidArgument("source " + name + ":ROOT needs a directory");
   if (options.image_size < 8 || options.image_size > 1024) {
-    return Status::InvalidArgument("--image-size must be in [8, 1024], got " +
+    return Status::InvalidArgument("image_size must be in [8, 1024], got " +
                                    std::to_string(options.image_size));
   }
-  if (options.val_fraction < 0 || options.val_fraction >= 1) {
-    return Status::InvalidArgument("--val-fraction must be in [0, 1)");
-  }
   if (options.bbox && name == "folder") {
-    return Status::InvalidArgument("--bbox needs annotated boxes; an image folder has none");
+    return Status::InvalidArgument("bbox needs annotated boxes; an image folder has none");
   }
   ImageSource train_all, test;
   HEDGEDB_RETURN_IF_ERROR(
@@ -375,12 +374,16 @@ Status LoadEncoderDataOnly(const DataOptions& options, EncoderData* data) {
   if (options.train_total < 1 || options.test_total < 1) {
     return Status::InvalidArgument("data set sizes must be >= 1");
   }
+  // Every source holds out val_fraction of its training items.
+  if (!(options.val_fraction >= 0 && options.val_fraction < 1)) {
+    return Status::InvalidArgument("val_fraction must be in [0, 1)");
+  }
   const bool benchmark = std::string(DataFamily(source)) == "benchmark";
   if (!benchmark &&
       (options.bbox || options.image_size != DataOptions().image_size || options.class_split)) {
-    return Status::InvalidArgument(std::string(options.bbox               ? "--bbox"
-                                               : options.class_split != 0 ? "--class-split"
-                                                                          : "--image-size") +
+    return Status::InvalidArgument(std::string(options.bbox               ? "bbox"
+                                               : options.class_split != 0 ? "class_split"
+                                                                          : "image_size") +
                                    " applies to cub:ROOT, cars:ROOT and folder:ROOT data only, "
                                    "not '" +
                                    source + "'");
@@ -395,7 +398,7 @@ Status LoadEncoderDataOnly(const DataOptions& options, EncoderData* data) {
   }
   if (source.rfind("idx:", 0) == 0) {
     const std::string dir = source.substr(4);
-    if (dir.empty()) return Status::InvalidArgument("--data idx:DIR needs a directory");
+    if (dir.empty()) return Status::InvalidArgument("source idx:DIR needs a directory");
     return LoadImageData(dir, "idx:" + dir, options, data);
   }
   if (source.rfind("features:", 0) == 0) {
@@ -460,5 +463,5 @@ Status LoadEncoderData(const DataOptions& options, EncoderData* data) {
   return Status::OK();
 }
 
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

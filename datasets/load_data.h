@@ -28,7 +28,7 @@
 #include "hedgedb/status.h"
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
 
 struct DataOptions {
   std::string source = "fashion-mnist";
@@ -58,11 +58,13 @@ struct DataOptions {
 
 // The settings of `options` that its source uses, as a model file records
 // them (recorded = true).
-DataSettings SettingsOf(const DataOptions& options);
+encoders::DataSettings SettingsOf(const DataOptions& options);
 
-// Loads the data set. Errors name the missing file, the bad option or the
-// inconsistency (e.g. labels out of range, too few items per class).
-Status LoadEncoderData(const DataOptions& options, EncoderData* data);
+// Loads the data set. Errors name the missing file, the bad option (by its
+// field here, "val_fraction must be in [0, 1)", or CompositeConfig's, never a
+// CLI flag) or the inconsistency (e.g. labels out of range, too few items per
+// class).
+Status LoadEncoderData(const DataOptions& options, encoders::EncoderData* data);
 
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

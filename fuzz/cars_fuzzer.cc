@@ -8,7 +8,10 @@
 #include "fuzz/fuzz_util.h"
 
 using namespace hedgedb;
-using namespace hedgedb::encoders;
+using hedgedb::datasets::BenchmarkSplit;
+using hedgedb::datasets::ImageEntry;
+using hedgedb::datasets::ImageSource;
+using hedgedb::datasets::ReadCars196;
 namespace fs = std::filesystem;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

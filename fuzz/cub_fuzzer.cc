@@ -11,7 +11,11 @@
 #include "datasets/benchmark_sets.h"
 
 using namespace hedgedb;
-using namespace hedgedb::encoders;
+using hedgedb::datasets::BenchmarkSplit;
+using hedgedb::datasets::CubAnnotations;
+using hedgedb::datasets::ImageEntry;
+using hedgedb::datasets::ImageSource;
+using hedgedb::datasets::ParseCub200;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CubAnnotations files;

@@ -11,7 +11,9 @@
 #include "fuzz/fuzz_util.h"
 
 using namespace hedgedb;
-using namespace hedgedb::encoders;
+using hedgedb::datasets::IdxImages;
+using hedgedb::datasets::ReadIdxImages;
+using hedgedb::datasets::ReadIdxLabels;
 
 namespace {
 

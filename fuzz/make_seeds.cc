@@ -196,20 +196,20 @@ void ModelSeeds() {
 }
 
 void IdxSeeds(const fs::path& tmp) {
-  encoders::IdxImages images;
+  datasets::IdxImages images;
   images.count = 2;
   images.rows = 3;
   images.cols = 2;
   images.pixels = {0, 1, 2, 3, 4, 5, 250, 251, 252, 253, 254, 255};
   const fs::path p = tmp / "images.idx";
-  if (encoders::WriteIdxImages(p.string(), images, false).ok()) {
+  if (datasets::WriteIdxImages(p.string(), images, false).ok()) {
     Put("idx", "images", std::string(1, '\0') + Slurp(p));
     Put("idx", "images_gz", std::string(1, '\2') + Slurp(p));
   }
-  if (encoders::WriteIdxLabels(p.string(), {1, 0, 9}, false).ok()) {
+  if (datasets::WriteIdxLabels(p.string(), {1, 0, 9}, false).ok()) {
     Put("idx", "labels", std::string(1, '\1') + Slurp(p));
   }
-  if (encoders::WriteIdxLabels(p.string(), {3, 4}, true).ok()) {
+  if (datasets::WriteIdxLabels(p.string(), {3, 4}, true).ok()) {
     Put("idx", "labels_gzip_file", std::string(1, '\1') + Slurp(p));
   }
 }

@@ -7,7 +7,10 @@
 #include "datasets/image_set.h"
 
 using namespace hedgedb;
-using namespace hedgedb::encoders;
+using hedgedb::datasets::ImageEntry;
+using hedgedb::datasets::ImagePayload;
+using hedgedb::datasets::LabelOfName;
+using hedgedb::datasets::ParseImagePayload;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string payload(reinterpret_cast<const char*>(data), size);

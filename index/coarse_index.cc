@@ -3,6 +3,7 @@
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexIDMap.h>
 #include <faiss/IndexIVF.h>
+#include <faiss/IndexIVFFlat.h>
 #include <faiss/IndexPQ.h>
 #include <faiss/impl/IDSelector.h>
 #include <faiss/impl/io.h>
@@ -20,6 +21,8 @@
 #include "index/codes_index.h"
 #include "index/faiss_helpers.h"
 #include "index/index_file.h"
+#include "index/list_scan.h"
+#include "index/nearest_centroid.h"
 #include "index/vector_index.h"
 
 namespace hedgedb {
@@ -32,7 +35,11 @@ std::atomic<int> g_failing_adds{0};
 
 CoarseIndex::CoarseIndex(const CollectionSpec& spec, const std::string& factory,
                          const FactoryShape& shape)
-    : spec_(spec), factory_(factory), shape_(shape), coarse_dim_(CoarseDimension(spec)) {}
+    : spec_(spec),
+      factory_(factory),
+      shape_(shape),
+      coarse_dim_(CoarseDimension(spec)),
+      centroid_cache_(std::make_unique<CentroidCache>()) {}
 
 CoarseIndex::~CoarseIndex() = default;
 
@@ -161,6 +168,17 @@ CoarseSearchKnobs CoarseIndex::KnobsFor(const CoarseSearchKnobs& asked) const {
   return knobs;
 }
 
+bool CoarseIndex::ListScan(const float* x, int64_t nq, int64_t k, const CoarseSearchKnobs& knobs,
+                           const IdFilter* filter, float* distances, int64_t* labels) const {
+  const faiss::IndexIVFFlat* ivf = ScannableIvf(index_.get());
+  const faiss::IndexIDMap* flat = ivf ? nullptr : ScannableFlat(index_.get());
+  if (!ivf && !flat) return false;
+  std::shared_ptr<const CentroidColumns> centroids;
+  if (ivf) centroids = centroid_cache_->For(*FlatL2Quantizer(ivf));
+  ListScanSearch(ivf, flat, x, nq, k, knobs.nprobe, filter, distances, labels, centroids.get());
+  return true;
+}
+
 Status CoarseIndex::Search(const float* queries, int64_t nq, int64_t k,
                            const CoarseSearchKnobs& knobs, std::vector<int64_t>* labels) const {
   std::vector<float> x;
@@ -168,6 +186,9 @@ Status CoarseIndex::Search(const float* queries, int64_t nq, int64_t k,
   labels->assign(size_t(nq * k), -1);
   std::vector<float> distances(size_t(nq * k));
   const CoarseSearchKnobs wanted = KnobsFor(knobs);
+  if (ListScan(x.data(), nq, k, wanted, nullptr, distances.data(), labels->data())) {
+    return Status::OK();
+  }
   auto run = [&]() -> Status {
     try {
       index_->search(nq, x.data(), k, distances.data(), labels->data());
@@ -248,6 +269,9 @@ Status CoarseIndex::SearchFiltered(const float* queries, int64_t nq, int64_t k,
   // The knobs travel in the search parameters: no shared state changes, so
   // filtered searches never wait for each other.
   const CoarseSearchKnobs wanted = KnobsFor(knobs);
+  if (ListScan(x.data(), nq, k, wanted, &filter, distances.data(), labels->data())) {
+    return Status::OK();
+  }
   try {
     if (auto* ivf = dynamic_cast<const faiss::IndexIVF*>(index_.get())) {
       FilterSelector selector(filter, nullptr);

@@ -37,6 +37,8 @@ struct Index;
 namespace hedgedb {
 namespace index {
 
+class CentroidCache;  // index/list_scan.h
+
 struct CoarseSearchKnobs {
   int nprobe = 0;     // IVF: lists probed (0: the index's default)
   int ef_search = 0;  // HNSW: search breadth (0: the index's default)
@@ -135,6 +137,11 @@ class CoarseIndex {
   virtual Status Build() = 0;
   // Adds rows to the trained FAISS index.
   virtual Status AddRows(const void* rows, int64_t n, const int64_t* ids) = 0;
+  // Searches with hedgedb's own list scan (index/list_scan.h) where it
+  // applies (an IVF of float vectors over a flat L2 quantizer, a flat L2
+  // index) and returns true; false where FAISS searches.
+  bool ListScan(const float* x, int64_t nq, int64_t k, const CoarseSearchKnobs& knobs,
+                const IdFilter* filter, float* distances, int64_t* labels) const;
   // Query rows -> the vectors FAISS searches with (coarse_dim_ floats each).
   virtual void CoarseQueries(const float* queries, int64_t nq, std::vector<float>* out) const = 0;
   // Validate's run on a random sample; OK where there is nothing to try.
@@ -155,6 +162,8 @@ class CoarseIndex {
  private:
   // Knob changes mutate the FAISS index: searches that need other knob
   // values than the current ones take this exclusively.
+  // The IVF quantizer's centroids as the list scan reads them.
+  std::unique_ptr<CentroidCache> centroid_cache_;
   mutable RwMutex knob_mutex_;
   mutable CoarseSearchKnobs current_knobs_;
   CoarseSearchKnobs default_knobs_;

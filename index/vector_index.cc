@@ -234,7 +234,12 @@ Status VectorIndex::TuneKnobs(const void* rows, const int64_t* ids, int64_t n, i
       total += int64_t(exact[q].size());
     }
     auto recall_at = [&]() {
-      index_->search(nq, queries.data(), k, distances.data(), labels.data());
+      // The stage 1 searches will run: hedgedb's list scan where it applies.
+      CoarseSearchKnobs knobs;
+      if (ivf) knobs.nprobe = int(ivf->nprobe);
+      if (!ListScan(queries.data(), nq, k, knobs, nullptr, distances.data(), labels.data())) {
+        index_->search(nq, queries.data(), k, distances.data(), labels.data());
+      }
       int64_t hits = 0;
       for (int64_t q = 0; q < nq; ++q) {
         for (int64_t j = 0; j < k; ++j) hits += truth[q].count(labels[q * k + j]);

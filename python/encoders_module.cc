@@ -175,7 +175,7 @@ class PyModel {
     if (spec_.input_shape.size() != 3) {
       Raise(Status::InvalidArgument("the model '" + path_ + "' takes feature vectors, not images"));
     }
-    encoders::ImageInputOptions input;
+    datasets::ImageInputOptions input;
     input.input_shape = spec_.input_shape;
     // The fit the training data used (resize for CUB/Cars), else exact.
     const std::string fit =
@@ -183,23 +183,23 @@ class PyModel {
             ? fit_name
             : (spec_.data.recorded && !spec_.data.image_fit.empty() ? spec_.data.image_fit
                                                                     : "exact");
-    if (!encoders::ParseImageFit(fit, &input.fit)) {
+    if (!datasets::ParseImageFit(fit, &input.fit)) {
       Raise(Status::InvalidArgument("unknown fit '" + fit + "' (expected exact, resize or crop)"));
     }
-    const encoders::ImageSource source = encoders::ImageFilesSource(paths);
-    auto decoded = std::make_shared<encoders::DecodedImages>();
+    const datasets::ImageSource source = datasets::ImageFilesSource(paths);
+    auto decoded = std::make_shared<datasets::DecodedImages>();
     encoders::Embeddings e;
     Status s;
     {
       py::gil_scoped_release release;
-      s = encoders::DecodeImages(source, 0, source.size(), input, decoded.get());
+      s = datasets::DecodeImages(source, 0, source.size(), input, decoded.get());
       if (s.ok() && !decoded->errors.empty()) {
         s = Status::InvalidArgument(decoded->errors.front().message + " (" +
                                     std::to_string(decoded->errors.size()) + " of " +
                                     std::to_string(source.size()) + " images cannot be used)");
       }
       if (s.ok()) {
-        const encoders::ItemSet set = encoders::DecodedImageItemSet(decoded, source);
+        const encoders::ItemSet set = datasets::DecodedImageItemSet(decoded, source);
         s = Embed(set, batch_size, &e);
       }
     }
@@ -218,7 +218,7 @@ class PyModel {
       floats = py::array_t<float, py::array::c_style>(
           std::vector<py::ssize_t>(bytes.shape(), bytes.shape() + bytes.ndim()));
       // The scaling of training pixels and decoded files: the same floats.
-      encoders::PixelsToFloat(bytes.data(), bytes.size(), floats.mutable_data());
+      datasets::PixelsToFloat(bytes.data(), bytes.size(), floats.mutable_data());
     } else {
       floats = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(inputs);
       if (!floats) {

@@ -21,10 +21,7 @@ void ReserveGrowing(std::vector<T>* v, size_t size) {
 
 RowTable::RowTable(size_t row_bytes) : arena_(row_bytes) {}
 
-int64_t RowTable::RowOf(int64_t id) const {
-  auto it = row_of_id_.find(id);
-  return it == row_of_id_.end() ? -1 : it->second;
-}
+int64_t RowTable::RowOf(int64_t id) const { return row_of_id_.Find(id); }
 
 void RowTable::Append(int64_t id, bool has_label, int64_t label, const uint8_t* row,
                       uint64_t sequence) {
@@ -34,7 +31,7 @@ void RowTable::Append(int64_t id, bool has_label, int64_t label, const uint8_t* 
   ids_.push_back(id);
   labels_.push_back(label);
   flags_.push_back(uint8_t(kRowLive | (has_label ? kRowHasLabel : 0)));
-  row_of_id_[id] = r;
+  row_of_id_.Set(id, r);
   live_rows_.push_back(r);
 }
 
@@ -46,18 +43,14 @@ void RowTable::Reserve(int64_t more) {
   ReserveGrowing(&labels_, rows);
   ReserveGrowing(&flags_, rows);
   ReserveGrowing(&live_rows_, live_rows_.size() + size_t(more));
-  const size_t ids = row_of_id_.size() + size_t(more);
-  if (ids > size_t(double(row_of_id_.bucket_count()) * row_of_id_.max_load_factor())) {
-    row_of_id_.reserve(std::max(ids, 2 * row_of_id_.size()));
-  }
+  row_of_id_.Reserve(row_of_id_.size() + size_t(more));
 }
 
 void RowTable::Retire(const std::vector<int64_t>& ids) {
   if (ids.empty()) return;
   for (int64_t id : ids) {
-    auto it = row_of_id_.find(id);
-    flags_[size_t(it->second)] &= uint8_t(~kRowLive);
-    row_of_id_.erase(it);
+    flags_[size_t(row_of_id_.Find(id))] &= uint8_t(~kRowLive);
+    row_of_id_.Erase(id);
   }
   live_rows_.erase(std::remove_if(live_rows_.begin(), live_rows_.end(),
                                   [&](int64_t r) { return !(flags_[size_t(r)] & kRowLive); }),
@@ -92,15 +85,15 @@ Status RowTable::LoadSnapshot(const std::string& path, uint64_t binding, uint64_
   Status s = LoadArenaSnapshot(path, binding, arena_.row_bytes(), sequence, &tables, &arena_);
   if (!s.ok()) return s;
   const size_t n = tables.ids.size();
-  row_of_id_.reserve(n);
+  row_of_id_.Reserve(n);
   for (size_t r = 0; r < n && s.ok(); ++r) {
-    if (tables.ids[r] > max_id || !row_of_id_.emplace(tables.ids[r], int64_t(r)).second) {
+    if (tables.ids[r] > max_id || !row_of_id_.Insert(tables.ids[r], int64_t(r))) {
       s = Status::Corruption("arena snapshot " + path + " holds item " +
                              std::to_string(tables.ids[r]) + " twice or past the largest id");
     }
   }
   if (!s.ok()) {
-    row_of_id_.clear();
+    row_of_id_.Clear();
     arena_.Clear();
     return s;
   }

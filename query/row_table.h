@@ -11,10 +11,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "hedgedb/status.h"
+#include "query/id_map.h"
 #include "query/row_arena.h"
 
 namespace hedgedb {
@@ -43,10 +43,10 @@ class RowTable {
   bool has_label(int64_t r) const { return (flags_[size_t(r)] & kRowHasLabel) != 0; }
   // The live rows, ascending, and the row of each live id.
   const std::vector<int64_t>& live_rows() const { return live_rows_; }
-  const std::unordered_map<int64_t, int64_t>& row_of_id() const { return row_of_id_; }
+  const IdMap& row_of_id() const { return row_of_id_; }
   // The row of a live id, or -1.
   int64_t RowOf(int64_t id) const;
-  bool Contains(int64_t id) const { return row_of_id_.count(id) != 0; }
+  bool Contains(int64_t id) const { return row_of_id_.Contains(id); }
 
   // Appends a live row (row_bytes() bytes) for an id that is not live.
   // Throws std::bad_alloc unless Reserve made room for it.
@@ -78,7 +78,7 @@ class RowTable {
   std::vector<int64_t> ids_;                        // id of each row
   std::vector<int64_t> labels_;                     // label of each row
   std::vector<uint8_t> flags_;                      // kRowLive | kRowHasLabel
-  std::unordered_map<int64_t, int64_t> row_of_id_;  // live rows only
+  IdMap row_of_id_;                                 // live rows only
   std::vector<int64_t> live_rows_;                  // ascending
 };
 

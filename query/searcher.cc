@@ -125,13 +125,13 @@ class Searcher::PassingSet : public index::IdFilter {
   std::vector<uint8_t> by_row;  // 1: the row passes (size: all rows)
   std::vector<uint8_t> by_id;   // 1: the id passes (dense ids only)
   bool dense = false;
-  const std::unordered_map<int64_t, int64_t>* row_of_id = nullptr;
+  const IdMap* row_of_id = nullptr;
 
   bool PassesRow(int64_t r) const { return by_row[size_t(r)] != 0; }
   bool Allows(int64_t id) const override {
     if (dense) return id >= 0 && id < int64_t(by_id.size()) && by_id[size_t(id)];
-    auto it = row_of_id->find(id);
-    return it != row_of_id->end() && by_row[size_t(it->second)];
+    const int64_t r = row_of_id->Find(id);
+    return r >= 0 && by_row[size_t(r)];
   }
 };
 
@@ -177,13 +177,22 @@ void Searcher::CandidateRows(const int64_t* ids, int64_t n, std::vector<int64_t>
                              const PassingSet* passing) const {
   rows->clear();
   rows->reserve(size_t(n));
-  std::unordered_set<int64_t> seen;  // re-ingested ids can appear twice
   for (int64_t j = 0; j < n; ++j) {
     if (ids[j] < 0) continue;
-    auto it = row_of_id_.find(ids[j]);
-    if (it == row_of_id_.end() || (passing && !passing->PassesRow(it->second))) continue;
-    if (seen.insert(it->second).second) rows->push_back(it->second);
+    const int64_t r = row_of_id_.Find(ids[j]);
+    if (r < 0 || (passing && !passing->PassesRow(r))) continue;
+    rows->push_back(r);
   }
+  // An id can come twice (a graph's tombstone and the id's new vector): keep
+  // its first. Checked on a sorted copy, which is cheaper than a hash set per
+  // search, and rarely finds any.
+  std::vector<int64_t> sorted(*rows);
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end()) return;
+  std::unordered_set<int64_t> seen;
+  rows->erase(
+      std::remove_if(rows->begin(), rows->end(), [&](int64_t r) { return !seen.insert(r).second; }),
+      rows->end());
 }
 
 bool Searcher::ScansArena() const {

@@ -131,7 +131,7 @@ class Searcher {
   const std::vector<int64_t>& row_ids_;
   const std::vector<int64_t>& row_labels_;
   const std::vector<uint8_t>& row_flags_;
-  const std::unordered_map<int64_t, int64_t>& row_of_id_;
+  const IdMap& row_of_id_;
   const std::vector<int64_t>& live_rows_;
   const index::CoarseIndex* const index_;
   const bool index_stale_;

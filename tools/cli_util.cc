@@ -38,10 +38,30 @@ std::string NameFlags(const std::string& message, const std::map<std::string, st
     }
     // Whole words of the prose only: not parts of paths or values
     // ("/tmp/out/m.hdbm", "'lr'").
-    const bool prose =
-        (i == 0 || message[i - 1] == ' ' || message[i - 1] == '(') &&
-        (end == message.size() || std::string(" ,):").find(message[end]) != std::string::npos);
+    const auto ends_prose = [&](size_t at) {
+      return at == message.size() || std::string(" ,):").find(message[at]) != std::string::npos;
+    };
+    const bool starts_prose = i == 0 || message[i - 1] == ' ' || message[i - 1] == '(';
+    const bool prose = starts_prose && ends_prose(end);
     const std::string word = message.substr(i, end - i);
+    // An option given a value ("fit resize", "layout hib-scaled",
+    // "source cub:ROOT"): the pair is the key.
+    if (prose && end < message.size() && message[end] == ' ') {
+      size_t value_end = end + 1;
+      while (value_end < message.size() &&
+             (std::isalnum(static_cast<unsigned char>(message[value_end])) ||
+              message[value_end] == '_' || message[value_end] == '-')) {
+        ++value_end;
+      }
+      const auto pair = value_end > end + 1 && ends_prose(value_end)
+                            ? flags.find(message.substr(i, value_end - i))
+                            : flags.end();
+      if (pair != flags.end()) {
+        out += pair->second;
+        i = value_end;
+        continue;
+      }
+    }
     // And used as an option's name: a name with '_' is one wherever it
     // stands; a plain word only where the message states a rule of it
     // ("lr must be > 0", "out (the output model path) is required",
@@ -49,7 +69,7 @@ std::string NameFlags(const std::string& message, const std::map<std::string, st
     // range" or "TorchScript backbone '...' does not exist".
     const std::string rest = message.substr(end, 16);
     bool named = word.find('_') != std::string::npos || end == message.size();
-    for (const char* after : {" must", " (", " is required", " needs", " >", " and "}) {
+    for (const char* after : {" must", " (", " is required", " needs", " >", " and ", " applies"}) {
       named = named || rest.rfind(after, 0) == 0;
     }
     const auto flag = prose && named ? flags.find(word) : flags.end();
@@ -59,16 +79,48 @@ std::string NameFlags(const std::string& message, const std::map<std::string, st
   return out;
 }
 
-void Check(const Status& status) {
-  // The library names its options; these read the same on the command line
-  // as flags (only names no prose word could be).
+std::string WithFlags(const std::string& message) {
+  // The library names its options (the fields of its options structs);
+  // these read the same on the command line as flags. Only names no prose
+  // word could be, and options given a value: plain words are named by the
+  // command that has them (WithTrainFlags). DataOptions::items is not here
+  // ("70 classes of 1428 items (...)"): --items is range-checked by the flag
+  // itself, so the library's "items must be in [1, 4]" never reaches a
+  // command.
   static const std::map<std::string, std::string> kFlags = {
       {"conformal_fraction", "--conformal-fraction"},
       {"match_parameters", "--match-parameters"},
       {"max_pairs", "--max-pairs"},
       {"top_ranks", "--top-ranks"},
-      {"val_fraction", "--val-fraction"}};
-  if (!status.ok()) Fail(NameFlags(status.ToString(), kFlags));
+      {"val_fraction", "--val-fraction"},
+      // Data sets: datasets::DataOptions, CompositeConfig and the readers'
+      // class_split.
+      {"bbox", "--bbox"},
+      {"class_split", "--class-split"},
+      {"composite_layout", "--composite-layout"},
+      {"image_size", "--image-size"},
+      {"num_positions", "--items"},
+      {"train_occlusion", "--train-occlusion"},
+      {"train_total", "--train-total"},
+      {"test_total", "--test-total"},
+      {"layout reference", "--composite-layout reference"},
+      {"layout hib-scaled", "--composite-layout hib-scaled"},
+      {"source cub", "--data cub"},
+      {"source cars", "--data cars"},
+      {"source folder", "--data folder"},
+      {"source idx", "--data idx"},
+      {"source features", "--data features"},
+      // Image files: datasets::ImageBatchOptions and IngestImagesOptions.
+      {"fit resize", "--fit resize"},
+      {"fit crop", "--fit crop"},
+      {"skip_bad_images", "--on-error skip"},
+      {"existing skip", "--existing skip"},
+      {"existing add", "--existing add"}};
+  return NameFlags(message, kFlags);
+}
+
+void Check(const Status& status) {
+  if (!status.ok()) Fail(WithFlags(status.ToString()));
 }
 
 std::unique_ptr<DB> OpenDatabase(const std::string& dir, bool create_if_missing, Access access) {

@@ -46,11 +46,15 @@ class CommandError : public std::runtime_error {
 // Wrong or conflicting flags: exit code 2.
 [[noreturn]] void UsageError(const std::string& message);
 // `message` with each prose word found in `flags` (a library option's
-// name, e.g. "lr") replaced by its command-line flag ("--lr").
+// name, e.g. "lr") replaced by its command-line flag ("--lr"). A key of two
+// words is an option given a value ("fit resize" -> "--fit resize"), named
+// wherever the two stand together.
 std::string NameFlags(const std::string& message, const std::map<std::string, std::string>& flags);
-// Fails with the status' message if it is not OK, the library's option
-// names that have flags named as flags (conformal_fraction ->
-// --conformal-fraction).
+// `message` with the library's option names that have flags named as flags
+// (conformal_fraction -> --conformal-fraction, fit resize -> --fit resize):
+// the one table of them for every command.
+std::string WithFlags(const std::string& message);
+// Fails with the status' message if it is not OK, named WithFlags.
 void Check(const Status& status);
 
 // How a command opens the database: commands that change it (kWrite), and

@@ -43,7 +43,7 @@ namespace hedgedb {
 namespace cli {
 namespace {
 
-using encoders::DataOptions;
+using datasets::DataOptions;
 using encoders::EncoderData;
 using encoders::ModelSpec;
 using nlohmann::json;
@@ -141,7 +141,7 @@ DataOptions DataForModel(const CLI::App& cmd, DataOptions options, const DataSet
 
 EncoderData LoadDataOrFail(const DataOptions& options) {
   EncoderData data;
-  Check(encoders::LoadEncoderData(options, &data));
+  Check(datasets::LoadEncoderData(options, &data));
   return data;
 }
 

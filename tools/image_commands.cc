@@ -50,10 +50,10 @@ namespace cli {
 namespace {
 
 namespace fs = std::filesystem;
-using encoders::DecodedImages;
+using datasets::DecodedImages;
+using datasets::ImageInputOptions;
+using datasets::ImageSource;
 using encoders::EncoderModel;
-using encoders::ImageInputOptions;
-using encoders::ImageSource;
 using encoders::ModelSpec;
 using nlohmann::json;
 
@@ -157,7 +157,7 @@ ImageSource LoadSourceOrFail(const SourceArgs& args) {
   const std::string set_name = DataSetName(data);
   const std::string set_root = data.empty() ? "" : data.substr(set_name.size() + 1);
   const bool benchmark =
-      !data.empty() && encoders::IsBenchmarkSet(set_name) && data.size() > set_name.size();
+      !data.empty() && datasets::IsBenchmarkSet(set_name) && data.size() > set_name.size();
   if (!data.empty() && (!benchmark || set_root.empty())) {
     UsageError(
         "--data takes cub:ROOT, cars:ROOT or folder:ROOT here (other images: --dir, --list or "
@@ -189,15 +189,15 @@ ImageSource LoadSourceOrFail(const SourceArgs& args) {
     UsageError("--bbox needs annotated boxes: only --cub and --cars have them");
   }
   ImageSource source;
-  encoders::BenchmarkSplit split = encoders::BenchmarkSplit::kTest;
-  if (!encoders::ParseBenchmarkSplit(args.split, &split))
+  datasets::BenchmarkSplit split = datasets::BenchmarkSplit::kTest;
+  if (!datasets::ParseBenchmarkSplit(args.split, &split))
     UsageError("unknown --split " + args.split);
   if (benchmark) {
-    Check(encoders::ReadBenchmarkSet(set_name, set_root, split, &source, args.class_split));
+    Check(datasets::ReadBenchmarkSet(set_name, set_root, split, &source, args.class_split));
   } else if (!args.dir.empty()) {
-    Check(encoders::ListImageDirectory(args.dir, &source));
+    Check(datasets::ListImageDirectory(args.dir, &source));
   } else if (!args.list.empty()) {
-    Check(encoders::ReadImageListFile(args.list, &source));
+    Check(datasets::ReadImageListFile(args.list, &source));
   } else if (!args.idx.empty()) {
     const size_t comma = args.idx.find(',');
     const std::string images = args.idx.substr(0, comma);
@@ -205,9 +205,9 @@ ImageSource LoadSourceOrFail(const SourceArgs& args) {
     if (images.empty() || (comma != std::string::npos && labels.empty())) {
       UsageError("--idx takes IMAGES.idx or IMAGES.idx,LABELS.idx, got '" + args.idx + "'");
     }
-    Check(encoders::ReadIdxImageSource(images, labels, &source));
+    Check(datasets::ReadIdxImageSource(images, labels, &source));
   } else {
-    source = encoders::ImageFilesSource(args.files);
+    source = datasets::ImageFilesSource(args.files);
   }
   return source;
 }
@@ -238,10 +238,10 @@ void AddModelOptions(CLI::App* cmd, ModelArgs* args) {
   cmd->add_flag("--no-progress", args->no_progress, "No progress bar on stderr");
 }
 
-encoders::ImageEncoder LoadModelOrFail(const ModelArgs& args) {
+datasets::ImageEncoder LoadModelOrFail(const ModelArgs& args) {
   encoders::SetEncoderThreads(args.threads);
-  encoders::ImageEncoder encoder;
-  const Status s = encoders::LoadImageEncoder(args.model, &encoder);
+  datasets::ImageEncoder encoder;
+  const Status s = datasets::LoadImageEncoder(args.model, &encoder);
   if (!s.ok()) Fail(s.message());
   return encoder;
 }
@@ -354,15 +354,15 @@ bool ExistingCollection(const std::string& db_path, const std::string& collectio
 
 // The pipeline options the model, source and --on-error flags set.
 void SetBatchOptions(const ModelArgs& model, const SourceArgs& source, const std::string& on_error,
-                     encoders::ImageBatchOptions* options) {
-  if (!encoders::ParseImageFit(model.fit, &options->fit)) UsageError("unknown --fit " + model.fit);
+                     datasets::ImageBatchOptions* options) {
+  if (!datasets::ParseImageFit(model.fit, &options->fit)) UsageError("unknown --fit " + model.fit);
   options->crop_to_box = source.bbox;
   options->batch_size = model.batch_size;
   options->skip_bad_images = on_error == "skip";
 }
 
 // Progress bars for the pipeline's stages, one at a time.
-encoders::ImageProgressFn ProgressBars(bool enabled, const std::string& label) {
+datasets::ImageProgressFn ProgressBars(bool enabled, const std::string& label) {
   if (!enabled) return nullptr;
   auto bar = std::make_shared<std::unique_ptr<ProgressBar>>();
   auto stage = std::make_shared<std::string>();
@@ -385,36 +385,36 @@ struct IngestImagesArgs {
 
 void RunIngestImages(IngestImagesArgs& args, const CLI::App& cmd) {
   const Clock::time_point start = Clock::now();
-  const encoders::ImageEncoder encoder = LoadModelOrFail(args.model);
+  const datasets::ImageEncoder encoder = LoadModelOrFail(args.model);
   ApplyModelSettings(cmd, encoder.spec, args.model.model, &args.source, &args.model);
   CollectionSpec existing;
   if (ExistingCollection(args.db, args.collection, &existing)) {
     ApplyCollectionRecord(cmd, existing, /*ingest=*/true, &args.source, &args.model);
   }
   const ImageSource source = LoadSourceOrFail(args.source);
-  encoders::IngestImagesOptions options;
+  datasets::IngestImagesOptions options;
   SetBatchOptions(args.model, args.source, args.on_error, &options);
   options.index_factory = args.index;
   options.metadata = ImageRecordText(args.source, args.model);
-  if (!encoders::ParseExistingImages(args.existing, &options.existing)) {
+  if (!datasets::ParseExistingImages(args.existing, &options.existing)) {
     UsageError("unknown --existing " + args.existing);
   }
   options.db_options.create_if_missing = true;
   options.progress = ProgressBars(!args.model.no_progress, "ingest-images");
   const bool skip = options.skip_bad_images;
-  options.on_bad_image = [skip](const encoders::ImageError& e) {
+  options.on_bad_image = [skip](const datasets::ImageError& e) {
     std::fprintf(stderr, "%shedgedb: %s: %s\n", skip && ::isatty(2) ? "\n" : "",
-                 skip ? "skipped" : "bad image", e.message.c_str());
+                 skip ? "skipped" : "bad image", WithFlags(e.message).c_str());
   };
-  encoders::IngestImagesResult result;
+  datasets::IngestImagesResult result;
   const Status s =
-      encoders::IngestImages(args.db, args.collection, encoder, source, options, &result);
-  if (!s.ok()) Fail(s.message());
+      datasets::IngestImages(args.db, args.collection, encoder, source, options, &result);
+  if (!s.ok()) Fail(WithFlags(s.message()));
   json skipped = json::array();
-  for (const encoders::ImageError& e : result.skipped) {
+  for (const datasets::ImageError& e : result.skipped) {
     json j;
     j["image"] = source.entries[e.entry].Name();
-    j["error"] = e.message;
+    j["error"] = WithFlags(e.message);
     skipped.push_back(std::move(j));
   }
   json out;
@@ -505,8 +505,8 @@ struct QueryImageArgs {
 // (datasets/image_set.h), or the plain payload.
 void AddPayloadFields(const std::string& payload, json* hit) {
   if (payload.empty()) return;
-  encoders::ImagePayload fields;
-  if (encoders::ParseImagePayload(payload, &fields)) {
+  datasets::ImagePayload fields;
+  if (datasets::ParseImagePayload(payload, &fields)) {
     (*hit)["path"] = fields.path;
     if (fields.index >= 0) (*hit)["index"] = fields.index;
     if (!fields.label_name.empty()) (*hit)["label_name"] = fields.label_name;
@@ -531,7 +531,7 @@ std::string FormatNumber(double value, const char* format = "%.4f") {
   return buffer;
 }
 
-json SummaryJson(const encoders::QueryImagesResult& r) {
+json SummaryJson(const datasets::QueryImagesResult& r) {
   json j;
   j["queries"] = r.queries;
   if (r.with_uncertainty > 0) j["mean_query_uncertainty"] = r.mean_query_uncertainty;
@@ -543,7 +543,7 @@ json SummaryJson(const encoders::QueryImagesResult& r) {
   return j;
 }
 
-void PrintTable(int64_t q, const encoders::ImageEntry& query, const SearchResult& result,
+void PrintTable(int64_t q, const datasets::ImageEntry& query, const SearchResult& result,
                 const json& hits, const std::string& score_name) {
   std::printf("query %lld  %s", static_cast<long long>(q), DisplayPath(query.Name()).c_str());
   if (query.has_label) std::printf("  label %lld", static_cast<long long>(query.label));
@@ -564,19 +564,19 @@ void PrintTable(int64_t q, const encoders::ImageEntry& query, const SearchResult
   std::printf("\n");
 }
 
-void PrintAnswer(const encoders::ImageAnswer& a, const std::string& format,
+void PrintAnswer(const datasets::ImageAnswer& a, const std::string& format,
                  const std::string& score_name) {
-  const encoders::ImageEntry& query = *a.image;
+  const datasets::ImageEntry& query = *a.image;
   if (a.error != nullptr) {
     if (format == "json") {
       json j;
       j["query"] = a.query;
       j["image"] = query.Name();
-      j["error"] = a.error->message;
+      j["error"] = WithFlags(a.error->message);
       PrintJsonLine(j);
     } else if (format == "table") {
       std::printf("query %lld  %s  skipped: %s\n\n", static_cast<long long>(a.query),
-                  DisplayPath(query.Name()).c_str(), a.error->message.c_str());
+                  DisplayPath(query.Name()).c_str(), WithFlags(a.error->message).c_str());
     }
     return;
   }
@@ -608,9 +608,9 @@ void PrintAnswer(const encoders::ImageAnswer& a, const std::string& format,
 }
 
 void RunQueryImage(QueryImageArgs& args, const CLI::App& cmd) {
-  encoders::QueryImagesOptions options;
+  datasets::QueryImagesOptions options;
   options.search = ResolveSearchFlags(args.search);
-  const encoders::ImageEncoder encoder = LoadModelOrFail(args.model);
+  const datasets::ImageEncoder encoder = LoadModelOrFail(args.model);
   ApplyModelSettings(cmd, encoder.spec, args.model.model, &args.source, &args.model);
   std::unique_ptr<DB> db = OpenDatabase(args.db, /*create_if_missing=*/false);
   const CollectionSpec spec = DescribeOrFail(*db, args.collection);
@@ -620,20 +620,21 @@ void RunQueryImage(QueryImageArgs& args, const CLI::App& cmd) {
   options.exclude_self = args.exclude_self;
   options.progress =
       ProgressBars(!args.model.no_progress && args.format == "summary", "query-image");
-  options.on_bad_image = [&options](const encoders::ImageError& e) {
+  options.on_bad_image = [&options](const datasets::ImageError& e) {
     if (options.skip_bad_images) {
-      std::fprintf(stderr, "%shedgedb: skipped: %s\n", ::isatty(2) ? "\n" : "", e.message.c_str());
+      std::fprintf(stderr, "%shedgedb: skipped: %s\n", ::isatty(2) ? "\n" : "",
+                   WithFlags(e.message).c_str());
     }
   };
   const ScoreType score = ResolveScore(spec.kind, options.search.score);
   // "raw": the score before calibration, even where it lies in [0, 1] (mc,
   // match); `prob` is the calibrated probability a user acts on.
   const std::string score_name = std::string("raw ") + ScoreName(score);
-  encoders::QueryImagesResult summary;
-  const Status s = encoders::QueryImages(
+  datasets::QueryImagesResult summary;
+  const Status s = datasets::QueryImages(
       *db, args.collection, encoder, source, options,
-      [&](const encoders::ImageAnswer& a) { PrintAnswer(a, args.format, score_name); }, &summary);
-  if (!s.ok()) Fail(s.message());
+      [&](const datasets::ImageAnswer& a) { PrintAnswer(a, args.format, score_name); }, &summary);
+  if (!s.ok()) Fail(WithFlags(s.message()));
   if (args.format == "summary") {
     PrintJsonLine(SummaryJson(summary));
   } else if (args.format == "table") {
@@ -701,7 +702,7 @@ void RegisterQueryImage(CLI::App& app) {
 // ---------------------------------------------------------------- export-images
 
 struct ExportImagesArgs {
-  encoders::DataOptions data;
+  datasets::DataOptions data;
   std::string split = "test", out, format = "png";
   bool corrupt = false;
   int64_t offset = 0, count = 1000;
@@ -715,7 +716,7 @@ void RunExportImages(const ExportImagesArgs& args) {
         "--cub/--cars with ingest-images and query-image");
   }
   encoders::EncoderData data;
-  Check(encoders::LoadEncoderData(args.data, &data));
+  Check(datasets::LoadEncoderData(args.data, &data));
   const encoders::ItemSet* set = nullptr;
   Check(encoders::SelectSplit(data, args.split, &set));
   if (set->input_shape.size() != 3) {
@@ -764,12 +765,12 @@ void RunExportImages(const ExportImagesArgs& args) {
     std::snprintf(name, sizeof(name), "%06lld.%s", static_cast<long long>(items[i]),
                   args.format.c_str());
     const float* image = pixels.data() + i * floats;
-    Check(encoders::WriteImageFile((folder / name).string(), image, channels, rows, cols));
+    Check(datasets::WriteImageFile((folder / name).string(), image, channels, rows, cols));
     if (args.corrupt) {
       char line[96];
       std::snprintf(line, sizeof(line), "%lld/%s,%lld,%.4f\n", static_cast<long long>(label), name,
                     static_cast<long long>(label),
-                    encoders::HiddenFraction(clean.data() + i * floats, image, floats));
+                    datasets::HiddenFraction(clean.data() + i * floats, image, floats));
       manifest += line;
     }
   }

@@ -203,7 +203,8 @@ TEST_F(BenchmarkCliTest, IngestTwiceAddsNothing) {
   EXPECT_EQ(r["already_present"], 12) << r;
   EXPECT_EQ(Items("g"), 12);
   Fails(Ingest("boxes.hdbm", "g", {"--cub", Shared("CUB"), "--existing", "refuse"}), 1,
-        {"12 of the 12 images are in collection 'g' already", "nothing was ingested"});
+        {"12 of the 12 images are in collection 'g' already", "nothing was ingested",
+         "(--existing skip ingests only the new ones, --existing add adds them again)"});
   EXPECT_EQ(Items("g"), 12);
   // The train split is new: only it is added.
   r = Ok(Ingest("boxes.hdbm", "g", {"--cub", Shared("CUB"), "--split", "all"}));

@@ -709,5 +709,44 @@ TEST_F(EncoderCliTest, BadInputFailsClearly) {
       {"split"});
 }
 
+// The data-set loader names DataOptions' fields (tests/datasets/
+// load_data_test.cc); the commands name their flags for the same input, and
+// leave no field name behind.
+TEST_F(EncoderCliTest, DataErrorsNameTheFlags) {
+  const std::string data = WriteFeatures();
+  struct Case {
+    std::vector<std::string> args;
+    std::string flag_text, field;
+  };
+  std::vector<std::string> val = TrainArgs(data, "point", "x.model");
+  *(std::find(val.begin(), val.end(), "--val-fraction") + 1) = "1.5";
+  std::vector<std::string> bbox = TrainArgs(data, "point", "x.model");
+  bbox.push_back("--bbox");
+  std::vector<std::string> size = TrainArgs(data, "point", "x.model");
+  size.insert(size.end(), {"--image-size", "32"});
+  std::vector<std::string> split = TrainArgs(data, "point", "x.model");
+  split.insert(split.end(), {"--class-split", "3"});
+  const std::vector<Case> cases = {
+      {val, "--val-fraction must be in [0, 1)", "val_fraction"},
+      {bbox, "--bbox applies to cub:ROOT, cars:ROOT and folder:ROOT data only", " bbox"},
+      {size, "--image-size applies to cub:ROOT", "image_size"},
+      {split, "--class-split applies to cub:ROOT", "class_split"},
+      {TrainArgs("features:" + Path("f.npy"), "point", "x.model"),
+       "--data features:FEATS.npy,LABELS.npy needs two files", "source features"},
+      {TrainArgs("idx:", "point", "x.model"), "--data idx:DIR needs a directory", "source idx"},
+      {{"embed", "--model", Path("m.model"), "--data", "idx:", "--out", Path("o")},
+       "--data idx:DIR needs a directory",
+       "source idx"},
+  };
+  // embed loads the data as train does (a model first).
+  Ok(TrainArgs(data, "point", "m.model"));
+  for (const Case& c : cases) {
+    const Output r = Run(c.args);
+    EXPECT_EQ(r.exit_code, 1) << Describe(c.args, r);
+    EXPECT_NE(r.err.find(c.flag_text), std::string::npos) << Describe(c.args, r);
+    EXPECT_EQ(r.err.find(c.field), std::string::npos) << Describe(c.args, r);
+  }
+}
+
 }  // namespace
 }  // namespace hedgedb

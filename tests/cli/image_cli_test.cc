@@ -440,11 +440,18 @@ TEST_F(ImageCliTest, AbortLeavesTheCollectionUnchanged) {
       {"5/cut.png", png.substr(0, png.size() / 2), {"cut.png", "truncated"}},
       {"5/cut.jpg", jpg.substr(0, jpg.size() - 40), {"cut.jpg", "truncated"}},
       {"5/noise.png", std::string(200, '\x42'), {"noise.png", "not a readable image"}},
-      {"5/small.pgm", NetPbm(false, 28, 28), {"small.pgm", "28 x 28", "28 x 56"}},
-      {"5/colour.ppm", NetPbm(true, 28, 56), {"colour.ppm", "3 channels", "1 channel"}},
+      {"5/small.pgm",
+       NetPbm(false, 28, 28),
+       {"small.pgm", "28 x 28", "28 x 56", "(--fit resize or crop converts it)"}},
+      {"5/colour.ppm",
+       NetPbm(true, 28, 56),
+       {"colour.ppm", "3 channels", "1 channel", "(--fit resize or crop converts it)"}},
   };
-  for (const Case& c : cases) {
+  for (Case c : cases) {
     SCOPED_TRACE(c.file);
+    // The library's hint names its option (skip_bad_images); the command
+    // names its flag.
+    c.needles.push_back("skipping bad images (--on-error skip) ingests the others");
     const std::string dir = GalleryWith({{c.file, c.bytes}});
     Fails(Ingest("images", {"--dir", dir}), c.needles);
     Fails(Ingest("fresh", {"--dir", dir}), c.needles);
@@ -473,7 +480,9 @@ TEST_F(ImageCliTest, AbortLeavesTheCollectionUnchanged) {
   // Query images fail the same way, naming the file.
   Fails(Query({Path("gone.png")}), {"gone.png", "no such file"});
   Spit(Path("small.pgm"), NetPbm(false, 28, 28));
-  Fails(Query({Path("small.pgm")}), {"small.pgm", "28 x 28"});
+  Fails(Query({Path("small.pgm")}),
+        {"small.pgm", "28 x 28", "(--fit resize or crop converts it)",
+         "(skipping bad images (--on-error skip) answers the other queries)"});
 
   // --on-error skip reports them and answers the good query between them.
   const std::string good = GalleryFiles().front();
@@ -524,6 +533,11 @@ TEST_F(ImageCliTest, SkipReportsAndIngestsTheRest) {
     EXPECT_NE(skipped_text.find(name), std::string::npos) << skipped_text;
     EXPECT_NE(r.err.find(name), std::string::npos) << r.err;
   }
+  // The skipped images' errors name the flag, in the summary and on stderr.
+  EXPECT_NE(skipped_text.find("(--fit resize or crop converts it)"), std::string::npos)
+      << skipped_text;
+  EXPECT_NE(r.err.find("(--fit resize or crop converts it)"), std::string::npos) << r.err;
+  EXPECT_EQ(skipped_text.find("(fit resize"), std::string::npos) << skipped_text;
   EXPECT_EQ(Items("images"), 24);
 
   // --fit resize converts what exact rejects: only the truncated file is left.
@@ -532,6 +546,13 @@ TEST_F(ImageCliTest, SkipReportsAndIngestsTheRest) {
   EXPECT_EQ(resized["ingested"], 26);
   ASSERT_EQ(resized["skipped"].size(), 1u);
   EXPECT_NE(resized["skipped"][0]["image"].get<std::string>().find("cut.png"), std::string::npos);
+
+  // No image of the model's size: the hint is another fit, not skipping.
+  const std::string all_small = Path("all_small");
+  Spit(all_small + "/small.pgm", NetPbm(false, 28, 28));
+  Fails(Ingest("none", {"--dir", all_small}),
+        {"no image can be used as it is: --fit resize or --fit crop fits images of other sizes "
+         "to the model"});
 
   // Every image bad: a failure, nothing created.
   const std::string all_bad = Path("all_bad");

@@ -16,7 +16,7 @@
 #include "temp_dir.h"
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
 namespace {
 
 namespace fs = std::filesystem;
@@ -262,9 +262,12 @@ TEST_F(CarsTest, CarsRejectsAnEmptySplitAndPathsOutsideTheRoot) {
   EXPECT_NE(s.message().find("no Cars-196 images in the test split (classes 99-196)"),
             std::string::npos)
       << s.ToString();
-  // The error names the classes the file holds and the flag for subsets.
+  // The error names the classes the file holds and the option for subsets
+  // (the reader's class_split; the CLI names its flag).
   EXPECT_NE(s.message().find("classes 1-98"), std::string::npos) << s.ToString();
-  EXPECT_NE(s.message().find("--class-split"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("class_split K trains on classes 1..K"), std::string::npos)
+      << s.ToString();
+  EXPECT_EQ(s.message().find("--"), std::string::npos) << s.ToString();
   ASSERT_TRUE(ReadCars196(dir_, BenchmarkSplit::kTrain, &source).ok());
   // A class split moves the boundary: classes 1..K train, the others test.
   ASSERT_TRUE(ReadCars196(dir_, BenchmarkSplit::kTest, &source, 50).ok());
@@ -276,8 +279,9 @@ TEST_F(CarsTest, CarsRejectsAnEmptySplitAndPathsOutsideTheRoot) {
   for (int64_t bad : {-1, 196, 500}) {
     s = ReadCars196(dir_, BenchmarkSplit::kTest, &source, bad);
     EXPECT_TRUE(s.IsInvalidArgument()) << bad << ": " << s.ToString();
-    EXPECT_NE(s.message().find("--class-split must be in [1, 195]"), std::string::npos)
+    EXPECT_NE(s.message().find("class_split must be in [1, 195]"), std::string::npos)
         << s.ToString();
+    EXPECT_EQ(s.message().find("--"), std::string::npos) << s.ToString();
   }
 
   std::vector<Annotation> escaping = Official();
@@ -578,5 +582,5 @@ TEST_F(CarsTest, CarsBoxesCropWhenDecoding) {
 }
 
 }  // namespace
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

@@ -17,10 +17,18 @@
 #include "temp_dir.h"
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
 namespace {
 
 namespace fs = std::filesystem;
+using encoders::EncoderData;
+using encoders::EncoderModel;
+using encoders::EvaluateModel;
+using encoders::EvaluationOptions;
+using encoders::Method;
+using encoders::Train;
+using encoders::TrainOptions;
+using encoders::TrainResult;
 
 class CubTest : public testing_util::TempDirTest {
  protected:
@@ -312,5 +320,5 @@ TEST_F(CubTest, TrainsAndEvaluatesOnTheClassDisjointSplit) {
 }
 
 }  // namespace
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

@@ -11,8 +11,10 @@
 #include "datasets/composite_dataset.h"
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
 namespace {
+
+using encoders::SeededRng;
 
 // A synthetic 28 x 28 base split: `per_label` images of each of 10 labels.
 // Pixels are never 0 (so any 0 in a render comes from occlusion) and lie in
@@ -378,7 +380,11 @@ TEST_F(CompositeTest, RejectsBadConfigurations) {
   Status s = BuildNDigitComposites(config, train_base_, test_base_, &c);
   ASSERT_TRUE(s.IsInvalidArgument());
   EXPECT_NE(s.message().find("distinct base images"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("--train-total"), std::string::npos) << s.message();
+  // It names CompositeConfig's fields, not the CLI's flags.
+  EXPECT_NE(s.message().find("(train_total, test_total), or fewer positions (num_positions)"),
+            std::string::npos)
+      << s.message();
+  EXPECT_EQ(s.message().find("--"), std::string::npos) << s.message();
 
   config = SmallConfig(2);
   config.corrupt_occlusion_probability = 1.5;
@@ -527,7 +533,7 @@ TEST(CompositeHibScaledTest, ItemsPerClassAreCappedAtTheScarcestLabel) {
   ASSERT_TRUE(s.IsInvalidArgument());
   EXPECT_NE(s.message().find("HIB Table 3 layout: 70 classes of 100 items (+ 10 validation) "
                              "need 110 distinct base images of each of their labels, but the "
-                             "base split has 25 of label 5: --composite-layout hib-scaled"),
+                             "base split has 25 of label 5: layout hib-scaled keeps"),
             std::string::npos)
       << s.message();
 
@@ -588,7 +594,8 @@ TEST_F(CompositeTest, HibLayoutRefusesWhatTable3DoesNotCover) {
   EXPECT_NE(s.message().find("test seen), HIB Table 3 layout: 70 classes of 1 items (100 / 70)"),
             std::string::npos)
       << s.message();
-  EXPECT_NE(s.message().find("--test-total"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("raise test_total"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find("--"), std::string::npos) << s.message();
   // The reference rule takes no validation_fraction.
   config = SmallConfig(2);
   config.validation_fraction = 0.1;
@@ -634,5 +641,5 @@ TEST(CompositeFashionMnistTest, PaperSizesOnTheRealBaseSet) {
 }
 
 }  // namespace
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

@@ -13,7 +13,7 @@
 #include "temp_dir.h"
 
 namespace hedgedb {
-namespace encoders {
+namespace datasets {
 namespace {
 
 namespace fs = std::filesystem;
@@ -238,5 +238,5 @@ TEST(FashionMnistTest, LoadsDebianPackage) {
 }
 
 }  // namespace
-}  // namespace encoders
+}  // namespace datasets
 }  // namespace hedgedb

@@ -18,10 +18,18 @@
 #include "encoders/models/models.h"
 #include "hedgedb/calibration.h"
 
-namespace hedgedb::encoders {
+namespace hedgedb::datasets {
 namespace {
 
 namespace fs = std::filesystem;
+using encoders::Encoder;
+using encoders::LoadModel;
+using encoders::MakeEncoder;
+using encoders::Method;
+using encoders::ModelCalibration;
+using encoders::ModelFileChecksum;
+using encoders::ModelSpec;
+using encoders::SaveModel;
 
 class ImagePipelineTest : public ::testing::Test {
  protected:
@@ -102,6 +110,11 @@ TEST_F(ImagePipelineTest, AbortPolicyWritesNothing) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("bad.png"), std::string::npos) << s.ToString();
   EXPECT_NE(s.message().find("nothing was ingested"), std::string::npos) << s.ToString();
+  // The hint names the option (the CLI names its flag, --on-error skip).
+  EXPECT_NE(s.message().find("skipping bad images (skip_bad_images) ingests the others"),
+            std::string::npos)
+      << s.ToString();
+  EXPECT_EQ(s.message().find("--"), std::string::npos) << s.ToString();
   ASSERT_EQ(reported.size(), 1u);
   EXPECT_EQ(result.ingested, 0);
   EXPECT_FALSE(fs::exists(db));  // not even the database was created
@@ -204,6 +217,11 @@ TEST_F(ImagePipelineTest, IngestThenQueryWithExcludeSelf) {
     EXPECT_TRUE(refused.IsInvalidArgument()) << refused.ToString();
     EXPECT_NE(refused.message().find("9 of the 10 images"), std::string::npos)
         << refused.ToString();
+    EXPECT_NE(refused.message().find(
+                  "(existing skip ingests only the new ones, existing add adds them again)"),
+              std::string::npos)
+        << refused.ToString();
+    EXPECT_EQ(refused.message().find("--"), std::string::npos) << refused.ToString();
   }
   {
     // The collection is the model's (engine_bridge.h) and, with kAdd, a
@@ -283,6 +301,37 @@ TEST_F(ImagePipelineTest, IngestThenQueryWithExcludeSelf) {
   query.skip_bad_images = false;
   s = QueryImages(*db, "c", encoder_, source, query, nullptr, &summary);
   EXPECT_NE(s.message().find("bad.png"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("(skipping bad images (skip_bad_images) answers the other queries)"),
+            std::string::npos)
+      << s.ToString();
+  EXPECT_EQ(s.message().find("--"), std::string::npos) << s.ToString();
+}
+
+TEST_F(ImagePipelineTest, ImagesOfAnotherSizeNameTheFit) {
+  // Every image 6 x 6 for a 12 x 12 model: under exact fit none can be used,
+  // and the hints name the fit that converts them (ImageBatchOptions::fit).
+  const std::vector<float> small(36, 0.5f);
+  ASSERT_TRUE(WriteImageFile(Path("small/a.png"), small.data(), 1, 6, 6).ok());
+  ASSERT_TRUE(WriteImageFile(Path("small/b.png"), small.data(), 1, 6, 6).ok());
+  ImageSource source;
+  ASSERT_TRUE(ListImageDirectory((dir_ / "small").string(), &source).ok());
+  IngestImagesOptions options;
+  IngestImagesResult result;
+  const Status s = IngestImages(Path("db"), "c", encoder_, source, options, &result);
+  ASSERT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find(std::string("a.png: the image is 6 x 6 with 1 channel but the model "
+                                         "takes 12 x 12 with 1 channel ") +
+                             kExactFitHint),
+            std::string::npos)
+      << s.ToString();
+  EXPECT_NE(s.message().find("no image can be used as it is: fit resize or fit crop fits images "
+                             "of other sizes to the model"),
+            std::string::npos)
+      << s.ToString();
+  EXPECT_EQ(s.message().find("--"), std::string::npos) << s.ToString();
+  options.fit = ImageFit::kResize;
+  EXPECT_TRUE(IngestImages(Path("db"), "c", encoder_, source, options, &result).ok());
+  EXPECT_EQ(result.ingested, 2);
 }
 
 // A model file that carries a calibration map (as `train` writes one): a
@@ -384,4 +433,4 @@ TEST(ImagePipelineCutoffsTest, PowersOfTwoThenK) {
 }
 
 }  // namespace
-}  // namespace hedgedb::encoders
+}  // namespace hedgedb::datasets

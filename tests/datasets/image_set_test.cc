@@ -20,10 +20,18 @@
 #include "encoders/models/model_file.h"
 #include "encoders/models/models.h"
 
-namespace hedgedb::encoders {
+namespace hedgedb::datasets {
 namespace {
 
 namespace fs = std::filesystem;
+using encoders::Embeddings;
+using encoders::Encoder;
+using encoders::EncoderModel;
+using encoders::ItemSet;
+using encoders::MakeEncoder;
+using encoders::Method;
+using encoders::ModelSpec;
+using encoders::SaveModel;
 
 class ImageSetTest : public ::testing::Test {
  protected:
@@ -506,4 +514,4 @@ TEST(OcclusionTest, HiddenFraction) {
 }
 
 }  // namespace
-}  // namespace hedgedb::encoders
+}  // namespace hedgedb::datasets

@@ -119,6 +119,23 @@ def test_errors_name_the_problem(trained, tmp_path):
         encoders.Model(str(tmp_path / "absent.hdbm"))
 
 
+def test_errors_name_the_keyword_not_the_flag(trained, tmp_path):
+    """An image of another size: the library's hint names the option as
+    embed_images takes it (fit="resize"), not the CLI's --fit; and that
+    keyword converts the image."""
+    work, paths = trained
+    small = tmp_path / "small.pgm"
+    small.write_bytes(b"P5\n28 28\n255\n" + bytes(range(28)) * 28)
+    model = encoders.Model(str(work / "m.hdbm"), threads=2)
+    with pytest.raises(hedgedb.InvalidArgumentError) as raised:
+        model.embed_images([str(small)])
+    message = str(raised.value)
+    assert ("small.pgm: the image is 28 x 28 with 1 channel but the model takes 28 x 56 with "
+            "1 channel (fit resize or crop converts it)") in message, message
+    assert "--" not in message, message
+    assert model.embed_images([str(small)], fit="resize")["mean"].shape == (1, 2)
+
+
 @pytest.fixture(scope="module")
 def calibrated(trained):
     """A model whose file carries a calibration map (train with a validation

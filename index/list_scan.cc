@@ -1,0 +1,267 @@
+#include "index/list_scan.h"
+
+#include <faiss/IndexFlat.h>
+#include <faiss/IndexIDMap.h>
+#include <faiss/IndexIVFFlat.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "index/list_scan_isa.h"
+#include "index/nearest_centroid.h"
+
+namespace hedgedb {
+namespace index {
+
+// The baseline version; list_scan_avx2.cc and list_scan_avx512.cc compile the
+// same source with their level's flags.
+namespace portable {
+#include "index/list_scan_impl.h"
+}  // namespace portable
+
+namespace reference {
+void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    float s = 0;
+    for (int t = 0; t < d; ++t) {
+      const float a = q[t] - rows[i * d + t];
+      s += a * a;
+    }
+    out[i] = s;
+  }
+}
+}  // namespace reference
+
+namespace {
+
+L2SqrRowsFn ActiveL2SqrRows() {
+  return ForActiveKernelIsa(&portable::L2SqrRows, HEDGEDB_SIMD_X86_ONLY(&avx2::L2SqrRows),
+                            HEDGEDB_SIMD_X86_ONLY(&avx512::L2SqrRows));
+}
+
+L2SqrColumnsFn ActiveL2SqrColumns() {
+  return ForActiveKernelIsa(&portable::L2SqrColumns, HEDGEDB_SIMD_X86_ONLY(&avx2::L2SqrColumns),
+                            HEDGEDB_SIMD_X86_ONLY(&avx512::L2SqrColumns));
+}
+
+// A list's vectors are read in tiles of this many rows, scored against every
+// query of the batch that probes the list while the tile is in L1 (32 x 65
+// floats: 8 KB).
+constexpr int64_t kTileRows = 32;
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// The k smallest (distance, id) pairs offered: a total order, so the answer
+// is the same whatever order the pairs come in. Pairs at or below the bound
+// are appended to a buffer of 2k; a full buffer keeps its k smallest
+// (nth_element) and lowers the bound to the k-th distance. Amortised O(1) a
+// pair, against O(log k) for a heap (a heap was 8% of a one-query search).
+class TopK {
+ public:
+  explicit TopK(int64_t k) : k_(size_t(k)) { buffer_.reserve(2 * k_); }
+  // A distance above this cannot enter.
+  float bound() const { return bound_; }
+  void Push(float distance, int64_t id) {
+    if (k_ == 0) return;
+    buffer_.emplace_back(distance, id);
+    if (buffer_.size() == 2 * k_) Shrink();
+  }
+  // Nearest first, padded with (+inf, -1) to k.
+  void Write(float* distances, int64_t* labels) {
+    Shrink();
+    std::sort(buffer_.begin(), buffer_.end());
+    for (size_t j = 0; j < k_; ++j) {
+      distances[j] = j < buffer_.size() ? buffer_[j].first : kInf;
+      labels[j] = j < buffer_.size() ? buffer_[j].second : -1;
+    }
+  }
+
+ private:
+  using Entry = std::pair<float, int64_t>;
+  void Shrink() {
+    if (k_ == 0 || buffer_.size() < k_) return;
+    std::nth_element(buffer_.begin(), buffer_.begin() + (k_ - 1), buffer_.end());
+    buffer_.resize(k_);
+    bound_ = buffer_[k_ - 1].first;  // the k-th smallest: nothing farther enters
+  }
+  size_t k_;
+  float bound_ = kInf;
+  std::vector<Entry> buffer_;
+};
+
+// One list (or the whole flat index): n vectors of d floats and their ids.
+struct List {
+  const float* vectors = nullptr;
+  const int64_t* ids = nullptr;
+  int64_t n = 0;
+};
+
+// Scores the list's vectors against queries `which` (indices into x and
+// heaps), tile by tile.
+void ScanList(const List& list, int d, const float* x, const int32_t* which, size_t count,
+              const IdFilter* filter, L2SqrRowsFn l2, TopK* heaps) {
+  float dist[kTileRows];
+  for (int64_t t0 = 0; t0 < list.n; t0 += kTileRows) {
+    const int64_t m = std::min(kTileRows, list.n - t0);
+    const float* tile = list.vectors + t0 * d;
+    for (size_t j = 0; j < count; ++j) {
+      const int32_t q = which[j];
+      TopK& heap = heaps[q];
+      l2(x + int64_t(q) * d, tile, m, d, dist);
+      float bound = heap.bound();
+      for (int64_t r = 0; r < m; ++r) {
+        if (!(dist[r] <= bound)) continue;  // NaN never enters
+        const int64_t id = list.ids[t0 + r];
+        if (filter != nullptr && !filter->Allows(id)) continue;
+        heap.Push(dist[r], id);
+        bound = heap.bound();
+      }
+    }
+  }
+}
+
+// Queries [q0, q1) of an IVF: each query's nprobe nearest lists (ties: the
+// smaller list number), then every probed list scanned once for all the
+// queries that probe it.
+void SearchIvfQueries(const faiss::IndexIVFFlat& ivf, const CentroidColumns* centroids,
+                      const float* x, int64_t q0, int64_t q1, int nprobe, const IdFilter* filter,
+                      L2SqrRowsFn l2, TopK* heaps) {
+  const L2SqrColumnsFn l2_columns = ActiveL2SqrColumns();
+  const faiss::IndexFlat* quantizer = FlatL2Quantizer(&ivf);
+  const int d = int(ivf.d);
+  const int64_t nlist = int64_t(ivf.nlist);
+  const int64_t probes = std::min<int64_t>(std::max(nprobe, 1), nlist);
+  std::vector<float> centroid_dist(static_cast<size_t>(nlist));
+  std::vector<int32_t> order(static_cast<size_t>(nlist));
+  // probed[(q - q0) * probes + j]: query q's j-th list.
+  std::vector<int32_t> probed(size_t((q1 - q0) * probes));
+  std::vector<int32_t> per_list(size_t(nlist) + 1, 0);
+  for (int64_t q = q0; q < q1; ++q) {
+    if (centroids != nullptr) {
+      l2_columns(x + q * d, centroids->values.data(), centroids->stride, nlist, d,
+                 centroid_dist.data());
+    } else {
+      l2(x + q * d, quantizer->get_xb(), nlist, d, centroid_dist.data());
+    }
+    for (int64_t j = 0; j < nlist; ++j) order[size_t(j)] = int32_t(j);
+    std::partial_sort(order.begin(), order.begin() + probes, order.end(),
+                      [&](int32_t a, int32_t b) {
+                        return centroid_dist[size_t(a)] < centroid_dist[size_t(b)] ||
+                               (centroid_dist[size_t(a)] == centroid_dist[size_t(b)] && a < b);
+                      });
+    for (int64_t j = 0; j < probes; ++j) {
+      probed[size_t((q - q0) * probes + j)] = order[size_t(j)];
+      ++per_list[size_t(order[size_t(j)]) + 1];
+    }
+  }
+  // Group the queries by list (counting sort), then scan the lists in order.
+  for (int64_t l = 0; l < nlist; ++l) per_list[size_t(l + 1)] += per_list[size_t(l)];
+  std::vector<int32_t> queries_of(probed.size());
+  std::vector<int32_t> fill(per_list.begin(), per_list.end() - 1);
+  for (int64_t q = q0; q < q1; ++q) {
+    for (int64_t j = 0; j < probes; ++j) {
+      const int32_t l = probed[size_t((q - q0) * probes + j)];
+      queries_of[size_t(fill[size_t(l)]++)] = int32_t(q);
+    }
+  }
+  const faiss::InvertedLists* lists = ivf.invlists;
+  for (int64_t l = 0; l < nlist; ++l) {
+    const size_t begin = size_t(per_list[size_t(l)]), end = size_t(per_list[size_t(l + 1)]);
+    if (begin == end) continue;
+    List list;
+    list.n = int64_t(lists->list_size(size_t(l)));
+    if (list.n == 0) continue;
+    faiss::InvertedLists::ScopedCodes codes(lists, size_t(l));
+    faiss::InvertedLists::ScopedIds ids(lists, size_t(l));
+    list.vectors = reinterpret_cast<const float*>(codes.get());
+    list.ids = ids.get();
+    ScanList(list, d, x, queries_of.data() + begin, end - begin, filter, l2, heaps);
+  }
+}
+
+}  // namespace
+
+void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out) {
+  ActiveL2SqrRows()(q, rows, n, d, out);
+}
+
+void L2SqrColumns(const float* q, const float* columns, int64_t stride, int64_t n, int d,
+                  float* out) {
+  ActiveL2SqrColumns()(q, columns, stride, n, d, out);
+}
+
+std::shared_ptr<const CentroidColumns> CentroidCache::For(const faiss::IndexFlat& quantizer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const float* xb = quantizer.get_xb();
+  if (columns_ && columns_->source == xb && columns_->n == quantizer.ntotal &&
+      columns_->d == int(quantizer.d)) {
+    return columns_;
+  }
+  auto c = std::make_shared<CentroidColumns>();
+  c->source = xb;
+  c->n = quantizer.ntotal;
+  c->d = int(quantizer.d);
+  c->stride = (c->n + 15) / 16 * 16;  // rows start on 64-byte multiples
+  c->values.assign(size_t(c->stride) * size_t(c->d), 0.0f);
+  for (int64_t j = 0; j < c->n; ++j) {
+    for (int t = 0; t < c->d; ++t) c->values[size_t(t * c->stride + j)] = xb[j * c->d + t];
+  }
+  columns_ = c;
+  return columns_;
+}
+
+const faiss::IndexIVFFlat* ScannableIvf(const faiss::Index* index) {
+  if (typeid(*index) != typeid(faiss::IndexIVFFlat)) return nullptr;
+  auto* ivf = static_cast<const faiss::IndexIVFFlat*>(index);
+  if (ivf->metric_type != faiss::METRIC_L2 || FlatL2Quantizer(ivf) == nullptr ||
+      ivf->code_size != sizeof(float) * size_t(ivf->d)) {
+    return nullptr;
+  }
+  return ivf;
+}
+
+const faiss::IndexIDMap* ScannableFlat(const faiss::Index* index) {
+  if (typeid(*index) != typeid(faiss::IndexIDMap)) return nullptr;
+  auto* idmap = static_cast<const faiss::IndexIDMap*>(index);
+  const faiss::Index* inner = idmap->index;
+  if (typeid(*inner) != typeid(faiss::IndexFlatL2) && typeid(*inner) != typeid(faiss::IndexFlat)) {
+    return nullptr;
+  }
+  if (inner->metric_type != faiss::METRIC_L2 || idmap->id_map.size() != size_t(inner->ntotal)) {
+    return nullptr;
+  }
+  return idmap;
+}
+
+void ListScanSearch(const faiss::IndexIVFFlat* ivf, const faiss::IndexIDMap* flat, const float* x,
+                    int64_t nq, int64_t k, int nprobe, const IdFilter* filter, float* distances,
+                    int64_t* labels, const CentroidColumns* centroids) {
+  const L2SqrRowsFn l2 = ActiveL2SqrRows();
+  std::vector<TopK> heaps(static_cast<size_t>(nq), TopK(k));
+  // Contiguous groups of queries, one per thread: a group shares its list
+  // scans. Small batches stay on the calling thread.
+  const int threads = omp_get_max_threads();
+  const int64_t groups = nq >= 2 * int64_t(threads) ? int64_t(threads) : 1;
+#pragma omp parallel for schedule(static) num_threads(int(groups)) if (groups > 1)
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t q0 = nq * g / groups, q1 = nq * (g + 1) / groups;
+    if (ivf != nullptr) {
+      SearchIvfQueries(*ivf, centroids, x, q0, q1, nprobe, filter, l2, heaps.data());
+    } else {
+      const auto* inner = static_cast<const faiss::IndexFlat*>(flat->index);
+      List all;
+      all.vectors = inner->get_xb();
+      all.ids = flat->id_map.data();
+      all.n = inner->ntotal;
+      std::vector<int32_t> which;
+      for (int64_t q = q0; q < q1; ++q) which.push_back(int32_t(q));
+      ScanList(all, int(inner->d), x, which.data(), which.size(), filter, l2, heaps.data());
+    }
+  }
+  for (int64_t q = 0; q < nq; ++q) heaps[size_t(q)].Write(distances + q * k, labels + q * k);
+}
+
+}  // namespace index
+}  // namespace hedgedb

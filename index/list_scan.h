@@ -1,0 +1,88 @@
+// Stage 1 with hedgedb's own kernels: the exact k nearest coarse vectors (L2)
+// in the probed lists of an IVF of float vectors, or in a flat index.
+//
+// Debian's FAISS 1.7.3 is built without its SIMD paths: its list scan and its
+// one-query quantizer search are fvec_L2sqr_ref, one dependent add per
+// dimension, and they were most of a search's time (bench/RESULTS.md,
+// "Stage 1 at the memory floor"). Here the distances come from
+// L2SqrRows, dispatched on the process's SIMD level (common/simd_level.h);
+// FAISS still trains, adds, removes, saves and loads the index, and searches
+// every other kind of index. Batches share their list scans: a list's
+// vectors are read in tiles that stay in L1 while every query probing the
+// list is scored against them.
+//
+// Which k: the k smallest (distance, id) pairs, so the answer does not depend
+// on the scan's order, the threads or the tiles (FAISS's heap keeps an
+// arbitrary one of equal distances). The distances differ from FAISS's by
+// float rounding only (another summation order). Internal to index/.
+#pragma once
+
+#include <faiss/IndexFlat.h>
+#include <faiss/IndexIDMap.h>
+#include <faiss/IndexIVFFlat.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "index/coarse_index.h"
+
+namespace hedgedb {
+namespace index {
+
+// Squared L2 distances of n contiguous rows of d floats to q, with the active
+// level's kernel (list_scan_impl.h).
+void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out);
+// The same to n vectors stored transposed: row t of `columns` (`stride`
+// floats apart) holds dimension t of every vector (CentroidColumns).
+void L2SqrColumns(const float* q, const float* columns, int64_t stride, int64_t n, int d,
+                  float* out);
+namespace reference {
+// The same in plain sequential float arithmetic: what tests compare with.
+void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out);
+}  // namespace reference
+
+// The centroids of an IVF's flat quantizer transposed (row t: dimension t of
+// every centroid, rows `stride` floats apart), which the quantizer step reads:
+// sixteen centroids per vector instruction, no horizontal sums. Made once per
+// set of centroids and kept by CentroidCache.
+struct CentroidColumns {
+  const float* source = nullptr;  // the quantizer's vectors they were made from
+  int64_t n = 0;
+  int d = 0;
+  int64_t stride = 0;
+  std::vector<float> values;
+};
+
+// The columns of an index's current centroids; thread-safe. Made again if
+// the quantizer's vectors move or change in number (a retrained index).
+class CentroidCache {
+ public:
+  std::shared_ptr<const CentroidColumns> For(const faiss::IndexFlat& quantizer);
+
+ private:
+  std::mutex mutex_;
+  std::shared_ptr<const CentroidColumns> columns_;
+};
+
+// The IVF that ListScanSearch can search: an IndexIVFFlat over a trained flat
+// L2 quantizer; nullptr otherwise.
+const faiss::IndexIVFFlat* ScannableIvf(const faiss::Index* index);
+// The id map over a flat L2 index that ListScanSearch can search; nullptr
+// otherwise.
+const faiss::IndexIDMap* ScannableFlat(const faiss::Index* index);
+
+// For nq queries x (d floats each, the index's dimension): the k nearest
+// vectors of the nprobe lists nearest to each query (ivf) or of all vectors
+// (flat; nprobe ignored), that `filter` allows (null: all). labels and
+// distances get nq * k entries, nearest first, padded with -1 and +inf.
+// Exactly one of ivf and flat is set.
+// With `centroids` (the ivf's, from a CentroidCache), the quantizer step reads
+// them; null: it reads the quantizer's rows.
+void ListScanSearch(const faiss::IndexIVFFlat* ivf, const faiss::IndexIDMap* flat, const float* x,
+                    int64_t nq, int64_t k, int nprobe, const IdFilter* filter, float* distances,
+                    int64_t* labels, const CentroidColumns* centroids = nullptr);
+
+}  // namespace index
+}  // namespace hedgedb

@@ -1,0 +1,61 @@
+// L2SqrRows, ISA-generic: plain C++ whose loops the compiler vectorises for
+// the flags of the file that includes it (list_scan.cc, list_scan_avx2.cc,
+// list_scan_avx512.cc), inside that level's namespace. `omp simd reduction`
+// lets it sum a row's dimensions in vector lanes (another order than the
+// sequential reference: the results differ by float rounding). Four rows at
+// a time, so the query's values are loaded once for four rows and four sums
+// are in flight (list_scan_avx512.cc has its own, with intrinsics, and
+// defines HEDGEDB_LIST_SCAN_OWN_ROWS). No include guard on purpose.
+//
+// L2SqrColumns: the same distances to n vectors stored transposed (row t of
+// `columns`, `stride` floats apart, holds dimension t of every vector): a
+// vector instruction scores 16 of them at once and needs no horizontal sum.
+// The quantizer step of the list scan reads its centroids this way.
+void L2SqrColumns(const float* q, const float* columns, int64_t stride, int64_t n, int d,
+                  float* out) {
+  for (int64_t j = 0; j < n; ++j) out[j] = 0.0f;
+  for (int t = 0; t < d; ++t) {
+    const float qt = q[t];
+    const float* c = columns + t * stride;
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) {
+      const float a = qt - c[j];
+      out[j] += a * a;
+    }
+  }
+}
+
+#ifndef HEDGEDB_LIST_SCAN_OWN_ROWS  // list_scan_avx512.cc writes its own
+void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const float* r0 = rows + i * d;
+    const float* r1 = r0 + d;
+    const float* r2 = r1 + d;
+    const float* r3 = r2 + d;
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+    for (int t = 0; t < d; ++t) {
+      const float a = q[t] - r0[t], b = q[t] - r1[t], c = q[t] - r2[t], e = q[t] - r3[t];
+      s0 += a * a;
+      s1 += b * b;
+      s2 += c * c;
+      s3 += e * e;
+    }
+    out[i] = s0;
+    out[i + 1] = s1;
+    out[i + 2] = s2;
+    out[i + 3] = s3;
+  }
+  for (; i < n; ++i) {
+    const float* r = rows + i * d;
+    float s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int t = 0; t < d; ++t) {
+      const float a = q[t] - r[t];
+      s += a * a;
+    }
+    out[i] = s;
+  }
+}
+#endif

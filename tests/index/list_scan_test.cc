@@ -1,0 +1,281 @@
+// hedgedb's stage-1 list scan (index/list_scan.h) against a brute-force
+// scalar reference written here (every probed vector scored in sequential
+// float arithmetic, sorted by (distance, id)) and against FAISS's own search
+// of the same index, at every SIMD level, on odd dimensions and list sizes
+// off the scan's tiles.
+#include "index/list_scan.h"
+
+#include <faiss/IndexFlat.h>
+#include <faiss/IndexIDMap.h>
+#include <faiss/IndexIVFFlat.h>
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "tests/kernel_isas.h"
+
+namespace hedgedb {
+namespace index {
+namespace {
+
+using testing_util::KernelIsaParamName;
+using testing_util::ScopedKernelIsa;
+using testing_util::SupportedKernelIsas;
+
+std::vector<float> Normal(int64_t count, uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(static_cast<size_t>(count));
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+// Float sums of d squares in another order differ by at most about
+// d * eps * (the sum): 2e-5 relative covers d <= 130 with room.
+constexpr float kRelTol = 2e-5f;
+
+class EvenIds : public IdFilter {
+ public:
+  bool Allows(int64_t id) const override { return id % 2 == 0; }
+};
+
+// The reference: each query's nprobe nearest lists (reference distances to
+// the centroids, ties to the smaller list), every vector in them that the
+// filter allows, the k smallest (distance, id).
+void BruteForce(const faiss::IndexIVFFlat& ivf, const float* x, int64_t nq, int64_t k, int nprobe,
+                const IdFilter* filter, std::vector<float>* distances,
+                std::vector<int64_t>* labels) {
+  const int d = int(ivf.d);
+  const auto* quantizer = static_cast<const faiss::IndexFlat*>(ivf.quantizer);
+  const int64_t nlist = int64_t(ivf.nlist);
+  distances->assign(size_t(nq * k), std::numeric_limits<float>::infinity());
+  labels->assign(size_t(nq * k), -1);
+  for (int64_t q = 0; q < nq; ++q) {
+    std::vector<float> cd(static_cast<size_t>(nlist));
+    reference::L2SqrRows(x + q * d, quantizer->get_xb(), nlist, d, cd.data());
+    std::vector<std::pair<float, int64_t>> lists;
+    for (int64_t l = 0; l < nlist; ++l) lists.emplace_back(cd[size_t(l)], l);
+    std::sort(lists.begin(), lists.end());
+    std::vector<std::pair<float, int64_t>> all;
+    for (int64_t j = 0; j < std::min<int64_t>(nprobe, nlist); ++j) {
+      const size_t l = size_t(lists[size_t(j)].second);
+      const int64_t n = int64_t(ivf.invlists->list_size(l));
+      const auto* v = reinterpret_cast<const float*>(ivf.invlists->get_codes(l));
+      const int64_t* ids = ivf.invlists->get_ids(l);
+      std::vector<float> dist(static_cast<size_t>(n));
+      reference::L2SqrRows(x + q * d, v, n, d, dist.data());
+      for (int64_t i = 0; i < n; ++i) {
+        if (filter == nullptr || filter->Allows(ids[i])) all.emplace_back(dist[size_t(i)], ids[i]);
+      }
+    }
+    std::sort(all.begin(), all.end());
+    for (int64_t j = 0; j < std::min<int64_t>(k, int64_t(all.size())); ++j) {
+      (*distances)[size_t(q * k + j)] = all[size_t(j)].first;
+      (*labels)[size_t(q * k + j)] = all[size_t(j)].second;
+    }
+  }
+}
+
+// got equals want up to rounding: distances within kRelTol, and the same id
+// wherever the wanted distance is not within the tolerance of a neighbour's
+// (a near-tie may swap or exchange ids at the boundary).
+void ExpectSameUpToRounding(const std::vector<float>& want_d, const std::vector<int64_t>& want,
+                            const std::vector<float>& got_d, const std::vector<int64_t>& got,
+                            int64_t k, const char* what) {
+  ASSERT_EQ(want.size(), got.size());
+  int checked = 0, found = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    found += want[i] >= 0;
+    if (want[i] < 0) {
+      EXPECT_EQ(got[i], -1) << what << " entry " << i;
+      continue;
+    }
+    ASSERT_GE(got[i], 0) << what << " entry " << i;
+    const float tol = kRelTol * std::max(1.0f, std::fabs(want_d[i]));
+    EXPECT_NEAR(got_d[i], want_d[i], tol) << what << " entry " << i;
+    const size_t j = i % size_t(k);
+    const bool tie_before = j > 0 && std::fabs(want_d[i] - want_d[i - 1]) <= 2 * tol;
+    const bool tie_after =
+        j + 1 < size_t(k) && want[i + 1] >= 0 && std::fabs(want_d[i + 1] - want_d[i]) <= 2 * tol;
+    if (!tie_before && !tie_after) {
+      EXPECT_EQ(got[i], want[i]) << what << " entry " << i;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, found / 2) << what << ": too many near-ties to check ids";
+}
+
+class ListScanLevels : public ::testing::TestWithParam<KernelIsa> {};
+
+TEST_P(ListScanLevels, L2RowsEqualTheSequentialSumUpToRounding) {
+  ScopedKernelIsa level(GetParam());
+  ASSERT_TRUE(level.ok());
+  for (int d : {1, 3, 4, 17, 63, 64, 65, 130}) {
+    for (int64_t n : {0, 1, 3, 4, 5, 33}) {
+      const std::vector<float> q = Normal(d, 7, 3.0f), rows = Normal(n * d, 8 + d, 3.0f);
+      std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n), -1.0f);
+      reference::L2SqrRows(q.data(), rows.data(), n, d, want.data());
+      L2SqrRows(q.data(), rows.data(), n, d, got.data());
+      for (int64_t i = 0; i < n; ++i) {
+        EXPECT_NEAR(got[size_t(i)], want[size_t(i)], kRelTol * want[size_t(i)])
+            << "d " << d << " n " << n << " row " << i;
+      }
+    }
+  }
+}
+
+TEST_P(ListScanLevels, L2ColumnsEqualTheSequentialSumUpToRounding) {
+  ScopedKernelIsa level(GetParam());
+  ASSERT_TRUE(level.ok());
+  for (int d : {1, 3, 17, 64, 65}) {
+    for (int64_t n : {1, 15, 16, 17, 100}) {
+      const std::vector<float> q = Normal(d, 9, 3.0f), rows = Normal(n * d, 10 + d, 3.0f);
+      faiss::IndexFlatL2 quantizer(d);
+      quantizer.add(n, rows.data());
+      CentroidCache cache;
+      const std::shared_ptr<const CentroidColumns> columns = cache.For(quantizer);
+      EXPECT_EQ(cache.For(quantizer), columns);  // made once
+      ASSERT_EQ(columns->stride % 16, 0);
+      std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n), -1.0f);
+      reference::L2SqrRows(q.data(), rows.data(), n, d, want.data());
+      L2SqrColumns(q.data(), columns->values.data(), columns->stride, n, d, got.data());
+      for (int64_t i = 0; i < n; ++i) {
+        EXPECT_NEAR(got[size_t(i)], want[size_t(i)], kRelTol * want[size_t(i)])
+            << "d " << d << " n " << n << " column " << i;
+      }
+      // More centroids: the cache makes the columns again.
+      quantizer.add(1, rows.data());
+      EXPECT_NE(cache.For(quantizer), columns);
+      EXPECT_EQ(cache.For(quantizer)->n, n + 1);
+    }
+  }
+}
+
+TEST_P(ListScanLevels, IvfSearchEqualsBruteForceAndFaiss) {
+  ScopedKernelIsa level(GetParam());
+  ASSERT_TRUE(level.ok());
+  for (const auto& [d, nlist, n] :
+       std::vector<std::tuple<int, int, int64_t>>{{17, 16, 3001}, {65, 40, 2500}, {3, 5, 77}}) {
+    faiss::IndexFlatL2 quantizer(d);
+    faiss::IndexIVFFlat ivf(&quantizer, size_t(d), size_t(nlist));
+    // Clustered, so list sizes vary (and most are off the 32-row tiles).
+    std::vector<float> centers = Normal(20 * d, 3, 4.0f), data = Normal(n * d, 4);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int t = 0; t < d; ++t) data[size_t(i * d + t)] += centers[size_t((i % 20) * d + t)];
+    }
+    ivf.train(n, data.data());
+    std::vector<faiss::Index::idx_t> ids(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) ids[size_t(i)] = 1000 + 3 * i;  // not row numbers
+    ivf.add_with_ids(n, data.data(), ids.data());
+    ASSERT_EQ(ScannableIvf(&ivf), &ivf);
+    const int64_t nq = 37;
+    std::vector<float> queries = Normal(nq * d, 5, 4.0f);
+    EvenIds even;
+    const int saved_threads = omp_get_max_threads();
+    for (int nprobe : {1, 3, nlist + 5}) {
+      for (int64_t k : {int64_t(1), int64_t(10), n + 3}) {
+        for (const IdFilter* filter :
+             {static_cast<const IdFilter*>(nullptr), static_cast<const IdFilter*>(&even)}) {
+          SCOPED_TRACE(::testing::Message() << "d " << d << " nprobe " << nprobe << " k " << k
+                                            << (filter ? " filtered" : ""));
+          std::vector<float> want_d, got_d(size_t(nq * k));
+          std::vector<int64_t> want, got(size_t(nq * k));
+          BruteForce(ivf, queries.data(), nq, k, nprobe, filter, &want_d, &want);
+          ListScanSearch(&ivf, nullptr, queries.data(), nq, k, nprobe, filter, got_d.data(),
+                         got.data());
+          ExpectSameUpToRounding(want_d, want, got_d, got, k, "batch vs brute force");
+          // The quantizer step over the transposed centroids.
+          {
+            CentroidCache cache;
+            std::vector<float> col_d(size_t(nq * k));
+            std::vector<int64_t> col(size_t(nq * k));
+            ListScanSearch(&ivf, nullptr, queries.data(), nq, k, nprobe, filter, col_d.data(),
+                           col.data(), cache.For(quantizer).get());
+            ExpectSameUpToRounding(want_d, want, col_d, col, k, "columns vs brute force");
+          }
+          // One query per call gives the batch's answers bit for bit (the
+          // same kernel over the same tiles), on one thread or two.
+          for (int threads : {1, 2}) {
+            omp_set_num_threads(threads);
+            std::vector<float> one_d(static_cast<size_t>(k));
+            std::vector<int64_t> one(static_cast<size_t>(k));
+            for (int64_t q = 0; q < nq; q += 9) {
+              ListScanSearch(&ivf, nullptr, queries.data() + q * d, 1, k, nprobe, filter,
+                             one_d.data(), one.data());
+              for (int64_t j = 0; j < k; ++j) {
+                ASSERT_EQ(one[size_t(j)], got[size_t(q * k + j)]) << "query " << q;
+                ASSERT_EQ(one_d[size_t(j)], got_d[size_t(q * k + j)]) << "query " << q;
+              }
+            }
+            std::vector<float> again_d(size_t(nq * k));
+            std::vector<int64_t> again(size_t(nq * k));
+            ListScanSearch(&ivf, nullptr, queries.data(), nq, k, nprobe, filter, again_d.data(),
+                           again.data());
+            EXPECT_EQ(again, got) << threads << " threads";
+          }
+          omp_set_num_threads(saved_threads);
+          if (filter == nullptr) {
+            // FAISS's own search of the same index.
+            ivf.nprobe = size_t(nprobe);
+            std::vector<float> faiss_d(size_t(nq * k));
+            std::vector<faiss::Index::idx_t> faiss_l(size_t(nq * k));
+            ivf.search(nq, queries.data(), k, faiss_d.data(), faiss_l.data());
+            for (float& v : faiss_d) {
+              if (v == std::numeric_limits<float>::max())
+                v = std::numeric_limits<float>::infinity();
+            }
+            ExpectSameUpToRounding(faiss_d, std::vector<int64_t>(faiss_l.begin(), faiss_l.end()),
+                                   got_d, got, k, "vs FAISS");
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(ListScanLevels, FlatSearchEqualsFaiss) {
+  ScopedKernelIsa level(GetParam());
+  ASSERT_TRUE(level.ok());
+  const int d = 65;
+  const int64_t n = 1003, nq = 21, k = 25;
+  faiss::IndexIDMap idmap(new faiss::IndexFlatL2(d));
+  idmap.own_fields = true;
+  const std::vector<float> data = Normal(n * d, 11), queries = Normal(nq * d, 12);
+  std::vector<faiss::Index::idx_t> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[size_t(i)] = 7 * i + 1;
+  idmap.add_with_ids(n, data.data(), ids.data());
+  ASSERT_EQ(ScannableFlat(&idmap), &idmap);
+  std::vector<float> want_d(size_t(nq * k)), got_d(size_t(nq * k));
+  std::vector<faiss::Index::idx_t> want(size_t(nq * k));
+  std::vector<int64_t> got(size_t(nq * k));
+  idmap.search(nq, queries.data(), k, want_d.data(), want.data());
+  ListScanSearch(nullptr, &idmap, queries.data(), nq, k, 0, nullptr, got_d.data(), got.data());
+  ExpectSameUpToRounding(want_d, std::vector<int64_t>(want.begin(), want.end()), got_d, got, k,
+                         "flat vs FAISS");
+}
+
+INSTANTIATE_TEST_SUITE_P(Levels, ListScanLevels, ::testing::ValuesIn(SupportedKernelIsas()),
+                         KernelIsaParamName);
+
+TEST(ListScan, OnlyPlainFloatIndexesAreScanned) {
+  faiss::IndexFlatL2 quantizer(8);
+  faiss::IndexIVFFlat untrained(&quantizer, 8, 4);
+  EXPECT_EQ(ScannableIvf(&untrained), nullptr);  // no centroids yet
+  faiss::IndexFlatIP ip_quantizer(8);
+  faiss::IndexIVFFlat inner_product(&ip_quantizer, 8, 4, faiss::METRIC_INNER_PRODUCT);
+  EXPECT_EQ(ScannableIvf(&inner_product), nullptr);
+  faiss::IndexIDMap ip_flat(new faiss::IndexFlatIP(8));
+  ip_flat.own_fields = true;
+  EXPECT_EQ(ScannableFlat(&ip_flat), nullptr);
+}
+
+}  // namespace
+}  // namespace index
+}  // namespace hedgedb
