@@ -104,18 +104,23 @@ void RunScalar(benchmark::State& state, const McFixture& f) {
   SetMcCounters(state);
 }
 
-void RunKernel(benchmark::State& state, const McFixture& f) {
-  const KernelIsa isa = static_cast<KernelIsa>(state.range(0));
+// Scores the fixture's candidates through PrepareQuery's ScoreRows with
+// `params` at the ISA of argument `isa_arg`, labelled `label` and the ISA;
+// false (the benchmark skipped) where the ISA or the params do not work here.
+bool RunPrepared(benchmark::State& state, const McFixture& f, const ScoreParams& params,
+                 int isa_arg, const std::string& label) {
+  const KernelIsa isa = static_cast<KernelIsa>(state.range(isa_arg));
   const KernelIsa saved = ActiveKernelIsa();
   if (!SetKernelIsa(isa)) {
     state.SkipWithError("ISA not supported by this CPU");
-    return;
+    return false;
   }
-  state.SetLabel(KernelIsaName(isa));
+  state.SetLabel(label + KernelIsaName(isa));
   std::unique_ptr<PreparedQuery> prepared;
-  if (!PrepareQuery(f.shape, f.params, f.query.data(), &prepared).ok()) {
+  if (!PrepareQuery(f.shape, params, f.query.data(), &prepared).ok()) {
+    SetKernelIsa(saved);
     state.SkipWithError("PrepareQuery failed");
-    return;
+    return false;
   }
   std::vector<float> out(kCandidates);
   for (auto _ : state) {
@@ -125,7 +130,11 @@ void RunKernel(benchmark::State& state, const McFixture& f) {
     benchmark::ClobberMemory();
   }
   SetKernelIsa(saved);
-  SetMcCounters(state);
+  return true;
+}
+
+void RunKernel(benchmark::State& state, const McFixture& f) {
+  if (RunPrepared(state, f, f.params, 0, "")) SetMcCounters(state);
 }
 
 void BM_McGaussianScalar(benchmark::State& state) { RunScalar(state, Gaussian()); }
@@ -184,28 +193,9 @@ void RunClosedFormScalar(benchmark::State& state, const McFixture& f) {
 void RunClosedFormKernel(benchmark::State& state, const McFixture& f) {
   ScoreParams params = f.params;
   params.score = static_cast<ScoreType>(state.range(0));
-  const KernelIsa isa = static_cast<KernelIsa>(state.range(1));
-  const KernelIsa saved = ActiveKernelIsa();
-  if (!SetKernelIsa(isa)) {
-    state.SkipWithError("ISA not supported by this CPU");
-    return;
+  if (RunPrepared(state, f, params, 1, std::string(ScoreName(params.score)) + " ")) {
+    state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kCandidates);
   }
-  state.SetLabel(std::string(ScoreName(params.score)) + " " + KernelIsaName(isa));
-  std::unique_ptr<PreparedQuery> prepared;
-  if (!PrepareQuery(f.shape, params, f.query.data(), &prepared).ok()) {
-    SetKernelIsa(saved);
-    state.SkipWithError("PrepareQuery failed");
-    return;
-  }
-  std::vector<float> out(kCandidates);
-  for (auto _ : state) {
-    prepared->ScoreRows(f.arena.data(), f.shape.item_row_size() * sizeof(float),
-                        f.candidates.data(), kCandidates, out.data());
-    benchmark::DoNotOptimize(out.data());
-    benchmark::ClobberMemory();
-  }
-  SetKernelIsa(saved);
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kCandidates);
 }
 
 void BM_ClosedFormGaussianScalar(benchmark::State& state) {

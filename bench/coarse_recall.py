@@ -24,11 +24,10 @@ NumPy, no IVF approximation), for mc, mls and csd and C = 50, 100, 200.
 Then the real two-stage search (hedgedb's IVF, default nprobe) at the same
 C: recall@10 against the exhaustive top-10.
 
-Two data sets, D = 64, 1,000 clusters, mean noise 0.3:
-  uniform  variances uniform in [0.02, 0.2] per dimension (the practitioner
-           comparison's data: every item's trace is about the same);
-  spread   a per-item scale log-uniform over [0.01, 1] times U(0.5, 1.5) per
-           dimension (items differ in total uncertainty 100-fold).
+Two data sets (bench/clustered_gaussians.py), D = 64, 1,000 clusters:
+  uniform  the practitioner comparison's data: every item's trace is about
+           the same;
+  spread   items differ in total uncertainty 100-fold.
 """
 
 import argparse
@@ -37,17 +36,7 @@ import tempfile
 
 import numpy as np
 
-
-def draw(rng, centers, n, spread):
-    dim = centers.shape[1]
-    labels = rng.integers(0, len(centers), size=n)
-    mean = (centers[labels] + 0.3 * rng.normal(size=(n, dim))).astype(np.float32)
-    if spread:
-        scale = np.exp(rng.uniform(np.log(0.01), np.log(1.0), size=(n, 1)))
-        var = (scale * rng.uniform(0.5, 1.5, size=(n, dim))).astype(np.float32)
-    else:
-        var = rng.uniform(0.02, 0.2, size=(n, dim)).astype(np.float32)
-    return mean, var
+import clustered_gaussians
 
 
 def coarse_top(qmean, qvar, mean, var, c, side):
@@ -95,9 +84,9 @@ def main():
     cs = [50, 100, 200]
     for data in args.data.split(","):
         rng = np.random.default_rng(0)
-        centers = rng.normal(size=(1000, args.dim)).astype(np.float32)
-        mean, var = draw(rng, centers, args.items, data == "spread")
-        qmean, qvar = draw(rng, centers, args.queries, data == "spread")
+        centres = clustered_gaussians.centers(rng, args.dim)
+        mean, var = clustered_gaussians.draw(rng, centres, args.items, data == "spread")
+        qmean, qvar = clustered_gaussians.draw(rng, centres, args.queries, data == "spread")
         with tempfile.TemporaryDirectory() as work, hedgedb.open(work + "/db", threads=1) as db:
             db.create_collection("g", kind="gaussian", dim=args.dim, match_a=1.0, match_b=5.0)
             db.ingest("g", mean=mean, var=var, ids=np.arange(args.items, dtype=np.int64))

@@ -56,6 +56,8 @@ import time
 
 import numpy as np
 
+import clustered_gaussians
+
 MASK = (1 << 64) - 1
 
 
@@ -236,16 +238,9 @@ def main():
     a, b, seed = 1.0, 5.0, 0
 
     rng = np.random.default_rng(0)
-    centers = rng.normal(size=(1000, args.dim)).astype(np.float32)
-
-    def draw(n):
-        labels = rng.integers(0, 1000, size=n)
-        mean = (centers[labels] + 0.3 * rng.normal(size=(n, args.dim))).astype(np.float32)
-        var = rng.uniform(0.02, 0.2, size=(n, args.dim)).astype(np.float32)
-        return mean, var
-
-    mean, var = draw(args.items)
-    qmean, qvar = draw(args.queries)
+    centres = clustered_gaussians.centers(rng, args.dim)
+    mean, var = clustered_gaussians.draw(rng, centres, args.items)
+    qmean, qvar = clustered_gaussians.draw(rng, centres, args.queries)
     rescore = (TorchMc(torch, mean, var, a, b, args.samples, seed) if args.score == "mc"
                else TorchMls(torch, mean, var))
     points = []

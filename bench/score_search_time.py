@@ -6,8 +6,8 @@ compare two builds on the same data (run once per build, alternating):
       PYTHONPATH=$b/python /usr/bin/python3 bench/score_search_time.py --items 100000
     done
 
-The data of bench/practitioner_compare.py (N clustered Gaussians, D = 64,
-variances uniform in [0.02, 0.2]); one thread. Configurations: exhaustive
+The data of bench/practitioner_compare.py (bench/clustered_gaussians.py,
+D = 64); one thread. Configurations: exhaustive
 (every item rescored: the score's own cost dominates) and two-stage at
 nprobe 4 with 50 and 200 candidates, one query per call, median over
 --rounds interleaved rounds. Prints milliseconds per query.
@@ -20,6 +20,8 @@ import tempfile
 import time
 
 import numpy as np
+
+import clustered_gaussians
 
 
 def main():
@@ -37,16 +39,9 @@ def main():
     except ImportError:
         sys.exit("hedgedb is not importable: PYTHONPATH=build/python")
     rng = np.random.default_rng(0)
-    centers = rng.normal(size=(1000, args.dim)).astype(np.float32)
-
-    def draw(n):
-        labels = rng.integers(0, 1000, size=n)
-        mean = (centers[labels] + 0.3 * rng.normal(size=(n, args.dim))).astype(np.float32)
-        var = rng.uniform(0.02, 0.2, size=(n, args.dim)).astype(np.float32)
-        return mean, var
-
-    mean, var = draw(args.items)
-    qmean, qvar = draw(args.queries)
+    centres = clustered_gaussians.centers(rng, args.dim)
+    mean, var = clustered_gaussians.draw(rng, centres, args.items)
+    qmean, qvar = clustered_gaussians.draw(rng, centres, args.queries)
     scores = args.scores.split(",")
     configs = [("exhaustive", dict(exhaustive=True), args.exhaustive_queries),
                ("nprobe 4, C 50", dict(nprobe=4, candidates=50), args.queries),

@@ -79,26 +79,26 @@ inline Simd::V SqrtFast(Simd::V x) {
   return Simd::Fma(s, Simd::Fma(Simd::Sub(Simd::Zero(), s), half_r, Simd::Set1(0.5f)), s);
 }
 
-inline void FastExpImpl(const float* x, size_t n, float* out) {
+// out[i] = fn(x[i]) a vector at a time (the spare lanes of the last one
+// repeat its last input): FastExp and FastLog, exposed for their tests.
+template <typename Fn>
+inline void MapLanes(const float* x, size_t n, float* out, Fn fn) {
   constexpr int kLanes = Simd::kLanes;
   float buffer[kLanes];
   for (size_t start = 0; start < n; start += kLanes) {
     const size_t count = std::min<size_t>(kLanes, n - start);
     for (int l = 0; l < kLanes; ++l) buffer[l] = x[start + std::min<size_t>(l, count - 1)];
-    Simd::Store(buffer, Exp(Simd::Load(buffer)));
+    Simd::Store(buffer, fn(Simd::Load(buffer)));
     for (size_t l = 0; l < count; ++l) out[start + l] = buffer[l];
   }
 }
 
+inline void FastExpImpl(const float* x, size_t n, float* out) {
+  MapLanes(x, n, out, [](Simd::V v) { return Exp(v); });
+}
+
 inline void FastLogImpl(const float* x, size_t n, float* out) {
-  constexpr int kLanes = Simd::kLanes;
-  float buffer[kLanes];
-  for (size_t start = 0; start < n; start += kLanes) {
-    const size_t count = std::min<size_t>(kLanes, n - start);
-    for (int l = 0; l < kLanes; ++l) buffer[l] = x[start + std::min<size_t>(l, count - 1)];
-    Simd::Store(buffer, LogScaled(Simd::Load(buffer), Simd::Zero()));
-    for (size_t l = 0; l < count; ++l) out[start + l] = buffer[l];
-  }
+  MapLanes(x, n, out, [](Simd::V v) { return LogScaled(v, Simd::Zero()); });
 }
 
 // One kLanes-dimension step of a MomentKernelQuery sum (kernels.h) into acc;
