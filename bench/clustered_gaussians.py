@@ -10,6 +10,13 @@ score_search_time.py: Gaussians around cluster centres, one place.
 import numpy as np
 
 
+def add_arguments(parser):
+    """--items, --dim and --queries of the data, with the scripts' defaults."""
+    parser.add_argument("--items", type=int, default=100000)
+    parser.add_argument("--dim", type=int, default=64)
+    parser.add_argument("--queries", type=int, default=200)
+
+
 def centers(rng, dim, count=1000):
     """count cluster centres, standard normal in dim dimensions."""
     return rng.normal(size=(count, dim)).astype(np.float32)

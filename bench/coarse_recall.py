@@ -69,9 +69,7 @@ def contained(cands, exact):
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--items", type=int, default=100000)
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--dim", type=int, default=64)
+    clustered_gaussians.add_arguments(parser)
     parser.add_argument("--data", default="uniform,spread")
     args = parser.parse_args()
     try:

@@ -209,9 +209,7 @@ def cpu_model():
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--items", type=int, default=100000)
-    parser.add_argument("--dim", type=int, default=64)
-    parser.add_argument("--queries", type=int, default=200)
+    clustered_gaussians.add_arguments(parser)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--samples", type=int, default=8)

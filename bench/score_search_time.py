@@ -27,9 +27,7 @@ import clustered_gaussians
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--items", type=int, default=100000)
-    parser.add_argument("--dim", type=int, default=64)
-    parser.add_argument("--queries", type=int, default=200)
+    clustered_gaussians.add_arguments(parser)
     parser.add_argument("--exhaustive-queries", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--scores", default="mls,csd,mc")
