@@ -1,6 +1,7 @@
 // The one SIMD level of the process: which instruction set every kernel family
-// runs (the Monte Carlo and eta kernels, the DIMCO code scan and its top-k
-// pre-scan in query/, the nearest-centroid minimum in index/).
+// runs (the Monte Carlo and eta kernels, the closed-form score sums, the
+// DIMCO code scan and its top-k pre-scan in query/, the nearest-centroid
+// minimum and the list scan's L2 rows in index/).
 //
 // Each family has a portable version and, on x86-64 built with GCC or clang,
 // versions in per-ISA source files compiled with that level's flags
