@@ -1,10 +1,10 @@
 // SIMD kernels behind the exact scorers (scorer.h), with runtime ISA dispatch.
 //
-// The Monte Carlo kernel and FastExp have a portable C++ version (kernels.cc)
-// and x86 versions for AVX2+FMA and AVX-512F (kernels_avx2.cc,
-// kernels_avx512.cc), compiled from one source (kernels_impl.h) and picked on
-// each call by the process's SIMD level (common/simd_level.h: ActiveKernelIsa,
-// SetKernelIsa). Results of the ISA paths agree to float rounding; for a fixed
+// The Monte Carlo kernel, the closed-form sums (MomentSumRows), FastExp and
+// FastLog have a portable C++ version (kernels.cc) and x86 versions for
+// AVX2+FMA and AVX-512F (kernels_avx2.cc, kernels_avx512.cc), compiled from
+// one source (kernels_impl.h) and picked on each call by the process's SIMD
+// level (common/simd_level.h: ActiveKernelIsa, SetKernelIsa). Results of the ISA paths agree to float rounding; for a fixed
 // path they are bitwise reproducible, and the score of a row never depends on
 // which other rows are scored in the same call.
 #pragma once
