@@ -222,10 +222,11 @@ TEST_P(KernelIsaTest, MomentScoresMatchScalarReference) {
   ExpectMomentScoresMatchReference({Kind::kGaussian, 20, 1, 0}, 9, &rng, 1e-44f, 1e-39f, 1e-21f);
 }
 
-// 2,000 dimensions of variances whose sums have mantissa 1.9: a lane's
-// product of mantissas would pass 2^128 without the renormalisation.
+// 4,000 dimensions of variances whose sums have mantissa 1.9: a lane's
+// product of mantissas (250 factors at 16 lanes, 1.9^250 = 2^231) would
+// pass 2^128 without the renormalisation.
 TEST_P(KernelIsaTest, MlsRenormalisesLongMantissaProducts) {
-  const RowShape shape{Kind::kGaussian, 2000, 1, 0};
+  const RowShape shape{Kind::kGaussian, 4000, 1, 0};
   std::mt19937_64 rng(5);
   std::vector<float> items = RandomRows(shape, 3, 0, &rng);
   std::vector<float> query = testing_rows::RandomRow(shape, &rng);
