@@ -11,6 +11,7 @@ namespace query {
 namespace avx512 {
 namespace {
 constexpr int kMaxDim = kCodeTopKMaxDim;
+
 }  // namespace
 
 // qtable: 64 dimensions x 16 bytes, dimension-major, zero past d and k.
@@ -20,8 +21,9 @@ constexpr int kMaxDim = kCodeTopKMaxDim;
 // permute reads indices the earlier ones left untouched.
 // Masked intrinsics where GCC 12 warns about the undefined source vectors of
 // the plain ones.
-void PrescanVbmi(const uint8_t* qtable, int d, const uint8_t* base, size_t row_stride_bytes,
-                 const int64_t* rows, size_t n, uint16_t* out) {
+size_t PrescanVbmi(const uint8_t* qtable, int d, const uint8_t* base, size_t row_stride_bytes,
+                   const int64_t* rows, size_t n, uint16_t floor, uint32_t* positions,
+                   uint16_t* qs) {
   __m512i tab[2 * kMaxDim / 8];
   for (int v = 0; v < 2 * kMaxDim / 8; ++v) tab[v] = _mm512_loadu_si512(qtable + 64 * v);
   alignas(64) uint8_t lane_base_bytes[64];
@@ -29,6 +31,12 @@ void PrescanVbmi(const uint8_t* qtable, int d, const uint8_t* base, size_t row_s
   const __m512i lane_base = _mm512_load_si512(lane_base_bytes);
   const __mmask64 load_mask = d == 64 ? ~0ull : (1ull << d) - 1;
   const __m512i zero = _mm512_setzero_si512();
+  const __m512i floor_q = _mm512_set1_epi64(floor);
+  size_t found = 0;
+  auto emit = [&](size_t position, uint64_t q) {
+    positions[found] = static_cast<uint32_t>(position);
+    qs[found++] = static_cast<uint16_t>(q);
+  };
   // One item (the n mod 8 last ones): lanes are its 64 dimensions, group p's
   // permute writes only lanes 8p..8p+7.
   auto lookup = [&](size_t r) {
@@ -80,17 +88,25 @@ void PrescanVbmi(const uint8_t* qtable, int d, const uint8_t* base, size_t row_s
                                             tab[2 * (p + 4) + 1]),
                    zero));
     }
-    alignas(64) uint64_t sums[8];
-    _mm512_store_si512(sums, acc);
-    for (int m = 0; m < 8; ++m) out[r + m] = static_cast<uint16_t>(sums[m]);
+    // Once the caller's floor has risen, most blocks have no Q at or above
+    // it: one compare, no store.
+    const __mmask8 hits = _mm512_cmpge_epu64_mask(acc, floor_q);
+    if (hits != 0) {
+      alignas(64) uint64_t sums[8];
+      _mm512_store_si512(sums, acc);
+      for (int m = 0; m < 8; ++m) {
+        if ((hits >> m) & 1) emit(r + m, sums[m]);
+      }
+    }
   }
   for (; r < n; ++r) {
     alignas(64) uint64_t lanes[8];
     _mm512_store_si512(lanes, lookup(r));
     uint64_t total = 0;
     for (uint64_t v : lanes) total += v;
-    out[r] = static_cast<uint16_t>(total);
+    if (total >= floor) emit(r, total);
   }
+  return found;
 }
 
 }  // namespace avx512
