@@ -43,9 +43,10 @@ void Emit(const std::vector<std::pair<float, size_t>>& scored, const int64_t* ro
   for (const auto& s : scored) out->push_back(CodeHit{rows[s.second], s.first});
 }
 
-// Rows per pre-scan call: the floor the kernel compares against rises
-// between calls (a few hundred per million rows).
+// Rows per pre-scan call (the first calls are shorter): the floor the kernel
+// compares against rises between calls.
 constexpr size_t kPrescanChunk = 4096;
+constexpr size_t kFirstPrescanChunk = 256;
 
 // The topk largest Q seen so far (a min-heap) and the candidates: a row
 // enters them if its Q is at least (the topk-th largest Q so far, itself
@@ -164,10 +165,13 @@ void CodeTopK(const float* table, int d, int k, const uint8_t* base, size_t row_
   RunningTop top(topk, margin);
   uint32_t positions[kPrescanChunk];
   uint16_t qs[kPrescanChunk];
-  for (size_t start = 0; start < n; start += kPrescanChunk) {
+  // Chunks start small: until the floor has risen, the kernel passes on
+  // every row.
+  size_t chunk = std::min(kPrescanChunk, std::max<size_t>(kFirstPrescanChunk, topk));
+  for (size_t start = 0; start < n; start += chunk, chunk = std::min(kPrescanChunk, 2 * chunk)) {
     const size_t found =
         avx512::PrescanVbmi(qtable, d, base, row_stride_bytes, rows + start,
-                            std::min(kPrescanChunk, n - start), top.floor(), positions, qs);
+                            std::min(chunk, n - start), top.floor(), positions, qs);
     // The kernel's floor is the chunk's first; Offer rechecks against the
     // current one.
     for (size_t i = 0; i < found; ++i) {
