@@ -7,8 +7,12 @@
 // quantization with step delta puts each exact score in
 // [base + delta Q, base + delta (Q + d)] (plus a float rounding slack), so only
 // items whose upper bound reaches the k-th best lower bound are scored
-// exactly: the result equals the top-k of a full CodeScanRows scan. Other
-// shapes and CPUs, or tables with non-finite entries, use the full scan.
+// exactly: the result equals the top-k of a full CodeScanRows scan. The
+// pre-scan selects as it goes (rows below the k-th best Q seen so far minus
+// the margin are dropped in registers), so it reads each code once and keeps
+// no per-item array (bench/RESULTS.md, "DIMCO top-10 at the bandwidth
+// floor"). Other shapes and CPUs, or tables with non-finite entries, use the
+// full scan.
 #pragma once
 
 #include <cstddef>
