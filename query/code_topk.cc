@@ -37,12 +37,6 @@ void SortAndTrim(std::vector<std::pair<float, size_t>>* scored, size_t topk) {
   scored->resize(keep);
 }
 
-void Emit(const std::vector<std::pair<float, size_t>>& scored, const int64_t* rows,
-          std::vector<CodeHit>* out) {
-  out->clear();
-  for (const auto& s : scored) out->push_back(CodeHit{rows[s.second], s.first});
-}
-
 // Rows per pre-scan call (the first calls are shorter): the floor the kernel
 // compares against rises between calls.
 constexpr size_t kPrescanChunk = 4096;
@@ -106,22 +100,24 @@ void CodeTopK(const float* table, int d, int k, const uint8_t* base, size_t row_
   CodeTopKStats local;
   if (stats == nullptr) stats = &local;
   *stats = CodeTopKStats();
+  auto row_at = [rows](size_t p) { return rows != nullptr ? rows[p] : static_cast<int64_t>(p); };
   std::vector<std::pair<float, size_t>> scored;
   auto exact = [&](const std::vector<size_t>* positions) {
     const size_t m = positions != nullptr ? positions->size() : n;
     std::vector<int64_t> subset;
-    if (positions != nullptr) {
+    if (positions != nullptr || rows == nullptr) {
       subset.reserve(m);
-      for (size_t p : *positions) subset.push_back(rows[p]);
+      for (size_t i = 0; i < m; ++i) subset.push_back(row_at(positions ? (*positions)[i] : i));
     }
     std::vector<float> scores(m);
-    CodeScanRows(table, d, k, base, row_stride_bytes, positions != nullptr ? subset.data() : rows,
-                 m, scores.data());
+    CodeScanRows(table, d, k, base, row_stride_bytes, subset.empty() ? rows : subset.data(), m,
+                 scores.data());
     scored.resize(m);
     for (size_t i = 0; i < m; ++i) scored[i] = {scores[i], positions ? (*positions)[i] : i};
     stats->rescored = m;
     SortAndTrim(&scored, topk);
-    Emit(scored, rows, out);
+    out->clear();
+    for (const auto& s : scored) out->push_back(CodeHit{row_at(s.second), s.first});
   };
 
   // Quantization, in double: lo_i = row minimum, one step delta for all rows
@@ -169,9 +165,9 @@ void CodeTopK(const float* table, int d, int k, const uint8_t* base, size_t row_
   // every row.
   size_t chunk = std::min(kPrescanChunk, std::max<size_t>(kFirstPrescanChunk, topk));
   for (size_t start = 0; start < n; start += chunk, chunk = std::min(kPrescanChunk, 2 * chunk)) {
-    const size_t found =
-        avx512::PrescanVbmi(qtable, d, base, row_stride_bytes, rows + start,
-                            std::min(chunk, n - start), top.floor(), positions, qs);
+    const size_t found = avx512::PrescanVbmi(
+        qtable, d, base, row_stride_bytes, rows ? rows + start : nullptr,
+        static_cast<int64_t>(start), std::min(chunk, n - start), top.floor(), positions, qs);
     // The kernel's floor is the chunk's first; Offer rechecks against the
     // current one.
     for (size_t i = 0; i < found; ++i) {

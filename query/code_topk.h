@@ -33,7 +33,8 @@ struct CodeTopKStats {
 };
 
 // The `topk` best of rows[0..n) by CodeScanRows score, best first; equal
-// scores keep the order of `rows`.
+// scores keep the order of `rows`. rows null: the rows 0..n-1, and the
+// pre-scan reads no row ids (8 bytes per row beside the d code bytes).
 void CodeTopK(const float* table, int d, int k, const uint8_t* base, size_t row_stride_bytes,
               const int64_t* rows, size_t n, size_t topk, std::vector<CodeHit>* out,
               CodeTopKStats* stats = nullptr);

@@ -12,8 +12,6 @@ namespace avx512 {
 namespace {
 constexpr int kMaxDim = kCodeTopKMaxDim;
 
-}  // namespace
-
 // qtable: 64 dimensions x 16 bytes, dimension-major, zero past d and k.
 // Lane i of an item's 64 code bytes belongs to group i / 8; the group's two
 // table vectors hold its 8 dimensions x 16 entries, and index
@@ -21,9 +19,15 @@ constexpr int kMaxDim = kCodeTopKMaxDim;
 // permute reads indices the earlier ones left untouched.
 // Masked intrinsics where GCC 12 warns about the undefined source vectors of
 // the plain ones.
-size_t PrescanVbmi(const uint8_t* qtable, int d, const uint8_t* base, size_t row_stride_bytes,
-                   const int64_t* rows, size_t n, uint16_t floor, uint32_t* positions,
-                   uint16_t* qs) {
+// kContiguous: rows is null and row r is first_row + r (no row ids to read).
+template <bool kContiguous>
+size_t PrescanRows(const uint8_t* qtable, int d, const uint8_t* base, size_t row_stride_bytes,
+                   const int64_t* rows, int64_t first_row, size_t n, uint16_t floor,
+                   uint32_t* positions, uint16_t* qs) {
+  auto code_of = [&](size_t r) {
+    const int64_t row = kContiguous ? first_row + static_cast<int64_t>(r) : rows[r];
+    return base + static_cast<size_t>(row) * row_stride_bytes;
+  };
   __m512i tab[2 * kMaxDim / 8];
   for (int v = 0; v < 2 * kMaxDim / 8; ++v) tab[v] = _mm512_loadu_si512(qtable + 64 * v);
   alignas(64) uint8_t lane_base_bytes[64];
@@ -40,7 +44,7 @@ size_t PrescanVbmi(const uint8_t* qtable, int d, const uint8_t* base, size_t row
   // One item (the n mod 8 last ones): lanes are its 64 dimensions, group p's
   // permute writes only lanes 8p..8p+7.
   auto lookup = [&](size_t r) {
-    const uint8_t* code = base + static_cast<size_t>(rows[r]) * row_stride_bytes;
+    const uint8_t* code = code_of(r);
     __m512i x = _mm512_add_epi8(_mm512_maskz_loadu_epi8(load_mask, code), lane_base);
     // Every group, so that lanes past d also turn into (zero) table entries.
     for (int p = 0; p < kMaxDim / 8; ++p) {
@@ -55,8 +59,7 @@ size_t PrescanVbmi(const uint8_t* qtable, int d, const uint8_t* base, size_t row
   for (; r + 8 <= n; r += 8) {
     __m512i v[8];
     for (int m = 0; m < 8; ++m) {
-      v[m] = _mm512_maskz_loadu_epi8(load_mask,
-                                     base + static_cast<size_t>(rows[r + m]) * row_stride_bytes);
+      v[m] = _mm512_maskz_loadu_epi8(load_mask, code_of(r + m));
     }
     __m512i a[8], b[8];
     for (int m = 0; m < 8; m += 2) {  // 128-bit lane l: qwords 2l (a[m]), 2l+1 (a[m+1])
@@ -107,6 +110,16 @@ size_t PrescanVbmi(const uint8_t* qtable, int d, const uint8_t* base, size_t row
     if (total >= floor) emit(r, total);
   }
   return found;
+}
+}  // namespace
+
+size_t PrescanVbmi(const uint8_t* qtable, int d, const uint8_t* base, size_t row_stride_bytes,
+                   const int64_t* rows, int64_t first_row, size_t n, uint16_t floor,
+                   uint32_t* positions, uint16_t* qs) {
+  return rows != nullptr ? PrescanRows<false>(qtable, d, base, row_stride_bytes, rows, 0, n, floor,
+                                              positions, qs)
+                         : PrescanRows<true>(qtable, d, base, row_stride_bytes, nullptr, first_row,
+                                             n, floor, positions, qs);
 }
 
 }  // namespace avx512

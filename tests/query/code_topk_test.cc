@@ -205,6 +205,40 @@ TEST_F(CodeTopKTest, KeepsItemsBelowTheRunningKthWithinTheMargin) {
   EXPECT_EQ(hits[0].row, static_cast<int64_t>(a_row));
 }
 
+// rows null stands for 0..n-1 (the searcher's call when every row is live):
+// the same hits as with the ids, at every level, through the pre-scan and
+// through the full scan (a -inf entry).
+TEST_F(CodeTopKTest, NullRowsAreEveryRowInOrder) {
+  std::mt19937_64 rng(10);
+  for (const auto& dk : std::vector<std::pair<int, int>>{{64, 16}, {37, 11}, {64, 256}}) {
+    const int d = dk.first, k = dk.second;
+    for (bool log_zero : {false, true}) {
+      std::vector<float> table = LogSoftmaxTable(d, k, &rng);
+      if (log_zero) table[3] = -std::numeric_limits<float>::infinity();
+      const size_t n = 2 * 4096 + 7, stride = d + 1;
+      const std::vector<uint8_t> codes = RandomCodes(n, d, k, stride, &rng);
+      for (KernelIsa isa : testing_util::SupportedKernelIsas()) {
+        const testing_util::ScopedKernelIsa forced(isa);
+        ASSERT_TRUE(forced.ok());
+        for (size_t topk : std::vector<size_t>{1, 10, 300, n - 1, n}) {
+          std::vector<CodeHit> hits;
+          CodeTopKStats stats;
+          CodeTopK(table.data(), d, k, codes.data(), stride, nullptr, n, topk, &hits, &stats);
+          const std::vector<CodeHit> expected =
+              ReferenceTopK(table, d, k, codes, stride, Iota(n), topk);
+          ASSERT_EQ(hits.size(), expected.size());
+          for (size_t i = 0; i < hits.size(); ++i) {
+            EXPECT_EQ(hits[i].row, expected[i].row) << "d=" << d << " rank " << i;
+            EXPECT_EQ(hits[i].score, expected[i].score) << "d=" << d << " rank " << i;
+          }
+          EXPECT_EQ(stats.prescan, !log_zero && topk < n && CodeTopKPrescanAvailable(d, k))
+              << KernelIsaName(isa) << " d=" << d;
+        }
+      }
+    }
+  }
+}
+
 // At every SIMD level the same hits as the reference; the pre-scan (AVX-512
 // VBMI) runs only at kAvx512, so SetKernelIsa(kPortable) turns it off.
 TEST_F(CodeTopKTest, EveryLevelGivesTheReferenceAndPrescansOnlyAtAvx512) {
