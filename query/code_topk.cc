@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <memory>
 
 #include "query/kernels_isa.h"
 
