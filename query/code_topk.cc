@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <memory>
 
 #include "query/kernels_isa.h"
 
@@ -37,11 +36,50 @@ void SortAndTrim(std::vector<std::pair<float, size_t>>* scored, size_t topk) {
   scored->resize(keep);
 }
 
-void Emit(const std::vector<std::pair<float, size_t>>& scored, const int64_t* rows,
-          std::vector<CodeHit>* out) {
-  out->clear();
-  for (const auto& s : scored) out->push_back(CodeHit{rows[s.second], s.first});
-}
+// Rows per pre-scan call (the first calls are shorter): the floor the kernel
+// compares against rises between calls.
+constexpr size_t kPrescanChunk = 4096;
+constexpr size_t kFirstPrescanChunk = 256;
+
+// The topk largest Q seen so far (a min-heap) and the candidates: a row
+// enters them if its Q is at least (the topk-th largest Q so far, itself
+// included) - margin. The topk-th largest only rises, so this keeps every row
+// with Q >= Q_k - margin for the final Q_k, and a row below floor() changes
+// nothing: the kernel leaves those out.
+class RunningTop {
+ public:
+  RunningTop(size_t topk, int margin) : topk_(topk), margin_(margin) { heap_.reserve(topk); }
+  uint16_t floor() const { return floor_; }
+  // Q_k once topk rows were offered.
+  uint16_t kth() const { return heap_.front(); }
+  const std::vector<std::pair<size_t, uint16_t>>& candidates() const { return candidates_; }
+
+  void Offer(size_t position, uint16_t q) {
+    auto greater = std::greater<uint16_t>();
+    if (heap_.size() < topk_) {
+      heap_.push_back(q);
+      std::push_heap(heap_.begin(), heap_.end(), greater);
+      if (heap_.size() == topk_) floor_ = FloorBelow(heap_.front());
+    } else if (q > heap_.front()) {
+      std::pop_heap(heap_.begin(), heap_.end(), greater);
+      heap_.back() = q;
+      std::push_heap(heap_.begin(), heap_.end(), greater);
+      floor_ = FloorBelow(heap_.front());
+    }
+    if (q >= floor_) candidates_.push_back({position, q});
+  }
+
+ private:
+  uint16_t FloorBelow(uint16_t kth) const {
+    return static_cast<uint16_t>(std::max(0, static_cast<int>(kth) - margin_));
+  }
+
+  size_t topk_;
+  int margin_;
+  std::vector<uint16_t> heap_;
+  uint16_t floor_ = 0;  // 0 until topk rows were offered
+  std::vector<std::pair<size_t, uint16_t>> candidates_;
+};
 
 }  // namespace
 
@@ -61,22 +99,24 @@ void CodeTopK(const float* table, int d, int k, const uint8_t* base, size_t row_
   CodeTopKStats local;
   if (stats == nullptr) stats = &local;
   *stats = CodeTopKStats();
+  auto row_at = [rows](size_t p) { return rows != nullptr ? rows[p] : static_cast<int64_t>(p); };
   std::vector<std::pair<float, size_t>> scored;
   auto exact = [&](const std::vector<size_t>* positions) {
     const size_t m = positions != nullptr ? positions->size() : n;
     std::vector<int64_t> subset;
-    if (positions != nullptr) {
+    if (positions != nullptr || rows == nullptr) {
       subset.reserve(m);
-      for (size_t p : *positions) subset.push_back(rows[p]);
+      for (size_t i = 0; i < m; ++i) subset.push_back(row_at(positions ? (*positions)[i] : i));
     }
     std::vector<float> scores(m);
-    CodeScanRows(table, d, k, base, row_stride_bytes, positions != nullptr ? subset.data() : rows,
-                 m, scores.data());
+    CodeScanRows(table, d, k, base, row_stride_bytes, subset.empty() ? rows : subset.data(), m,
+                 scores.data());
     scored.resize(m);
     for (size_t i = 0; i < m; ++i) scored[i] = {scores[i], positions ? (*positions)[i] : i};
     stats->rescored = m;
     SortAndTrim(&scored, topk);
-    Emit(scored, rows, out);
+    out->clear();
+    for (const auto& s : scored) out->push_back(CodeHit{row_at(s.second), s.first});
   };
 
   // Quantization, in double: lo_i = row minimum, one step delta for all rows
@@ -108,31 +148,36 @@ void CodeTopK(const float* table, int d, int k, const uint8_t* base, size_t row_
       qtable[i * kMaxSymbols + j] = static_cast<uint8_t>(std::min(254.0, std::max(0.0, q)));
     }
   }
-  // Every entry is written by the pre-scan: no zero fill.
-  std::unique_ptr<uint16_t[]> q(new uint16_t[n]);
-  avx512::PrescanVbmi(qtable, d, base, row_stride_bytes, rows, n, q.get());
-  stats->prescan = true;
-
-  // Q_k: the topk-th largest Q.
-  std::vector<uint16_t> best(q.get(), q.get() + topk);
-  std::make_heap(best.begin(), best.end(), std::greater<uint16_t>());
-  for (size_t r = topk; r < n; ++r) {
-    if (q[r] > best.front()) {
-      std::pop_heap(best.begin(), best.end(), std::greater<uint16_t>());
-      best.back() = q[r];
-      std::push_heap(best.begin(), best.end(), std::greater<uint16_t>());
-    }
-  }
-  const int qk = best.front();
   // At least topk items score >= base + delta Q_k - slack, so an item whose
   // upper bound base + delta (Q + d) + slack is below that is not in the
   // top-k. slack: 4x the float summation error bound d 2^-24 sum |t| (and the
-  // double rounding of the bounds, far smaller).
+  // double rounding of the bounds, far smaller). Q and Q_k are integers, so
+  // Q >= Q_k - (d + 2 slack / delta) is Q >= Q_k - margin.
   const double slack = 4.0 * d * std::ldexp(abs_sum + delta * d, -24);
-  const double q_min = qk - d - 2.0 * slack / delta;
+  // (Clamped where it keeps every row anyway: Q <= 254 d.)
+  const int margin =
+      static_cast<int>(std::min(std::floor(d + 2.0 * slack / delta), 255.0 * kMaxDim));
+  RunningTop top(topk, margin);
+  uint32_t positions[kPrescanChunk];
+  uint16_t qs[kPrescanChunk];
+  // Chunks start small: until the floor has risen, the kernel passes on
+  // every row.
+  size_t chunk = std::min(kPrescanChunk, std::max<size_t>(kFirstPrescanChunk, topk));
+  for (size_t start = 0; start < n; start += chunk, chunk = std::min(kPrescanChunk, 2 * chunk)) {
+    const size_t found = avx512::PrescanVbmi(
+        qtable, d, base, row_stride_bytes, rows ? rows + start : nullptr,
+        static_cast<int64_t>(start), std::min(chunk, n - start), top.floor(), positions, qs);
+    // The kernel's floor is the chunk's first; Offer rechecks against the
+    // current one.
+    for (size_t i = 0; i < found; ++i) {
+      if (qs[i] >= top.floor()) top.Offer(start + positions[i], qs[i]);
+    }
+  }
+  stats->prescan = true;
+  const int qk = top.kth();
   std::vector<size_t> survivors;
-  for (size_t r = 0; r < n; ++r) {
-    if (q[r] >= q_min) survivors.push_back(r);
+  for (const auto& c : top.candidates()) {
+    if (c.second >= qk - margin) survivors.push_back(c.first);
   }
   exact(&survivors);
 #else

@@ -7,8 +7,12 @@
 // quantization with step delta puts each exact score in
 // [base + delta Q, base + delta (Q + d)] (plus a float rounding slack), so only
 // items whose upper bound reaches the k-th best lower bound are scored
-// exactly: the result equals the top-k of a full CodeScanRows scan. Other
-// shapes and CPUs, or tables with non-finite entries, use the full scan.
+// exactly: the result equals the top-k of a full CodeScanRows scan. The
+// pre-scan selects as it goes (rows below the k-th best Q seen so far minus
+// the margin are dropped in registers), so it reads each code once and keeps
+// no per-item array (bench/RESULTS.md, "DIMCO top-10 at the bandwidth
+// floor"). Other shapes and CPUs, or tables with non-finite entries, use the
+// full scan.
 #pragma once
 
 #include <cstddef>
@@ -29,7 +33,8 @@ struct CodeTopKStats {
 };
 
 // The `topk` best of rows[0..n) by CodeScanRows score, best first; equal
-// scores keep the order of `rows`.
+// scores keep the order of `rows`. rows null: the rows 0..n-1, and the
+// pre-scan reads no row ids (8 bytes per row beside the d code bytes).
 void CodeTopK(const float* table, int d, int k, const uint8_t* base, size_t row_stride_bytes,
               const int64_t* rows, size_t n, size_t topk, std::vector<CodeHit>* out,
               CodeTopKStats* stats = nullptr);

@@ -11,7 +11,6 @@ namespace query {
 namespace avx512 {
 namespace {
 constexpr int kMaxDim = kCodeTopKMaxDim;
-}  // namespace
 
 // qtable: 64 dimensions x 16 bytes, dimension-major, zero past d and k.
 // Lane i of an item's 64 code bytes belongs to group i / 8; the group's two
@@ -20,8 +19,15 @@ constexpr int kMaxDim = kCodeTopKMaxDim;
 // permute reads indices the earlier ones left untouched.
 // Masked intrinsics where GCC 12 warns about the undefined source vectors of
 // the plain ones.
-void PrescanVbmi(const uint8_t* qtable, int d, const uint8_t* base, size_t row_stride_bytes,
-                 const int64_t* rows, size_t n, uint16_t* out) {
+// kContiguous: rows is null and row r is first_row + r (no row ids to read).
+template <bool kContiguous>
+size_t PrescanRows(const uint8_t* qtable, int d, const uint8_t* base, size_t row_stride_bytes,
+                   const int64_t* rows, int64_t first_row, size_t n, uint16_t floor,
+                   uint32_t* positions, uint16_t* qs) {
+  auto code_of = [&](size_t r) {
+    const int64_t row = kContiguous ? first_row + static_cast<int64_t>(r) : rows[r];
+    return base + static_cast<size_t>(row) * row_stride_bytes;
+  };
   __m512i tab[2 * kMaxDim / 8];
   for (int v = 0; v < 2 * kMaxDim / 8; ++v) tab[v] = _mm512_loadu_si512(qtable + 64 * v);
   alignas(64) uint8_t lane_base_bytes[64];
@@ -29,10 +35,16 @@ void PrescanVbmi(const uint8_t* qtable, int d, const uint8_t* base, size_t row_s
   const __m512i lane_base = _mm512_load_si512(lane_base_bytes);
   const __mmask64 load_mask = d == 64 ? ~0ull : (1ull << d) - 1;
   const __m512i zero = _mm512_setzero_si512();
+  const __m512i floor_q = _mm512_set1_epi64(floor);
+  size_t found = 0;
+  auto emit = [&](size_t position, uint64_t q) {
+    positions[found] = static_cast<uint32_t>(position);
+    qs[found++] = static_cast<uint16_t>(q);
+  };
   // One item (the n mod 8 last ones): lanes are its 64 dimensions, group p's
   // permute writes only lanes 8p..8p+7.
   auto lookup = [&](size_t r) {
-    const uint8_t* code = base + static_cast<size_t>(rows[r]) * row_stride_bytes;
+    const uint8_t* code = code_of(r);
     __m512i x = _mm512_add_epi8(_mm512_maskz_loadu_epi8(load_mask, code), lane_base);
     // Every group, so that lanes past d also turn into (zero) table entries.
     for (int p = 0; p < kMaxDim / 8; ++p) {
@@ -47,8 +59,7 @@ void PrescanVbmi(const uint8_t* qtable, int d, const uint8_t* base, size_t row_s
   for (; r + 8 <= n; r += 8) {
     __m512i v[8];
     for (int m = 0; m < 8; ++m) {
-      v[m] = _mm512_maskz_loadu_epi8(load_mask,
-                                     base + static_cast<size_t>(rows[r + m]) * row_stride_bytes);
+      v[m] = _mm512_maskz_loadu_epi8(load_mask, code_of(r + m));
     }
     __m512i a[8], b[8];
     for (int m = 0; m < 8; m += 2) {  // 128-bit lane l: qwords 2l (a[m]), 2l+1 (a[m+1])
@@ -80,17 +91,35 @@ void PrescanVbmi(const uint8_t* qtable, int d, const uint8_t* base, size_t row_s
                                             tab[2 * (p + 4) + 1]),
                    zero));
     }
-    alignas(64) uint64_t sums[8];
-    _mm512_store_si512(sums, acc);
-    for (int m = 0; m < 8; ++m) out[r + m] = static_cast<uint16_t>(sums[m]);
+    // Once the caller's floor has risen, most blocks have no Q at or above
+    // it: one compare, no store.
+    const __mmask8 hits = _mm512_cmpge_epu64_mask(acc, floor_q);
+    if (hits != 0) {
+      alignas(64) uint64_t sums[8];
+      _mm512_store_si512(sums, acc);
+      for (int m = 0; m < 8; ++m) {
+        if ((hits >> m) & 1) emit(r + m, sums[m]);
+      }
+    }
   }
   for (; r < n; ++r) {
     alignas(64) uint64_t lanes[8];
     _mm512_store_si512(lanes, lookup(r));
     uint64_t total = 0;
     for (uint64_t v : lanes) total += v;
-    out[r] = static_cast<uint16_t>(total);
+    if (total >= floor) emit(r, total);
   }
+  return found;
+}
+}  // namespace
+
+size_t PrescanVbmi(const uint8_t* qtable, int d, const uint8_t* base, size_t row_stride_bytes,
+                   const int64_t* rows, int64_t first_row, size_t n, uint16_t floor,
+                   uint32_t* positions, uint16_t* qs) {
+  return rows != nullptr ? PrescanRows<false>(qtable, d, base, row_stride_bytes, rows, 0, n, floor,
+                                              positions, qs)
+                         : PrescanRows<true>(qtable, d, base, row_stride_bytes, nullptr, first_row,
+                                             n, floor, positions, qs);
 }
 
 }  // namespace avx512

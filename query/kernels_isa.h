@@ -55,11 +55,15 @@ void ScanGatherItems(const float* table, int d, int k, const uint8_t* base, size
 // Lanes are 16 dimensions of one item (code_scan.h, kAvx512GatherDims).
 void ScanGatherDims(const float* table, int d, int k, const uint8_t* base, size_t row_stride_bytes,
                     const int64_t* rows, size_t n, float* out);
-// The code top-k pre-scan (code_topk.cc): 8-bit table sums of each row;
-// qtable is kCodeTopKMaxDim x kCodeTopKMaxSymbols bytes.
-// Needs AVX-512 VBMI besides the kAvx512 level (CodeTopKPrescanAvailable).
-void PrescanVbmi(const uint8_t* qtable, int d, const uint8_t* base, size_t row_stride_bytes,
-                 const int64_t* rows, size_t n, uint16_t* out);
+// The code top-k pre-scan (code_topk.cc): Q, the 8-bit table sum, of
+// rows[0..n) (rows null: of rows first_row .. first_row + n - 1); writes the
+// positions (in 0..n) and Q of the rows whose Q is at least `floor`, in row
+// order, to positions[] and qs[] (room for n each) and returns how many.
+// qtable is kCodeTopKMaxDim x kCodeTopKMaxSymbols bytes. Needs AVX-512 VBMI
+// besides the kAvx512 level (CodeTopKPrescanAvailable).
+size_t PrescanVbmi(const uint8_t* qtable, int d, const uint8_t* base, size_t row_stride_bytes,
+                   const int64_t* rows, int64_t first_row, size_t n, uint16_t floor,
+                   uint32_t* positions, uint16_t* qs);
 }  // namespace avx512
 
 }  // namespace query

@@ -94,8 +94,8 @@ class PreparedQuery {
   // The `top` best of the n rows by ScoreRows' score, best first, in
   // *best_rows, when the score has a scan faster than scoring every row and
   // sorting (DIMCO: a quantized pre-scan, query/code_topk.h); exact: the
-  // same rows a full ScoreRows would rank first. Returns false (untouched)
-  // otherwise.
+  // same rows a full ScoreRows would rank first. rows null: the rows 0..n-1
+  // (no row ids to read). Returns false (untouched) otherwise.
   virtual bool TopRows(const void* base, size_t row_stride_bytes, const int64_t* rows, size_t n,
                        size_t top, std::vector<int64_t>* best_rows) const;
 };

@@ -205,8 +205,11 @@ Status Searcher::ArenaCandidates(const SearchPlan& plan, int64_t q,
   std::unique_ptr<PreparedQuery> prepared;
   HEDGEDB_RETURN_IF_ERROR(
       PrepareQuery(plan.shape, plan.params, plan.rows.data() + q * plan.query_floats, &prepared));
-  if (!prepared->TopRows(arena_.data(), row_bytes_, among.data(), among.size(), size_t(kprime),
-                         rows)) {
+  // `among` is ascending (live rows, or the passing ones): ending at its
+  // size - 1, it is every row 0..size-1, and the scan need not read the ids.
+  const bool every_row = !among.empty() && among.back() == int64_t(among.size()) - 1;
+  if (!prepared->TopRows(arena_.data(), row_bytes_, every_row ? nullptr : among.data(),
+                         among.size(), size_t(kprime), rows)) {
     *rows = among;  // no faster scan for this score: rescore them all
   }
   return Status::OK();
