@@ -44,6 +44,7 @@ that reaches it and hedgedb's ratio to the fastest other pipeline.
 """
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -295,7 +296,9 @@ def main():
         hnsw = hnswlib.Index(space="l2", dim=args.dim)
         # The graph takes long to build at 1M on one thread (15 minutes): it
         # is kept in OUT for the next run on the same data.
-        hnsw_file = os.path.join(args.out, f"hnsw_{args.items}_{args.dim}.bin")
+        # Named by a digest of the means, so a graph of other data is never read.
+        digest = hashlib.sha1(mean.tobytes()).hexdigest()[:16]
+        hnsw_file = os.path.join(args.out, f"hnsw_{args.items}_{args.dim}_{digest}.bin")
         if os.path.exists(hnsw_file):
             hnsw.load_index(hnsw_file, max_elements=args.items)
         else:
