@@ -1,0 +1,127 @@
+#!/usr/bin/python3
+"""One large collection measured end to end: ingest, memory, disk, reopen,
+latency and throughput, recall against the exact top-10.
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/scale_run.py \
+        --items 10000000 --dir /path/with/room
+
+N clustered Gaussians (D = 64, bench/clustered_gaussians.py: 1,000 centres,
+mean noise 0.3, variances U(0.02, 0.2)) are ingested in batches of 100,000
+with sequential ids into a collection with the default index, then flushed
+(the index trained, tuned and saved). Reported: ingest time and rate, the
+process's resident memory growth per item, the database's disk bytes per
+item, then for one and two threads (the database reopened with
+`threads=`): the reopen (open + the first search, which loads the
+collection), the latency of one query per call after a warm-up pass (p50,
+p99), queries per second in batches of 100, and recall@10 of the default
+search against an exhaustive search on the first --exact-queries queries.
+Prints one JSON object per measurement and a Markdown table at the end.
+"""
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import clustered_gaussians
+
+
+def rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def disk_bytes(path):
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(folder, name))
+            except OSError:
+                pass
+    return total
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    clustered_gaussians.add_arguments(parser)
+    parser.add_argument("--exact-queries", type=int, default=20)
+    parser.add_argument("--dir", required=True, help="a directory with room for the database")
+    args = parser.parse_args()
+    import hedgedb
+
+    path = os.path.join(args.dir, "scale_db")
+    if os.path.exists(path):
+        sys.exit(f"{path} exists: give an empty --dir")
+    rng = np.random.default_rng(0)
+    centres = clustered_gaussians.centers(rng, args.dim)
+    qmean, qvar = clustered_gaussians.draw(rng, centres, args.queries)
+    rows = []
+
+    def report(what, **values):
+        values["what"] = what
+        print(json.dumps(values), flush=True)
+        rows.append(values)
+
+    rss0 = rss_bytes()
+    with hedgedb.open(path, threads=1) as db:
+        db.create_collection("g", kind="gaussian", dim=args.dim, match_a=1.0, match_b=5.0)
+        start = time.perf_counter()
+        for first in range(0, args.items, 100000):
+            n = min(100000, args.items - first)
+            mean, var = clustered_gaussians.draw(rng, centres, n)
+            db.ingest("g", mean=mean, var=var,
+                      ids=np.arange(first, first + n, dtype=np.int64))
+        ingested = time.perf_counter() - start
+        db.flush()
+        flushed = time.perf_counter() - start
+        stats = db.stats("g")
+        report("ingest", items=args.items, seconds=round(flushed, 1),
+               ingest_seconds=round(ingested, 1), items_per_second=round(args.items / flushed),
+               index=stats["index_description"], nprobe=stats["index_nprobe"],
+               rss_bytes_per_item=round((rss_bytes() - rss0) / args.items))
+    report("disk", bytes_per_item=round(disk_bytes(path) / args.items))
+
+    exact = None
+    for threads in (1, 2):
+        start = time.perf_counter()
+        db = hedgedb.open(path, threads=threads)
+        db.search("g", mean=qmean[:1], var=qvar[:1], k=10, with_uncertainty=False)
+        reopen = time.perf_counter() - start
+        if exact is None:
+            e = args.exact_queries
+            exact = np.asarray(db.search("g", mean=qmean[:e], var=qvar[:e], k=10,
+                                         exhaustive=True, with_uncertainty=False).ids)
+        for q in range(args.queries):  # warm-up: every list and row the queries touch
+            db.search("g", mean=qmean[q:q + 1], var=qvar[q:q + 1], k=10, with_uncertainty=False)
+        latencies, found = [], []
+        for q in range(args.queries):
+            t = time.perf_counter()
+            r = db.search("g", mean=qmean[q:q + 1], var=qvar[q:q + 1], k=10,
+                          with_uncertainty=False)
+            latencies.append(time.perf_counter() - t)
+            found.append(np.asarray(r.ids)[0])
+        start = time.perf_counter()
+        for first in range(0, args.queries, 100):
+            db.search("g", mean=qmean[first:first + 100], var=qvar[first:first + 100], k=10,
+                      with_uncertainty=False)
+        batch_qps = args.queries / (time.perf_counter() - start)
+        hits = sum(len(set(found[q].tolist()) & set(exact[q].tolist()))
+                   for q in range(len(exact)))
+        lat = sorted(latencies)
+        report("search", threads=threads, reopen_seconds=round(reopen, 2),
+               p50_ms=round(1000 * statistics.median(lat), 3),
+               p99_ms=round(1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))], 3),
+               batch_qps=round(batch_qps), recall_at_10=round(hits / exact.size, 3))
+        db.close()
+    print(f"\nmax RSS of the process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.1f} GB")
+
+
+if __name__ == "__main__":
+    main()
