@@ -178,7 +178,9 @@ void Searcher::CandidateRows(const int64_t* ids, int64_t n, std::vector<int64_t>
   rows->clear();
   rows->reserve(size_t(n));
   for (int64_t j = 0; j < n; ++j) {
-    if (ids[j] < 0) continue;
+    // Not "ids[j] < 0": items may have negative ids. Stage 1's padding (-1)
+    // finds no row, unless an item has id -1, which then only adds one
+    // candidate that rescoring scores exactly.
     const int64_t r = row_of_id_.Find(ids[j]);
     if (r < 0 || (passing && !passing->PassesRow(r))) continue;
     rows->push_back(r);
@@ -438,8 +440,10 @@ Status Searcher::ThresholdSearch(const SearchPlan& plan, const SearchOptions& op
     HEDGEDB_RETURN_IF_ERROR(passing
                                 ? index_->SearchFiltered(query, 1, kprime, knobs, *passing, &coarse)
                                 : index_->Search(query, 1, kprime, knobs, &coarse));
-    int64_t returned = 0;
-    while (returned < kprime && coarse[size_t(returned)] >= 0) ++returned;
+    // Stage 1 pads its tail with -1; an item's id may be negative, so count
+    // the padding from the end, not up to the first negative id.
+    int64_t returned = kprime;
+    while (returned > 0 && coarse[size_t(returned - 1)] == -1) --returned;
     CandidateRows(coarse.data(), returned, &rows, passing);
     score_rows(rows);
     update_probs();

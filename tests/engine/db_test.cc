@@ -851,5 +851,57 @@ TEST(DBTest, EmptyBatchesAndKnobBounds) {
   EXPECT_EQ(r[0].hits.size(), 10u);
 }
 
+// Ids may be negative. Stage 1 pads its answers with -1, and the searcher
+// once skipped every negative candidate (and the threshold search stopped
+// counting at the first one), so on a trained index no item with a negative
+// id was ever returned. Every index kind, top-k and threshold search.
+TEST(DBTest, ItemsWithNegativeIdsAreFoundByTwoStageSearch) {
+  for (const std::string factory : {"IVF4,Flat", "Flat", "HNSW8", "IVF4,SQ8"}) {
+    SCOPED_TRACE(factory);
+    TempDir dir;
+    auto db = OpenDb(dir.path());
+    CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 8, factory);
+    spec.match_a = 1.0f;
+    spec.match_b = 2.0f;
+    ASSERT_TRUE(db->CreateCollection(spec).ok());
+    const Batch items = RandomBatch(spec, 1000, -500, 7);  // ids -500 .. 499
+    ASSERT_TRUE(db->Ingest("c", items.ingest(), nullptr).ok());
+    ASSERT_TRUE(db->Flush().ok());
+    // The threshold search reads probabilities: a calibration (labels id % 10).
+    CalibrateOptions fit;
+    fit.max_pairs = 20000;  // enough for a map; keeps the test fast under sanitizers
+    Status calibrated = db->Calibrate("c", fit, nullptr);
+    ASSERT_TRUE(calibrated.ok()) << calibrated.ToString();
+    EmbeddingView queries = items.view();
+    queries.n = 40;  // the first 40 items (all with negative ids) as queries
+    SearchOptions o;
+    o.k = 10;
+    o.with_uncertainty = false;
+    std::vector<SearchResult> exact, two_stage, threshold;
+    SearchOptions exhaustive = o;
+    exhaustive.exhaustive = true;
+    ASSERT_TRUE(db->Search("c", queries, exhaustive, &exact).ok());
+    ASSERT_TRUE(db->Search("c", queries, o, &two_stage).ok());
+    SearchOptions by_threshold = o;
+    by_threshold.min_prob = 1e-6;
+    by_threshold.max_results = 10;
+    Status s = db->Search("c", queries, by_threshold, &threshold);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    int negative_best = 0;
+    for (size_t q = 0; q < exact.size(); ++q) {
+      ASSERT_FALSE(exact[q].hits.empty());
+      const int64_t best = exact[q].hits[0].id;
+      negative_best += best < 0;
+      auto has = [&](const SearchResult& r) {
+        return std::any_of(r.hits.begin(), r.hits.end(),
+                           [&](const SearchHit& h) { return h.id == best; });
+      };
+      EXPECT_TRUE(has(two_stage[q])) << "query " << q << " best " << best;
+      EXPECT_TRUE(has(threshold[q])) << "query " << q << " best " << best;
+    }
+    EXPECT_GT(negative_best, 30);  // the exact best are mostly the (negative) items themselves
+  }
+}
+
 }  // namespace
 }  // namespace hedgedb
