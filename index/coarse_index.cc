@@ -168,6 +168,8 @@ CoarseSearchKnobs CoarseIndex::KnobsFor(const CoarseSearchKnobs& asked) const {
   return knobs;
 }
 
+void CoarseIndex::CentroidsChanged() { centroid_cache_->Invalidate(); }
+
 bool CoarseIndex::ListScan(const float* x, int64_t nq, int64_t k, const CoarseSearchKnobs& knobs,
                            const IdFilter* filter, float* distances, int64_t* labels) const {
   const faiss::IndexIVFFlat* ivf = ScannableIvf(index_.get());
@@ -186,8 +188,12 @@ Status CoarseIndex::Search(const float* queries, int64_t nq, int64_t k,
   labels->assign(size_t(nq * k), -1);
   std::vector<float> distances(size_t(nq * k));
   const CoarseSearchKnobs wanted = KnobsFor(knobs);
-  if (ListScan(x.data(), nq, k, wanted, nullptr, distances.data(), labels->data())) {
-    return Status::OK();
+  try {
+    if (ListScan(x.data(), nq, k, wanted, nullptr, distances.data(), labels->data())) {
+      return Status::OK();
+    }
+  } catch (const std::exception& e) {
+    return FromFaiss(e, "searching index '" + factory_ + "'");
   }
   auto run = [&]() -> Status {
     try {
@@ -269,10 +275,10 @@ Status CoarseIndex::SearchFiltered(const float* queries, int64_t nq, int64_t k,
   // The knobs travel in the search parameters: no shared state changes, so
   // filtered searches never wait for each other.
   const CoarseSearchKnobs wanted = KnobsFor(knobs);
-  if (ListScan(x.data(), nq, k, wanted, &filter, distances.data(), labels->data())) {
-    return Status::OK();
-  }
   try {
+    if (ListScan(x.data(), nq, k, wanted, &filter, distances.data(), labels->data())) {
+      return Status::OK();
+    }
     if (auto* ivf = dynamic_cast<const faiss::IndexIVF*>(index_.get())) {
       FilterSelector selector(filter, nullptr);
       faiss::SearchParametersIVF params;

@@ -149,6 +149,9 @@ class CoarseIndex {
   // Static defaults (FAISS starts IVF at nprobe 1), then the knobs' cache.
   void SetDefaultKnobs();
   void ReadDefaultKnobs();
+  // After the quantizer's vectors change in place (Train): the list scan's
+  // transposed copy of them is made again on the next search.
+  void CentroidsChanged();
 
   const CollectionSpec spec_;
   const std::string factory_;
@@ -160,10 +163,10 @@ class CoarseIndex {
   double recall_estimate_ = std::numeric_limits<double>::quiet_NaN();
 
  private:
-  // Knob changes mutate the FAISS index: searches that need other knob
-  // values than the current ones take this exclusively.
   // The IVF quantizer's centroids as the list scan reads them.
   std::unique_ptr<CentroidCache> centroid_cache_;
+  // Knob changes mutate the FAISS index: searches that need other knob
+  // values than the current ones take this exclusively.
   mutable RwMutex knob_mutex_;
   mutable CoarseSearchKnobs current_knobs_;
   CoarseSearchKnobs default_knobs_;

@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <exception>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -61,6 +62,10 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 class TopK {
  public:
   explicit TopK(int64_t k) : k_(size_t(k)) { buffer_.reserve(2 * k_); }
+  // Copies would lose the reserve (a vector copy allocates its size only).
+  TopK(const TopK&) = delete;
+  TopK& operator=(const TopK&) = delete;
+  TopK(TopK&&) = default;
   // A distance above this cannot enter.
   float bound() const { return bound_; }
   void Push(float distance, int64_t id) {
@@ -212,6 +217,11 @@ std::shared_ptr<const CentroidColumns> CentroidCache::For(const faiss::IndexFlat
   return columns_;
 }
 
+void CentroidCache::Invalidate() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  columns_.reset();
+}
+
 const faiss::IndexIVFFlat* ScannableIvf(const faiss::Index* index) {
   if (typeid(*index) != typeid(faiss::IndexIVFFlat)) return nullptr;
   auto* ivf = static_cast<const faiss::IndexIVFFlat*>(index);
@@ -239,28 +249,46 @@ void ListScanSearch(const faiss::IndexIVFFlat* ivf, const faiss::IndexIDMap* fla
                     int64_t nq, int64_t k, int nprobe, const IdFilter* filter, float* distances,
                     int64_t* labels, const CentroidColumns* centroids) {
   const L2SqrRowsFn l2 = ActiveL2SqrRows();
-  std::vector<TopK> heaps(static_cast<size_t>(nq), TopK(k));
-  // Contiguous groups of queries, one per thread: a group shares its list
-  // scans. Small batches stay on the calling thread.
   const int threads = omp_get_max_threads();
-  const int64_t groups = nq >= 2 * int64_t(threads) ? int64_t(threads) : 1;
+  for (int64_t c0 = 0; c0 < nq; c0 += kListScanChunk) {
+    const int64_t c1 = std::min(nq, c0 + kListScanChunk), n = c1 - c0;
+    const float* xc = x + c0 * (ivf != nullptr ? int64_t(ivf->d) : int64_t(flat->d));
+    std::vector<TopK> heaps;
+    heaps.reserve(size_t(n));
+    for (int64_t q = 0; q < n; ++q) heaps.emplace_back(k);
+    // Contiguous groups of queries, one per thread: a group shares its list
+    // scans. Small batches stay on the calling thread. An exception must not
+    // leave the parallel region (that terminates): the first is kept and
+    // thrown after it.
+    const int64_t groups = n >= 2 * int64_t(threads) ? int64_t(threads) : 1;
+    std::exception_ptr error;
+    std::mutex error_mutex;
 #pragma omp parallel for schedule(static) num_threads(int(groups)) if (groups > 1)
-  for (int64_t g = 0; g < groups; ++g) {
-    const int64_t q0 = nq * g / groups, q1 = nq * (g + 1) / groups;
-    if (ivf != nullptr) {
-      SearchIvfQueries(*ivf, centroids, x, q0, q1, nprobe, filter, l2, heaps.data());
-    } else {
-      const auto* inner = static_cast<const faiss::IndexFlat*>(flat->index);
-      List all;
-      all.vectors = inner->get_xb();
-      all.ids = flat->id_map.data();
-      all.n = inner->ntotal;
-      std::vector<int32_t> which;
-      for (int64_t q = q0; q < q1; ++q) which.push_back(int32_t(q));
-      ScanList(all, int(inner->d), x, which.data(), which.size(), filter, l2, heaps.data());
+    for (int64_t g = 0; g < groups; ++g) {
+      try {
+        const int64_t q0 = n * g / groups, q1 = n * (g + 1) / groups;
+        if (ivf != nullptr) {
+          SearchIvfQueries(*ivf, centroids, xc, q0, q1, nprobe, filter, l2, heaps.data());
+        } else {
+          const auto* inner = static_cast<const faiss::IndexFlat*>(flat->index);
+          List all;
+          all.vectors = inner->get_xb();
+          all.ids = flat->id_map.data();
+          all.n = inner->ntotal;
+          std::vector<int32_t> which;
+          for (int64_t q = q0; q < q1; ++q) which.push_back(int32_t(q));
+          ScanList(all, int(inner->d), xc, which.data(), which.size(), filter, l2, heaps.data());
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+    for (int64_t q = 0; q < n; ++q) {
+      heaps[size_t(q)].Write(distances + (c0 + q) * k, labels + (c0 + q) * k);
     }
   }
-  for (int64_t q = 0; q < nq; ++q) heaps[size_t(q)].Write(distances + q * k, labels + q * k);
 }
 
 }  // namespace index

@@ -60,6 +60,9 @@ struct CentroidColumns {
 class CentroidCache {
  public:
   std::shared_ptr<const CentroidColumns> For(const faiss::IndexFlat& quantizer);
+  // Forgets the columns: whoever changes the quantizer's vectors in place
+  // (a retrain can refill the same buffer with as many centroids) calls it.
+  void Invalidate();
 
  private:
   std::mutex mutex_;
@@ -77,9 +80,13 @@ const faiss::IndexIDMap* ScannableFlat(const faiss::Index* index);
 // vectors of the nprobe lists nearest to each query (ivf) or of all vectors
 // (flat; nprobe ignored), that `filter` allows (null: all). labels and
 // distances get nq * k entries, nearest first, padded with -1 and +inf.
-// Exactly one of ivf and flat is set.
+// Exactly one of ivf and flat is set. Large batches go in chunks of
+// kListScanChunk queries, so the bookkeeping stays small and its counts fit
+// int32 whatever nq and nprobe. Throws what an allocation or the filter
+// throws (never from inside a parallel region), like a FAISS search.
 // With `centroids` (the ivf's, from a CentroidCache), the quantizer step reads
 // them; null: it reads the quantizer's rows.
+constexpr int64_t kListScanChunk = 4096;
 void ListScanSearch(const faiss::IndexIVFFlat* ivf, const faiss::IndexIDMap* flat, const float* x,
                     int64_t nq, int64_t k, int nprobe, const IdFilter* filter, float* distances,
                     int64_t* labels, const CentroidColumns* centroids = nullptr);

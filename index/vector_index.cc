@@ -148,6 +148,7 @@ Status VectorIndex::Train(const void* rows, int64_t n) {
     s = FromFaiss(e, "training index '" + factory_ + "'");
   }
   if (fast_kmeans) ivf->clustering_index = nullptr;
+  CentroidsChanged();
   return s;
 }
 

@@ -1,5 +1,8 @@
 #include "query/id_map.h"
 
+#include <cassert>
+#include <limits>
+#include <stdexcept>
 #include <utility>
 
 namespace hedgedb {
@@ -12,6 +15,7 @@ size_t IdMap::Probe(int64_t id) const {
 }
 
 bool IdMap::Set(int64_t id, int64_t row) {
+  assert(row >= 0);  // -1 marks an empty slot
   Reserve(size_ + 1);
   Slot& s = slots_[Probe(id)];
   const bool fresh = s.row < 0;
@@ -22,6 +26,7 @@ bool IdMap::Set(int64_t id, int64_t row) {
 }
 
 bool IdMap::Insert(int64_t id, int64_t row) {
+  assert(row >= 0);
   Reserve(size_ + 1);
   Slot& s = slots_[Probe(id)];
   if (s.row >= 0) return false;
@@ -51,6 +56,8 @@ bool IdMap::Erase(int64_t id) {
 
 void IdMap::Reserve(size_t n) {
   if (2 * n <= slots_.size()) return;
+  // 2n slots of 16 bytes must be addressable (a larger n is a caller's bug).
+  if (n > std::numeric_limits<size_t>::max() / 64) throw std::length_error("IdMap::Reserve");
   size_t capacity = 16;
   while (capacity < 2 * n) capacity *= 2;
   // Grow by doubling at least, so a stream of Sets rehashes O(log n) times.

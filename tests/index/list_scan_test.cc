@@ -15,6 +15,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -259,6 +260,94 @@ TEST_P(ListScanLevels, FlatSearchEqualsFaiss) {
   ListScanSearch(nullptr, &idmap, queries.data(), nq, k, 0, nullptr, got_d.data(), got.data());
   ExpectSameUpToRounding(want_d, std::vector<int64_t>(want.begin(), want.end()), got_d, got, k,
                          "flat vs FAISS");
+}
+
+// Batches larger than a chunk (kListScanChunk) give what one query per call
+// gives, bit for bit.
+TEST(ListScan, BatchesLargerThanAChunkEqualOneQueryPerCall) {
+  const int d = 9, nlist = 8;
+  const int64_t n = 600, k = 5, nq = kListScanChunk + 37;
+  faiss::IndexFlatL2 quantizer(d);
+  faiss::IndexIVFFlat ivf(&quantizer, size_t(d), size_t(nlist));
+  const std::vector<float> data = Normal(n * d, 21), queries = Normal(nq * d, 22);
+  ivf.train(n, data.data());
+  ivf.add(n, data.data());
+  std::vector<float> got_d(size_t(nq * k)), one_d(static_cast<size_t>(k));
+  std::vector<int64_t> got(size_t(nq * k)), one(static_cast<size_t>(k));
+  ListScanSearch(&ivf, nullptr, queries.data(), nq, k, 2, nullptr, got_d.data(), got.data());
+  for (int64_t q = 0; q < nq; q += 311) {
+    ListScanSearch(&ivf, nullptr, queries.data() + q * d, 1, k, 2, nullptr, one_d.data(),
+                   one.data());
+    for (int64_t j = 0; j < k; ++j) {
+      ASSERT_EQ(one[size_t(j)], got[size_t(q * k + j)]) << "query " << q;
+      ASSERT_EQ(one_d[size_t(j)], got_d[size_t(q * k + j)]) << "query " << q;
+    }
+  }
+  // The last chunk's last query too.
+  ListScanSearch(&ivf, nullptr, queries.data() + (nq - 1) * d, 1, k, 2, nullptr, one_d.data(),
+                 one.data());
+  EXPECT_EQ(one, std::vector<int64_t>(got.end() - k, got.end()));
+}
+
+// A filter that throws (a user's callback can) reaches the caller as an
+// exception, from a batch that runs on two threads: it must not escape the
+// parallel region, which would end the process.
+TEST(ListScan, AnExceptionInsideTheScanReachesTheCaller) {
+  class Throws : public IdFilter {
+   public:
+    bool Allows(int64_t id) const override {
+      if (id == 123) throw std::runtime_error("filter failed on 123");
+      return true;
+    }
+  } throws;
+  const int d = 8;
+  const int64_t n = 500, k = 4, nq = 16;
+  faiss::IndexIDMap idmap(new faiss::IndexFlatL2(d));
+  idmap.own_fields = true;
+  const std::vector<float> data = Normal(n * d, 31), queries = Normal(nq * d, 32);
+  std::vector<faiss::Index::idx_t> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[size_t(i)] = i;
+  idmap.add_with_ids(n, data.data(), ids.data());
+  const int saved_threads = omp_get_max_threads();
+  omp_set_num_threads(2);
+  std::vector<float> got_d(size_t(nq * k));
+  std::vector<int64_t> got(size_t(nq * k));
+  // Every query reaches id 123 while its heap is not yet full or the bound is
+  // wide: k = n keeps every row a candidate.
+  std::vector<float> all_d(size_t(nq * n));
+  std::vector<int64_t> all(size_t(nq * n));
+  EXPECT_THROW(
+      ListScanSearch(nullptr, &idmap, queries.data(), nq, n, 0, &throws, all_d.data(), all.data()),
+      std::runtime_error);
+  omp_set_num_threads(saved_threads);
+  // The index is untouched: a search without the filter still works.
+  ListScanSearch(nullptr, &idmap, queries.data(), nq, k, 0, nullptr, got_d.data(), got.data());
+  EXPECT_GE(got[0], 0);
+}
+
+// A retrain may refill the quantizer's buffer in place with as many
+// centroids (same pointer, same count): the cache cannot see that, so the
+// owner invalidates it, and the columns are made again from the new values.
+TEST(ListScan, CentroidCacheIsMadeAgainAfterInvalidate) {
+  const int d = 5;
+  const int64_t n = 40;
+  faiss::IndexFlatL2 quantizer(d);
+  const std::vector<float> first = Normal(n * d, 41), second = Normal(n * d, 42);
+  quantizer.add(n, first.data());
+  CentroidCache cache;
+  auto before = cache.For(quantizer);
+  EXPECT_EQ(before->values[size_t(1 * before->stride + 3)], first[size_t(3 * d + 1)]);
+  const float* xb = quantizer.get_xb();
+  quantizer.reset();
+  quantizer.add(n, second.data());
+  ASSERT_EQ(quantizer.get_xb(), xb);  // the case the cache cannot detect
+  cache.Invalidate();
+  auto after = cache.For(quantizer);
+  for (int64_t j = 0; j < n; ++j) {
+    for (int t = 0; t < d; ++t) {
+      ASSERT_EQ(after->values[size_t(t * after->stride + j)], second[size_t(j * d + t)]);
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, ListScanLevels, ::testing::ValuesIn(SupportedKernelIsas()),
