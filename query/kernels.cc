@@ -137,6 +137,13 @@ void McScoreRows(const McKernelQuery& query, const void* base, size_t row_stride
   ActiveKernels().mc_score_rows(query, base, row_stride_bytes, rows, n, out);
 }
 
+void McScoreRowsShared(const McKernelQuery* queries, size_t nq, const void* base,
+                       size_t row_stride_bytes, const int64_t* rows, size_t n, float* out,
+                       size_t out_stride) {
+  ActiveKernels().mc_score_rows_shared(queries, nq, base, row_stride_bytes, rows, n, out,
+                                       out_stride);
+}
+
 void GaussianEtaRows(const GaussianEtaKernelQuery& query, const void* base, size_t row_stride_bytes,
                      const int64_t* rows, size_t n, float* out) {
   ActiveKernels().gaussian_eta_rows(query, base, row_stride_bytes, rows, n, out);
@@ -150,6 +157,13 @@ void MixtureEtaRows(const MixtureEtaKernelQuery& query, const void* base, size_t
 void MomentSumRows(const MomentKernelQuery& query, const void* base, size_t row_stride_bytes,
                    const int64_t* rows, size_t n, float* out) {
   ActiveKernels().moment_sum_rows(query, base, row_stride_bytes, rows, n, out);
+}
+
+void MomentSumRowsShared(const MomentKernelQuery* queries, size_t nq, const void* base,
+                         size_t row_stride_bytes, const int64_t* rows, size_t n, float* out,
+                         size_t out_stride) {
+  ActiveKernels().moment_sum_rows_shared(queries, nq, base, row_stride_bytes, rows, n, out,
+                                         out_stride);
 }
 
 void FastExp(const float* x, size_t n, float* out) { ActiveKernels().fast_exp(x, n, out); }

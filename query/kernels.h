@@ -55,6 +55,16 @@ struct McKernelQuery {
 void McScoreRows(const McKernelQuery& query, const void* base, size_t row_stride_bytes,
                  const int64_t* rows, size_t n, float* out);
 
+// The scores of nq queries against the same n rows: out[j * out_stride + r]
+// is McScoreRows(queries[j], ...)'s out[r], bitwise. The queries differ only
+// in query_samples and query_weights (one plan: the same dim, components,
+// samples, item_eps values, match a/b and layout). Each block of rows is read
+// and transposed once for all of them, which a batch over many rows (an
+// exhaustive search) needs: alone, a query pays the transposition per row.
+void McScoreRowsShared(const McKernelQuery* queries, size_t nq, const void* base,
+                       size_t row_stride_bytes, const int64_t* rows, size_t n, float* out,
+                       size_t out_stride);
+
 // eta = 1 - p(m | x, x) of gaussian rows (HIB eq. 9). The two samples of a
 // pair differ by sd * (ea_i - eb_j), so the mean cancels and
 // p = mean_ij sigmoid(-a * sqrt(sum_d var_d (ea_id - eb_jd)^2) + b).
@@ -133,6 +143,13 @@ constexpr int kMomentQueryPad = 16;
 // out[r] = the sum of the row at base + rows[r] * row_stride_bytes.
 void MomentSumRows(const MomentKernelQuery& query, const void* base, size_t row_stride_bytes,
                    const int64_t* rows, size_t n, float* out);
+// MomentSumRows for nq queries of one sum over the same n rows:
+// out[j * out_stride + r], bitwise each query's own numbers. The rows are read
+// in L1-sized tiles that every query scores, so a batch over many rows reads
+// them from memory once, not nq times.
+void MomentSumRowsShared(const MomentKernelQuery* queries, size_t nq, const void* base,
+                         size_t row_stride_bytes, const int64_t* rows, size_t n, float* out,
+                         size_t out_stride);
 
 // DIMCO scan: out[r] = sum_i table[i * k + code_r[i]] over the d symbols of the
 // uint8 code row at base + rows[r] * row_stride_bytes. Symbols must be < k.

@@ -172,6 +172,47 @@ inline void MomentSumRowsOf(const MomentKernelQuery& q, const void* base, size_t
   }
 }
 
+// Rows in tiles of this many, scored against every query of a shared call
+// while the tile is in L1 (32 gaussian rows at D = 64: 16 KB).
+constexpr size_t kMomentTileRows = 32;
+
+template <MomentKernelQuery::Sum kSum>
+inline void MomentSumRowsSharedOf(const MomentKernelQuery* queries, size_t nq, const void* base,
+                                  size_t row_stride_bytes, const int64_t* rows, size_t n,
+                                  float* out, size_t out_stride) {
+  for (size_t t0 = 0; t0 < n; t0 += kMomentTileRows) {
+    const size_t m = std::min(kMomentTileRows, n - t0);
+    for (size_t j = 0; j < nq; ++j) {
+      MomentSumRowsOf<kSum>(queries[j], base, row_stride_bytes, rows + t0, m,
+                            out + j * out_stride + t0);
+    }
+  }
+}
+
+// MomentSumRowsImpl for nq queries of one sum over the same rows:
+// out[j * out_stride + r]; each query's numbers are its own call's, bitwise
+// (a row's sum never depends on the other rows).
+inline void MomentSumRowsSharedImpl(const MomentKernelQuery* queries, size_t nq, const void* base,
+                                    size_t row_stride_bytes, const int64_t* rows, size_t n,
+                                    float* out, size_t out_stride) {
+  using Sum = MomentKernelQuery::Sum;
+  if (nq == 0) return;
+  switch (queries[0].sum) {
+    case Sum::kCsd:
+      MomentSumRowsSharedOf<Sum::kCsd>(queries, nq, base, row_stride_bytes, rows, n, out,
+                                       out_stride);
+      break;
+    case Sum::kMls:
+      MomentSumRowsSharedOf<Sum::kMls>(queries, nq, base, row_stride_bytes, rows, n, out,
+                                       out_stride);
+      break;
+    case Sum::kSquaredDistance:
+      MomentSumRowsSharedOf<Sum::kSquaredDistance>(queries, nq, base, row_stride_bytes, rows, n,
+                                                   out, out_stride);
+      break;
+  }
+}
+
 inline void MomentSumRowsImpl(const MomentKernelQuery& q, const void* base, size_t row_stride_bytes,
                               const int64_t* rows, size_t n, float* out) {
   using Sum = MomentKernelQuery::Sum;
@@ -248,50 +289,75 @@ inline Simd::V McPairBlock(const float* x, const float* x_norm, const float* x_w
   return sum;
 }
 
-// Monte Carlo scores, kLanes candidates at a time (see McKernelQuery).
-// Per call: the query samples centred on their mean, with norms and weights,
-// padded to a multiple of kQueryBlock with weight 0. Per block of rows and
-// component: the centred means and the sds, then McPairBlock over blocks of
-// item samples, so each item sample is formed once when K <= kQueryBlock.
-inline void McScoreRowsImpl(const McKernelQuery& q, const void* base, size_t row_stride_bytes,
-                            const int64_t* rows, size_t n, float* out) {
+// A query's side of McPairBlock: its samples centred on their mean, with
+// norms and weights, padded to a multiple of kMcQueryBlock with weight 0.
+constexpr int kMcQueryBlock = 8;
+struct McQueryState {
+  int padded = 0;
+  std::unique_ptr<float[]> centre, x, x_norm, x_weight;
+};
+
+inline McQueryState PrepareMcQuery(const McKernelQuery& q) {
+  const int dim = q.dim;
+  McQueryState s;
+  s.padded = (q.samples + kMcQueryBlock - 1) / kMcQueryBlock * kMcQueryBlock;
+  s.centre = Scratch(dim);
+  for (int d = 0; d < dim; ++d) {
+    double total = 0.0;
+    for (int i = 0; i < q.samples; ++i) total += q.query_samples[static_cast<size_t>(i) * dim + d];
+    s.centre[d] = static_cast<float>(total / q.samples);
+  }
+  s.x = Scratch(static_cast<size_t>(s.padded) * dim);
+  s.x_norm = Scratch(s.padded);
+  s.x_weight = Scratch(s.padded);
+  for (int i = 0; i < s.padded; ++i) {
+    const int src = std::min(i, q.samples - 1);
+    float norm = 0.0f;
+    for (int d = 0; d < dim; ++d) {
+      const float v = q.query_samples[static_cast<size_t>(src) * dim + d] - s.centre[d];
+      s.x[static_cast<size_t>(i) * dim + d] = v;
+      norm += v * v;
+    }
+    s.x_norm[i] = norm;
+    s.x_weight[i] = i < q.samples ? q.query_weights[i] : 0.0f;
+  }
+  return s;
+}
+
+// Monte Carlo scores of nq queries against the same rows, kLanes rows at a
+// time (see McKernelQuery; the queries share everything but their samples
+// and weights): out[j * out_stride + r] for query j. Per block of rows and
+// component, the means and sds are transposed once (the transposition was 40%
+// of an exhaustive one-query scan, and a batch paid it per query); then per
+// query the means are centred on its sample mean and McPairBlock runs over
+// blocks of item samples, so each item sample is formed once per query when
+// K <= kMcQueryBlock. Every query's numbers are those of a call with it
+// alone, bitwise: the same operations in the same order.
+inline void McScoreRowsSharedImpl(const McKernelQuery* queries, size_t nq, const void* base,
+                                  size_t row_stride_bytes, const int64_t* rows, size_t n,
+                                  float* out, size_t out_stride) {
   using V = Simd::V;
   constexpr int kLanes = Simd::kLanes;
   // 8 x 2 accumulators + 2 item vectors and their norms fit 32 zmm; 8 x 1 fit
   // AVX2's 16 ymm.
-  constexpr int kQueryBlock = 8;
   constexpr int kItemBlock = kLanes >= 16 ? 2 : 1;
+  if (n == 0 || nq == 0) return;
+  const McKernelQuery& q = queries[0];
   const int dim = q.dim;
   const int components = q.components;
   const int per_component = q.samples / components;
-  if (n == 0) return;
 
-  const int padded = (q.samples + kQueryBlock - 1) / kQueryBlock * kQueryBlock;
-  const std::unique_ptr<float[]> centre = Scratch(dim);
-  for (int d = 0; d < dim; ++d) {
-    double total = 0.0;
-    for (int i = 0; i < q.samples; ++i) total += q.query_samples[static_cast<size_t>(i) * dim + d];
-    centre[d] = static_cast<float>(total / q.samples);
-  }
-  const std::unique_ptr<float[]> x = Scratch(static_cast<size_t>(padded) * dim);
-  const std::unique_ptr<float[]> x_norm = Scratch(padded);
-  const std::unique_ptr<float[]> x_weight = Scratch(padded);
-  for (int i = 0; i < padded; ++i) {
-    const int src = std::min(i, q.samples - 1);
-    float norm = 0.0f;
-    for (int d = 0; d < dim; ++d) {
-      const float v = q.query_samples[static_cast<size_t>(src) * dim + d] - centre[d];
-      x[static_cast<size_t>(i) * dim + d] = v;
-      norm += v * v;
-    }
-    x_norm[i] = norm;
-    x_weight[i] = i < q.samples ? q.query_weights[i] : 0.0f;
-  }
+  std::vector<McQueryState> states;
+  states.reserve(nq);
+  for (size_t j = 0; j < nq; ++j) states.push_back(PrepareMcQuery(queries[j]));
 
   const size_t sample_floats = static_cast<size_t>(dim) * kLanes;
-  const std::unique_ptr<float[]> scratch = Scratch(sample_floats * 2);
-  float* mu_t = scratch.get();
-  float* sd_t = mu_t + sample_floats;
+  const std::unique_ptr<float[]> scratch = Scratch(sample_floats * 3);
+  float* mu_raw = scratch.get();
+  float* sd_t = mu_raw + sample_floats;
+  float* mu_t = sd_t + sample_floats;
+  // Per query, the lanes of its running total over the components.
+  const std::unique_ptr<float[]> totals = Scratch(nq * kLanes);
   const float* row_ptr[kLanes];
   alignas(64) float lane_buffer[kLanes];
   const V pos_a = Simd::Set1(q.match_a);
@@ -305,41 +371,56 @@ inline void McScoreRowsImpl(const McKernelQuery& q, const void* base, size_t row
       row_ptr[l] = reinterpret_cast<const float*>(static_cast<const char*>(base) +
                                                   static_cast<size_t>(row) * row_stride_bytes);
     }
-    V total = Simd::Zero();
+    for (size_t j = 0; j < nq; ++j) Simd::Store(totals.get() + j * kLanes, Simd::Zero());
     for (int c = 0; c < components; ++c) {
-      Simd::TransposeRows(row_ptr, q.mean_offset + c * dim, dim, mu_t);
+      Simd::TransposeRows(row_ptr, q.mean_offset + c * dim, dim, mu_raw);
       Simd::TransposeRows(row_ptr, q.var_offset + c * dim, dim, sd_t);
       for (int d = 0; d < dim; ++d) {
-        Simd::Store(mu_t + d * kLanes,
-                    Simd::Sub(Simd::Load(mu_t + d * kLanes), Simd::Set1(centre[d])));
         Simd::Store(sd_t + d * kLanes, SqrtFast(Simd::Load(sd_t + d * kLanes)));
-      }
-      V component_sum = Simd::Zero();
-      for (int t0 = 0; t0 < per_component; t0 += kItemBlock) {
-        const int items = std::min(kItemBlock, per_component - t0);
-        // Padding samples repeat the last one so the Gram reads defined numbers.
-        const float* eps[kItemBlock];
-        for (int t = 0; t < kItemBlock; ++t) {
-          eps[t] = q.item_eps +
-                   static_cast<size_t>(c * per_component + t0 + std::min(t, items - 1)) * dim;
-        }
-        for (int i0 = 0; i0 < padded; i0 += kQueryBlock) {
-          component_sum = Simd::Add(
-              component_sum, McPairBlock<kQueryBlock, kItemBlock>(
-                                 x.get() + static_cast<size_t>(i0) * dim, x_norm.get() + i0,
-                                 x_weight.get() + i0, eps, mu_t, sd_t, items, dim, pos_a, neg_b));
-        }
       }
       // Item sample weight pi'_c / (K/C).
       for (int l = 0; l < kLanes; ++l) {
         lane_buffer[l] = q.weight_offset < 0 ? 1.0f : row_ptr[l][q.weight_offset + c];
         lane_buffer[l] /= static_cast<float>(per_component);
       }
-      total = Simd::Fma(Simd::Load(lane_buffer), component_sum, total);
+      const V weight = Simd::Load(lane_buffer);
+      for (size_t j = 0; j < nq; ++j) {
+        const McQueryState& st = states[j];
+        for (int d = 0; d < dim; ++d) {
+          Simd::Store(mu_t + d * kLanes,
+                      Simd::Sub(Simd::Load(mu_raw + d * kLanes), Simd::Set1(st.centre[d])));
+        }
+        V component_sum = Simd::Zero();
+        for (int t0 = 0; t0 < per_component; t0 += kItemBlock) {
+          const int items = std::min(kItemBlock, per_component - t0);
+          // Padding samples repeat the last one so the Gram reads defined numbers.
+          const float* eps[kItemBlock];
+          for (int t = 0; t < kItemBlock; ++t) {
+            eps[t] = q.item_eps +
+                     static_cast<size_t>(c * per_component + t0 + std::min(t, items - 1)) * dim;
+          }
+          for (int i0 = 0; i0 < st.padded; i0 += kMcQueryBlock) {
+            component_sum =
+                Simd::Add(component_sum,
+                          McPairBlock<kMcQueryBlock, kItemBlock>(
+                              st.x.get() + static_cast<size_t>(i0) * dim, st.x_norm.get() + i0,
+                              st.x_weight.get() + i0, eps, mu_t, sd_t, items, dim, pos_a, neg_b));
+          }
+        }
+        float* total = totals.get() + j * kLanes;
+        Simd::Store(total, Simd::Fma(weight, component_sum, Simd::Load(total)));
+      }
     }
-    Simd::Store(lane_buffer, total);
-    for (size_t l = 0; l < count; ++l) out[start + l] = lane_buffer[l];
+    for (size_t j = 0; j < nq; ++j) {
+      const float* total = totals.get() + j * kLanes;
+      for (size_t l = 0; l < count; ++l) out[j * out_stride + start + l] = total[l];
+    }
   }
+}
+
+inline void McScoreRowsImpl(const McKernelQuery& q, const void* base, size_t row_stride_bytes,
+                            const int64_t* rows, size_t n, float* out) {
+  McScoreRowsSharedImpl(&q, 1, base, row_stride_bytes, rows, n, out, n);
 }
 
 // Masked sum over kBlock vectors of sample pairs (lanes = pairs) of
@@ -533,5 +614,6 @@ inline void MixtureEtaRowsImpl(const MixtureEtaKernelQuery& q, const void* base,
   }
 }
 
-constexpr KernelTable kKernels = {&McScoreRowsImpl,   &GaussianEtaRowsImpl, &MixtureEtaRowsImpl,
-                                  &MomentSumRowsImpl, &FastExpImpl,         &FastLogImpl};
+constexpr KernelTable kKernels = {
+    &McScoreRowsImpl,   &McScoreRowsSharedImpl,   &GaussianEtaRowsImpl, &MixtureEtaRowsImpl,
+    &MomentSumRowsImpl, &MomentSumRowsSharedImpl, &FastExpImpl,         &FastLogImpl};

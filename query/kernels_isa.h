@@ -16,12 +16,16 @@ namespace query {
 // The scorers' kernels of one ISA (kernels_impl.h).
 struct KernelTable {
   void (*mc_score_rows)(const McKernelQuery&, const void*, size_t, const int64_t*, size_t, float*);
+  void (*mc_score_rows_shared)(const McKernelQuery*, size_t, const void*, size_t, const int64_t*,
+                               size_t, float*, size_t);
   void (*gaussian_eta_rows)(const GaussianEtaKernelQuery&, const void*, size_t, const int64_t*,
                             size_t, float*);
   void (*mixture_eta_rows)(const MixtureEtaKernelQuery&, const void*, size_t, const int64_t*,
                            size_t, float*);
   void (*moment_sum_rows)(const MomentKernelQuery&, const void*, size_t, const int64_t*, size_t,
                           float*);
+  void (*moment_sum_rows_shared)(const MomentKernelQuery*, size_t, const void*, size_t,
+                                 const int64_t*, size_t, float*, size_t);
   void (*fast_exp)(const float*, size_t, float*);
   void (*fast_log)(const float*, size_t, float*);
 };

@@ -121,6 +121,7 @@ class McPreparedQuery : public PreparedQuery {
                  float* out) const override {
     McScoreRows(kernel_, base, row_stride_bytes, rows, n, out);
   }
+  const McKernelQuery& kernel() const { return kernel_; }
 
   // Plain loops: only the few results of a search need it.
   void StdErrorRows(const void* base, size_t row_stride_bytes, const int64_t* rows, size_t n,
@@ -315,9 +316,13 @@ class MomentPreparedQuery : public PreparedQuery {
     mls_constant_ = float(ScalarMomentScorer::MlsConstant(dim));
   }
 
+  // Rows whose sums MomentSumRows reads in place (not mixtures' moments).
+  bool sums_rows_in_place() const { return shape_.kind != Kind::kMog; }
+  const MomentKernelQuery& kernel() const { return kernel_; }
+
   void ScoreRows(const void* base, size_t row_stride_bytes, const int64_t* rows, size_t n,
                  float* out) const override {
-    if (shape_.kind != Kind::kMog) {
+    if (sums_rows_in_place()) {
       MomentSumRows(kernel_, base, row_stride_bytes, rows, n, out);
     } else {
       const size_t dim = size_t(shape_.dim);
@@ -341,6 +346,11 @@ class MomentPreparedQuery : public PreparedQuery {
                       out + first);
       }
     }
+    ScoresFromSums(out, n);
+  }
+
+  // The sums of MomentSumRows -> the scores, in place.
+  void ScoresFromSums(float* out, size_t n) const {
     for (size_t r = 0; r < n; ++r) {
       switch (score_) {
         case ScoreType::kCsd:
@@ -412,6 +422,36 @@ class CodesPreparedQuery : public PreparedQuery {
 };
 
 }  // namespace
+
+void ScoreRowsShared(const PreparedQuery* const* queries, size_t nq, const void* base,
+                     size_t row_stride_bytes, const int64_t* rows, size_t n, float* out,
+                     size_t out_stride) {
+  if (nq == 0) return;
+  // The kinds of queries[0] decide: one plan prepares every query alike.
+  if (dynamic_cast<const McPreparedQuery*>(queries[0]) != nullptr) {
+    std::vector<McKernelQuery> kernels(nq);
+    for (size_t j = 0; j < nq; ++j) {
+      kernels[j] = static_cast<const McPreparedQuery*>(queries[j])->kernel();
+    }
+    McScoreRowsShared(kernels.data(), nq, base, row_stride_bytes, rows, n, out, out_stride);
+    return;
+  }
+  const auto* moment = dynamic_cast<const MomentPreparedQuery*>(queries[0]);
+  if (moment != nullptr && moment->sums_rows_in_place()) {
+    std::vector<MomentKernelQuery> kernels(nq);
+    for (size_t j = 0; j < nq; ++j) {
+      kernels[j] = static_cast<const MomentPreparedQuery*>(queries[j])->kernel();
+    }
+    MomentSumRowsShared(kernels.data(), nq, base, row_stride_bytes, rows, n, out, out_stride);
+    for (size_t j = 0; j < nq; ++j) {
+      static_cast<const MomentPreparedQuery*>(queries[j])->ScoresFromSums(out + j * out_stride, n);
+    }
+    return;
+  }
+  for (size_t j = 0; j < nq; ++j) {
+    queries[j]->ScoreRows(base, row_stride_bytes, rows, n, out + j * out_stride);
+  }
+}
 
 Status ValidateScoreParams(const RowShape& shape, const ScoreParams& params) {
   HEDGEDB_RETURN_IF_ERROR(CheckRowShape(shape));

@@ -100,6 +100,18 @@ class PreparedQuery {
                        size_t top, std::vector<int64_t>* best_rows) const;
 };
 
+// Scores the same n rows for nq queries prepared by PrepareQuery with one
+// shape and one set of params (a search plan): out[j * out_stride + r] is what
+// queries[j]->ScoreRows would write at r, bitwise (rows of out are
+// out_stride floats apart). mc and the closed-form
+// scores of point and gaussian rows read each row once for all the queries
+// (kernels.h: McScoreRowsShared, MomentSumRowsShared), which is what a batch
+// over many rows (an exhaustive search) needs; the others score one query
+// at a time.
+void ScoreRowsShared(const PreparedQuery* const* queries, size_t nq, const void* base,
+                     size_t row_stride_bytes, const int64_t* rows, size_t n, float* out,
+                     size_t out_stride);
+
 // Prepares `query_row` (query_row_size() floats) for scoring. Validates the
 // params; the rows are trusted: callers check them first with
 // query/row_checks.h (the collection and hedgedb/score.h), the one place of

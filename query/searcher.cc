@@ -1,5 +1,7 @@
 #include "query/searcher.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -517,13 +519,65 @@ Status Searcher::ThresholdSearch(const SearchPlan& plan, const SearchOptions& op
   return Status::OK();
 }
 
+void Searcher::RescoreSameRows(const SearchPlan& plan, const SearchOptions& options,
+                               const std::vector<int64_t>& rows, std::vector<SearchResult>* results,
+                               std::vector<Status>* errors) const {
+  const int64_t nq = plan.queries;
+  const size_t n = rows.size();
+  // The scores of a group: at most kSharedScoreFloats floats (64 MB), so a
+  // batch over a large collection shares its reads among fewer queries
+  // rather than holding nq x n scores.
+  constexpr size_t kSharedScoreFloats = size_t(1) << 24;
+  const int64_t group = std::max<int64_t>(
+      1, std::min<int64_t>(nq, int64_t(kSharedScoreFloats / std::max<size_t>(n, 1))));
+  const int threads = omp_get_max_threads();
+  for (int64_t g0 = 0; g0 < nq; g0 += group) {
+    const int64_t g1 = std::min(nq, g0 + group), gn = g1 - g0;
+    std::vector<std::unique_ptr<PreparedQuery>> prepared(static_cast<size_t>(gn));
+    std::vector<const PreparedQuery*> queries(static_cast<size_t>(gn));
+    bool ok = true;
+    for (int64_t q = g0; q < g1; ++q) {
+      Status s = PrepareQuery(plan.shape, plan.params, plan.rows.data() + q * plan.query_floats,
+                              &prepared[size_t(q - g0)]);
+      if (!s.ok()) {
+        (*errors)[size_t(q)] = s;
+        ok = false;
+      }
+      queries[size_t(q - g0)] = prepared[size_t(q - g0)].get();
+    }
+    if (!ok) continue;
+    std::vector<float> scores(size_t(gn) * n);
+    // Contiguous slices of the rows, one per thread, each scored for the
+    // whole group; slices start on multiples of 64 rows (whole SIMD blocks).
+    const int64_t slices = n >= 8192 ? threads : 1;
+#pragma omp parallel for schedule(static) num_threads(int(slices)) if (slices > 1)
+    for (int64_t t = 0; t < slices; ++t) {
+      const size_t r0 = size_t(int64_t(n / 64) * t / slices) * 64;
+      const size_t r1 = t + 1 == slices ? n : size_t(int64_t(n / 64) * (t + 1) / slices) * 64;
+      ScoreRowsShared(queries.data(), queries.size(), arena_.data(), row_bytes_, rows.data() + r0,
+                      r1 - r0, scores.data() + r0, n);
+    }
+#pragma omp parallel for schedule(dynamic) if (gn > 1)
+    for (int64_t q = g0; q < g1; ++q) {
+      (*errors)[size_t(q)] = Rescore(plan, options, q, rows, &(*results)[size_t(q)],
+                                     scores.data() + size_t(q - g0) * n);
+    }
+  }
+}
+
 Status Searcher::Rescore(const SearchPlan& plan, const SearchOptions& options, int64_t q,
-                         const std::vector<int64_t>& rows, SearchResult* res) const {
+                         const std::vector<int64_t>& rows, SearchResult* res,
+                         const float* shared_scores) const {
   const float* query_row = plan.rows.data() + q * plan.query_floats;
   std::unique_ptr<PreparedQuery> prepared;
   HEDGEDB_RETURN_IF_ERROR(PrepareQuery(plan.shape, plan.params, query_row, &prepared));
-  std::vector<float> scores(rows.size());
-  prepared->ScoreRows(arena_.data(), row_bytes_, rows.data(), rows.size(), scores.data());
+  std::vector<float> scores;
+  if (shared_scores != nullptr) {
+    scores.assign(shared_scores, shared_scores + rows.size());
+  } else {
+    scores.resize(rows.size());
+    prepared->ScoreRows(arena_.data(), row_bytes_, rows.data(), rows.size(), scores.data());
+  }
   res->scored = int64_t(rows.size());
   std::vector<std::pair<int64_t, float>> scored(rows.size());
   for (size_t j = 0; j < rows.size(); ++j) scored[j] = {rows[j], scores[j]};
@@ -696,6 +750,9 @@ Status Searcher::Run(SearchPlan* plan, const SearchOptions& options,
         exhaustive || int64_t(passing->rows.size()) <= std::max(kprime, index_->shape().graph_only()
                                                                             ? kExactFilterRowsGraph
                                                                             : kExactFilterRows);
+    if (all_passing && nq > 1) {
+      RescoreSameRows(*plan, options, passing->rows, results, &errors);
+    } else {
 #pragma omp parallel for schedule(dynamic) if (nq > 1)
     for (int64_t q = 0; q < nq; ++q) {
       std::vector<int64_t> rows;
@@ -707,6 +764,9 @@ Status Searcher::Run(SearchPlan* plan, const SearchOptions& options,
       }
       errors[q] = Rescore(*plan, options, q, rows, &(*results)[q]);
     }
+    }
+  } else if (exhaustive && nq > 1) {
+    RescoreSameRows(*plan, options, live_rows_, results, &errors);
   } else {
     const int64_t slots = std::max<int64_t>(index_->ntotal(), 1);
     const int64_t wanted =

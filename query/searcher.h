@@ -111,8 +111,19 @@ class Searcher {
                 SearchResult* result) const;
   // Stage 2 of one query over `rows`: exact scores, then (adaptive_samples)
   // more samples where the k-th boundary is uncertain; fills the top k.
+  // With `scores` (rows.size() of them, ScoreRows' numbers for this query),
+  // they are not computed again.
   Status Rescore(const SearchPlan& plan, const SearchOptions& options, int64_t q,
-                 const std::vector<int64_t>& rows, SearchResult* result) const;
+                 const std::vector<int64_t>& rows, SearchResult* result,
+                 const float* scores = nullptr) const;
+  // Rescore for every query of the plan over the same rows (an exhaustive
+  // search, every passing item): the rows are scored for a group of queries
+  // at a time with ScoreRowsShared, each row read once per group, the threads
+  // splitting the rows; then each query ranks its scores. The results are
+  // Rescore's, bitwise.
+  void RescoreSameRows(const SearchPlan& plan, const SearchOptions& options,
+                       const std::vector<int64_t>& rows, std::vector<SearchResult>* results,
+                       std::vector<Status>* errors) const;
   // The probability threshold of each query of a threshold search:
   // min_prob, or the map's threshold at the false-match rate or at the
   // conformal coverage (of the query's quartile of eta, coverage_by_eta).

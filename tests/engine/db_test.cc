@@ -903,5 +903,63 @@ TEST(DBTest, ItemsWithNegativeIdsAreFoundByTwoStageSearch) {
   }
 }
 
+// An exhaustive batch scores the same rows for all its queries together
+// (rows split among two threads above 8,192 of them; a label filter that
+// passes few enough items takes the same path): every query's hits equal a
+// search of that query alone, scores bitwise.
+TEST(DBTest, ExhaustiveBatchesEqualOneQueryPerCall) {
+  TempDir dir;
+  Options options;
+  options.threads = 2;
+  auto db = OpenDb(dir.path(), options);
+  for (const Kind kind : {Kind::kGaussian, Kind::kMog, Kind::kPoint}) {
+    const std::string name = KindName(kind);
+    CollectionSpec spec = MakeSpec(name, kind, 12, "Flat");
+    if (kind == Kind::kMog) spec.components = 2;
+    spec.samples = 4;
+    ASSERT_TRUE(db->CreateCollection(spec).ok());
+    const int64_t n = kind == Kind::kMog ? 3000 : 9000;
+    const Batch items = RandomBatch(spec, n, 0, 11);
+    ASSERT_TRUE(db->Ingest(name, items.ingest(), nullptr).ok());
+    EmbeddingView queries = items.view();
+    queries.n = 7;
+    for (const ScoreType score : {ScoreType::kDefault, ScoreType::kMls, ScoreType::kCsd}) {
+      if (kind == Kind::kPoint && score != ScoreType::kDefault) continue;
+      for (const bool filtered : {false, true}) {
+        SCOPED_TRACE(::testing::Message()
+                     << name << " " << ScoreName(score) << (filtered ? " filtered" : ""));
+        SearchOptions o;
+        o.k = 10;
+        o.exhaustive = !filtered;
+        o.score = score;
+        if (filtered) {  // labels id % 10: a tenth of the items, all scored
+          o.filter.label_rule = SearchFilter::LabelRule::kIn;
+          o.filter.labels = {3};
+        }
+        std::vector<SearchResult> batch;
+        Status s = db->Search(name, queries, o, &batch);
+        ASSERT_TRUE(s.ok()) << s.ToString();
+        for (int64_t q = 0; q < queries.n; ++q) {
+          const int64_t per = int64_t(spec.dim) * spec.components;
+          EmbeddingView one = queries;
+          one.n = 1;
+          if (one.vec) one.vec = queries.vec + q * per;
+          if (one.mean) one.mean = queries.mean + q * per;
+          if (one.var) one.var = queries.var + q * per;
+          if (one.weights) one.weights = queries.weights + q * spec.components;
+          std::vector<SearchResult> alone;
+          ASSERT_TRUE(db->Search(name, one, o, &alone).ok());
+          ASSERT_EQ(alone[0].hits.size(), batch[size_t(q)].hits.size());
+          EXPECT_EQ(alone[0].scored, batch[size_t(q)].scored);
+          for (size_t j = 0; j < alone[0].hits.size(); ++j) {
+            EXPECT_EQ(alone[0].hits[j].id, batch[size_t(q)].hits[j].id) << q << " " << j;
+            EXPECT_EQ(alone[0].hits[j].score, batch[size_t(q)].hits[j].score) << q << " " << j;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hedgedb

@@ -4,12 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <random>
 #include <set>
 #include <sstream>
@@ -320,6 +322,90 @@ TEST_P(KernelIsaTest, McRowScoreDoesNotDependOnTheBatch) {
     float alone = 0;
     prepared->ScoreRows(items.data(), shape.item_row_size() * sizeof(float), &r, 1, &alone);
     EXPECT_EQ(alone, batch[r]) << r;  // bitwise
+  }
+}
+
+// Scoring several queries over the same rows together (an exhaustive batch)
+// gives each query its own call's numbers, bitwise, for every kind and score,
+// on odd dimensions and row counts, rows out of order and repeated, rows
+// strided with padding, and a column stride wider than the rows.
+TEST_P(KernelIsaTest, SharedScoringEqualsOneQueryAtATime) {
+  struct Case {
+    RowShape shape;
+    ScoreType score;
+    int samples;
+  };
+  const std::vector<Case> cases = {
+      {{Kind::kGaussian, 64, 1, 0}, ScoreType::kMc, 8},
+      {{Kind::kGaussian, 17, 1, 0}, ScoreType::kMc, 11},
+      {{Kind::kMog, 33, 3, 0}, ScoreType::kMc, 12},
+      {{Kind::kGaussian, 65, 1, 0}, ScoreType::kMls, 8},
+      {{Kind::kGaussian, 3, 1, 0}, ScoreType::kCsd, 8},
+      {{Kind::kGaussian, 20, 1, 0}, ScoreType::kMatch, 8},
+      {{Kind::kPoint, 31, 1, 0}, ScoreType::kL2, 8},
+      {{Kind::kMog, 16, 2, 0}, ScoreType::kMls, 8},
+      {{Kind::kCodes, 16, 1, 8}, ScoreType::kLogprob, 8},
+  };
+  std::mt19937_64 rng(23);
+  for (const Case& c : cases) {
+    for (size_t n : {size_t(1), size_t(16), size_t(53)}) {
+      SCOPED_TRACE(::testing::Message() << KindName(c.shape.kind) << " " << ScoreName(c.score)
+                                        << " D=" << c.shape.dim << " n=" << n);
+      ScoreParams params;
+      params.score = c.score;
+      params.samples = c.samples;
+      params.seed = 7;
+      params.match_a = 1.3f;
+      params.match_b = 2.0f;
+      const size_t pad = 5;
+      std::vector<int64_t> rows = Iota(n);
+      std::shuffle(rows.begin(), rows.end(), rng);
+      rows.push_back(0);
+      const size_t m = rows.size();
+      std::vector<std::unique_ptr<PreparedQuery>> prepared;
+      std::vector<const PreparedQuery*> queries;
+      std::vector<std::vector<float>> query_rows;
+      std::vector<float> items;
+      size_t stride_bytes = 0;
+      if (c.shape.kind == Kind::kCodes) {
+        stride_bytes = c.shape.item_row_bytes() + pad;
+        const std::vector<uint8_t> codes =
+            RandomCodes(n, c.shape.dim, c.shape.code_k, stride_bytes, &rng);
+        items.resize((codes.size() + 3) / 4);
+        std::memcpy(items.data(), codes.data(), codes.size());
+      } else {
+        items = RandomRows(c.shape, n, pad, &rng);
+        stride_bytes = (c.shape.item_row_size() + pad) * sizeof(float);
+      }
+      for (int j = 0; j < 5; ++j) {
+        if (c.shape.kind == Kind::kCodes) {
+          // A d x k table of log-probabilities (any floats score).
+          std::normal_distribution<float> normal(-2.0f, 1.0f);
+          std::vector<float> table(c.shape.query_row_size());
+          for (float& v : table) v = normal(rng);
+          query_rows.push_back(table);
+        } else {
+          query_rows.push_back(testing_rows::RandomRow(c.shape, &rng));
+        }
+        prepared.emplace_back();
+        ASSERT_TRUE(PrepareQuery(c.shape, params, query_rows.back().data(), &prepared.back()).ok());
+        queries.push_back(prepared.back().get());
+      }
+      const size_t out_stride = m + 3;
+      std::vector<float> shared(queries.size() * out_stride, -7.0f);
+      ScoreRowsShared(queries.data(), queries.size(), items.data(), stride_bytes, rows.data(), m,
+                      shared.data(), out_stride);
+      for (size_t j = 0; j < queries.size(); ++j) {
+        std::vector<float> alone(m);
+        queries[j]->ScoreRows(items.data(), stride_bytes, rows.data(), m, alone.data());
+        for (size_t r = 0; r < m; ++r) {
+          ASSERT_EQ(shared[j * out_stride + r], alone[r]) << "query " << j << " row " << r;
+        }
+        for (size_t r = m; r < out_stride; ++r) {
+          ASSERT_EQ(shared[j * out_stride + r], -7.0f) << "wrote past its rows";
+        }
+      }
+    }
   }
 }
 
