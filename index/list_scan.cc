@@ -61,7 +61,9 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 // pair, against O(log k) for a heap (a heap was 8% of a one-query search).
 class TopK {
  public:
-  explicit TopK(int64_t k) : k_(size_t(k)) { buffer_.reserve(2 * k_); }
+  explicit TopK(int64_t k) : k_(size_t(k)), limit_(std::max<size_t>(2 * k_, kMinBuffer)) {
+    buffer_.reserve(2 * k_);
+  }
   // Copies would lose the reserve (a vector copy allocates its size only).
   TopK(const TopK&) = delete;
   TopK& operator=(const TopK&) = delete;
@@ -71,7 +73,7 @@ class TopK {
   void Push(float distance, int64_t id) {
     if (k_ == 0) return;
     buffer_.emplace_back(distance, id);
-    if (buffer_.size() == 2 * k_) Shrink();
+    if (buffer_.size() == limit_) Shrink();
   }
   // Nearest first, padded with (+inf, -1) to k.
   void Write(float* distances, int64_t* labels) {
@@ -91,7 +93,13 @@ class TopK {
     buffer_.resize(k_);
     bound_ = buffer_[k_ - 1].first;  // the k-th smallest: nothing farther enters
   }
+  // A short scan (few probed rows, k near their count) that fits the buffer
+  // is cut once, at the end: each cut is an nth_element whose branches
+  // mispredict, and a 2k buffer cut several times was most of a small
+  // scan's bookkeeping.
+  static constexpr size_t kMinBuffer = 512;
   size_t k_;
+  size_t limit_;
   float bound_ = kInf;
   std::vector<Entry> buffer_;
 };
@@ -127,6 +135,39 @@ void ScanList(const List& list, int d, const float* x, const int32_t* which, siz
   }
 }
 
+// The `probes` smallest of n distances, smallest first, ties to the smaller
+// index: their indices in best[0..probes). NaN distances come last (as +inf
+// after every finite one). A few probes (the usual case) take one pass that
+// inserts into a short sorted array; many take a partial sort.
+void NearestLists(const float* dist, int64_t n, int64_t probes, int32_t* best) {
+  auto before = [dist](int32_t a, int32_t b) {
+    const float x = dist[size_t(a)], y = dist[size_t(b)];
+    if (x < y) return true;
+    if (y < x) return false;
+    const bool xnan = x != x, ynan = y != y;
+    if (xnan != ynan) return ynan;  // a number before NaN
+    return a < b;
+  };
+  if (probes <= 16) {
+    int64_t have = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const int32_t c = int32_t(j);
+      if (have == probes && !before(c, best[have - 1])) continue;
+      int64_t at = have < probes ? have++ : probes - 1;
+      while (at > 0 && before(c, best[at - 1])) {
+        best[at] = best[at - 1];
+        --at;
+      }
+      best[at] = c;
+    }
+    return;
+  }
+  std::vector<int32_t> order(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) order[size_t(j)] = int32_t(j);
+  std::partial_sort(order.begin(), order.begin() + probes, order.end(), before);
+  std::copy(order.begin(), order.begin() + probes, best);
+}
+
 // Queries [q0, q1) of an IVF: each query's nprobe nearest lists (ties: the
 // smaller list number), then every probed list scanned once for all the
 // queries that probe it.
@@ -150,12 +191,7 @@ void SearchIvfQueries(const faiss::IndexIVFFlat& ivf, const CentroidColumns* cen
     } else {
       l2(x + q * d, quantizer->get_xb(), nlist, d, centroid_dist.data());
     }
-    for (int64_t j = 0; j < nlist; ++j) order[size_t(j)] = int32_t(j);
-    std::partial_sort(order.begin(), order.begin() + probes, order.end(),
-                      [&](int32_t a, int32_t b) {
-                        return centroid_dist[size_t(a)] < centroid_dist[size_t(b)] ||
-                               (centroid_dist[size_t(a)] == centroid_dist[size_t(b)] && a < b);
-                      });
+    NearestLists(centroid_dist.data(), nlist, probes, order.data());
     for (int64_t j = 0; j < probes; ++j) {
       probed[size_t((q - q0) * probes + j)] = order[size_t(j)];
       ++per_list[size_t(order[size_t(j)]) + 1];
@@ -173,11 +209,12 @@ void SearchIvfQueries(const faiss::IndexIVFFlat& ivf, const CentroidColumns* cen
   }
   const faiss::InvertedLists* lists = ivf.invlists;
   for (int64_t l = 0; l < nlist; ++l) {
+    if (per_list[size_t(l)] == per_list[size_t(l + 1)] || lists->list_size(size_t(l)) == 0) {
+      continue;
+    }
     const size_t begin = size_t(per_list[size_t(l)]), end = size_t(per_list[size_t(l + 1)]);
-    if (begin == end) continue;
     List list;
     list.n = int64_t(lists->list_size(size_t(l)));
-    if (list.n == 0) continue;
     faiss::InvertedLists::ScopedCodes codes(lists, size_t(l));
     faiss::InvertedLists::ScopedIds ids(lists, size_t(l));
     list.vectors = reinterpret_cast<const float*>(codes.get());
@@ -208,7 +245,12 @@ std::shared_ptr<const CentroidColumns> CentroidCache::For(const faiss::IndexFlat
   c->source = xb;
   c->n = quantizer.ntotal;
   c->d = int(quantizer.d);
-  c->stride = (c->n + 15) / 16 * 16;  // rows start on 64-byte multiples
+  // Rows start on 64-byte multiples, an odd number of lines apart: a stride
+  // of a multiple of 4 KB (1,024 centroids) put the same column of every row
+  // in one L1 set, and the blocked kernel (list_scan_avx512.cc) missed L1 on
+  // every load.
+  c->stride = (c->n + 15) / 16 * 16;
+  if ((c->stride / 16) % 2 == 0) c->stride += 16;
   c->values.assign(size_t(c->stride) * size_t(c->d), 0.0f);
   for (int64_t j = 0; j < c->n; ++j) {
     for (int t = 0; t < c->d; ++t) c->values[size_t(t * c->stride + j)] = xb[j * c->d + t];

@@ -44,7 +44,8 @@ void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out);
 }  // namespace reference
 
 // The centroids of an IVF's flat quantizer transposed (row t: dimension t of
-// every centroid, rows `stride` floats apart), which the quantizer step reads:
+// every centroid, rows `stride` floats apart: a multiple of 16, an odd
+// number of cache lines), which the quantizer step reads:
 // sixteen centroids per vector instruction, no horizontal sums. Made once per
 // set of centroids and kept by CentroidCache.
 struct CentroidColumns {

@@ -11,6 +11,7 @@
 // `columns`, `stride` floats apart, holds dimension t of every vector): a
 // vector instruction scores 16 of them at once and needs no horizontal sum.
 // The quantizer step of the list scan reads its centroids this way.
+#ifndef HEDGEDB_LIST_SCAN_OWN_COLUMNS  // list_scan_avx512.cc writes its own
 void L2SqrColumns(const float* q, const float* columns, int64_t stride, int64_t n, int d,
                   float* out) {
   for (int64_t j = 0; j < n; ++j) out[j] = 0.0f;
@@ -24,6 +25,7 @@ void L2SqrColumns(const float* q, const float* columns, int64_t stride, int64_t 
     }
   }
 }
+#endif
 
 #ifndef HEDGEDB_LIST_SCAN_OWN_ROWS  // list_scan_avx512.cc writes its own
 void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out) {
