@@ -22,10 +22,12 @@
 //                over 1,000,000 clustered vectors (D = 65, the coarse vectors
 //                of gaussian collections), IVF1024, nprobe 16; floor = the
 //                centroids and the probed lists' bytes read once. FAISS's own
-//                search of the same index beside it.
+//                search of the same index beside it. The same with SQ8 lists
+//                (IVF1024,SQ8: residual codes, a byte per dimension).
 #include <benchmark/benchmark.h>
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexIVFFlat.h>
+#include <faiss/IndexScalarQuantizer.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -290,10 +292,11 @@ constexpr int kLists = 1024;
 
 struct Ivf {
   faiss::IndexFlatL2 quantizer{kCoarseDim};
-  std::unique_ptr<faiss::IndexIVFFlat> ivf;
+  std::unique_ptr<faiss::IndexIVF> ivf;
   std::vector<float> queries;
   index::CentroidCache cache;
-  Ivf() {
+  size_t code_bytes = kCoarseDim * sizeof(float);
+  explicit Ivf(bool sq8) {
     std::mt19937_64 rng(5);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     std::vector<float> centres(size_t(1000) * kCoarseDim), x(size_t(kVectors) * kCoarseDim);
@@ -305,7 +308,13 @@ struct Ivf {
         x[size_t(i) * kCoarseDim + d] = centres[size_t(c) * kCoarseDim + d] + 0.3f * normal(rng);
       }
     }
-    ivf = std::make_unique<faiss::IndexIVFFlat>(&quantizer, kCoarseDim, kLists);
+    if (sq8) {
+      ivf = std::make_unique<faiss::IndexIVFScalarQuantizer>(&quantizer, kCoarseDim, kLists,
+                                                             faiss::ScalarQuantizer::QT_8bit);
+      code_bytes = kCoarseDim;
+    } else {
+      ivf = std::make_unique<faiss::IndexIVFFlat>(&quantizer, kCoarseDim, kLists);
+    }
     ivf->train(50000, x.data());
     ivf->add(kVectors, x.data());
     for (int q = 0; q < 200; ++q) {
@@ -322,19 +331,21 @@ struct Ivf {
     quantizer.search(1, q, nprobe, d.data(), lists.data());
     double bytes = double(kLists) * kCoarseDim * sizeof(float);
     for (faiss::Index::idx_t l : lists) {
-      bytes += double(ivf->invlists->list_size(size_t(l))) * (kCoarseDim * sizeof(float) + 8);
+      bytes += double(ivf->invlists->list_size(size_t(l))) * double(code_bytes + 8);
     }
     return bytes;
   }
 };
 
-Ivf& TheIvf() {
-  static Ivf ivf;
-  return ivf;
+Ivf& TheIvf(bool sq8) {
+  static Ivf flat(false);
+  if (!sq8) return flat;
+  static Ivf codes(true);
+  return codes;
 }
 
-void RunStage1(benchmark::State& state, bool faiss_search) {
-  Ivf& f = TheIvf();
+void RunStage1(benchmark::State& state, bool faiss_search, bool sq8) {
+  Ivf& f = TheIvf(sq8);
   const int nprobe = int(state.range(0));
   const int64_t k = 200;
   std::vector<float> distances(static_cast<size_t>(k));
@@ -363,10 +374,14 @@ void RunStage1(benchmark::State& state, bool faiss_search) {
   SetFloorRatio(state, Seconds() - start, floor_seconds);
 }
 
-void BM_Stage1ListScan1M(benchmark::State& state) { RunStage1(state, false); }
-void BM_Stage1Faiss1M(benchmark::State& state) { RunStage1(state, true); }
+void BM_Stage1ListScan1M(benchmark::State& state) { RunStage1(state, false, false); }
+void BM_Stage1Faiss1M(benchmark::State& state) { RunStage1(state, true, false); }
+void BM_Stage1ListScanSq8_1M(benchmark::State& state) { RunStage1(state, false, true); }
+void BM_Stage1FaissSq8_1M(benchmark::State& state) { RunStage1(state, true, true); }
 BENCHMARK(BM_Stage1ListScan1M)->ArgName("nprobe")->Arg(16)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Stage1Faiss1M)->ArgName("nprobe")->Arg(16)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Stage1ListScanSq8_1M)->ArgName("nprobe")->Arg(16)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Stage1FaissSq8_1M)->ArgName("nprobe")->Arg(16)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace hedgedb

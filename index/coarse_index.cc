@@ -172,7 +172,7 @@ void CoarseIndex::CentroidsChanged() { centroid_cache_->Invalidate(); }
 
 bool CoarseIndex::ListScan(const float* x, int64_t nq, int64_t k, const CoarseSearchKnobs& knobs,
                            const IdFilter* filter, float* distances, int64_t* labels) const {
-  const faiss::IndexIVFFlat* ivf = ScannableIvf(index_.get());
+  const faiss::IndexIVF* ivf = ScannableIvf(index_.get());
   const faiss::IndexIDMap* flat = ivf ? nullptr : ScannableFlat(index_.get());
   if (!ivf && !flat) return false;
   std::shared_ptr<const CentroidColumns> centroids;

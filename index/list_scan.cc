@@ -3,11 +3,13 @@
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexIDMap.h>
 #include <faiss/IndexIVFFlat.h>
+#include <faiss/IndexScalarQuantizer.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <exception>
 #include <limits>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -34,6 +36,16 @@ void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out) 
     out[i] = s;
   }
 }
+void L2SqrSq8Rows(const float* q, const float* vmin, const float* vdiff, const uint8_t* codes,
+                  int64_t n, int d, float* out) {
+  std::vector<float> x(static_cast<size_t>(d));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int t = 0; t < d; ++t) {
+      x[size_t(t)] = vmin[t] + ((float(codes[i * d + t]) + 0.5f) / 255.0f) * vdiff[t];
+    }
+    L2SqrRows(q, x.data(), 1, d, out + i);
+  }
+}
 }  // namespace reference
 
 namespace {
@@ -46,6 +58,11 @@ L2SqrRowsFn ActiveL2SqrRows() {
 L2SqrColumnsFn ActiveL2SqrColumns() {
   return ForActiveKernelIsa(&portable::L2SqrColumns, HEDGEDB_SIMD_X86_ONLY(&avx2::L2SqrColumns),
                             HEDGEDB_SIMD_X86_ONLY(&avx512::L2SqrColumns));
+}
+
+L2SqrSq8RowsFn ActiveL2SqrSq8Rows() {
+  return ForActiveKernelIsa(&portable::L2SqrSq8Rows, HEDGEDB_SIMD_X86_ONLY(&avx2::L2SqrSq8Rows),
+                            HEDGEDB_SIMD_X86_ONLY(&avx512::L2SqrSq8Rows));
 }
 
 // A list's vectors are read in tiles of this many rows, scored against every
@@ -104,25 +121,56 @@ class TopK {
   std::vector<Entry> buffer_;
 };
 
-// One list (or the whole flat index): n vectors of d floats and their ids.
+// One list (or the whole flat index): n rows (float vectors, or SQ8 codes)
+// and their ids.
 struct List {
-  const float* vectors = nullptr;
+  const float* vectors = nullptr;  // float rows
+  const uint8_t* codes = nullptr;  // or SQ8 rows
   const int64_t* ids = nullptr;
   int64_t n = 0;
 };
 
-// Scores the list's vectors against queries `which` (indices into x and
-// heaps), tile by tile.
+// An SQ8 quantizer's ranges (ScalarQuantizer::trained of QT_8bit), and the
+// centroids its codes are residuals of (null: not residuals).
+struct Sq8 {
+  const float* vmin = nullptr;
+  const float* vdiff = nullptr;
+  const float* centroids = nullptr;
+};
+
+// Scores the list's rows against queries `which` (indices into x and heaps),
+// tile by tile: the tile stays in L1 while every query is scored against it.
 void ScanList(const List& list, int d, const float* x, const int32_t* which, size_t count,
-              const IdFilter* filter, L2SqrRowsFn l2, TopK* heaps) {
+              const IdFilter* filter, L2SqrRowsFn l2, const Sq8* sq8, int64_t list_no,
+              TopK* heaps) {
   float dist[kTileRows];
+  // SQ8: per query, the decoding folded into a and b (L2SqrSq8Rows), with
+  // the list's centroid taken off the query where the codes are residuals.
+  std::vector<float> a, b;
+  const L2SqrSq8RowsFn sq8_rows = sq8 != nullptr ? ActiveL2SqrSq8Rows() : nullptr;
+  if (sq8 != nullptr) {
+    a.resize(count * size_t(d));
+    b.resize(size_t(d));
+    for (int t = 0; t < d; ++t) b[size_t(t)] = sq8->vdiff[t] / 255.0f;
+    const float* centroid = sq8->centroids ? sq8->centroids + list_no * d : nullptr;
+    for (size_t j = 0; j < count; ++j) {
+      const float* q = x + int64_t(which[j]) * d;
+      for (int t = 0; t < d; ++t) {
+        const float residual = centroid ? q[t] - centroid[t] : q[t];
+        a[j * size_t(d) + size_t(t)] = residual - sq8->vmin[t] - 0.5f * b[size_t(t)];
+      }
+    }
+  }
   for (int64_t t0 = 0; t0 < list.n; t0 += kTileRows) {
     const int64_t m = std::min(kTileRows, list.n - t0);
-    const float* tile = list.vectors + t0 * d;
     for (size_t j = 0; j < count; ++j) {
       const int32_t q = which[j];
       TopK& heap = heaps[q];
-      l2(x + int64_t(q) * d, tile, m, d, dist);
+      if (sq8 != nullptr) {
+        sq8_rows(a.data() + j * size_t(d), b.data(), list.codes + t0 * d, m, d, dist);
+      } else {
+        l2(x + int64_t(q) * d, list.vectors + t0 * d, m, d, dist);
+      }
       float bound = heap.bound();
       for (int64_t r = 0; r < m; ++r) {
         if (!(dist[r] <= bound)) continue;  // NaN never enters
@@ -133,6 +181,19 @@ void ScanList(const List& list, int d, const float* x, const int32_t* which, siz
       }
     }
   }
+}
+
+// The SQ8 quantizer of an index ListScanSearch reads, or null for float rows.
+const faiss::ScalarQuantizer* Sq8Of(const faiss::Index* index) {
+  if (auto* ivf = dynamic_cast<const faiss::IndexIVFScalarQuantizer*>(index)) return &ivf->sq;
+  if (auto* flat = dynamic_cast<const faiss::IndexScalarQuantizer*>(index)) return &flat->sq;
+  return nullptr;
+}
+
+// A QT_8bit quantizer with its per-dimension ranges for d dimensions.
+bool IsSq8(const faiss::ScalarQuantizer& sq, int64_t d) {
+  return sq.qtype == faiss::ScalarQuantizer::QT_8bit && int64_t(sq.d) == d &&
+         sq.code_size == size_t(d) && sq.trained.size() == 2 * size_t(d);
 }
 
 // The `probes` smallest of n distances, smallest first, ties to the smaller
@@ -171,9 +232,9 @@ void NearestLists(const float* dist, int64_t n, int64_t probes, int32_t* best) {
 // Queries [q0, q1) of an IVF: each query's nprobe nearest lists (ties: the
 // smaller list number), then every probed list scanned once for all the
 // queries that probe it.
-void SearchIvfQueries(const faiss::IndexIVFFlat& ivf, const CentroidColumns* centroids,
-                      const float* x, int64_t q0, int64_t q1, int nprobe, const IdFilter* filter,
-                      L2SqrRowsFn l2, TopK* heaps) {
+void SearchIvfQueries(const faiss::IndexIVF& ivf, const CentroidColumns* centroids, const float* x,
+                      int64_t q0, int64_t q1, int nprobe, const IdFilter* filter, L2SqrRowsFn l2,
+                      TopK* heaps) {
   const L2SqrColumnsFn l2_columns = ActiveL2SqrColumns();
   const faiss::IndexFlat* quantizer = FlatL2Quantizer(&ivf);
   const int d = int(ivf.d);
@@ -208,6 +269,15 @@ void SearchIvfQueries(const faiss::IndexIVFFlat& ivf, const CentroidColumns* cen
     }
   }
   const faiss::InvertedLists* lists = ivf.invlists;
+  Sq8 sq8;
+  const faiss::ScalarQuantizer* sq = Sq8Of(&ivf);
+  if (sq != nullptr) {
+    sq8.vmin = sq->trained.data();
+    sq8.vdiff = sq->trained.data() + d;
+    if (static_cast<const faiss::IndexIVFScalarQuantizer&>(ivf).by_residual) {
+      sq8.centroids = quantizer->get_xb();
+    }
+  }
   for (int64_t l = 0; l < nlist; ++l) {
     if (per_list[size_t(l)] == per_list[size_t(l + 1)] || lists->list_size(size_t(l)) == 0) {
       continue;
@@ -217,9 +287,14 @@ void SearchIvfQueries(const faiss::IndexIVFFlat& ivf, const CentroidColumns* cen
     list.n = int64_t(lists->list_size(size_t(l)));
     faiss::InvertedLists::ScopedCodes codes(lists, size_t(l));
     faiss::InvertedLists::ScopedIds ids(lists, size_t(l));
-    list.vectors = reinterpret_cast<const float*>(codes.get());
+    if (sq != nullptr) {
+      list.codes = codes.get();
+    } else {
+      list.vectors = reinterpret_cast<const float*>(codes.get());
+    }
     list.ids = ids.get();
-    ScanList(list, d, x, queries_of.data() + begin, end - begin, filter, l2, heaps);
+    ScanList(list, d, x, queries_of.data() + begin, end - begin, filter, l2,
+             sq != nullptr ? &sq8 : nullptr, l, heaps);
   }
 }
 
@@ -232,6 +307,16 @@ void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out) 
 void L2SqrColumns(const float* q, const float* columns, int64_t stride, int64_t n, int d,
                   float* out) {
   ActiveL2SqrColumns()(q, columns, stride, n, d, out);
+}
+
+void L2SqrSq8Rows(const float* q, const float* vmin, const float* vdiff, const uint8_t* codes,
+                  int64_t n, int d, float* out) {
+  std::vector<float> a(static_cast<size_t>(d)), b(static_cast<size_t>(d));
+  for (int t = 0; t < d; ++t) {
+    b[size_t(t)] = vdiff[t] / 255.0f;
+    a[size_t(t)] = q[t] - vmin[t] - 0.5f * b[size_t(t)];
+  }
+  ActiveL2SqrSq8Rows()(a.data(), b.data(), codes, n, d, out);
 }
 
 std::shared_ptr<const CentroidColumns> CentroidCache::For(const faiss::IndexFlat& quantizer) {
@@ -264,30 +349,37 @@ void CentroidCache::Invalidate() {
   columns_.reset();
 }
 
-const faiss::IndexIVFFlat* ScannableIvf(const faiss::Index* index) {
-  if (typeid(*index) != typeid(faiss::IndexIVFFlat)) return nullptr;
-  auto* ivf = static_cast<const faiss::IndexIVFFlat*>(index);
-  if (ivf->metric_type != faiss::METRIC_L2 || FlatL2Quantizer(ivf) == nullptr ||
-      ivf->code_size != sizeof(float) * size_t(ivf->d)) {
+const faiss::IndexIVF* ScannableIvf(const faiss::Index* index) {
+  const auto* ivf = dynamic_cast<const faiss::IndexIVF*>(index);
+  if (ivf == nullptr || ivf->metric_type != faiss::METRIC_L2 || FlatL2Quantizer(ivf) == nullptr) {
     return nullptr;
   }
-  return ivf;
+  if (typeid(*index) == typeid(faiss::IndexIVFFlat)) {
+    return ivf->code_size == sizeof(float) * size_t(ivf->d) ? ivf : nullptr;
+  }
+  if (typeid(*index) == typeid(faiss::IndexIVFScalarQuantizer)) {
+    const auto* sq = static_cast<const faiss::IndexIVFScalarQuantizer*>(index);
+    return IsSq8(sq->sq, ivf->d) && ivf->code_size == size_t(ivf->d) ? ivf : nullptr;
+  }
+  return nullptr;
 }
 
 const faiss::IndexIDMap* ScannableFlat(const faiss::Index* index) {
   if (typeid(*index) != typeid(faiss::IndexIDMap)) return nullptr;
   auto* idmap = static_cast<const faiss::IndexIDMap*>(index);
   const faiss::Index* inner = idmap->index;
-  if (typeid(*inner) != typeid(faiss::IndexFlatL2) && typeid(*inner) != typeid(faiss::IndexFlat)) {
-    return nullptr;
-  }
+  const bool flat =
+      typeid(*inner) == typeid(faiss::IndexFlatL2) || typeid(*inner) == typeid(faiss::IndexFlat);
+  const bool sq8 = typeid(*inner) == typeid(faiss::IndexScalarQuantizer) && inner->is_trained &&
+                   IsSq8(static_cast<const faiss::IndexScalarQuantizer*>(inner)->sq, inner->d);
+  if (!flat && !sq8) return nullptr;
   if (inner->metric_type != faiss::METRIC_L2 || idmap->id_map.size() != size_t(inner->ntotal)) {
     return nullptr;
   }
   return idmap;
 }
 
-void ListScanSearch(const faiss::IndexIVFFlat* ivf, const faiss::IndexIDMap* flat, const float* x,
+void ListScanSearch(const faiss::IndexIVF* ivf, const faiss::IndexIDMap* flat, const float* x,
                     int64_t nq, int64_t k, int nprobe, const IdFilter* filter, float* distances,
                     int64_t* labels, const CentroidColumns* centroids) {
   const L2SqrRowsFn l2 = ActiveL2SqrRows();
@@ -312,14 +404,23 @@ void ListScanSearch(const faiss::IndexIVFFlat* ivf, const faiss::IndexIDMap* fla
         if (ivf != nullptr) {
           SearchIvfQueries(*ivf, centroids, xc, q0, q1, nprobe, filter, l2, heaps.data());
         } else {
-          const auto* inner = static_cast<const faiss::IndexFlat*>(flat->index);
+          const faiss::Index* inner = flat->index;
+          const faiss::ScalarQuantizer* sq = Sq8Of(inner);
           List all;
-          all.vectors = inner->get_xb();
+          Sq8 sq8;
+          if (sq != nullptr) {
+            all.codes = static_cast<const faiss::IndexScalarQuantizer*>(inner)->codes.data();
+            sq8.vmin = sq->trained.data();
+            sq8.vdiff = sq->trained.data() + inner->d;
+          } else {
+            all.vectors = static_cast<const faiss::IndexFlat*>(inner)->get_xb();
+          }
           all.ids = flat->id_map.data();
           all.n = inner->ntotal;
           std::vector<int32_t> which;
           for (int64_t q = q0; q < q1; ++q) which.push_back(int32_t(q));
-          ScanList(all, int(inner->d), xc, which.data(), which.size(), filter, l2, heaps.data());
+          ScanList(all, int(inner->d), xc, which.data(), which.size(), filter, l2,
+                   sq != nullptr ? &sq8 : nullptr, 0, heaps.data());
         }
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mutex);

@@ -1,5 +1,6 @@
 // Stage 1 with hedgedb's own kernels: the exact k nearest coarse vectors (L2)
-// in the probed lists of an IVF of float vectors, or in a flat index.
+// in the probed lists of an IVF of float vectors or of 8-bit scalar-quantized
+// vectors (SQ8), or in a flat index of either.
 //
 // Debian's FAISS 1.7.3 is built without its SIMD paths: its list scan and its
 // one-query quantizer search are fvec_L2sqr_ref, one dependent add per
@@ -20,6 +21,7 @@
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexIDMap.h>
 #include <faiss/IndexIVFFlat.h>
+#include <faiss/IndexScalarQuantizer.h>
 
 #include <cstdint>
 #include <memory>
@@ -38,9 +40,20 @@ void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out);
 // floats apart) holds dimension t of every vector (CentroidColumns).
 void L2SqrColumns(const float* q, const float* columns, int64_t stride, int64_t n, int d,
                   float* out);
+// Squared L2 distances of n contiguous SQ8 codes (d bytes each) to q, the
+// codes decoded as FAISS's QT_8bit decodes them, x_t = vmin_t + (c_t + 0.5) /
+// 255 * vdiff_t (vmin, vdiff: the quantizer's per-dimension ranges), with the
+// active level's kernel. It folds the decoding into the query, (a_t - b_t
+// c_t)^2 with a_t = q_t - vmin_t - 0.5 b_t and b_t = vdiff_t / 255, so the
+// distances differ from FAISS's by float rounding of those terms.
+void L2SqrSq8Rows(const float* q, const float* vmin, const float* vdiff, const uint8_t* codes,
+                  int64_t n, int d, float* out);
 namespace reference {
 // The same in plain sequential float arithmetic: what tests compare with.
 void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out);
+// SQ8 codes decoded as FAISS decodes them, then as L2SqrRows.
+void L2SqrSq8Rows(const float* q, const float* vmin, const float* vdiff, const uint8_t* codes,
+                  int64_t n, int d, float* out);
 }  // namespace reference
 
 // The centroids of an IVF's flat quantizer transposed (row t: dimension t of
@@ -70,11 +83,12 @@ class CentroidCache {
   std::shared_ptr<const CentroidColumns> columns_;
 };
 
-// The IVF that ListScanSearch can search: an IndexIVFFlat over a trained flat
-// L2 quantizer; nullptr otherwise.
-const faiss::IndexIVFFlat* ScannableIvf(const faiss::Index* index);
-// The id map over a flat L2 index that ListScanSearch can search; nullptr
-// otherwise.
+// The IVF that ListScanSearch can search: an IndexIVFFlat, or an
+// IndexIVFScalarQuantizer of QT_8bit codes (residuals or not), over a
+// trained flat L2 quantizer, L2; nullptr otherwise.
+const faiss::IndexIVF* ScannableIvf(const faiss::Index* index);
+// The id map over a flat L2 index (IndexFlat, or a trained QT_8bit
+// IndexScalarQuantizer) that ListScanSearch can search; nullptr otherwise.
 const faiss::IndexIDMap* ScannableFlat(const faiss::Index* index);
 
 // For nq queries x (d floats each, the index's dimension): the k nearest
@@ -88,7 +102,7 @@ const faiss::IndexIDMap* ScannableFlat(const faiss::Index* index);
 // With `centroids` (the ivf's, from a CentroidCache), the quantizer step reads
 // them; null: it reads the quantizer's rows.
 constexpr int64_t kListScanChunk = 4096;
-void ListScanSearch(const faiss::IndexIVFFlat* ivf, const faiss::IndexIDMap* flat, const float* x,
+void ListScanSearch(const faiss::IndexIVF* ivf, const faiss::IndexIDMap* flat, const float* x,
                     int64_t nq, int64_t k, int nprobe, const IdFilter* filter, float* distances,
                     int64_t* labels, const CentroidColumns* centroids = nullptr);
 

@@ -11,6 +11,43 @@
 // `columns`, `stride` floats apart, holds dimension t of every vector): a
 // vector instruction scores 16 of them at once and needs no horizontal sum.
 // The quantizer step of the list scan reads its centroids this way.
+// L2SqrSq8Rows: sum_t (a_t - b_t c_t)^2 over rows of d uint8 codes, the
+// codes widened to float in vector lanes; four rows at a time as L2SqrRows.
+void L2SqrSq8Rows(const float* a, const float* b, const uint8_t* codes, int64_t n, int d,
+                  float* out) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const uint8_t* r0 = codes + i * d;
+    const uint8_t* r1 = r0 + d;
+    const uint8_t* r2 = r1 + d;
+    const uint8_t* r3 = r2 + d;
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+    for (int t = 0; t < d; ++t) {
+      const float e0 = a[t] - b[t] * float(r0[t]), e1 = a[t] - b[t] * float(r1[t]);
+      const float e2 = a[t] - b[t] * float(r2[t]), e3 = a[t] - b[t] * float(r3[t]);
+      s0 += e0 * e0;
+      s1 += e1 * e1;
+      s2 += e2 * e2;
+      s3 += e3 * e3;
+    }
+    out[i] = s0;
+    out[i + 1] = s1;
+    out[i + 2] = s2;
+    out[i + 3] = s3;
+  }
+  for (; i < n; ++i) {
+    const uint8_t* r = codes + i * d;
+    float s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int t = 0; t < d; ++t) {
+      const float e = a[t] - b[t] * float(r[t]);
+      s += e * e;
+    }
+    out[i] = s;
+  }
+}
+
 #ifndef HEDGEDB_LIST_SCAN_OWN_COLUMNS  // list_scan_avx512.cc writes its own
 void L2SqrColumns(const float* q, const float* columns, int64_t stride, int64_t n, int d,
                   float* out) {

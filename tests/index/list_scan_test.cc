@@ -8,6 +8,7 @@
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexIDMap.h>
 #include <faiss/IndexIVFFlat.h>
+#include <faiss/IndexScalarQuantizer.h>
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -89,7 +90,7 @@ void BruteForce(const faiss::IndexIVFFlat& ivf, const float* x, int64_t nq, int6
 // (a near-tie may swap or exchange ids at the boundary).
 void ExpectSameUpToRounding(const std::vector<float>& want_d, const std::vector<int64_t>& want,
                             const std::vector<float>& got_d, const std::vector<int64_t>& got,
-                            int64_t k, const char* what) {
+                            int64_t k, const char* what, float rel_tol = kRelTol) {
   ASSERT_EQ(want.size(), got.size());
   int checked = 0, found = 0;
   for (size_t i = 0; i < want.size(); ++i) {
@@ -99,7 +100,7 @@ void ExpectSameUpToRounding(const std::vector<float>& want_d, const std::vector<
       continue;
     }
     ASSERT_GE(got[i], 0) << what << " entry " << i;
-    const float tol = kRelTol * std::max(1.0f, std::fabs(want_d[i]));
+    const float tol = rel_tol * std::max(1.0f, std::fabs(want_d[i]));
     EXPECT_NEAR(got_d[i], want_d[i], tol) << what << " entry " << i;
     const size_t j = i % size_t(k);
     const bool tie_before = j > 0 && std::fabs(want_d[i] - want_d[i - 1]) <= 2 * tol;
@@ -350,6 +351,129 @@ TEST(ListScan, CentroidCacheIsMadeAgainAfterInvalidate) {
   }
 }
 
+// SQ8 rows: the folded decoding (a - b c)^2 against FAISS's decoding then the
+// sequential sum. Tolerance: the terms are rounded a few more times than the
+// reference's (a and b, then a - b c), each within 2^-24 of the magnitudes
+// |q_t| + |x_t|, so 1e-6 of sum_t (|q_t| + |x_t|)^2 covers d <= 130 with
+// room; half a code step off (a decoding bug) moves a distance by about
+// |q_t - x_t| vdiff_t / 255 per dimension, far more.
+TEST_P(ListScanLevels, Sq8RowsEqualFaissDecodingUpToRounding) {
+  ScopedKernelIsa level(GetParam());
+  ASSERT_TRUE(level.ok());
+  std::mt19937_64 rng(13);
+  std::uniform_int_distribution<int> code(0, 255);
+  for (int d : {1, 3, 17, 64, 65}) {
+    for (int64_t n : {1, 5, 33}) {
+      const std::vector<float> q = Normal(d, 14 + d);
+      std::vector<float> vmin = Normal(d, 15 + d), vdiff(static_cast<size_t>(d));
+      for (float& v : vdiff) v = 0.5f + float(code(rng)) / 64.0f;
+      std::vector<uint8_t> codes(size_t(n * d));
+      for (uint8_t& c : codes) c = uint8_t(code(rng));
+      std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n), -1.0f);
+      reference::L2SqrSq8Rows(q.data(), vmin.data(), vdiff.data(), codes.data(), n, d, want.data());
+      L2SqrSq8Rows(q.data(), vmin.data(), vdiff.data(), codes.data(), n, d, got.data());
+      for (int64_t i = 0; i < n; ++i) {
+        double magnitude = 0;
+        for (int t = 0; t < d; ++t) {
+          const double x =
+              vmin[size_t(t)] + (codes[size_t(i * d + t)] + 0.5) / 255 * vdiff[size_t(t)];
+          magnitude += std::pow(std::fabs(q[size_t(t)]) + std::fabs(x), 2);
+        }
+        EXPECT_NEAR(got[size_t(i)], want[size_t(i)], 1e-6 * magnitude)
+            << "d " << d << " n " << n << " row " << i;
+      }
+    }
+  }
+}
+
+// IVF-SQ8 (residual codes, as the factory string IVF<n>,SQ8 builds, and
+// plain codes) and flat SQ8 searched by the list scan against a brute force
+// over FAISS's own reconstructions and against FAISS's search.
+TEST_P(ListScanLevels, Sq8SearchEqualsBruteForceAndFaiss) {
+  ScopedKernelIsa level(GetParam());
+  ASSERT_TRUE(level.ok());
+  constexpr float kSq8Tol = 1e-4f;  // another rounding of each term (above)
+  const int d = 17, nlist = 12;
+  const int64_t n = 2000, nq = 23, k = 10;
+  std::vector<float> centers = Normal(10 * d, 16, 4.0f), data = Normal(n * d, 17);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int t = 0; t < d; ++t) data[size_t(i * d + t)] += centers[size_t((i % 10) * d + t)];
+  }
+  const std::vector<float> queries = Normal(nq * d, 18, 4.0f);
+  std::vector<faiss::Index::idx_t> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[size_t(i)] = 5 * i + 2;
+  EvenIds even;
+  for (const bool residual : {true, false}) {
+    faiss::IndexFlatL2 quantizer(d);
+    faiss::IndexIVFScalarQuantizer ivf(&quantizer, size_t(d), size_t(nlist),
+                                       faiss::ScalarQuantizer::QT_8bit, faiss::METRIC_L2, residual);
+    ivf.train(n, data.data());
+    ivf.add_with_ids(n, data.data(), ids.data());
+    ASSERT_EQ(ScannableIvf(&ivf), &ivf);
+    for (int nprobe : {1, 4, nlist}) {
+      for (const IdFilter* filter :
+           {static_cast<const IdFilter*>(nullptr), static_cast<const IdFilter*>(&even)}) {
+        SCOPED_TRACE(::testing::Message() << (residual ? "residual" : "plain") << " nprobe "
+                                          << nprobe << (filter ? " filtered" : ""));
+        // Brute force: every vector of the probed lists, reconstructed by
+        // FAISS (centroid + decoded residual), scored in sequential floats.
+        std::vector<float> want_d(size_t(nq * k), std::numeric_limits<float>::infinity());
+        std::vector<int64_t> want(size_t(nq * k), -1);
+        for (int64_t q = 0; q < nq; ++q) {
+          std::vector<float> cd(static_cast<size_t>(nlist));
+          reference::L2SqrRows(queries.data() + q * d, quantizer.get_xb(), nlist, d, cd.data());
+          std::vector<std::pair<float, int64_t>> lists, all;
+          for (int64_t l = 0; l < nlist; ++l) lists.emplace_back(cd[size_t(l)], l);
+          std::sort(lists.begin(), lists.end());
+          for (int j = 0; j < nprobe; ++j) {
+            const int64_t l = lists[size_t(j)].second;
+            for (size_t o = 0; o < ivf.invlists->list_size(size_t(l)); ++o) {
+              const int64_t id = ivf.invlists->get_single_id(size_t(l), o);
+              if (filter != nullptr && !filter->Allows(id)) continue;
+              std::vector<float> x(static_cast<size_t>(d));
+              ivf.reconstruct_from_offset(l, int64_t(o), x.data());
+              float dist = 0;
+              reference::L2SqrRows(queries.data() + q * d, x.data(), 1, d, &dist);
+              all.emplace_back(dist, id);
+            }
+          }
+          std::sort(all.begin(), all.end());
+          for (int64_t j = 0; j < std::min<int64_t>(k, int64_t(all.size())); ++j) {
+            want_d[size_t(q * k + j)] = all[size_t(j)].first;
+            want[size_t(q * k + j)] = all[size_t(j)].second;
+          }
+        }
+        std::vector<float> got_d(size_t(nq * k));
+        std::vector<int64_t> got(size_t(nq * k));
+        ListScanSearch(&ivf, nullptr, queries.data(), nq, k, nprobe, filter, got_d.data(),
+                       got.data());
+        ExpectSameUpToRounding(want_d, want, got_d, got, k, "sq8 vs brute force", kSq8Tol);
+        if (filter == nullptr) {
+          ivf.nprobe = size_t(nprobe);
+          std::vector<float> faiss_d(size_t(nq * k));
+          std::vector<faiss::Index::idx_t> faiss_l(size_t(nq * k));
+          ivf.search(nq, queries.data(), k, faiss_d.data(), faiss_l.data());
+          ExpectSameUpToRounding(faiss_d, std::vector<int64_t>(faiss_l.begin(), faiss_l.end()),
+                                 got_d, got, k, "sq8 vs FAISS", kSq8Tol);
+        }
+      }
+    }
+  }
+  // Flat SQ8 under an id map.
+  faiss::IndexIDMap idmap(new faiss::IndexScalarQuantizer(d, faiss::ScalarQuantizer::QT_8bit));
+  idmap.own_fields = true;
+  idmap.train(n, data.data());
+  idmap.add_with_ids(n, data.data(), ids.data());
+  ASSERT_EQ(ScannableFlat(&idmap), &idmap);
+  std::vector<float> want_d(size_t(nq * k)), got_d(size_t(nq * k));
+  std::vector<faiss::Index::idx_t> want(size_t(nq * k));
+  std::vector<int64_t> got(size_t(nq * k));
+  idmap.search(nq, queries.data(), k, want_d.data(), want.data());
+  ListScanSearch(nullptr, &idmap, queries.data(), nq, k, 0, nullptr, got_d.data(), got.data());
+  ExpectSameUpToRounding(want_d, std::vector<int64_t>(want.begin(), want.end()), got_d, got, k,
+                         "flat sq8 vs FAISS", kSq8Tol);
+}
+
 INSTANTIATE_TEST_SUITE_P(Levels, ListScanLevels, ::testing::ValuesIn(SupportedKernelIsas()),
                          KernelIsaParamName);
 
@@ -363,6 +487,15 @@ TEST(ListScan, OnlyPlainFloatIndexesAreScanned) {
   faiss::IndexIDMap ip_flat(new faiss::IndexFlatIP(8));
   ip_flat.own_fields = true;
   EXPECT_EQ(ScannableFlat(&ip_flat), nullptr);
+  // Other scalar quantizers stay with FAISS.
+  faiss::IndexFlatL2 sq_quantizer(8);
+  faiss::IndexIVFScalarQuantizer sq4(&sq_quantizer, 8, 4, faiss::ScalarQuantizer::QT_4bit);
+  const std::vector<float> data = Normal(8 * 200, 19);
+  sq4.train(200, data.data());
+  EXPECT_EQ(ScannableIvf(&sq4), nullptr);
+  faiss::IndexIDMap fp16(new faiss::IndexScalarQuantizer(8, faiss::ScalarQuantizer::QT_fp16));
+  fp16.own_fields = true;
+  EXPECT_EQ(ScannableFlat(&fp16), nullptr);
 }
 
 }  // namespace
