@@ -18,7 +18,9 @@ namespace index {
 namespace avx512 {
 #define HEDGEDB_LIST_SCAN_OWN_ROWS
 #define HEDGEDB_LIST_SCAN_OWN_COLUMNS
+#define HEDGEDB_LIST_SCAN_OWN_SQ8
 #include "index/list_scan_impl.h"
+#undef HEDGEDB_LIST_SCAN_OWN_SQ8
 #undef HEDGEDB_LIST_SCAN_OWN_COLUMNS
 #undef HEDGEDB_LIST_SCAN_OWN_ROWS
 
@@ -78,7 +80,6 @@ void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out) 
     out[i] = _mm512_reduce_add_ps(a);
   }
 }
-#pragma GCC diagnostic pop
 
 // Blocks of 64 vectors (four registers) keep their sums over all d
 // dimensions in registers and store them once: summing into `out` one
@@ -121,6 +122,78 @@ void L2SqrColumns(const float* q, const float* columns, int64_t stride, int64_t 
     _mm512_mask_storeu_ps(out + j0, keep, a);
   }
 }
+
+// SQ8 rows, four at a time: 16 codes widened to floats per instruction
+// pair (vpmovzxbd, vcvtdq2ps), then (a - b c)^2 summed by FMA; the tail under
+// a byte mask (AVX-512BW), so no load passes a row's last code. The compiler's
+// version of the generic loop ran at a fifth of this.
+void L2SqrSq8Rows(const float* a, const float* b, const uint8_t* codes, int64_t n, int d,
+                  float* out) {
+  const int full = d & ~15;
+  const int rest = d & 15;
+  const __mmask16 tail = __mmask16((1u << rest) - 1u);
+  auto widen = [](const uint8_t* p) {
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  };
+  // A 512-bit masked byte load (AVX-512BW; the 128-bit form needs VL):
+  // masked-off bytes are never touched.
+  const __mmask64 tail_bytes = __mmask64((1ull << rest) - 1ull);
+  auto widen_tail = [tail_bytes](const uint8_t* p) {
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepu8_epi32(_mm512_castsi512_si128(_mm512_maskz_loadu_epi8(tail_bytes, p))));
+  };
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const uint8_t* r = codes + i * d;
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    __m512 s2 = _mm512_setzero_ps(), s3 = _mm512_setzero_ps();
+    for (int t = 0; t < full; t += 16) {
+      const __m512 at = _mm512_loadu_ps(a + t), bt = _mm512_loadu_ps(b + t);
+      const __m512 e0 = _mm512_fnmadd_ps(bt, widen(r + t), at);
+      const __m512 e1 = _mm512_fnmadd_ps(bt, widen(r + d + t), at);
+      const __m512 e2 = _mm512_fnmadd_ps(bt, widen(r + 2 * d + t), at);
+      const __m512 e3 = _mm512_fnmadd_ps(bt, widen(r + 3 * d + t), at);
+      s0 = _mm512_fmadd_ps(e0, e0, s0);
+      s1 = _mm512_fmadd_ps(e1, e1, s1);
+      s2 = _mm512_fmadd_ps(e2, e2, s2);
+      s3 = _mm512_fmadd_ps(e3, e3, s3);
+    }
+    if (rest != 0) {
+      const __m512 at = _mm512_maskz_loadu_ps(tail, a + full);
+      const __m512 bt = _mm512_maskz_loadu_ps(tail, b + full);
+      const __m512 e0 = _mm512_fnmadd_ps(bt, widen_tail(r + full), at);
+      const __m512 e1 = _mm512_fnmadd_ps(bt, widen_tail(r + d + full), at);
+      const __m512 e2 = _mm512_fnmadd_ps(bt, widen_tail(r + 2 * d + full), at);
+      const __m512 e3 = _mm512_fnmadd_ps(bt, widen_tail(r + 3 * d + full), at);
+      s0 = _mm512_fmadd_ps(e0, e0, s0);
+      s1 = _mm512_fmadd_ps(e1, e1, s1);
+      s2 = _mm512_fmadd_ps(e2, e2, s2);
+      s3 = _mm512_fmadd_ps(e3, e3, s3);
+    }
+    out[i] = _mm512_reduce_add_ps(s0);
+    out[i + 1] = _mm512_reduce_add_ps(s1);
+    out[i + 2] = _mm512_reduce_add_ps(s2);
+    out[i + 3] = _mm512_reduce_add_ps(s3);
+  }
+  for (; i < n; ++i) {
+    const uint8_t* r = codes + i * d;
+    __m512 s = _mm512_setzero_ps();
+    for (int t = 0; t < full; t += 16) {
+      const __m512 e =
+          _mm512_fnmadd_ps(_mm512_loadu_ps(b + t), widen(r + t), _mm512_loadu_ps(a + t));
+      s = _mm512_fmadd_ps(e, e, s);
+    }
+    if (rest != 0) {
+      const __m512 e = _mm512_fnmadd_ps(_mm512_maskz_loadu_ps(tail, b + full), widen_tail(r + full),
+                                        _mm512_maskz_loadu_ps(tail, a + full));
+      s = _mm512_fmadd_ps(e, e, s);
+    }
+    out[i] = _mm512_reduce_add_ps(s);
+  }
+}
+
+#pragma GCC diagnostic pop
 
 }  // namespace avx512
 }  // namespace index

@@ -11,6 +11,7 @@
 // `columns`, `stride` floats apart, holds dimension t of every vector): a
 // vector instruction scores 16 of them at once and needs no horizontal sum.
 // The quantizer step of the list scan reads its centroids this way.
+#ifndef HEDGEDB_LIST_SCAN_OWN_SQ8  // list_scan_avx512.cc writes its own
 // L2SqrSq8Rows: sum_t (a_t - b_t c_t)^2 over rows of d uint8 codes, the
 // codes widened to float in vector lanes; four rows at a time as L2SqrRows.
 void L2SqrSq8Rows(const float* a, const float* b, const uint8_t* codes, int64_t n, int d,
@@ -47,6 +48,7 @@ void L2SqrSq8Rows(const float* a, const float* b, const uint8_t* codes, int64_t 
     out[i] = s;
   }
 }
+#endif
 
 #ifndef HEDGEDB_LIST_SCAN_OWN_COLUMNS  // list_scan_avx512.cc writes its own
 void L2SqrColumns(const float* q, const float* columns, int64_t stride, int64_t n, int d,
