@@ -179,7 +179,10 @@ inline void MomentSumRowsOf(const MomentKernelQuery& q, const void* base, size_t
                             const int64_t* rows, size_t n, float* out) {
   const bool has_var = kSum != MomentKernelQuery::Sum::kSquaredDistance;
   for (size_t r = 0; r < n; ++r) {
-    if (r + kPrefetchRowsAhead < n) {
+    // Rows in arena order (an exhaustive scan) are the hardware
+    // prefetcher's: asking for them again only costs.
+    if (r + kPrefetchRowsAhead < n &&
+        rows[r + kPrefetchRowsAhead] != rows[r] + int64_t(kPrefetchRowsAhead)) {
       const float* ahead = reinterpret_cast<const float*>(
           static_cast<const char*>(base) +
           static_cast<size_t>(rows[r + kPrefetchRowsAhead]) * row_stride_bytes);
