@@ -244,7 +244,8 @@ void SearchIvfQueries(const faiss::IndexIVF& ivf, const CentroidColumns* centroi
   std::vector<int32_t> order(static_cast<size_t>(nlist));
   // probed[(q - q0) * probes + j]: query q's j-th list.
   std::vector<int32_t> probed(size_t((q1 - q0) * probes));
-  std::vector<int32_t> per_list(size_t(nlist) + 1, 0);
+  // Counts as int64: a chunk's probes reach chunk x nprobe.
+  std::vector<int64_t> per_list(size_t(nlist) + 1, 0);
   for (int64_t q = q0; q < q1; ++q) {
     if (centroids != nullptr) {
       l2_columns(x + q * d, centroids->values.data(), centroids->stride, nlist, d,
@@ -261,7 +262,7 @@ void SearchIvfQueries(const faiss::IndexIVF& ivf, const CentroidColumns* centroi
   // Group the queries by list (counting sort), then scan the lists in order.
   for (int64_t l = 0; l < nlist; ++l) per_list[size_t(l + 1)] += per_list[size_t(l)];
   std::vector<int32_t> queries_of(probed.size());
-  std::vector<int32_t> fill(per_list.begin(), per_list.end() - 1);
+  std::vector<int64_t> fill(per_list.begin(), per_list.end() - 1);
   for (int64_t q = q0; q < q1; ++q) {
     for (int64_t j = 0; j < probes; ++j) {
       const int32_t l = probed[size_t((q - q0) * probes + j)];

@@ -96,11 +96,10 @@ const faiss::IndexIDMap* ScannableFlat(const faiss::Index* index);
 // (flat; nprobe ignored), that `filter` allows (null: all). labels and
 // distances get nq * k entries, nearest first, padded with -1 and +inf.
 // Exactly one of ivf and flat is set. Large batches go in chunks of
-// kListScanChunk queries, so the bookkeeping stays small and its counts fit
-// int32 whatever nq and nprobe. Throws what an allocation or the filter
-// throws (never from inside a parallel region), like a FAISS search.
-// With `centroids` (the ivf's, from a CentroidCache), the quantizer step reads
-// them; null: it reads the quantizer's rows.
+// kListScanChunk queries, so the bookkeeping stays small whatever nq. Throws what an allocation or
+// the filter throws (never from inside a parallel region), like a FAISS search. With `centroids`
+// (the ivf's, from a CentroidCache), the quantizer step reads them; null: it reads the quantizer's
+// rows.
 constexpr int64_t kListScanChunk = 4096;
 void ListScanSearch(const faiss::IndexIVF* ivf, const faiss::IndexIDMap* flat, const float* x,
                     int64_t nq, int64_t k, int nprobe, const IdFilter* filter, float* distances,

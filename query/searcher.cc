@@ -3,9 +3,11 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <new>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -527,10 +529,16 @@ void Searcher::RescoreSameRows(const SearchPlan& plan, const SearchOptions& opti
   // The scores of a group: at most kSharedScoreFloats floats (64 MB), so a
   // batch over a large collection shares its reads among fewer queries
   // rather than holding nq x n scores.
+  // The prepared queries count too: an mc query holds its samples and the
+  // item bank (2 K D floats) and each thread's kernel a padded copy of its
+  // samples (K D more per thread), which with many samples outweighs the
+  // scores of a small row set.
   constexpr size_t kSharedScoreFloats = size_t(1) << 24;
-  const int64_t group = std::max<int64_t>(
-      1, std::min<int64_t>(nq, int64_t(kSharedScoreFloats / std::max<size_t>(n, 1))));
   const int threads = omp_get_max_threads();
+  const size_t per_query =
+      n + size_t(plan.params.samples + 8) * size_t(plan.shape.dim) * size_t(2 + threads);
+  const int64_t group =
+      std::max<int64_t>(1, std::min<int64_t>(nq, int64_t(kSharedScoreFloats / per_query)));
   for (int64_t g0 = 0; g0 < nq; g0 += group) {
     const int64_t g1 = std::min(nq, g0 + group), gn = g1 - g0;
     std::vector<std::unique_ptr<PreparedQuery>> prepared(static_cast<size_t>(gn));
@@ -545,17 +553,47 @@ void Searcher::RescoreSameRows(const SearchPlan& plan, const SearchOptions& opti
       }
       queries[size_t(q - g0)] = prepared[size_t(q - g0)].get();
     }
-    if (!ok) continue;
-    std::vector<float> scores(size_t(gn) * n);
+    if (!ok) {
+      // A query the group could not prepare keeps its error; the others
+      // are scored alone, as without sharing.
+      for (int64_t q = g0; q < g1; ++q) {
+        if ((*errors)[size_t(q)].ok()) {
+          (*errors)[size_t(q)] = Rescore(plan, options, q, rows, &(*results)[size_t(q)]);
+        }
+      }
+      continue;
+    }
+    std::vector<float> scores;
+    try {
+      scores.resize(size_t(gn) * n);
+    } catch (const std::bad_alloc&) {
+      for (int64_t q = g0; q < g1; ++q) {
+        (*errors)[size_t(q)] = Status::IOError("out of memory scoring a batch of queries");
+      }
+      continue;
+    }
     // Contiguous slices of the rows, one per thread, each scored for the
     // whole group; slices start on multiples of 64 rows (whole SIMD blocks).
+    // An exception (an allocation in the kernel) must not leave the parallel
+    // region: it becomes the group's error.
     const int64_t slices = n >= 8192 ? threads : 1;
+    std::atomic<bool> failed{false};
 #pragma omp parallel for schedule(static) num_threads(int(slices)) if (slices > 1)
     for (int64_t t = 0; t < slices; ++t) {
       const size_t r0 = size_t(int64_t(n / 64) * t / slices) * 64;
       const size_t r1 = t + 1 == slices ? n : size_t(int64_t(n / 64) * (t + 1) / slices) * 64;
-      ScoreRowsShared(queries.data(), queries.size(), arena_.data(), row_bytes_, rows.data() + r0,
-                      r1 - r0, scores.data() + r0, n);
+      try {
+        ScoreRowsShared(queries.data(), queries.size(), arena_.data(), row_bytes_, rows.data() + r0,
+                        r1 - r0, scores.data() + r0, n);
+      } catch (...) {
+        failed = true;
+      }
+    }
+    if (failed) {
+      for (int64_t q = g0; q < g1; ++q) {
+        (*errors)[size_t(q)] = Status::IOError("out of memory scoring a batch of queries");
+      }
+      continue;
     }
 #pragma omp parallel for schedule(dynamic) if (gn > 1)
     for (int64_t q = g0; q < g1; ++q) {
