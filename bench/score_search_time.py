@@ -9,8 +9,10 @@ compare two builds on the same data (run once per build, alternating):
 The data of bench/practitioner_compare.py (bench/clustered_gaussians.py,
 D = 64); one thread. Configurations: exhaustive
 (every item rescored: the score's own cost dominates) and two-stage at
-nprobe 4 with 50 and 200 candidates, one query per call, median over
---rounds interleaved rounds. Prints milliseconds per query.
+nprobe 4 with 50 and 200 candidates, one query per call, and an exhaustive
+batch of --batch queries in one call (the queries share their rows: each
+row is read once for all of them); median over --rounds interleaved rounds.
+Prints milliseconds per query.
 """
 
 import argparse
@@ -30,6 +32,8 @@ def main():
     clustered_gaussians.add_arguments(parser)
     parser.add_argument("--exhaustive-queries", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=100,
+                        help="queries of the exhaustive batch (0: no batch row)")
     parser.add_argument("--scores", default="mls,csd,mc")
     args = parser.parse_args()
     try:
@@ -44,6 +48,11 @@ def main():
     configs = [("exhaustive", dict(exhaustive=True), args.exhaustive_queries),
                ("nprobe 4, C 50", dict(nprobe=4, candidates=50), args.queries),
                ("nprobe 4, C 200", dict(nprobe=4, candidates=200), args.queries)]
+    if args.batch > 0:
+        if args.batch > args.queries:
+            sys.exit(f"--batch {args.batch} is more than --queries {args.queries}")
+        configs.append((f"exhaustive, batch of {args.batch}", dict(exhaustive=True, batch=True),
+                        args.batch))
     with tempfile.TemporaryDirectory() as work, hedgedb.open(work + "/db", threads=1) as db:
         db.create_collection("g", kind="gaussian", dim=args.dim, match_a=1.0, match_b=5.0)
         db.ingest("g", mean=mean, var=var, ids=np.arange(args.items, dtype=np.int64))
@@ -52,10 +61,16 @@ def main():
         for _ in range(args.rounds):
             for s in scores:
                 for name, kw, nq in configs:
+                    kw = dict(kw)
+                    one_call = kw.pop("batch", False)
                     start = time.perf_counter()
-                    for j in range(nq):
-                        db.search("g", mean=qmean[j:j + 1], var=qvar[j:j + 1], k=10, score=s,
+                    if one_call:
+                        db.search("g", mean=qmean[:nq], var=qvar[:nq], k=10, score=s,
                                   with_uncertainty=False, **kw)
+                    else:
+                        for j in range(nq):
+                            db.search("g", mean=qmean[j:j + 1], var=qvar[j:j + 1], k=10,
+                                      score=s, with_uncertainty=False, **kw)
                     times[(s, name)].append((time.perf_counter() - start) / nq)
     print(f"{hedgedb.__file__}: {args.items} Gaussians, D = {args.dim}, one thread, "
           f"median of {args.rounds} rounds (ms per query)")
