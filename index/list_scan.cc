@@ -240,23 +240,31 @@ void SearchIvfQueries(const faiss::IndexIVF& ivf, const CentroidColumns* centroi
   const int d = int(ivf.d);
   const int64_t nlist = int64_t(ivf.nlist);
   const int64_t probes = std::min<int64_t>(std::max(nprobe, 1), nlist);
-  std::vector<float> centroid_dist(static_cast<size_t>(nlist));
+  // The quantizer step a few queries at a time (they share the column
+  // reads; list_scan_avx512.cc).
+  constexpr int64_t kQuantizerBlock = 4;
+  std::vector<float> centroid_dist(static_cast<size_t>(nlist * kQuantizerBlock));
   std::vector<int32_t> order(static_cast<size_t>(nlist));
   // probed[(q - q0) * probes + j]: query q's j-th list.
   std::vector<int32_t> probed(size_t((q1 - q0) * probes));
   // Counts as int64: a chunk's probes reach chunk x nprobe.
   std::vector<int64_t> per_list(size_t(nlist) + 1, 0);
-  for (int64_t q = q0; q < q1; ++q) {
+  for (int64_t b0 = q0; b0 < q1; b0 += kQuantizerBlock) {
+    const int64_t b1 = std::min(q1, b0 + kQuantizerBlock);
     if (centroids != nullptr) {
-      l2_columns(x + q * d, centroids->values.data(), centroids->stride, nlist, d,
+      l2_columns(x + b0 * d, int(b1 - b0), centroids->values.data(), centroids->stride, nlist, d,
                  centroid_dist.data());
     } else {
-      l2(x + q * d, quantizer->get_xb(), nlist, d, centroid_dist.data());
+      for (int64_t q = b0; q < b1; ++q) {
+        l2(x + q * d, quantizer->get_xb(), nlist, d, centroid_dist.data() + (q - b0) * nlist);
+      }
     }
-    NearestLists(centroid_dist.data(), nlist, probes, order.data());
-    for (int64_t j = 0; j < probes; ++j) {
-      probed[size_t((q - q0) * probes + j)] = order[size_t(j)];
-      ++per_list[size_t(order[size_t(j)]) + 1];
+    for (int64_t q = b0; q < b1; ++q) {
+      NearestLists(centroid_dist.data() + (q - b0) * nlist, nlist, probes, order.data());
+      for (int64_t j = 0; j < probes; ++j) {
+        probed[size_t((q - q0) * probes + j)] = order[size_t(j)];
+        ++per_list[size_t(order[size_t(j)]) + 1];
+      }
     }
   }
   // Group the queries by list (counting sort), then scan the lists in order.
@@ -307,7 +315,12 @@ void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out) 
 
 void L2SqrColumns(const float* q, const float* columns, int64_t stride, int64_t n, int d,
                   float* out) {
-  ActiveL2SqrColumns()(q, columns, stride, n, d, out);
+  ActiveL2SqrColumns()(q, 1, columns, stride, n, d, out);
+}
+
+void L2SqrColumnsBatch(const float* q, int nq, const float* columns, int64_t stride, int64_t n,
+                       int d, float* out) {
+  ActiveL2SqrColumns()(q, nq, columns, stride, n, d, out);
 }
 
 void L2SqrSq8Rows(const float* q, const float* vmin, const float* vdiff, const uint8_t* codes,

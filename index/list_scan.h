@@ -40,6 +40,11 @@ void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out);
 // floats apart) holds dimension t of every vector (CentroidColumns).
 void L2SqrColumns(const float* q, const float* columns, int64_t stride, int64_t n, int d,
                   float* out);
+// The same for nq queries (q: nq x d floats; out: nq rows of n), each
+// query's distances bitwise those of its own L2SqrColumns call: the
+// quantizer step of a batch, which reads the columns once per few queries.
+void L2SqrColumnsBatch(const float* q, int nq, const float* columns, int64_t stride, int64_t n,
+                       int d, float* out);
 // Squared L2 distances of n contiguous SQ8 codes (d bytes each) to q, the
 // codes decoded as FAISS's QT_8bit decodes them, x_t = vmin_t + (c_t + 0.5) /
 // 255 * vdiff_t (vmin, vdiff: the quantizer's per-dimension ranges), with the

@@ -83,43 +83,77 @@ void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out) 
 
 // Blocks of 64 vectors (four registers) keep their sums over all d
 // dimensions in registers and store them once: summing into `out` one
-// dimension at a time (the portable loop) stores every sum d times, and on
-// Zen 4 those stores, not the arithmetic, set the pace. The rows of
-// `columns` are padded to `stride`, a multiple of 16 (CentroidColumns), so
-// the last block of 16 reads defined values and stores under a mask.
-void L2SqrColumns(const float* q, const float* columns, int64_t stride, int64_t n, int d,
-                  float* out) {
+// dimension at a time (the portable loop) stores every sum d times. Up to
+// four queries share each block's column loads (16 accumulators), so a batch
+// reads the centroids from L2 a quarter as often: one query alone was bound
+// by those reads. The rows of `columns` are padded to `stride`, a multiple of
+// 16 (CentroidColumns), so the last block of 16 reads defined values and
+// stores under a mask. Each query's sums are the same operations in the same
+// order whatever queries share its block.
+template <int kQ>
+void L2SqrColumnsBlock(const float* q, const float* columns, int64_t stride, int64_t n, int d,
+                       float* out) {
   int64_t j0 = 0;
   for (; j0 + 64 <= n; j0 += 64) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-    __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+    __m512 acc[kQ][4];
+    for (int k = 0; k < kQ; ++k) {
+      for (int v = 0; v < 4; ++v) acc[k][v] = _mm512_setzero_ps();
+    }
     const float* c = columns + j0;
     for (int t = 0; t < d; ++t, c += stride) {
-      const __m512 x = _mm512_set1_ps(q[t]);
-      const __m512 e0 = _mm512_sub_ps(x, _mm512_loadu_ps(c));
-      const __m512 e1 = _mm512_sub_ps(x, _mm512_loadu_ps(c + 16));
-      const __m512 e2 = _mm512_sub_ps(x, _mm512_loadu_ps(c + 32));
-      const __m512 e3 = _mm512_sub_ps(x, _mm512_loadu_ps(c + 48));
-      a0 = _mm512_fmadd_ps(e0, e0, a0);
-      a1 = _mm512_fmadd_ps(e1, e1, a1);
-      a2 = _mm512_fmadd_ps(e2, e2, a2);
-      a3 = _mm512_fmadd_ps(e3, e3, a3);
+      const __m512 c0 = _mm512_loadu_ps(c), c1 = _mm512_loadu_ps(c + 16);
+      const __m512 c2 = _mm512_loadu_ps(c + 32), c3 = _mm512_loadu_ps(c + 48);
+      for (int k = 0; k < kQ; ++k) {
+        const __m512 x = _mm512_set1_ps(q[int64_t(k) * d + t]);
+        const __m512 e0 = _mm512_sub_ps(x, c0), e1 = _mm512_sub_ps(x, c1);
+        const __m512 e2 = _mm512_sub_ps(x, c2), e3 = _mm512_sub_ps(x, c3);
+        acc[k][0] = _mm512_fmadd_ps(e0, e0, acc[k][0]);
+        acc[k][1] = _mm512_fmadd_ps(e1, e1, acc[k][1]);
+        acc[k][2] = _mm512_fmadd_ps(e2, e2, acc[k][2]);
+        acc[k][3] = _mm512_fmadd_ps(e3, e3, acc[k][3]);
+      }
     }
-    _mm512_storeu_ps(out + j0, a0);
-    _mm512_storeu_ps(out + j0 + 16, a1);
-    _mm512_storeu_ps(out + j0 + 32, a2);
-    _mm512_storeu_ps(out + j0 + 48, a3);
+    for (int k = 0; k < kQ; ++k) {
+      for (int v = 0; v < 4; ++v) _mm512_storeu_ps(out + int64_t(k) * n + j0 + 16 * v, acc[k][v]);
+    }
   }
   for (; j0 < n; j0 += 16) {
     const int64_t left = n - j0;
     const __mmask16 keep = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1u);
-    __m512 a = _mm512_setzero_ps();
+    __m512 acc[kQ];
+    for (int k = 0; k < kQ; ++k) acc[k] = _mm512_setzero_ps();
     const float* c = columns + j0;
     for (int t = 0; t < d; ++t, c += stride) {
-      const __m512 e = _mm512_sub_ps(_mm512_set1_ps(q[t]), _mm512_maskz_loadu_ps(keep, c));
-      a = _mm512_fmadd_ps(e, e, a);
+      const __m512 ct = _mm512_maskz_loadu_ps(keep, c);
+      for (int k = 0; k < kQ; ++k) {
+        const __m512 e = _mm512_sub_ps(_mm512_set1_ps(q[int64_t(k) * d + t]), ct);
+        acc[k] = _mm512_fmadd_ps(e, e, acc[k]);
+      }
     }
-    _mm512_mask_storeu_ps(out + j0, keep, a);
+    for (int k = 0; k < kQ; ++k) _mm512_mask_storeu_ps(out + int64_t(k) * n + j0, keep, acc[k]);
+  }
+}
+
+void L2SqrColumns(const float* q, int nq, const float* columns, int64_t stride, int64_t n, int d,
+                  float* out) {
+  int k = 0;
+  for (; k + 4 <= nq; k += 4) {
+    L2SqrColumnsBlock<4>(q + int64_t(k) * d, columns, stride, n, d, out + int64_t(k) * n);
+  }
+  const float* qk = q + int64_t(k) * d;
+  float* ok = out + int64_t(k) * n;
+  switch (nq - k) {
+    case 3:
+      L2SqrColumnsBlock<3>(qk, columns, stride, n, d, ok);
+      break;
+    case 2:
+      L2SqrColumnsBlock<2>(qk, columns, stride, n, d, ok);
+      break;
+    case 1:
+      L2SqrColumnsBlock<1>(qk, columns, stride, n, d, ok);
+      break;
+    default:
+      break;
   }
 }
 

@@ -10,7 +10,8 @@
 // L2SqrColumns: the same distances to n vectors stored transposed (row t of
 // `columns`, `stride` floats apart, holds dimension t of every vector): a
 // vector instruction scores 16 of them at once and needs no horizontal sum.
-// The quantizer step of the list scan reads its centroids this way.
+// The quantizer step of the list scan reads its centroids this way, for nq
+// queries at a time (out: nq rows of n).
 #ifndef HEDGEDB_LIST_SCAN_OWN_SQ8  // list_scan_avx512.cc writes its own
 // L2SqrSq8Rows: sum_t (a_t - b_t c_t)^2 over rows of d uint8 codes, the
 // codes widened to float in vector lanes; four rows at a time as L2SqrRows.
@@ -51,16 +52,20 @@ void L2SqrSq8Rows(const float* a, const float* b, const uint8_t* codes, int64_t 
 #endif
 
 #ifndef HEDGEDB_LIST_SCAN_OWN_COLUMNS  // list_scan_avx512.cc writes its own
-void L2SqrColumns(const float* q, const float* columns, int64_t stride, int64_t n, int d,
+void L2SqrColumns(const float* q, int nq, const float* columns, int64_t stride, int64_t n, int d,
                   float* out) {
-  for (int64_t j = 0; j < n; ++j) out[j] = 0.0f;
-  for (int t = 0; t < d; ++t) {
-    const float qt = q[t];
-    const float* c = columns + t * stride;
+  for (int k = 0; k < nq; ++k) {
+    const float* qk = q + int64_t(k) * d;
+    float* ok = out + int64_t(k) * n;
+    for (int64_t j = 0; j < n; ++j) ok[j] = 0.0f;
+    for (int t = 0; t < d; ++t) {
+      const float qt = qk[t];
+      const float* c = columns + t * stride;
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) {
-      const float a = qt - c[j];
-      out[j] += a * a;
+      for (int64_t j = 0; j < n; ++j) {
+        const float a = qt - c[j];
+        ok[j] += a * a;
+      }
     }
   }
 }

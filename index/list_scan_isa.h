@@ -11,8 +11,9 @@ namespace hedgedb {
 namespace index {
 
 using L2SqrRowsFn = void (*)(const float* q, const float* rows, int64_t n, int d, float* out);
-using L2SqrColumnsFn = void (*)(const float* q, const float* columns, int64_t stride, int64_t n,
-                                int d, float* out);
+// nq queries (q: nq x d floats) at once, out: nq x n.
+using L2SqrColumnsFn = void (*)(const float* q, int nq, const float* columns, int64_t stride,
+                                int64_t n, int d, float* out);
 // (a_t - b_t c_t)^2 summed over t < d for n contiguous rows of d uint8 codes
 // (list_scan.h, L2SqrSq8Rows, folds the SQ8 decoding into a and b).
 using L2SqrSq8RowsFn = void (*)(const float* a, const float* b, const uint8_t* codes, int64_t n,
@@ -20,21 +21,21 @@ using L2SqrSq8RowsFn = void (*)(const float* a, const float* b, const uint8_t* c
 
 namespace portable {
 void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out);
-void L2SqrColumns(const float* q, const float* columns, int64_t stride, int64_t n, int d,
+void L2SqrColumns(const float* q, int nq, const float* columns, int64_t stride, int64_t n, int d,
                   float* out);
 void L2SqrSq8Rows(const float* a, const float* b, const uint8_t* codes, int64_t n, int d,
                   float* out);
 }  // namespace portable
 namespace avx2 {
 void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out);
-void L2SqrColumns(const float* q, const float* columns, int64_t stride, int64_t n, int d,
+void L2SqrColumns(const float* q, int nq, const float* columns, int64_t stride, int64_t n, int d,
                   float* out);
 void L2SqrSq8Rows(const float* a, const float* b, const uint8_t* codes, int64_t n, int d,
                   float* out);
 }  // namespace avx2
 namespace avx512 {
 void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out);
-void L2SqrColumns(const float* q, const float* columns, int64_t stride, int64_t n, int d,
+void L2SqrColumns(const float* q, int nq, const float* columns, int64_t stride, int64_t n, int d,
                   float* out);
 void L2SqrSq8Rows(const float* a, const float* b, const uint8_t* codes, int64_t n, int d,
                   float* out);

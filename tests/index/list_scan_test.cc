@@ -152,6 +152,22 @@ TEST_P(ListScanLevels, L2ColumnsEqualTheSequentialSumUpToRounding) {
         EXPECT_NEAR(got[size_t(i)], want[size_t(i)], kRelTol * want[size_t(i)])
             << "d " << d << " n " << n << " column " << i;
       }
+      // Batches of 1 to 9 queries (blocks of four and every remainder):
+      // each query's distances bitwise its own call's.
+      for (int nq : {1, 2, 3, 4, 5, 9}) {
+        const std::vector<float> qs = Normal(int64_t(nq) * d, 20 + nq, 3.0f);
+        std::vector<float> batch(size_t(nq * n), -1.0f), one(static_cast<size_t>(n));
+        L2SqrColumnsBatch(qs.data(), nq, columns->values.data(), columns->stride, n, d,
+                          batch.data());
+        for (int k = 0; k < nq; ++k) {
+          L2SqrColumns(qs.data() + k * d, columns->values.data(), columns->stride, n, d,
+                       one.data());
+          for (int64_t i = 0; i < n; ++i) {
+            ASSERT_EQ(batch[size_t(k * n + i)], one[size_t(i)])
+                << "d " << d << " n " << n << " nq " << nq << " query " << k << " column " << i;
+          }
+        }
+      }
       // More centroids: the cache makes the columns again.
       quantizer.add(1, rows.data());
       EXPECT_NE(cache.For(quantizer), columns);
