@@ -32,17 +32,7 @@ import numpy as np  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.environ.get("HEDGEDB_PYTHON_DIR", os.path.join(HERE, "..", "build", "python")))
 import hedgedb  # noqa: E402
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
+from machine import cpu_model  # noqa: E402  (bench/machine.py, beside this script)
 
 
 def clustered(rng, n, dim, classes, centres):

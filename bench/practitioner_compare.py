@@ -48,7 +48,6 @@ import hashlib
 import json
 import math
 import os
-import platform
 import re
 import statistics
 import sys
@@ -58,6 +57,7 @@ import time
 import numpy as np
 
 import clustered_gaussians
+from machine import cpu_model
 
 MASK = (1 << 64) - 1
 
@@ -185,26 +185,6 @@ class TorchMc(TorchRescore):
 def recall(found, exact):
     hits = sum(len(set(f.tolist()) & set(e.tolist())) for f, e in zip(found, exact))
     return hits / exact.size
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    name = line.split(":", 1)[1].strip()
-                    break
-            else:
-                name = platform.processor()
-        with open("/proc/cpuinfo") as f:
-            text = f.read()
-        fam = [l for l in text.splitlines() if l.startswith("cpu family")]
-        mod = [l for l in text.splitlines() if l.startswith("model\t")]
-        if fam and mod:
-            name += " (family %s, model %s)" % (fam[0].split(":")[1].strip(), mod[0].split(":")[1].strip())
-        return name
-    except OSError:
-        return platform.processor()
 
 
 def main():

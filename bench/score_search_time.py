@@ -24,6 +24,7 @@ import time
 import numpy as np
 
 import clustered_gaussians
+from machine import cpu_model
 
 
 def main():
@@ -73,7 +74,7 @@ def main():
                                       score=s, with_uncertainty=False, **kw)
                     times[(s, name)].append((time.perf_counter() - start) / nq)
     print(f"{hedgedb.__file__}: {args.items} Gaussians, D = {args.dim}, one thread, "
-          f"median of {args.rounds} rounds (ms per query)")
+          f"median of {args.rounds} rounds (ms per query); {cpu_model()}")
     print("| score | " + " | ".join(c[0] for c in configs) + " |")
     print("|---" * (len(configs) + 1) + "|")
     for s in scores:
