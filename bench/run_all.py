@@ -26,8 +26,8 @@ import sys
 import tempfile
 import time
 
-FIGURES = ["mc", "dimco-scan", "dimco-topk", "reopen", "ingest", "search", "throughput",
-           "paged", "cli", "real"]
+FIGURES = ["mc", "dimco-scan", "dimco-topk", "floors", "reopen", "ingest", "search",
+           "throughput", "paged", "cli", "real"]
 
 SCALES = {
     # bench_scoring flags, driver_engine sizes, cli_startup runs, command timeout (s)
@@ -149,15 +149,15 @@ def loadavg():
 
 # --- bench_scoring -------------------------------------------------------------
 
-def bench_json(runner, build, scale, filt):
-    cmd = ["taskset", "-c", "1", os.path.join(build, "bin", "bench_scoring"),
+def bench_json(runner, build, scale, filt, binary="bench_scoring"):
+    cmd = ["taskset", "-c", "1", os.path.join(build, "bin", binary),
            "--benchmark_filter=" + filt, "--benchmark_format=json"] + SCALES[scale]["bench"]
     rc, out, err = runner.run(cmd, env={"OMP_NUM_THREADS": "1"})
     check(rc, out, err)
     try:
         data = json.loads(out)
     except ValueError:
-        raise Failed("unparsed: bench_scoring output is not JSON")
+        raise Failed("unparsed: %s output is not JSON" % binary)
     results = {}
     for b in data.get("benchmarks", []):
         if b.get("error_occurred"):
@@ -246,6 +246,36 @@ def fig_dimco_topk(runner, build, scale, tmp):
         rows.append(row("FAISS IndexPQ top-10 (comparison), k=d=256", "5,924 items",
                         "%.2f ms CPU, %.2f ms wall" % (ms(f[0], "cpu_time"), ms(f[0], "real_time")),
                         "-", "n/a"))
+    return rows
+
+
+def fig_floors(runner, build, scale, tmp):
+    """bench_floors: the FMA peak and read bandwidth of this core, and each
+    hot path's time over its floor's (bench/RESULTS.md, "Each hot path
+    against its floor"). Its fixtures are fixed (1M vectors), whatever the
+    scale."""
+    res = bench_json(runner, build, scale, ".", binary="bench_floors")
+    rows = []
+    peak = res.get("BM_FloorFmaPeak/iterations:1", {}).get("GFLOP/s")
+    bandwidth = res.get("BM_FloorReadBandwidth/iterations:1", {}).get("GB/s")
+    rows.append(row("floors: FP32 FMA peak, read bandwidth (one core)", "-",
+                    "%s GFLOP/s, %s GB/s" % ("%.1f" % peak if peak else "?",
+                                             "%.1f" % bandwidth if bandwidth else "?"),
+                    "-", "n/a"))
+    paths = (("BM_McExhaustiveBatch100", "mc, 100 queries over the same rows", "100,000 rows"),
+             ("BM_MlsExhaustiveOneQuery", "mls, one query, every row", "100,000 rows"),
+             ("BM_Stage1ListScan1M/nprobe:16", "stage 1, IVF1024,Flat, nprobe 16", "1,000,000"),
+             ("BM_Stage1ListScanSq8_1M/nprobe:16", "stage 1, IVF1024,SQ8, nprobe 16",
+              "1,000,000"),
+             ("BM_Stage1ListScan100kBatch100", "stage 1, batches of 100, nprobe 2", "100,000"))
+    for name, label, size in paths:
+        b = next((v for n, v in res.items() if n.startswith(name)), None)
+        if b is None or "x_floor" not in b:
+            rows.append(row(label + " / its floor", size, "unparsed", "<= 2x its floor", "n/a"))
+            continue
+        rows.append(row(label + " / its floor", size,
+                        "%.2fx (%.3f ms)" % (b["x_floor"], ms(b, "real_time")),
+                        "<= 2x its floor", b["x_floor"] <= 2.0))
     return rows
 
 
@@ -483,6 +513,7 @@ def fig_real(runner, build, scale, tmp):
 
 
 RUN = {"mc": fig_mc, "dimco-scan": fig_dimco_scan, "dimco-topk": fig_dimco_topk,
+       "floors": fig_floors,
        "reopen": fig_reopen, "ingest": fig_ingest, "search": fig_search,
        "throughput": fig_throughput, "paged": fig_paged, "cli": fig_cli, "real": fig_real}
 

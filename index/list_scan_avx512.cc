@@ -90,6 +90,8 @@ void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out) 
 // 16 (CentroidColumns), so the last block of 16 reads defined values and
 // stores under a mask. Each query's sums are the same operations in the same
 // order whatever queries share its block.
+namespace {
+
 template <int kQ>
 void L2SqrColumnsBlock(const float* q, const float* columns, int64_t stride, int64_t n, int d,
                        float* out) {
@@ -133,6 +135,8 @@ void L2SqrColumnsBlock(const float* q, const float* columns, int64_t stride, int
     for (int k = 0; k < kQ; ++k) _mm512_mask_storeu_ps(out + int64_t(k) * n + j0, keep, acc[k]);
   }
 }
+
+}  // namespace
 
 void L2SqrColumns(const float* q, int nq, const float* columns, int64_t stride, int64_t n, int d,
                   float* out) {
