@@ -597,18 +597,21 @@ void Searcher::RescoreSameRows(const SearchPlan& plan, const SearchOptions& opti
     }
 #pragma omp parallel for schedule(dynamic) if (gn > 1)
     for (int64_t q = g0; q < g1; ++q) {
-      (*errors)[size_t(q)] = Rescore(plan, options, q, rows, &(*results)[size_t(q)],
-                                     scores.data() + size_t(q - g0) * n);
+      (*errors)[size_t(q)] =
+          Rescore(plan, options, q, rows, &(*results)[size_t(q)],
+                  scores.data() + size_t(q - g0) * n, std::move(prepared[size_t(q - g0)]));
     }
   }
 }
 
 Status Searcher::Rescore(const SearchPlan& plan, const SearchOptions& options, int64_t q,
                          const std::vector<int64_t>& rows, SearchResult* res,
-                         const float* shared_scores) const {
+                         const float* shared_scores,
+                         std::unique_ptr<PreparedQuery> prepared) const {
   const float* query_row = plan.rows.data() + q * plan.query_floats;
-  std::unique_ptr<PreparedQuery> prepared;
-  HEDGEDB_RETURN_IF_ERROR(PrepareQuery(plan.shape, plan.params, query_row, &prepared));
+  if (prepared == nullptr) {
+    HEDGEDB_RETURN_IF_ERROR(PrepareQuery(plan.shape, plan.params, query_row, &prepared));
+  }
   std::vector<float> scores;
   if (shared_scores != nullptr) {
     scores.assign(shared_scores, shared_scores + rows.size());

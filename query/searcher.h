@@ -112,10 +112,12 @@ class Searcher {
   // Stage 2 of one query over `rows`: exact scores, then (adaptive_samples)
   // more samples where the k-th boundary is uncertain; fills the top k.
   // With `scores` (rows.size() of them, ScoreRows' numbers for this query),
-  // they are not computed again.
+  // they are not computed again; with `prepared` (the query as PrepareQuery
+  // made it for these params), neither is it.
   Status Rescore(const SearchPlan& plan, const SearchOptions& options, int64_t q,
                  const std::vector<int64_t>& rows, SearchResult* result,
-                 const float* scores = nullptr) const;
+                 const float* scores = nullptr,
+                 std::unique_ptr<PreparedQuery> prepared = nullptr) const;
   // Rescore for every query of the plan over the same rows (an exhaustive
   // search, every passing item): the rows are scored for a group of queries
   // at a time with ScoreRowsShared, each row read once per group, the threads
