@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <exception>
 #include <limits>
+#include <memory>
 #include <typeinfo>
 #include <utility>
 #include <vector>
@@ -72,43 +73,73 @@ constexpr int64_t kTileRows = 32;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // The k smallest (distance, id) pairs offered: a total order, so the answer
-// is the same whatever order the pairs come in. Pairs at or below the bound
-// are appended to a buffer of 2k; a full buffer keeps its k smallest
+// is the same whatever order the pairs come in. A tile of pairs at or below
+// the bound is appended without a branch per pair (each pair is written, and
+// the end moves past it only if it qualifies: the scan's per-row branch was a
+// tenth of a batched search); a full buffer keeps its k smallest
 // (nth_element) and lowers the bound to the k-th distance. Amortised O(1) a
 // pair, against O(log k) for a heap (a heap was 8% of a one-query search).
 class TopK {
  public:
-  explicit TopK(int64_t k) : k_(size_t(k)), limit_(std::max<size_t>(2 * k_, kMinBuffer)) {
-    buffer_.reserve(2 * k_);
-  }
-  // Copies would lose the reserve (a vector copy allocates its size only).
+  explicit TopK(int64_t k) : k_(size_t(k)), limit_(std::max<size_t>(2 * k_, kMinBuffer)) {}
   TopK(const TopK&) = delete;
   TopK& operator=(const TopK&) = delete;
   TopK(TopK&&) = default;
-  // A distance above this cannot enter.
-  float bound() const { return bound_; }
-  void Push(float distance, int64_t id) {
+  // Offers the pairs (dist[r], ids[r]), r < m, that `filter` allows (null:
+  // all). m <= kTileRows.
+  void PushTile(const float* dist, const int64_t* ids, int64_t m, const IdFilter* filter) {
     if (k_ == 0) return;
-    buffer_.emplace_back(distance, id);
-    if (buffer_.size() == limit_) Shrink();
+    if (size_ + size_t(m) > capacity_) Grow(size_ + size_t(m));
+    Entry* out = buffer_.get() + size_;
+    const float bound = bound_;
+    size_t n = 0;
+    if (filter == nullptr) {
+      for (int64_t r = 0; r < m; ++r) {
+        out[n] = Entry{dist[r], ids[r]};
+        n += dist[r] <= bound ? 1 : 0;  // NaN never enters
+      }
+    } else {
+      for (int64_t r = 0; r < m; ++r) {
+        if (dist[r] <= bound && filter->Allows(ids[r])) out[n++] = Entry{dist[r], ids[r]};
+      }
+    }
+    size_ += n;
+    if (size_ >= limit_) Shrink();
   }
   // Nearest first, padded with (+inf, -1) to k.
   void Write(float* distances, int64_t* labels) {
     Shrink();
-    std::sort(buffer_.begin(), buffer_.end());
+    std::sort(buffer_.get(), buffer_.get() + size_);
     for (size_t j = 0; j < k_; ++j) {
-      distances[j] = j < buffer_.size() ? buffer_[j].first : kInf;
-      labels[j] = j < buffer_.size() ? buffer_[j].second : -1;
+      distances[j] = j < size_ ? buffer_[j].distance : kInf;
+      labels[j] = j < size_ ? buffer_[j].id : -1;
     }
   }
 
  private:
-  using Entry = std::pair<float, int64_t>;
+  struct Entry {
+    float distance;
+    int64_t id;
+    bool operator<(const Entry& o) const {
+      return distance < o.distance || (!(o.distance < distance) && id < o.id);
+    }
+  };
+  // Room for at least `need` pairs, up to the limit plus a tile (a short
+  // scan never needs all of it). Left uninitialised: every pair is written
+  // before it is read.
+  void Grow(size_t need) {
+    const size_t capacity =
+        std::min(limit_ + size_t(kTileRows), std::max({need, 2 * capacity_, size_t(64)}));
+    std::unique_ptr<Entry[]> bigger(new Entry[capacity]);
+    std::copy(buffer_.get(), buffer_.get() + size_, bigger.get());
+    buffer_ = std::move(bigger);
+    capacity_ = capacity;
+  }
   void Shrink() {
-    if (k_ == 0 || buffer_.size() < k_) return;
-    std::nth_element(buffer_.begin(), buffer_.begin() + (k_ - 1), buffer_.end());
-    buffer_.resize(k_);
-    bound_ = buffer_[k_ - 1].first;  // the k-th smallest: nothing farther enters
+    if (k_ == 0 || size_ < k_) return;
+    std::nth_element(buffer_.get(), buffer_.get() + (k_ - 1), buffer_.get() + size_);
+    size_ = k_;
+    bound_ = buffer_[k_ - 1].distance;  // the k-th smallest: nothing farther enters
   }
   // A short scan (few probed rows, k near their count) that fits the buffer
   // is cut once, at the end: each cut is an nth_element whose branches
@@ -118,7 +149,9 @@ class TopK {
   size_t k_;
   size_t limit_;
   float bound_ = kInf;
-  std::vector<Entry> buffer_;
+  size_t size_ = 0;  // pairs kept: buffer_[0, size_)
+  size_t capacity_ = 0;
+  std::unique_ptr<Entry[]> buffer_;
 };
 
 // One list (or the whole flat index): n rows (float vectors, or SQ8 codes)
@@ -171,14 +204,7 @@ void ScanList(const List& list, int d, const float* x, const int32_t* which, siz
       } else {
         l2(x + int64_t(q) * d, list.vectors + t0 * d, m, d, dist);
       }
-      float bound = heap.bound();
-      for (int64_t r = 0; r < m; ++r) {
-        if (!(dist[r] <= bound)) continue;  // NaN never enters
-        const int64_t id = list.ids[t0 + r];
-        if (filter != nullptr && !filter->Allows(id)) continue;
-        heap.Push(dist[r], id);
-        bound = heap.bound();
-      }
+      heap.PushTile(dist, list.ids + t0, m, filter);
     }
   }
 }
@@ -194,39 +220,6 @@ const faiss::ScalarQuantizer* Sq8Of(const faiss::Index* index) {
 bool IsSq8(const faiss::ScalarQuantizer& sq, int64_t d) {
   return sq.qtype == faiss::ScalarQuantizer::QT_8bit && int64_t(sq.d) == d &&
          sq.code_size == size_t(d) && sq.trained.size() == 2 * size_t(d);
-}
-
-// The `probes` smallest of n distances, smallest first, ties to the smaller
-// index: their indices in best[0..probes). NaN distances come last (as +inf
-// after every finite one). A few probes (the usual case) take one pass that
-// inserts into a short sorted array; many take a partial sort.
-void NearestLists(const float* dist, int64_t n, int64_t probes, int32_t* best) {
-  auto before = [dist](int32_t a, int32_t b) {
-    const float x = dist[size_t(a)], y = dist[size_t(b)];
-    if (x < y) return true;
-    if (y < x) return false;
-    const bool xnan = x != x, ynan = y != y;
-    if (xnan != ynan) return ynan;  // a number before NaN
-    return a < b;
-  };
-  if (probes <= 16) {
-    int64_t have = 0;
-    for (int64_t j = 0; j < n; ++j) {
-      const int32_t c = int32_t(j);
-      if (have == probes && !before(c, best[have - 1])) continue;
-      int64_t at = have < probes ? have++ : probes - 1;
-      while (at > 0 && before(c, best[at - 1])) {
-        best[at] = best[at - 1];
-        --at;
-      }
-      best[at] = c;
-    }
-    return;
-  }
-  std::vector<int32_t> order(static_cast<size_t>(n));
-  for (int64_t j = 0; j < n; ++j) order[size_t(j)] = int32_t(j);
-  std::partial_sort(order.begin(), order.begin() + probes, order.end(), before);
-  std::copy(order.begin(), order.begin() + probes, best);
 }
 
 // Queries [q0, q1) of an IVF: each query's nprobe nearest lists (ties: the
@@ -308,6 +301,54 @@ void SearchIvfQueries(const faiss::IndexIVF& ivf, const CentroidColumns* centroi
 }
 
 }  // namespace
+
+// Few probes (the usual case) take one pass that inserts into a short sorted
+// array; many take a partial sort.
+void NearestLists(const float* dist, int64_t n, int64_t probes, int32_t* best) {
+  auto before = [dist](int32_t a, int32_t b) {
+    const float x = dist[size_t(a)], y = dist[size_t(b)];
+    if (x < y) return true;
+    if (y < x) return false;
+    const bool xnan = x != x, ynan = y != y;
+    if (xnan != ynan) return ynan;  // a number before NaN
+    return a < b;
+  };
+  if (probes <= 16) {
+    int64_t have = 0;
+    auto offer = [&](int32_t c) {
+      if (have == probes && !before(c, best[have - 1])) return;
+      int64_t at = have < probes ? have++ : probes - 1;
+      while (at > 0 && before(c, best[at - 1])) {
+        best[at] = best[at - 1];
+        --at;
+      }
+      best[at] = c;
+    };
+    for (int64_t j = 0; j < n;) {
+      // Full: a later index enters only below the last kept distance (a tie
+      // goes to the smaller index, kept already). A block of 16 with none
+      // below it is passed over without a branch per distance (that branch
+      // was most of this step). With a NaN kept any number enters, and each
+      // distance is offered.
+      const float last = have == probes ? dist[size_t(best[have - 1])] : kInf;
+      if (have == probes && last == last && j + 16 <= n) {
+        int any = 0;  // an int, so the compiler makes it vector compares
+        for (int64_t i = 0; i < 16; ++i) any |= dist[j + i] < last ? 1 : 0;
+        if (any != 0) {
+          for (int64_t i = 0; i < 16; ++i) offer(int32_t(j + i));
+        }
+        j += 16;
+        continue;
+      }
+      offer(int32_t(j++));
+    }
+    return;
+  }
+  std::vector<int32_t> order(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) order[size_t(j)] = int32_t(j);
+  std::partial_sort(order.begin(), order.begin() + probes, order.end(), before);
+  std::copy(order.begin(), order.begin() + probes, best);
+}
 
 void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out) {
   ActiveL2SqrRows()(q, rows, n, d, out);

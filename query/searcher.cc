@@ -190,8 +190,10 @@ void Searcher::CandidateRows(const int64_t* ids, int64_t n, std::vector<int64_t>
     rows->push_back(r);
   }
   // An id can come twice (a graph's tombstone and the id's new vector): keep
-  // its first. Checked on a sorted copy, which is cheaper than a hash set per
-  // search, and rarely finds any.
+  // its first. Without tombstones every entry of the index is a live item's
+  // one vector, so none can. Checked on a sorted copy, which is cheaper than a
+  // hash set per search, and rarely finds any.
+  if (tombstones_ == 0) return;
   std::vector<int64_t> sorted(*rows);
   std::sort(sorted.begin(), sorted.end());
   if (std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end()) return;
@@ -795,16 +797,16 @@ Status Searcher::Run(SearchPlan* plan, const SearchOptions& options,
       RescoreSameRows(*plan, options, passing->rows, results, &errors);
     } else {
 #pragma omp parallel for schedule(dynamic) if (nq > 1)
-    for (int64_t q = 0; q < nq; ++q) {
-      std::vector<int64_t> rows;
-      if (all_passing) {
-        rows = passing->rows;
-      } else {
-        errors[q] = FilteredCandidates(*plan, options, q, kprime, passing.get(), &rows);
-        if (!errors[q].ok()) continue;
+      for (int64_t q = 0; q < nq; ++q) {
+        std::vector<int64_t> rows;
+        if (all_passing) {
+          rows = passing->rows;
+        } else {
+          errors[q] = FilteredCandidates(*plan, options, q, kprime, passing.get(), &rows);
+          if (!errors[q].ok()) continue;
+        }
+        errors[q] = Rescore(*plan, options, q, rows, &(*results)[q]);
       }
-      errors[q] = Rescore(*plan, options, q, rows, &(*results)[q]);
-    }
     }
   } else if (exhaustive && nq > 1) {
     RescoreSameRows(*plan, options, live_rows_, results, &errors);

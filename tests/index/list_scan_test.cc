@@ -281,6 +281,47 @@ TEST_P(ListScanLevels, FlatSearchEqualsFaiss) {
 
 // Batches larger than a chunk (kListScanChunk) give what one query per call
 // gives, bit for bit.
+// The lists a query probes, against a stable sort that puts NaN last: ties
+// (repeated distances are frequent here) go to the smaller index, at every
+// offset of the 16-distance blocks the one-pass selection skips over.
+TEST(ListScan, NearestListsEqualsAStableSortWithTiesAndNaN) {
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<int> value(0, 40);
+  std::uniform_real_distribution<double> unit(0, 1);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  int checked = 0;
+  for (int64_t n : {1, 5, 16, 17, 31, 48, 100, 1031}) {
+    for (int64_t probes : {1, 2, 3, 7, 16, 17, 40}) {
+      if (probes > n) continue;
+      for (double nan_share : {0.0, 0.05, 0.9}) {
+        for (int rep = 0; rep < 5; ++rep) {
+          std::vector<float> dist(static_cast<size_t>(n));
+          // Few distinct values: ties everywhere; descending runs make the
+          // kept bound fall often.
+          for (int64_t j = 0; j < n; ++j) {
+            dist[size_t(j)] =
+                unit(rng) < nan_share ? nan : float(value(rng)) + (rep == 4 ? float(n - j) : 0.0f);
+          }
+          std::vector<int32_t> want(static_cast<size_t>(n));
+          for (int64_t j = 0; j < n; ++j) want[size_t(j)] = int32_t(j);
+          std::stable_sort(want.begin(), want.end(), [&](int32_t a, int32_t b) {
+            const float x = dist[size_t(a)], y = dist[size_t(b)];
+            if (std::isnan(x) || std::isnan(y)) return !std::isnan(x) && std::isnan(y);
+            return x < y;
+          });
+          want.resize(size_t(probes));
+          std::vector<int32_t> got(static_cast<size_t>(probes), -7);
+          NearestLists(dist.data(), n, probes, got.data());
+          ASSERT_EQ(got, want) << "n " << n << " probes " << probes << " NaN share " << nan_share
+                               << " rep " << rep;
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 500);
+}
+
 TEST(ListScan, BatchesLargerThanAChunkEqualOneQueryPerCall) {
   const int d = 9, nlist = 8;
   const int64_t n = 600, k = 5, nq = kListScanChunk + 37;
