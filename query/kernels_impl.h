@@ -178,23 +178,16 @@ template <MomentKernelQuery::Sum kSum>
 inline void MomentSumRowsOf(const MomentKernelQuery& q, const void* base, size_t row_stride_bytes,
                             const int64_t* rows, size_t n, float* out) {
   const bool has_var = kSum != MomentKernelQuery::Sum::kSquaredDistance;
-  auto prefetch = [&](size_t r) {
-    const float* ahead = reinterpret_cast<const float*>(
-        static_cast<const char*>(base) + static_cast<size_t>(rows[r]) * row_stride_bytes);
-    PrefetchFloats(ahead + q.mean_offset, q.dim);
-    if (has_var) PrefetchFloats(ahead + q.var_offset, q.dim);
-  };
-  // The first rows are asked for together, before the first is scored:
-  // otherwise each of them waits on memory in turn.
-  for (size_t r = 1; r < std::min(n, kPrefetchRowsAhead); ++r) {
-    if (rows[r] != rows[r - 1] + 1) prefetch(r);
-  }
   for (size_t r = 0; r < n; ++r) {
     // Rows in arena order (an exhaustive scan) are the hardware
     // prefetcher's: asking for them again only costs.
     if (r + kPrefetchRowsAhead < n &&
         rows[r + kPrefetchRowsAhead] != rows[r] + int64_t(kPrefetchRowsAhead)) {
-      prefetch(r + kPrefetchRowsAhead);
+      const float* ahead = reinterpret_cast<const float*>(
+          static_cast<const char*>(base) +
+          static_cast<size_t>(rows[r + kPrefetchRowsAhead]) * row_stride_bytes);
+      PrefetchFloats(ahead + q.mean_offset, q.dim);
+      if (has_var) PrefetchFloats(ahead + q.var_offset, q.dim);
     }
     out[r] = MomentSumRow<kSum>(
         q, reinterpret_cast<const float*>(static_cast<const char*>(base) +

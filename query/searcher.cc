@@ -181,7 +181,11 @@ void Searcher::CandidateRows(const int64_t* ids, int64_t n, std::vector<int64_t>
                              const PassingSet* passing) const {
   rows->clear();
   rows->reserve(size_t(n));
+  // The id map's slots are asked for this many candidates ahead.
+  constexpr int64_t kAhead = 16;
+  for (int64_t j = 0; j < std::min(n, kAhead); ++j) row_of_id_.Prefetch(ids[j]);
   for (int64_t j = 0; j < n; ++j) {
+    if (j + kAhead < n) row_of_id_.Prefetch(ids[j + kAhead]);
     // Not "ids[j] < 0": items may have negative ids. Stage 1's padding (-1)
     // finds no row, unless an item has id -1, which then only adds one
     // candidate that rescoring scores exactly.
