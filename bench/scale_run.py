@@ -5,9 +5,8 @@ latency and throughput, recall against the exact top-10.
     PYTHONPATH=build/python /usr/bin/python3 bench/scale_run.py \
         --items 10000000 --dir /path/with/room
 
-N clustered Gaussians (D = 64, bench/clustered_gaussians.py: 1,000 centres,
-mean noise 0.3, variances U(0.02, 0.2)) are ingested in batches of 100,000
-with sequential ids into a collection with the default index, then flushed
+N Gaussians are ingested in batches of 100,000 with sequential ids into a
+collection with the default index (or --index), then flushed
 (the index trained, tuned and saved). Reported: ingest time and rate, the
 process's resident memory growth per item, the database's disk bytes per
 item, then for one and two threads (the database reopened with
@@ -15,7 +14,20 @@ item, then for one and two threads (the database reopened with
 collection), the latency of one query per call after a warm-up pass (p50,
 p99), queries per second in batches of 100, and recall@10 of the default
 search against an exhaustive search on the first --exact-queries queries.
-Prints one JSON object per measurement and a Markdown table at the end.
+Prints one JSON object per measurement, then the peak resident memory.
+
+The items (--source):
+  clustered  D = 64 clustered Gaussians (bench/clustered_gaussians.py: 1,000
+             centres, mean noise 0.3, variances U(0.02, 0.2)).
+  real       resampled real embeddings: the Gaussians a trained encoder gave
+             real images (the PREFIX.mean.npy / PREFIX.var.npy that
+             bench/real_embeddings.py writes under its --out, e.g.
+             build/bench-real/hib-k1.items), scaled up to --items by
+             drawing, for each new item, one real item at random and a new
+             view of it: mean + sqrt(var) * N(0, I) * --view-noise, its
+             variance times exp(N(0, 0.1^2)) per item. So the new items keep
+             the real ones' cluster structure and spread of uncertainty, and
+             no two are the same. Queries are drawn the same way.
 """
 
 import argparse
@@ -53,15 +65,47 @@ def main():
     clustered_gaussians.add_arguments(parser)
     parser.add_argument("--exact-queries", type=int, default=20)
     parser.add_argument("--dir", required=True, help="a directory with room for the database")
+    parser.add_argument("--source", choices=("clustered", "real"), default="clustered")
+    parser.add_argument("--real", metavar="PREFIX",
+                        help="--source real: PREFIX.mean.npy and PREFIX.var.npy")
+    parser.add_argument("--view-noise", type=float, default=0.5,
+                        help="--source real: scale of a new view's offset (default 0.5)")
+    parser.add_argument("--index", default="",
+                        help="FAISS factory string of the collection (default: the "
+                             "collection's default)")
     args = parser.parse_args()
+    if args.source == "real":
+        if not args.real:
+            parser.error("--source real needs --real PREFIX")
+        for suffix in (".mean.npy", ".var.npy"):
+            if not os.path.exists(args.real + suffix):
+                parser.error(f"{args.real + suffix} does not exist (run bench/real_embeddings.py)")
     import hedgedb
 
     path = os.path.join(args.dir, "scale_db")
     if os.path.exists(path):
         sys.exit(f"{path} exists: give an empty --dir")
     rng = np.random.default_rng(0)
-    centres = clustered_gaussians.centers(rng, args.dim)
-    qmean, qvar = clustered_gaussians.draw(rng, centres, args.queries)
+    if args.source == "real":
+        real_mean = np.load(args.real + ".mean.npy").astype(np.float32)
+        real_var = np.load(args.real + ".var.npy").astype(np.float32)
+        if real_mean.ndim != 2 or real_mean.shape != real_var.shape:
+            sys.exit(f"{args.real}: mean {real_mean.shape} and var {real_var.shape} are not "
+                     "two equal (items, D) arrays (a gaussian collection's embeddings)")
+        args.dim = real_mean.shape[1]
+
+        def draw(n):
+            pick = rng.integers(0, len(real_mean), size=n)
+            sd = np.sqrt(real_var[pick])
+            mean = real_mean[pick] + args.view_noise * sd * rng.normal(size=sd.shape)
+            var = real_var[pick] * np.exp(0.1 * rng.normal(size=(n, 1)))
+            return mean.astype(np.float32), var.astype(np.float32)
+    else:
+        centres = clustered_gaussians.centers(rng, args.dim)
+
+        def draw(n):
+            return clustered_gaussians.draw(rng, centres, n)
+    qmean, qvar = draw(args.queries)
     rows = []
 
     def report(what, **values):
@@ -71,18 +115,19 @@ def main():
 
     rss0 = rss_bytes()
     with hedgedb.open(path, threads=1) as db:
-        db.create_collection("g", kind="gaussian", dim=args.dim, match_a=1.0, match_b=5.0)
+        db.create_collection("g", kind="gaussian", dim=args.dim, match_a=1.0, match_b=5.0,
+                             index=args.index)
         start = time.perf_counter()
         for first in range(0, args.items, 100000):
             n = min(100000, args.items - first)
-            mean, var = clustered_gaussians.draw(rng, centres, n)
+            mean, var = draw(n)
             db.ingest("g", mean=mean, var=var,
                       ids=np.arange(first, first + n, dtype=np.int64))
         ingested = time.perf_counter() - start
         db.flush()
         flushed = time.perf_counter() - start
         stats = db.stats("g")
-        report("ingest", items=args.items, seconds=round(flushed, 1),
+        report("ingest", source=args.source, dim=args.dim, items=args.items, seconds=round(flushed, 1),
                ingest_seconds=round(ingested, 1), items_per_second=round(args.items / flushed),
                index=stats["index_description"], nprobe=stats["index_nprobe"],
                rss_bytes_per_item=round((rss_bytes() - rss0) / args.items))
