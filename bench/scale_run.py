@@ -73,6 +73,11 @@ def main():
     parser.add_argument("--index", default="",
                         help="FAISS factory string of the collection (default: the "
                              "collection's default)")
+    parser.add_argument("--sweep-nprobe", default="",
+                        help="comma-separated nprobe values: after the default search, "
+                             "recall@10 and p50 latency (1 thread) for each with each of "
+                             "--sweep-candidates")
+    parser.add_argument("--sweep-candidates", default="100,200,400,800")
     args = parser.parse_args()
     if args.source == "real":
         if not args.real:
@@ -164,6 +169,22 @@ def main():
                p50_ms=round(1000 * statistics.median(lat), 3),
                p99_ms=round(1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))], 3),
                batch_qps=round(batch_qps), recall_at_10=round(hits / exact.size, 3))
+        if threads == 1 and args.sweep_nprobe:
+            # Which knob limits recall at this size: the lists probed or the
+            # candidates rescored.
+            e = len(exact)
+            for nprobe in [int(v) for v in args.sweep_nprobe.split(",")]:
+                for c in [int(v) for v in args.sweep_candidates.split(",")]:
+                    lat, hits = [], 0
+                    for q in range(e):
+                        t = time.perf_counter()
+                        r = db.search("g", mean=qmean[q:q + 1], var=qvar[q:q + 1], k=10,
+                                      nprobe=nprobe, candidates=c, with_uncertainty=False)
+                        lat.append(time.perf_counter() - t)
+                        hits += len(set(np.asarray(r.ids)[0].tolist()) & set(exact[q].tolist()))
+                    report("sweep", nprobe=nprobe, candidates=c,
+                           recall_at_10=round(hits / exact.size, 3),
+                           p50_ms=round(1000 * statistics.median(lat), 3))
         db.close()
     print(f"\nmax RSS of the process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.1f} GB")
 
