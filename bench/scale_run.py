@@ -132,7 +132,8 @@ def main():
         db.flush()
         flushed = time.perf_counter() - start
         stats = db.stats("g")
-        report("ingest", source=args.source, dim=args.dim, items=args.items, seconds=round(flushed, 1),
+        report("ingest", source=args.source, dim=args.dim, items=args.items,
+               seconds=round(flushed, 1),
                ingest_seconds=round(ingested, 1), items_per_second=round(args.items / flushed),
                index=stats["index_description"], nprobe=stats["index_nprobe"],
                rss_bytes_per_item=round((rss_bytes() - rss0) / args.items))
@@ -186,7 +187,8 @@ def main():
                            recall_at_10=round(hits / exact.size, 3),
                            p50_ms=round(1000 * statistics.median(lat), 3))
         db.close()
-    print(f"\nmax RSS of the process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.1f} GB")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+    print(f"\nmax RSS of the process: {peak:.1f} GB")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cassert>
 #include <exception>
 #include <limits>
 #include <memory>
@@ -305,6 +306,7 @@ void SearchIvfQueries(const faiss::IndexIVF& ivf, const CentroidColumns* centroi
 // Few probes (the usual case) take one pass that inserts into a short sorted
 // array; many take a partial sort.
 void NearestLists(const float* dist, int64_t n, int64_t probes, int32_t* best) {
+  assert(probes >= 1 && probes <= n);
   auto before = [dist](int32_t a, int32_t b) {
     const float x = dist[size_t(a)], y = dist[size_t(b)];
     if (x < y) return true;

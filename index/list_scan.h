@@ -46,8 +46,9 @@ void L2SqrColumns(const float* q, const float* columns, int64_t stride, int64_t 
 void L2SqrColumnsBatch(const float* q, int nq, const float* columns, int64_t stride, int64_t n,
                        int d, float* out);
 // The `probes` smallest of n distances, smallest first, ties to the smaller
-// index, NaN after every number: their indices in best[0..probes). The
-// quantizer step's choice of lists (FAISS's differs only in ties).
+// index, NaN after every number: their indices in best[0..probes), for
+// 1 <= probes <= n. The quantizer step's choice of lists (FAISS's differs
+// only in ties).
 void NearestLists(const float* dist, int64_t n, int64_t probes, int32_t* best);
 // Squared L2 distances of n contiguous SQ8 codes (d bytes each) to q, the
 // codes decoded as FAISS's QT_8bit decodes them, x_t = vmin_t + (c_t + 0.5) /

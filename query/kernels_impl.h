@@ -166,7 +166,9 @@ inline float MomentSumRow(const MomentKernelQuery& q, const float* row) {
 // Candidate rows lie scattered over the arena: without it each row's loads
 // wait on memory one row at a time (a quarter of a two-stage mls search was
 // that wait).
-inline void PrefetchFloats(const float* p, int count) {
+// Always inlined: GCC 12 takes a function whose only effect is a prefetch
+// for a pure one and deletes the calls it did not inline early (query/id_map.h).
+__attribute__((always_inline)) inline void PrefetchFloats(const float* p, int count) {
   for (int i = 0; i < count; i += 16) __builtin_prefetch(p + i);
 }
 

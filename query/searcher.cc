@@ -181,22 +181,29 @@ void Searcher::CandidateRows(const int64_t* ids, int64_t n, std::vector<int64_t>
                              const PassingSet* passing) const {
   rows->clear();
   rows->reserve(size_t(n));
-  // The id map's slots are asked for this many candidates ahead.
+  // The id map's slots are asked for this many candidates ahead (one
+  // prefetch site, before and in the loop: Simd.HotLoopsKeepTheirPrefetches
+  // checks that it is in the binary).
   constexpr int64_t kAhead = 16;
-  for (int64_t j = 0; j < std::min(n, kAhead); ++j) row_of_id_.Prefetch(ids[j]);
-  for (int64_t j = 0; j < n; ++j) {
+  bool minus_one_seen = false;
+  for (int64_t j = -kAhead; j < n; ++j) {
     if (j + kAhead < n) row_of_id_.Prefetch(ids[j + kAhead]);
-    // Not "ids[j] < 0": items may have negative ids. Stage 1's padding (-1)
-    // finds no row, unless an item has id -1, which then only adds one
-    // candidate that rescoring scores exactly.
+    if (j < 0) continue;
+    // Not "ids[j] < 0": items may have negative ids. Stage 1 pads a short
+    // answer with -1, which finds no row unless an item has id -1: that item
+    // is taken once, however many padding slots name it.
+    if (ids[j] == -1) {
+      if (minus_one_seen) continue;
+      minus_one_seen = true;
+    }
     const int64_t r = row_of_id_.Find(ids[j]);
     if (r < 0 || (passing && !passing->PassesRow(r))) continue;
     rows->push_back(r);
   }
-  // An id can come twice (a graph's tombstone and the id's new vector): keep
-  // its first. Without tombstones every entry of the index is a live item's
-  // one vector, so none can. Checked on a sorted copy, which is cheaper than a
-  // hash set per search, and rarely finds any.
+  // Otherwise an id can come twice only from a graph's tombstone and the
+  // id's new vector (IVF and flat indexes remove physically, and an upsert
+  // retires the old vector first): keep its first. Checked on a sorted copy,
+  // which is cheaper than a hash set per search, and rarely finds any.
   if (tombstones_ == 0) return;
   std::vector<int64_t> sorted(*rows);
   std::sort(sorted.begin(), sorted.end());

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -900,6 +901,46 @@ TEST(DBTest, ItemsWithNegativeIdsAreFoundByTwoStageSearch) {
       EXPECT_TRUE(has(threshold[q])) << "query " << q << " best " << best;
     }
     EXPECT_GT(negative_best, 30);  // the exact best are mostly the (negative) items themselves
+  }
+}
+
+// Stage 1 pads a short answer (the probed lists hold fewer vectors than the
+// candidates asked for) with the id -1. With an item of id -1 every padding
+// slot found that item's row: once the duplicate check was skipped for an
+// index without tombstones, the item came back many times (k = 50 gave 50
+// hits of id -1). It must come back once, and every hit's id once.
+TEST(DBTest, AnItemWithIdMinusOneComesBackOnceWhenStageOnePads) {
+  for (const std::string factory : {"IVF4,Flat", "IVF4,SQ8"}) {
+    SCOPED_TRACE(factory);
+    TempDir dir;
+    auto db = OpenDb(dir.path());
+    CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 8, factory);
+    ASSERT_TRUE(db->CreateCollection(spec).ok());
+    const Batch items = RandomBatch(spec, 1000, -500, 7);  // ids -500 .. 499
+    ASSERT_TRUE(db->Ingest("c", items.ingest(), nullptr).ok());
+    ASSERT_TRUE(db->Flush().ok());
+    EmbeddingView query = items.view();
+    const int64_t minus_one = 499;  // the row of id -1
+    query.mean += minus_one * spec.dim;
+    query.var += minus_one * spec.dim;
+    query.n = 1;
+    SearchOptions o;
+    o.k = 50;
+    o.nprobe = 1;         // one list of about 250 vectors...
+    o.candidates = 1000;  // ...asked for 1,000: the rest is padding
+    o.with_uncertainty = false;
+    o.score = ScoreType::kMls;  // a closed form: the item itself ranks first
+    std::vector<SearchResult> r;
+    ASSERT_TRUE(db->Search("c", query, o, &r).ok());
+    ASSERT_EQ(r.size(), 1u);
+    std::set<int64_t> ids;
+    int minus_ones = 0;
+    for (const SearchHit& h : r[0].hits) {
+      EXPECT_TRUE(ids.insert(h.id).second) << "id " << h.id << " twice";
+      minus_ones += h.id == -1;
+    }
+    EXPECT_EQ(minus_ones, 1);
+    EXPECT_EQ(r[0].hits.size(), 50u);
   }
 }
 

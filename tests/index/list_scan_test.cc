@@ -279,8 +279,6 @@ TEST_P(ListScanLevels, FlatSearchEqualsFaiss) {
                          "flat vs FAISS");
 }
 
-// Batches larger than a chunk (kListScanChunk) give what one query per call
-// gives, bit for bit.
 // The lists a query probes, against a stable sort that puts NaN last: ties
 // (repeated distances are frequent here) go to the smaller index, at every
 // offset of the 16-distance blocks the one-pass selection skips over.
@@ -322,6 +320,8 @@ TEST(ListScan, NearestListsEqualsAStableSortWithTiesAndNaN) {
   EXPECT_GT(checked, 500);
 }
 
+// Batches larger than a chunk (kListScanChunk) give what one query per call
+// gives, bit for bit.
 TEST(ListScan, BatchesLargerThanAChunkEqualOneQueryPerCall) {
   const int d = 9, nlist = 8;
   const int64_t n = 600, k = 5, nq = kListScanChunk + 37;
