@@ -458,10 +458,12 @@ Status Searcher::ThresholdSearch(const SearchPlan& plan, const SearchOptions& op
                                 ? index_->SearchFiltered(query, 1, kprime, knobs, *passing, &coarse)
                                 : index_->Search(query, 1, kprime, knobs, &coarse));
     // Stage 1 pads its tail with -1; an item's id may be negative, so count
-    // the padding from the end, not up to the first negative id.
+    // the padding from the end, not up to the first negative id. The
+    // candidates are all kprime slots: an item of id -1 that is the last
+    // one found would be cut with the padding (CandidateRows takes it once).
     int64_t returned = kprime;
     while (returned > 0 && coarse[size_t(returned - 1)] == -1) --returned;
-    CandidateRows(coarse.data(), returned, &rows, passing);
+    CandidateRows(coarse.data(), kprime, &rows, passing);
     score_rows(rows);
     update_probs();
     // Qualifying items among the worse half of the candidates say that more
