@@ -71,6 +71,10 @@ void RunCreate(CreateArgs& args) {
   if (!ParseRowFormat(args.row_format, &args.spec.row_format)) {
     UsageError("unknown row format '" + args.row_format + "' (float32, float16 or bfloat16)");
   }
+  if (args.spec.kind == Kind::kCodes && args.spec.row_format != RowFormat::kFloat32) {
+    UsageError("--row-format " + args.row_format +
+               " applies to point, gaussian and mog collections only (codes are stored as bytes)");
+  }
   if (args.spec.kind == Kind::kCodes && args.spec.code_k == 0) {
     UsageError("--code-k is required for a codes collection");
   }
