@@ -71,7 +71,7 @@ inline uint16_t FloatToHalf(float value) {
 inline float HalfToFloat(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
   const int32_t rest = int32_t(h & 0x7fffu);
-  const uint32_t normal = (uint32_t(rest) << 13) + 0x38000000u;  // rebias the exponent
+  const uint32_t normal = (uint32_t(rest) << 13) + 0x38000000u;           // rebias the exponent
   const uint32_t special = 0x7f800000u | (uint32_t(rest & 0x3ff) << 13);  // inf, NaN
   // A subnormal is rest x 2^-24, exactly (an integer below 2^10, scaled).
   const uint32_t subnormal = FloatBits(float(rest) * (1.0f / 16777216.0f));

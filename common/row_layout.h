@@ -28,9 +28,9 @@ namespace hedgedb {
 // What the layout depends on: a collection's kind and dimensions.
 struct RowShape {
   Kind kind = Kind::kGaussian;
-  int dim = 0;         // D, or d for codes
-  int components = 1;  // C (mog)
-  int code_k = 0;      // k (codes)
+  int dim = 0;                             // D, or d for codes
+  int components = 1;                      // C (mog)
+  int code_k = 0;                          // k (codes)
   RowFormat format = RowFormat::kFloat32;  // of the stored item rows' values
 
   // 1 except for mixtures.

@@ -38,7 +38,7 @@ constexpr size_t kVersionAt = 8, kRowsAt = 32, kRowsOffsetAt = 40, kTablesCrcAt 
 // checksum in its last 4 bytes.
 size_t HeaderBytesOf(const std::string& file) {
   return GetFixed<uint32_t>(file.data() + kVersionAt) == 1 ? kArenaHeaderBytesV1
-                                                            : kArenaHeaderBytes;
+                                                           : kArenaHeaderBytes;
 }
 
 void PutU32At(std::string* file, size_t at, uint32_t v) {
@@ -111,8 +111,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   ArenaTables tables;
   Status parsed = ParseArenaTables(
-      std::string_view(file.data() + header.header_bytes,
-                       header.rows_offset - header.header_bytes),
+      std::string_view(file.data() + header.header_bytes, header.rows_offset - header.header_bytes),
       header, what, &tables);
   if (!parsed.ok() && !tables.ids.empty()) __builtin_trap();  // left empty on error
   const auto* rows = reinterpret_cast<const uint8_t*>(file.data() + header.rows_offset);
@@ -142,8 +141,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         "fuzz.harena", reinterpret_cast<const uint8_t*>(file.data()), file.size());
     ArenaTables loaded;
     RowArena arena(header.row_bytes, size_t(1) << 16);
-    const Status s = LoadArenaSnapshot(path, binding, header.row_bytes, header.row_format,
-                                       sequence, &loaded, &arena);
+    const Status s = LoadArenaSnapshot(path, binding, header.row_bytes, header.row_format, sequence,
+                                       &loaded, &arena);
     const bool expect_ok = fits.ok() && parsed.ok();
     if (s.ok() != expect_ok) __builtin_trap();
     if (s.ok()) {

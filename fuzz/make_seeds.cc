@@ -113,8 +113,8 @@ void ArenaSeeds(const fs::path& tmp) {
     Put("arena", "rows3", std::string(1, '\x14') + Slurp(p));
     Put("arena", "rows3_compact", std::string(1, '\x16') + compact(Slurp(p), 3));
   }
-  if (query::WriteArenaSnapshot(p.string(), 1, 5, 8, RowFormat::kFloat32, query::ArenaTables(),
-                                {}).ok()) {
+  if (query::WriteArenaSnapshot(p.string(), 1, 5, 8, RowFormat::kFloat32, query::ArenaTables(), {})
+          .ok()) {
     Put("arena", "empty_compact", std::string(1, '\x16') + compact(Slurp(p), 0));
   }
 }

@@ -60,9 +60,8 @@ std::string ArenaFilePath(const std::string& db_path, uint32_t collection_id) {
   return db_path + "/index/" + std::to_string(collection_id) + ".harena";
 }
 
-Status EncodeArenaHead(uint64_t sequence, uint64_t binding, size_t row_bytes,
-                       RowFormat row_format, const ArenaTables& tables, uint32_t rows_crc,
-                       std::string* head) {
+Status EncodeArenaHead(uint64_t sequence, uint64_t binding, size_t row_bytes, RowFormat row_format,
+                       const ArenaTables& tables, uint32_t rows_crc, std::string* head) {
   const uint64_t rows = tables.ids.size();
   if (tables.sequences.size() != rows || tables.labels.size() != rows ||
       tables.flags.size() != rows) {
@@ -172,8 +171,7 @@ Status CheckArenaHeaderFits(const ArenaHeader& header, uint64_t binding, size_t 
   // apart, and read as the other they would be wrong numbers.
   if (header.row_format != row_format) {
     return Status::Corruption(what + " holds " + RowFormatName(header.row_format) +
-                              " rows, the collection's row format is " +
-                              RowFormatName(row_format));
+                              " rows, the collection's row format is " + RowFormatName(row_format));
   }
   if (header.row_bytes != row_bytes) {
     return Status::Corruption(what + " holds rows of " + std::to_string(header.row_bytes) +

@@ -90,9 +90,8 @@ Status CheckArenaRows(const uint8_t* rows, const ArenaHeader& header, const std:
 // The file up to its rows, as WriteArenaSnapshot writes it (header, tables,
 // zeros), for rows whose CRC32C is `rows_crc`. Tables of different lengths
 // are an Internal error.
-Status EncodeArenaHead(uint64_t sequence, uint64_t binding, size_t row_bytes,
-                       RowFormat row_format, const ArenaTables& tables, uint32_t rows_crc,
-                       std::string* head);
+Status EncodeArenaHead(uint64_t sequence, uint64_t binding, size_t row_bytes, RowFormat row_format,
+                       const ArenaTables& tables, uint32_t rows_crc, std::string* head);
 
 // <db_path>/index/<collection id>.harena
 std::string ArenaFilePath(const std::string& db_path, uint32_t collection_id);

@@ -66,7 +66,8 @@ Status CheckFormatRange(RowFormat format, const float* p, size_t n, size_t per_r
   const float max = half ? kFloat16Max : FloatFromBits(0x7f7f0000u);  // largest bfloat16
   const float min_normal = half ? kFloat16MinNormal : FloatFromBits(0x00800000u);
   for (size_t j = 0; j < n; ++j) {
-    const float rounded = half ? HalfToFloat(FloatToHalf(p[j])) : Bfloat16ToFloat(FloatToBfloat16(p[j]));
+    const float rounded =
+        half ? HalfToFloat(FloatToHalf(p[j])) : Bfloat16ToFloat(FloatToBfloat16(p[j]));
     const bool too_large = std::fabs(p[j]) > max || std::isinf(rounded);
     const bool too_small = variance && rounded < min_normal;
     if (!too_large && !too_small) continue;

@@ -83,8 +83,8 @@ void RowTable::GatherNewer(uint64_t sequence, std::vector<uint8_t>* rows,
 Status RowTable::LoadSnapshot(const std::string& path, uint64_t binding, uint64_t sequence,
                               int64_t max_id) {
   ArenaTables tables;
-  Status s = LoadArenaSnapshot(path, binding, arena_.row_bytes(), row_format_, sequence, &tables,
-                               &arena_);
+  Status s =
+      LoadArenaSnapshot(path, binding, arena_.row_bytes(), row_format_, sequence, &tables, &arena_);
   if (!s.ok()) return s;
   const size_t n = tables.ids.size();
   row_of_id_.Reserve(n);
@@ -138,7 +138,8 @@ Status RowTable::WriteSnapshot(const std::string& path, uint64_t sequence, uint6
   // changed in place must not come back with valid checksums. Checked
   // before and after the write (the write reads the rows in between).
   HEDGEDB_RETURN_IF_ERROR(arena_.CheckMapped(path));
-  HEDGEDB_RETURN_IF_ERROR(WriteArenaSnapshot(path, sequence, binding, row_bytes, row_format_, tables, runs));
+  HEDGEDB_RETURN_IF_ERROR(
+      WriteArenaSnapshot(path, sequence, binding, row_bytes, row_format_, tables, runs));
   return arena_.CheckMapped(path);
 }
 

@@ -78,12 +78,12 @@ class RowTable {
  private:
   RowArena arena_;
   const RowFormat row_format_;
-  std::vector<uint64_t> sequences_;                 // of the batch that wrote each row
-  std::vector<int64_t> ids_;                        // id of each row
-  std::vector<int64_t> labels_;                     // label of each row
-  std::vector<uint8_t> flags_;                      // kRowLive | kRowHasLabel
-  IdMap row_of_id_;                                 // live rows only
-  std::vector<int64_t> live_rows_;                  // ascending
+  std::vector<uint64_t> sequences_;  // of the batch that wrote each row
+  std::vector<int64_t> ids_;         // id of each row
+  std::vector<int64_t> labels_;      // label of each row
+  std::vector<uint8_t> flags_;       // kRowLive | kRowHasLabel
+  IdMap row_of_id_;                  // live rows only
+  std::vector<int64_t> live_rows_;   // ascending
 };
 
 }  // namespace query

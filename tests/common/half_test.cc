@@ -87,7 +87,8 @@ TEST(HalfTest, Bfloat16IsTheUpperHalfRoundedToNearestEven) {
     ASSERT_EQ(FloatToBfloat16(std::nextafter(midf, value)), uint16_t(b)) << b;
     ASSERT_EQ(FloatToBfloat16(std::nextafter(midf, next)), uint16_t(b + 1)) << b;
   }
-  EXPECT_TRUE(std::isnan(Bfloat16ToFloat(FloatToBfloat16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(
+      std::isnan(Bfloat16ToFloat(FloatToBfloat16(std::numeric_limits<float>::quiet_NaN()))));
   // A NaN whose payload lies in the low half stays a NaN (not infinity).
   const float low_nan = FloatFromBits(0x7f800001u);
   EXPECT_TRUE(std::isnan(Bfloat16ToFloat(FloatToBfloat16(low_nan))));
@@ -105,8 +106,8 @@ TEST(HalfTest, CompactRowsNarrowAndWiden) {
     ASSERT_TRUE(shape.compact());
     EXPECT_EQ(shape.item_row_size(), 14u);
     EXPECT_EQ(shape.item_row_bytes(), 2 * 4 + 12 * 2u);
-    const float row[14] = {0.3f, 0.7f, 1.001f, -2.5f, 3e-3f, 0.1f, 7.7f, -1e-5f,
-                           0.5f, 0.25f, 1.1f, 2.2f, 3.3f, 4.4f};
+    const float row[14] = {0.3f,   0.7f, 1.001f, -2.5f, 3e-3f, 0.1f, 7.7f,
+                           -1e-5f, 0.5f, 0.25f,  1.1f,  2.2f,  3.3f, 4.4f};
     uint8_t stored[32];
     NarrowItemRow(shape, row, stored);
     float back[14];

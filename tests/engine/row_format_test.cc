@@ -128,7 +128,7 @@ TEST_P(RowFormatTest, ScoresEqualFloat32OfTheRoundedRowsThroughEveryPath) {
     size_t changed = 0;
     for (size_t j = 0; j < in.size(); ++j) {
       const float want = c.format == RowFormat::kFloat16 ? HalfToFloat(FloatToHalf(in[j]))
-                                                          : Bfloat16ToFloat(FloatToBfloat16(in[j]));
+                                                         : Bfloat16ToFloat(FloatToBfloat16(in[j]));
       ASSERT_EQ(out[j], want) << j;
       changed += out[j] != in[j];
     }
