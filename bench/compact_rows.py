@@ -11,8 +11,9 @@ in a fresh process (one thread):
   * creates the collection with the flags `embed` printed plus the format,
     ingests every item (batches of 50,000) and flushes: the resident memory
     growth per item over that (as bench/scale_run.py measures it) and the
-    database's disk bytes per item; then reopens it and touches every row
-    (an exhaustive search): the growth per item of a process serving it;
+    database's disk bytes per item; then, in a fresh process, the resident
+    memory growth per item of opening it and touching every row (an
+    exhaustive search): what a process serving it holds;
   * recall@10 of the default two-stage search, and of an exhaustive search,
     against the exact top-10 of the float32 collection (exhaustive, computed
     in the float32 run on the first --exact-queries queries);
@@ -115,13 +116,14 @@ def one_format(args):
         out["index"] = stats["index_description"]
     out["disk_bytes_per_item"] = round(disk_bytes(path) / n, 1)
 
-    rss1 = rss_bytes()
+    # What a process serving the collection holds, in a fresh process (this
+    # one's heap has room freed by the ingest): the open (arena mapped,
+    # index loaded) and every row touched once.
+    serving = subprocess.run([sys.executable, __file__, "--serving", path, "--name", args.name,
+                              "--real", args.real], check=True, stdout=subprocess.PIPE,
+                             text=True).stdout
+    out["serving_rss_bytes_per_item"] = json.loads(serving.strip().splitlines()[-1])["per_item"]
     with hedgedb.open(path, threads=1) as db:
-        # What a process serving the collection holds: the open (arena
-        # mapped, index loaded) and every row touched once.
-        db.search("c", mean=qmean[:1], var=qvar[:1], k=10, score="l2", exhaustive=True,
-                  with_uncertainty=False)
-        out["serving_rss_bytes_per_item"] = round((rss_bytes() - rss1) / n, 1)
         e = args.exact_queries
         truth_file = os.path.join(args.out, "truth.npy")
         exact = np.asarray(db.search("c", mean=qmean[:e], var=qvar[:e], k=10, exhaustive=True,
@@ -180,6 +182,20 @@ def one_format(args):
     print(json.dumps(out), flush=True)
 
 
+def serving_rss(args):
+    import hedgedb
+
+    base = os.path.join(args.real, args.name)
+    qmean, qvar = np.load(base + ".q-clean.mean.npy"), np.load(base + ".q-clean.var.npy")
+    rss0 = rss_bytes()
+    with hedgedb.open(args.serving, threads=1) as db:
+        db.search("c", mean=qmean[:1], var=qvar[:1], k=10, score="l2", exhaustive=True,
+                  with_uncertainty=False)
+        grown = rss_bytes() - rss0
+        n = db.stats("c")["items"]
+    print(json.dumps(dict(per_item=round(grown / n, 1))))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -193,7 +209,11 @@ def main():
     ap.add_argument("--exact-queries", type=int, default=100)
     ap.add_argument("--max-pairs", type=int, default=10000000)
     ap.add_argument("--format", help=argparse.SUPPRESS)  # one format, in this process
+    ap.add_argument("--serving", help=argparse.SUPPRESS)  # a database to open, in this process
     args = ap.parse_args()
+    if args.serving:
+        serving_rss(args)
+        return
     os.makedirs(args.out, exist_ok=True)
     if args.format:
         one_format(args)

@@ -429,8 +429,9 @@ class CodesPreparedQuery : public PreparedQuery {
 // Widening is exact, so a compact collection's scores are the float32
 // scores of its rounded rows, bitwise.
 
+// (One row at least: a mixture row of large C x D is megabytes.)
 size_t WidenTileRows(const RowShape& shape) {
-  return std::max<size_t>(16, (size_t(64) << 10) / (shape.item_row_size() * sizeof(float)));
+  return std::max<size_t>(1, (size_t(64) << 10) / (shape.item_row_size() * sizeof(float)));
 }
 
 // The widened tile's buffer of this thread (one for every caller: a float
