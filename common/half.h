@@ -64,10 +64,10 @@ inline uint16_t FloatToHalf(float value) {
 
 // The float16's value, exactly. Every case is computed and one selected by
 // masks, without branches, so that a loop over many (HalvesToFloats)
-// vectorises at the baseline ISA: 0.7 ns a value instead of 1.9 with
-// branches or ternaries, which GCC 12 keeps as branches (the float multiply
-// may trap, so it is not if-converted); float32's copy is 0.1 ns (one core of
-// the AMD EPYC of bench/RESULTS.md, "Compact rows").
+// vectorises at the baseline ISA: 0.4-0.7 ns a value (bench/bench_widen.cc)
+// instead of 1.9 with branches or ternaries, which GCC 12 keeps as branches
+// (the float multiply may trap, so it is not if-converted); float32's copy
+// is 0.1 ns (one core of the AMD EPYC of bench/RESULTS.md, "Compact rows").
 inline float HalfToFloat(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
   const int32_t rest = int32_t(h & 0x7fffu);
