@@ -243,3 +243,27 @@ def test_cli_create_row_format(tmp_path):
     stats = subprocess.run([HEDGEDB, "stats", "--db", path, "--collection", "f"],
                            capture_output=True, text=True, check=True)
     assert json.loads(stats.stdout)["row_format"] == "float32"
+
+
+@pytest.mark.parametrize("fmt", ["float16", "bfloat16"])
+def test_calibrate_reads_the_rounded_rows(tmp_path, fmt):
+    """calibrate (its items as queries, the match parameters fitted to them)
+    on a compact collection gives what it gives on a float32 collection of
+    the rounded values."""
+    rng = np.random.default_rng(5)
+    n, d = 400, 6
+    labels = rng.integers(0, 8, n)
+    centres = rng.normal(size=(8, d)).astype(np.float32) * 2
+    mean = (centres[labels] + 0.5 * rng.normal(size=(n, d))).astype(np.float32)
+    var = rng.uniform(0.05, 0.3, size=(n, d)).astype(np.float32)
+    with hedgedb.open(str(tmp_path / "db")) as db:
+        db.create_collection("c", kind="gaussian", dim=d, row_format=fmt, index="Flat")
+        db.create_collection("f", kind="gaussian", dim=d, index="Flat")
+        db.ingest("c", mean=mean, var=var, labels=labels)
+        db.ingest("f", mean=rounded(mean, fmt), var=rounded(var, fmt), labels=labels)
+        a = db.calibrate("c", max_pairs=40000)
+        b = db.calibrate("f", max_pairs=40000)
+    assert a["match_parameters_fitted"] and b["match_parameters_fitted"]
+    assert a["match_a"] == b["match_a"] and a["match_b"] == b["match_b"]
+    assert a["pairs"] == b["pairs"]
+    assert a["after"]["ece"] == b["after"]["ece"]
