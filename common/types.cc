@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 
+#include "common/enum_names.h"
 #include "hedgedb/match_parameters.h"
 
 namespace hedgedb {
@@ -110,6 +111,18 @@ int DefaultSamples(int components) {
   const int k = CollectionSpec().samples;
   const int c = components > 0 ? components : 1;
   return c * ((k + c - 1) / c);
+}
+
+namespace {
+constexpr EnumName<RowFormat> kRowFormats[] = {{RowFormat::kFloat32, "float32"},
+                                               {RowFormat::kFloat16, "float16"},
+                                               {RowFormat::kBfloat16, "bfloat16"}};
+}  // namespace
+
+const char* RowFormatName(RowFormat format) { return NameOfEnum(kRowFormats, format); }
+
+bool ParseRowFormat(const std::string& name, RowFormat* format) {
+  return ParseEnumName(kRowFormats, name, format);
 }
 
 const char* KindName(Kind kind) {

@@ -31,8 +31,15 @@ namespace {
 
 constexpr uint64_t kTableBytesPerRow = 8 + 8 + 8 + 1;
 // Header field offsets (query/arena_file.h).
-constexpr size_t kRowsAt = 32, kRowsOffsetAt = 40, kTablesCrcAt = 48, kRowsCrcAt = 52,
-                 kHeaderCrcAt = 56;
+constexpr size_t kVersionAt = 8, kRowsAt = 32, kRowsOffsetAt = 40, kTablesCrcAt = 48,
+                 kRowsCrcAt = 52;
+
+// The header's length by its version (1: no row format field), the header
+// checksum in its last 4 bytes.
+size_t HeaderBytesOf(const std::string& file) {
+  return GetFixed<uint32_t>(file.data() + kVersionAt) == 1 ? kArenaHeaderBytesV1
+                                                           : kArenaHeaderBytes;
+}
 
 void PutU32At(std::string* file, size_t at, uint32_t v) {
   std::string le;
@@ -43,7 +50,7 @@ void PutU32At(std::string* file, size_t at, uint32_t v) {
 void InsertPadding(std::string* file) {
   const uint64_t rows = GetFixed<uint64_t>(file->data() + kRowsAt);
   if (rows > file->size() / kTableBytesPerRow) return;
-  const uint64_t tables_end = kArenaHeaderBytes + rows * kTableBytesPerRow;
+  const uint64_t tables_end = HeaderBytesOf(*file) + rows * kTableBytesPerRow;
   if (tables_end > file->size()) return;
   const uint64_t rows_offset =
       (tables_end + kArenaRowsAlignment - 1) / kArenaRowsAlignment * kArenaRowsAlignment;
@@ -53,15 +60,17 @@ void InsertPadding(std::string* file) {
 void FixChecksums(std::string* file) {
   const uint64_t rows = GetFixed<uint64_t>(file->data() + kRowsAt);
   const uint64_t rows_offset = GetFixed<uint64_t>(file->data() + kRowsOffsetAt);
-  if (rows <= (file->size() - kArenaHeaderBytes) / kTableBytesPerRow) {
+  const size_t header_bytes = HeaderBytesOf(*file);
+  if (rows <= (file->size() - header_bytes) / kTableBytesPerRow) {
     PutU32At(file, kTablesCrcAt,
-             Crc32c(file->data() + kArenaHeaderBytes, size_t(rows * kTableBytesPerRow)));
+             Crc32c(file->data() + header_bytes, size_t(rows * kTableBytesPerRow)));
   }
   if (rows_offset <= file->size()) {
     PutU32At(file, kRowsCrcAt,
              Crc32c(file->data() + rows_offset, file->size() - size_t(rows_offset)));
   }
-  PutU32At(file, kHeaderCrcAt, Crc32c(file->data() + 8, kHeaderCrcAt - 8));
+  const size_t header_crc_at = header_bytes - 4;
+  PutU32At(file, header_crc_at, Crc32c(file->data() + 8, header_crc_at - 8));
 }
 
 bool SameTables(const ArenaTables& a, const ArenaTables& b) {
@@ -83,14 +92,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view head(file.data(), std::min(file.size(), kArenaHeaderBytes));
   if (!ParseArenaHeader(head, file.size(), what, &header).ok()) return 0;
   // The sizes agree with the file, so the reads below stay inside it.
-  if (header.rows_offset < kArenaHeaderBytes + header.rows * kTableBytesPerRow ||
+  if (header.rows_offset < header.header_bytes + header.rows * kTableBytesPerRow ||
       header.rows_offset % kArenaRowsAlignment != 0 ||
       header.rows_offset + header.rows * header.row_bytes != file.size()) {
     __builtin_trap();
   }
   const uint64_t binding = (mode & 4) ? header.binding : header.binding ^ 42;
   const uint64_t sequence = header.sequence + ((mode & 8) ? 1 : 0);
-  const Status fits = CheckArenaHeaderFits(header, binding, header.row_bytes, sequence, what);
+  const Status fits =
+      CheckArenaHeaderFits(header, binding, header.row_bytes, header.row_format, sequence, what);
   if (!(mode & 4)) {
     if (fits.ok() || fits.IsNotFound()) __builtin_trap();  // another binding: refused
   } else if (mode & 8) {
@@ -101,7 +111,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   ArenaTables tables;
   Status parsed = ParseArenaTables(
-      std::string_view(file.data() + kArenaHeaderBytes, header.rows_offset - kArenaHeaderBytes),
+      std::string_view(file.data() + header.header_bytes, header.rows_offset - header.header_bytes),
       header, what, &tables);
   if (!parsed.ok() && !tables.ids.empty()) __builtin_trap();  // left empty on error
   const auto* rows = reinterpret_cast<const uint8_t*>(file.data() + header.rows_offset);
@@ -113,12 +123,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         __builtin_trap();
       }
     }
-    // Accepted: byte for byte what the writer writes for these fields.
+    // Accepted: byte for byte what the writer writes for these fields (the
+    // writer writes the current version only).
     std::string written;
-    if (!EncodeArenaHead(header.sequence, header.binding, header.row_bytes, tables,
-                         Crc32c(rows, header.rows * header.row_bytes), &written)
-             .ok() ||
-        written.size() != header.rows_offset || file.compare(0, written.size(), written) != 0) {
+    if (header.version == kArenaFileVersion &&
+        (!EncodeArenaHead(header.sequence, header.binding, header.row_bytes, header.row_format,
+                          tables, Crc32c(rows, header.rows * header.row_bytes), &written)
+              .ok() ||
+         written.size() != header.rows_offset || file.compare(0, written.size(), written) != 0)) {
       __builtin_trap();
     }
   }
@@ -129,7 +141,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         "fuzz.harena", reinterpret_cast<const uint8_t*>(file.data()), file.size());
     ArenaTables loaded;
     RowArena arena(header.row_bytes, size_t(1) << 16);
-    const Status s = LoadArenaSnapshot(path, binding, header.row_bytes, sequence, &loaded, &arena);
+    const Status s = LoadArenaSnapshot(path, binding, header.row_bytes, header.row_format, sequence,
+                                       &loaded, &arena);
     const bool expect_ok = fits.ok() && parsed.ok();
     if (s.ok() != expect_ok) __builtin_trap();
     if (s.ok()) {

@@ -109,11 +109,12 @@ void ArenaSeeds(const fs::path& tmp) {
                                query::kArenaRowsAlignment * query::kArenaRowsAlignment;
     return file.substr(0, tables_end) + file.substr(rows_offset);
   };
-  if (query::WriteArenaSnapshot(p.string(), 4, 77, 16, tables, {run}).ok()) {
+  if (query::WriteArenaSnapshot(p.string(), 4, 77, 16, RowFormat::kFloat32, tables, {run}).ok()) {
     Put("arena", "rows3", std::string(1, '\x14') + Slurp(p));
     Put("arena", "rows3_compact", std::string(1, '\x16') + compact(Slurp(p), 3));
   }
-  if (query::WriteArenaSnapshot(p.string(), 1, 5, 8, query::ArenaTables(), {}).ok()) {
+  if (query::WriteArenaSnapshot(p.string(), 1, 5, 8, RowFormat::kFloat32, query::ArenaTables(), {})
+          .ok()) {
     Put("arena", "empty_compact", std::string(1, '\x16') + compact(Slurp(p), 0));
   }
 }

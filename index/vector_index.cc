@@ -101,13 +101,19 @@ int64_t VectorIndex::train_rows_wanted() const {
   return wanted > 0 ? wanted : 1000;  // scalar quantizers: ranges per dimension
 }
 
-void VectorIndex::CoarseVectors(const void* rows, int64_t n, std::vector<float>* out) const {
-  const RowShape shape = RowShapeOf(spec_);
-  const size_t D = size_t(spec_.dim), stride = shape.item_row_size();
-  const float* r = static_cast<const float*>(rows);
+void VectorIndex::CoarseVectors(const RowShape& shape, const void* rows, int64_t n,
+                                std::vector<float>* out) const {
+  const size_t D = size_t(spec_.dim), stride = shape.item_row_bytes();
   out->resize(size_t(n) * coarse_dim_);
   std::vector<double> mean(D), var(D);
-  for (int64_t i = 0; i < n; ++i, r += stride) {
+  std::vector<float> widened(shape.compact() ? shape.item_row_size() : 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* stored = static_cast<const uint8_t*>(rows) + size_t(i) * stride;
+    const float* r = reinterpret_cast<const float*>(stored);
+    if (shape.compact()) {  // the rounded values, as the scorers read them
+      WidenItemRow(shape, stored, widened.data());
+      r = widened.data();
+    }
     float* v = out->data() + size_t(i) * coarse_dim_;
     if (spec_.kind == Kind::kPoint) {
       std::memcpy(v, r, sizeof(float) * D);
@@ -125,7 +131,7 @@ void VectorIndex::CoarseVectors(const void* rows, int64_t n, std::vector<float>*
 }
 
 void VectorIndex::CoarseQueries(const float* queries, int64_t nq, std::vector<float>* out) const {
-  CoarseVectors(queries, nq, out);
+  CoarseVectors(FloatRowShape(RowShapeOf(spec_)), queries, nq, out);
   if (spec_.kind != Kind::kPoint) {
     for (int64_t q = 0; q < nq; ++q) (*out)[size_t(q) * coarse_dim_ + spec_.dim] = 0.0f;
   }
@@ -133,7 +139,7 @@ void VectorIndex::CoarseQueries(const float* queries, int64_t nq, std::vector<fl
 
 Status VectorIndex::Train(const void* rows, int64_t n) {
   std::vector<float> x;
-  CoarseVectors(rows, n, &x);
+  CoarseVectors(RowShapeOf(spec_), rows, n, &x);
   // k-means over a flat L2 quantizer assigns its points as an add does.
   auto* ivf = dynamic_cast<faiss::IndexIVF*>(index_.get());
   NearestCentroidIndex assigner(coarse_dim_);
@@ -154,7 +160,7 @@ Status VectorIndex::Train(const void* rows, int64_t n) {
 
 Status VectorIndex::AddRows(const void* rows, int64_t n, const int64_t* ids) {
   std::vector<float> x;
-  CoarseVectors(rows, n, &x);
+  CoarseVectors(RowShapeOf(spec_), rows, n, &x);
   // An IVF add is a BLAS product (OpenBLAS runs it on its own threads) plus
   // light per-vector work; letting OpenMP's team spin beside OpenBLAS's
   // threads halves throughput on small machines (bench/RESULTS.md, Ingest).
@@ -203,7 +209,12 @@ Status VectorIndex::TuneKnobs(const void* rows, const int64_t* ids, int64_t n, i
     std::memcpy(sample.data() + q * stride, bytes + (q * n / nq) * stride, stride);
   }
   std::vector<float> queries;
-  CoarseQueries(reinterpret_cast<const float*>(sample.data()), nq, &queries);
+  {  // the sampled items as queries: their float rows (CoarseQueries)
+    const RowShape shape = RowShapeOf(spec_);
+    std::vector<float> widened(size_t(nq) * shape.item_row_size());
+    WidenRows(shape, sample.data(), stride, nullptr, size_t(nq), widened.data());
+    CoarseQueries(widened.data(), nq, &queries);
+  }
   // The exact coarse top-k over all rows, a chunk at a time.
   std::vector<std::vector<std::pair<float, int64_t>>> exact(static_cast<size_t>(nq));
   std::vector<float> distances(size_t(nq * k));
@@ -213,7 +224,7 @@ Status VectorIndex::TuneKnobs(const void* rows, const int64_t* ids, int64_t n, i
     for (int64_t first = 0; first < n; first += kChunk) {
       const int64_t m = std::min(kChunk, n - first);
       std::vector<float> x;
-      CoarseVectors(bytes + first * stride, m, &x);
+      CoarseVectors(RowShapeOf(spec_), bytes + first * stride, m, &x);
       faiss::IndexFlatL2 flat(coarse_dim_);
       flat.add(m, x.data());
       const int64_t kk = std::min(k, m);

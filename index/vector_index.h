@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/row_layout.h"
 #include "index/coarse_index.h"
 
 namespace hedgedb {
@@ -30,8 +31,10 @@ class VectorIndex final : public CoarseIndex {
   Status Exercise() override;
 
  private:
-  // n item rows -> n coarse vectors (coarse_dim_ floats each).
-  void CoarseVectors(const void* rows, int64_t n, std::vector<float>* out) const;
+  // n rows of `shape` (stored item rows: RowShapeOf(spec_); query rows:
+  // its FloatRowShape) -> n coarse vectors (coarse_dim_ floats each).
+  void CoarseVectors(const RowShape& shape, const void* rows, int64_t n,
+                     std::vector<float>* out) const;
 };
 
 }  // namespace index

@@ -536,11 +536,14 @@ class PyDB {
 
   void Create(const std::string& name, const std::string& kind, int dim, int components, int code_k,
               const std::string& index, float match_a, float match_b, int samples,
-              const py::object& seed, const std::string& metadata) {
+              const py::object& seed, const std::string& metadata, const std::string& row_format) {
     CollectionSpec spec;
     spec.name = name;
     if (!ParseKind(kind, &spec.kind)) {
       Invalid("unknown kind '" + kind + "' (expected point, gaussian, mog or codes)");
+    }
+    if (!ParseRowFormat(row_format, &spec.row_format)) {
+      Invalid("unknown row_format '" + row_format + "' (expected float32, float16 or bfloat16)");
     }
     spec.dim = dim;
     spec.components = spec.kind == Kind::kMog ? components : 1;
@@ -1110,10 +1113,14 @@ PYBIND11_MODULE(_hedgedb, m) {
            py::arg("components") = 1, py::arg("code_k") = 0, py::arg("index") = "",
            py::arg("match_a") = 1.0f, py::arg("match_b") = 0.0f, py::arg("samples") = 0,
            py::arg("seed") = py::int_(0), py::arg("metadata") = "",
+           py::arg("row_format") = "float32",
            "Create a collection: kind point, gaussian, mog or codes; dim D (codes: d); "
            "components C (mog); code_k (codes); index: a FAISS factory string (empty: the "
            "kind's default); match_a, match_b: p = sigmoid(-a ||z1 - z2|| + b); samples: "
-           "Monte Carlo K per side (0: 8, mog 4C).")
+           "Monte Carlo K per side (0: 8, mog 4C); row_format: float32, float16 or bfloat16, "
+           "how item rows store means and variances (half the memory; values rounded to "
+           "nearest, get returns the rounded values; float16 refuses values beyond its range "
+           "and variances below 6.1e-5).")
       .def(
           "drop_collection",
           [](PyDB& self, const std::string& name) { Check(self.Enter()->DropCollection(name)); },

@@ -16,8 +16,8 @@ constexpr char kNoArenaSnapshot[] = "no arena snapshot ";
 // Bytes of the tables per row: id, sequence, label, flags.
 constexpr uint64_t kTableBytesPerRow = 8 + 8 + 8 + 1;
 
-uint64_t RowsOffset(uint64_t rows) {
-  const uint64_t end = kArenaHeaderBytes + rows * kTableBytesPerRow;
+uint64_t RowsOffset(uint64_t rows, size_t header_bytes) {
+  const uint64_t end = header_bytes + rows * kTableBytesPerRow;
   return (end + kArenaRowsAlignment - 1) / kArenaRowsAlignment * kArenaRowsAlignment;
 }
 
@@ -60,7 +60,7 @@ std::string ArenaFilePath(const std::string& db_path, uint32_t collection_id) {
   return db_path + "/index/" + std::to_string(collection_id) + ".harena";
 }
 
-Status EncodeArenaHead(uint64_t sequence, uint64_t binding, size_t row_bytes,
+Status EncodeArenaHead(uint64_t sequence, uint64_t binding, size_t row_bytes, RowFormat row_format,
                        const ArenaTables& tables, uint32_t rows_crc, std::string* head) {
   const uint64_t rows = tables.ids.size();
   if (tables.sequences.size() != rows || tables.labels.size() != rows ||
@@ -73,7 +73,7 @@ Status EncodeArenaHead(uint64_t sequence, uint64_t binding, size_t row_bytes,
   PutArray(&table_bytes, tables.sequences);
   PutArray(&table_bytes, tables.labels);
   PutArray(&table_bytes, tables.flags);
-  const uint64_t rows_offset = RowsOffset(rows);
+  const uint64_t rows_offset = RowsOffset(rows, kArenaHeaderBytes);
   std::string& out = *head;
   out.assign(kMagic, sizeof(kMagic));
   PutFixed(&out, kArenaFileVersion);
@@ -84,6 +84,7 @@ Status EncodeArenaHead(uint64_t sequence, uint64_t binding, size_t row_bytes,
   PutFixed(&out, rows_offset);
   PutFixed(&out, Crc32c(table_bytes.data(), table_bytes.size()));
   PutFixed(&out, rows_crc);
+  PutFixed(&out, uint32_t(row_format));
   PutFixed(&out, Crc32c(out.data() + sizeof(kMagic), out.size() - sizeof(kMagic)));
   out += table_bytes;
   out.resize(rows_offset, '\0');
@@ -91,7 +92,7 @@ Status EncodeArenaHead(uint64_t sequence, uint64_t binding, size_t row_bytes,
 }
 
 Status WriteArenaSnapshot(const std::string& path, uint64_t sequence, uint64_t binding,
-                          size_t row_bytes, const ArenaTables& tables,
+                          size_t row_bytes, RowFormat row_format, const ArenaTables& tables,
                           const std::vector<std::string_view>& row_runs) {
   uint32_t rows_crc = 0;
   uint64_t row_total = 0;
@@ -103,7 +104,8 @@ Status WriteArenaSnapshot(const std::string& path, uint64_t sequence, uint64_t b
     return Status::Internal("arena snapshot " + path + ": tables and rows disagree");
   }
   std::string head;
-  const Status encoded = EncodeArenaHead(sequence, binding, row_bytes, tables, rows_crc, &head);
+  const Status encoded =
+      EncodeArenaHead(sequence, binding, row_bytes, row_format, tables, rows_crc, &head);
   if (!encoded.ok()) return Status::Internal("arena snapshot " + path + ": " + encoded.message());
   std::vector<std::string_view> parts = {head};
   parts.insert(parts.end(), row_runs.begin(), row_runs.end());
@@ -112,20 +114,34 @@ Status WriteArenaSnapshot(const std::string& path, uint64_t sequence, uint64_t b
 
 Status ParseArenaHeader(std::string_view bytes, uint64_t file_size, const std::string& what,
                         ArenaHeader* header) {
-  if (file_size < kArenaHeaderBytes || bytes.size() < kArenaHeaderBytes ||
+  if (file_size < kArenaHeaderBytesV1 || bytes.size() < kArenaHeaderBytesV1 ||
       std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
     return Status::Corruption(what + " has a bad header");
   }
   const char* p = bytes.data() + sizeof(kMagic);
   const uint32_t version = GetFixed<uint32_t>(p);
-  if (version != kArenaFileVersion) {
+  if (version != 1 && version != kArenaFileVersion) {
     return Status::Corruption(what + " has format version " + std::to_string(version) +
-                              ", this build reads " + std::to_string(kArenaFileVersion));
-  }
-  if (Crc32c(p, 48) != GetFixed<uint32_t>(p + 48)) {
-    return Status::Corruption(what + " fails its header checksum");
+                              ", this build reads 1 and " + std::to_string(kArenaFileVersion));
   }
   ArenaHeader h;
+  h.version = version;
+  h.header_bytes = version == 1 ? kArenaHeaderBytesV1 : kArenaHeaderBytes;
+  if (file_size < h.header_bytes || bytes.size() < h.header_bytes) {
+    return Status::Corruption(what + " has a bad header");
+  }
+  // The checksum covers the header from the version on, up to itself.
+  const size_t covered = h.header_bytes - sizeof(kMagic) - 4;
+  if (Crc32c(p, covered) != GetFixed<uint32_t>(p + covered)) {
+    return Status::Corruption(what + " fails its header checksum");
+  }
+  if (version >= 2) {
+    const uint32_t format = GetFixed<uint32_t>(p + 48);
+    if (format > uint32_t(RowFormat::kBfloat16)) {
+      return Status::Corruption(what + " has an unknown row format " + std::to_string(format));
+    }
+    h.row_format = RowFormat(format);
+  }
   h.row_bytes = GetFixed<uint32_t>(p + 4);
   h.sequence = GetFixed<uint64_t>(p + 8);
   h.binding = GetFixed<uint64_t>(p + 16);
@@ -136,7 +152,8 @@ Status ParseArenaHeader(std::string_view bytes, uint64_t file_size, const std::s
   // Sizes are checked against the file before anything is allocated; the
   // first bound keeps the products below from overflowing.
   if (h.rows > file_size / (kTableBytesPerRow + h.row_bytes) ||
-      h.rows_offset != RowsOffset(h.rows) || file_size != h.rows_offset + h.rows * h.row_bytes) {
+      h.rows_offset != RowsOffset(h.rows, h.header_bytes) ||
+      file_size != h.rows_offset + h.rows * h.row_bytes) {
     return Status::Corruption(what + " is truncated or has trailing bytes (" +
                               std::to_string(file_size) + " bytes for " + std::to_string(h.rows) +
                               " rows)");
@@ -146,9 +163,15 @@ Status ParseArenaHeader(std::string_view bytes, uint64_t file_size, const std::s
 }
 
 Status CheckArenaHeaderFits(const ArenaHeader& header, uint64_t binding, size_t row_bytes,
-                            uint64_t sequence, const std::string& what) {
+                            RowFormat row_format, uint64_t sequence, const std::string& what) {
   if (header.binding != binding) {
     return Status::Corruption(what + " belongs to another collection or database");
+  }
+  // float16 and bfloat16 rows have the same length: the format tells them
+  // apart, and read as the other they would be wrong numbers.
+  if (header.row_format != row_format) {
+    return Status::Corruption(what + " holds " + RowFormatName(header.row_format) +
+                              " rows, the collection's row format is " + RowFormatName(row_format));
   }
   if (header.row_bytes != row_bytes) {
     return Status::Corruption(what + " holds rows of " + std::to_string(header.row_bytes) +
@@ -167,7 +190,7 @@ Status ParseArenaTables(std::string_view bytes, const ArenaHeader& header, const
   ClearTables(tables);
   const uint64_t rows = header.rows;
   const uint64_t tables_size = rows * kTableBytesPerRow;
-  if (bytes.size() != header.rows_offset - kArenaHeaderBytes || bytes.size() < tables_size) {
+  if (bytes.size() != header.rows_offset - header.header_bytes || bytes.size() < tables_size) {
     return Status::Corruption(what + " has tables of the wrong size");
   }
   if (Crc32c(bytes.data(), tables_size) != header.tables_crc) {
@@ -199,7 +222,8 @@ Status CheckArenaRows(const uint8_t* rows, const ArenaHeader& header, const std:
 }
 
 Status LoadArenaSnapshot(const std::string& path, uint64_t binding, size_t row_bytes,
-                         uint64_t sequence, ArenaTables* tables, RowArena* arena) {
+                         RowFormat row_format, uint64_t sequence, ArenaTables* tables,
+                         RowArena* arena) {
   ClearTables(tables);
   arena->Clear();
   int fd = -1;
@@ -214,10 +238,11 @@ Status LoadArenaSnapshot(const std::string& path, uint64_t binding, size_t row_b
   if (got > 0 && !ReadFullyAt(fd, h, got, 0)) got = 0;  // reported as a bad header
   ArenaHeader header;
   HEDGEDB_RETURN_IF_ERROR(ParseArenaHeader(std::string_view(h, got), file_size, what, &header));
-  HEDGEDB_RETURN_IF_ERROR(CheckArenaHeaderFits(header, binding, row_bytes, sequence, what));
+  HEDGEDB_RETURN_IF_ERROR(
+      CheckArenaHeaderFits(header, binding, row_bytes, row_format, sequence, what));
   // The tables and the zeros after them, up to the rows (under 64 KiB more).
-  std::string table_bytes(header.rows_offset - kArenaHeaderBytes, '\0');
-  if (!ReadFullyAt(fd, table_bytes.data(), table_bytes.size(), kArenaHeaderBytes)) {
+  std::string table_bytes(header.rows_offset - header.header_bytes, '\0');
+  if (!ReadFullyAt(fd, table_bytes.data(), table_bytes.size(), header.header_bytes)) {
     return Status::IOError("cannot read " + what);
   }
   HEDGEDB_RETURN_IF_ERROR(ParseArenaTables(table_bytes, header, what, tables));

@@ -155,11 +155,14 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
       // Fitted first: every score and eta below reads them. They are kept
       // as floats, as the spec stores them, so the map is fitted at exactly
       // the values that searches will use.
+      // Float rows (a compact row format widened).
+      std::vector<float> widened(labelled.size() * shape.item_row_size());
+      WidenRows(shape, arena, row_bytes_, labelled.data(), labelled.size(), widened.data());
       std::vector<const float*> rows;
       std::vector<int64_t> row_label;
-      for (int64_t r : labelled) {
-        rows.push_back(reinterpret_cast<const float*>(arena + r * row_bytes_));
-        row_label.push_back(row_labels[size_t(r)]);
+      for (size_t i = 0; i < labelled.size(); ++i) {
+        rows.push_back(widened.data() + i * shape.item_row_size());
+        row_label.push_back(row_labels[size_t(labelled[i])]);
       }
       MatchPairs pairs;
       Status st = DrawMatchPairs(s, rows, row_label, o.sample_seed, &pairs);
@@ -217,7 +220,7 @@ Status Collection::Calibrate(const CalibrateOptions& o, CalibrationReport* repor
       } else {
         // Items of float kinds are their own query rows (same layout).
         self = labelled[size_t(order[size_t(i)])];
-        std::memcpy(own.data(), arena + self * row_bytes_, qfloats * sizeof(float));
+        WidenItemRow(shape, arena + self * row_bytes_, own.data());
         qrow = own.data();
         qlabel = row_labels[self];
       }

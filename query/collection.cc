@@ -60,6 +60,16 @@ Status ValidateSpec(const CollectionSpec& s, bool exercise_index) {
   } else if (s.code_k != 0) {
     return Status::InvalidArgument("code-k applies to codes collections only");
   }
+  if (s.row_format != RowFormat::kFloat32 && s.row_format != RowFormat::kFloat16 &&
+      s.row_format != RowFormat::kBfloat16) {
+    return Status::InvalidArgument("unknown row format " + std::to_string(int(s.row_format)));
+  }
+  // Codes are bytes: a compact format would say something untrue of them.
+  if (s.kind == Kind::kCodes && s.row_format != RowFormat::kFloat32) {
+    return Status::InvalidArgument(std::string("row format ") + RowFormatName(s.row_format) +
+                                   " applies to point, gaussian and mog collections only (codes "
+                                   "are stored as bytes)");
+  }
   if (!(s.match_a > 0) || !std::isfinite(s.match_a)) {
     return Status::InvalidArgument("match-a must be finite and > 0, got " +
                                    std::to_string(s.match_a));
@@ -98,7 +108,7 @@ Collection::Collection(storage::RecordStore* store, const storage::CollectionMet
       arena_path_(std::move(arena_path)),
       index_binding_(index_binding),
       row_bytes_(ItemRowBytes(meta.spec)),
-      table_(row_bytes_),
+      table_(row_bytes_, meta.spec.row_format),
       keeper_(&meta_, &table_, std::move(index_path), index_binding, index_save_interval) {}
 
 Collection::~Collection() = default;
@@ -394,6 +404,7 @@ void Collection::ListIds(std::vector<int64_t>* ids) const {
 Status Collection::Get(const int64_t* ids, size_t n, std::vector<Record>* records) {
   const RowShape shape = RowShapeOf(meta_.spec);
   const size_t D = size_t(shape.dim), C = shape.mixture_components();
+  std::vector<float> widened(shape.kind == Kind::kCodes ? 0 : shape.item_row_size());
   records->assign(n, Record());
   storage::CollectionMeta meta;
   std::shared_ptr<const rocksdb::Snapshot> snapshot;
@@ -416,10 +427,15 @@ Status Collection::Get(const int64_t* ids, size_t n, std::vector<Record>* record
       rec.has_label = table_.has_label(r);
       rec.label = table_.labels()[size_t(r)];
       const uint8_t* row = table_.arena().row(r);
-      const float* f = reinterpret_cast<const float*>(row);
       if (shape.kind == Kind::kCodes) {
         rec.codes.assign(row, row + D);
-      } else if (shape.kind == Kind::kPoint) {
+        continue;
+      }
+      // The stored values, widened exactly (a compact row format returns
+      // the rounded values that searches score).
+      WidenItemRow(shape, row, widened.data());
+      const float* f = widened.data();
+      if (shape.kind == Kind::kPoint) {
         rec.vec.assign(f, f + D);
       } else {
         if (shape.kind == Kind::kMog) {

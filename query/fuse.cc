@@ -57,7 +57,7 @@ Status FuseGaussians(const CollectionSpec& spec, const EmbeddingView& items,
   if (items.n == 1) {
     // The item itself, as a collection stores it (mixture weights normalised).
     std::vector<float> row(shape.item_row_size());
-    PackItemRow(shape, items, 0, reinterpret_cast<uint8_t*>(row.data()));
+    PackFloatRow(shape, items, 0, row.data());
     mean->assign(row.begin() + shape.mean_offset(), row.begin() + shape.mean_offset() + per);
     var->assign(row.begin() + shape.var_offset(), row.begin() + shape.var_offset() + per);
     if (shape.kind == Kind::kMog) {

@@ -255,7 +255,7 @@ Status FitMatchParametersOfView(const CollectionSpec& spec, const EmbeddingView&
   std::vector<const float*> rows(static_cast<size_t>(items.n));
   for (int64_t i = 0; i < items.n; ++i) {
     float* row = packed.data() + size_t(i) * floats;
-    PackItemRow(shape, items, i, reinterpret_cast<uint8_t*>(row));
+    PackFloatRow(shape, items, i, row);
     rows[size_t(i)] = row;
   }
   MatchPairs pairs;

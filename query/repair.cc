@@ -71,8 +71,9 @@ Status RestoreFromSnapshot(storage::RecordStore* store, const std::string& ident
   const std::string file = aside + "/" + std::to_string(meta.id) + ".harena";
   query::ArenaTables tables;
   query::RowArena arena(row_bytes);
-  const Status loaded = query::LoadArenaSnapshot(file, query::IndexBinding(identity, meta),
-                                                 row_bytes, meta.sequence, &tables, &arena);
+  const Status loaded =
+      query::LoadArenaSnapshot(file, query::IndexBinding(identity, meta), row_bytes,
+                               meta.spec.row_format, meta.sequence, &tables, &arena);
   if (!loaded.ok()) {
     out->note = query::IsMissingArenaSnapshot(loaded)
                     ? "no arena snapshot"

@@ -53,6 +53,43 @@ Status CheckWeights(const float* w, int64_t n, int C, const char* row_word) {
   return Status::OK();
 }
 
+// Values of a compact row format (RowFormat): what the format can hold to
+// its precision. Means and vectors must stay finite once rounded (float16:
+// |x| <= 65504). Variances must round to a normal number of the format, so
+// that they keep its relative precision (float16 2^-11, bfloat16 2^-8): a
+// float16 variance below 2^-14 would be a subnormal with fewer significant
+// bits (1e-6 has 4: up to 3% off), and one of 6e-8 would be 0.
+Status CheckFormatRange(RowFormat format, const float* p, size_t n, size_t per_row,
+                        const char* what, bool variance) {
+  if (format == RowFormat::kFloat32) return Status::OK();
+  const bool half = format == RowFormat::kFloat16;
+  const float max = half ? kFloat16Max : FloatFromBits(0x7f7f0000u);  // largest bfloat16
+  const float min_normal = half ? kFloat16MinNormal : FloatFromBits(0x00800000u);
+  for (size_t j = 0; j < n; ++j) {
+    const float rounded =
+        half ? HalfToFloat(FloatToHalf(p[j])) : Bfloat16ToFloat(FloatToBfloat16(p[j]));
+    const bool too_large = std::fabs(p[j]) > max || std::isinf(rounded);
+    const bool too_small = variance && rounded < min_normal;
+    if (!too_large && !too_small) continue;
+    std::string text = std::string(what) + " " + FloatText(p[j]) + " of item " +
+                       std::to_string(j / per_row) + " (element " + std::to_string(j % per_row) +
+                       ") ";
+    if (too_large) {
+      text += std::string("is outside the range of the collection's row format ") +
+              RowFormatName(format) + " (largest magnitude " + FloatText(max) + ")";
+    } else {
+      text += std::string("is below the smallest normal number of the collection's row format ") +
+              RowFormatName(format) + " (" + FloatText(min_normal) +
+              "), where it would keep fewer significant bits (relative error over " +
+              (half ? "2^-11" : "2^-8") + ")";
+    }
+    return Status::InvalidArgument(text + "; create the collection with row format " +
+                                   (half ? "bfloat16 or float32" : "float32") +
+                                   " to store such values");
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status CheckRowShape(const RowShape& shape) {
@@ -76,7 +113,8 @@ Status CheckItemRows(const RowShape& s, const EmbeddingView& v) {
   switch (s.kind) {
     case Kind::kPoint:
       if (!v.vec) return Status::InvalidArgument("point collections take vectors (vec)");
-      return CheckFloats(v.vec, n * D, D, "vector", false, "item");
+      HEDGEDB_RETURN_IF_ERROR(CheckFloats(v.vec, n * D, D, "vector", false, "item"));
+      return CheckFormatRange(s.format, v.vec, n * D, D, "vector value", false);
     case Kind::kGaussian:
     case Kind::kMog: {
       if (!v.mean || !v.var) {
@@ -86,6 +124,8 @@ Status CheckItemRows(const RowShape& s, const EmbeddingView& v) {
       const size_t per = (s.kind == Kind::kMog ? C : 1) * D;
       HEDGEDB_RETURN_IF_ERROR(CheckFloats(v.mean, n * per, per, "mean", false, "item"));
       HEDGEDB_RETURN_IF_ERROR(CheckFloats(v.var, n * per, per, "variance", true, "item"));
+      HEDGEDB_RETURN_IF_ERROR(CheckFormatRange(s.format, v.mean, n * per, per, "mean", false));
+      HEDGEDB_RETURN_IF_ERROR(CheckFormatRange(s.format, v.var, n * per, per, "variance", true));
       if (s.kind == Kind::kMog && v.weights) {
         HEDGEDB_RETURN_IF_ERROR(CheckWeights(v.weights, v.n, int(C), "item"));
       }

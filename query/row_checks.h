@@ -15,7 +15,9 @@ namespace query {
 Status CheckRowShape(const RowShape& shape);
 // Items of a collection of `shape`: n >= 1; the kind's buffers present;
 // finite means and vectors, variances > 0, mixture weights >= 0 summing to 1
-// (within 1e-3), code symbols in [0, k). Errors name the item.
+// (within 1e-3), code symbols in [0, k); with a compact row format, means,
+// vectors and variances that the format holds (row_checks.cc,
+// CheckFormatRange). Errors name the item.
 Status CheckItemRows(const RowShape& shape, const EmbeddingView& items);
 // Queries: the same for vector kinds; codes queries are d x k tables of
 // log-probabilities (entries <= 0, -inf allowed). Errors name the query.

@@ -19,7 +19,8 @@ void ReserveGrowing(std::vector<T>* v, size_t size) {
 
 }  // namespace
 
-RowTable::RowTable(size_t row_bytes) : arena_(row_bytes) {}
+RowTable::RowTable(size_t row_bytes, RowFormat row_format)
+    : arena_(row_bytes), row_format_(row_format) {}
 
 int64_t RowTable::RowOf(int64_t id) const { return row_of_id_.Find(id); }
 
@@ -82,7 +83,8 @@ void RowTable::GatherNewer(uint64_t sequence, std::vector<uint8_t>* rows,
 Status RowTable::LoadSnapshot(const std::string& path, uint64_t binding, uint64_t sequence,
                               int64_t max_id) {
   ArenaTables tables;
-  Status s = LoadArenaSnapshot(path, binding, arena_.row_bytes(), sequence, &tables, &arena_);
+  Status s =
+      LoadArenaSnapshot(path, binding, arena_.row_bytes(), row_format_, sequence, &tables, &arena_);
   if (!s.ok()) return s;
   const size_t n = tables.ids.size();
   row_of_id_.Reserve(n);
@@ -136,7 +138,8 @@ Status RowTable::WriteSnapshot(const std::string& path, uint64_t sequence, uint6
   // changed in place must not come back with valid checksums. Checked
   // before and after the write (the write reads the rows in between).
   HEDGEDB_RETURN_IF_ERROR(arena_.CheckMapped(path));
-  HEDGEDB_RETURN_IF_ERROR(WriteArenaSnapshot(path, sequence, binding, row_bytes, tables, runs));
+  HEDGEDB_RETURN_IF_ERROR(
+      WriteArenaSnapshot(path, sequence, binding, row_bytes, row_format_, tables, runs));
   return arena_.CheckMapped(path);
 }
 

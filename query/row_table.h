@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "hedgedb/collection_spec.h"
 #include "hedgedb/status.h"
 #include "query/id_map.h"
 #include "query/row_arena.h"
@@ -26,7 +27,9 @@ constexpr uint8_t kRowHasLabel = 2;
 
 class RowTable {
  public:
-  explicit RowTable(size_t row_bytes);
+  // `row_format`: the collection's (RowFormat), which its arena snapshot
+  // records and must match.
+  explicit RowTable(size_t row_bytes, RowFormat row_format = RowFormat::kFloat32);
   RowTable(const RowTable&) = delete;
   RowTable& operator=(const RowTable&) = delete;
 
@@ -74,12 +77,13 @@ class RowTable {
 
  private:
   RowArena arena_;
-  std::vector<uint64_t> sequences_;                 // of the batch that wrote each row
-  std::vector<int64_t> ids_;                        // id of each row
-  std::vector<int64_t> labels_;                     // label of each row
-  std::vector<uint8_t> flags_;                      // kRowLive | kRowHasLabel
-  IdMap row_of_id_;                                 // live rows only
-  std::vector<int64_t> live_rows_;                  // ascending
+  const RowFormat row_format_;
+  std::vector<uint64_t> sequences_;  // of the batch that wrote each row
+  std::vector<int64_t> ids_;         // id of each row
+  std::vector<int64_t> labels_;      // label of each row
+  std::vector<uint8_t> flags_;       // kRowLive | kRowHasLabel
+  IdMap row_of_id_;                  // live rows only
+  std::vector<int64_t> live_rows_;   // ascending
 };
 
 }  // namespace query

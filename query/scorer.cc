@@ -421,6 +421,101 @@ class CodesPreparedQuery : public PreparedQuery {
   std::vector<float> table_;
 };
 
+// ---------------------------------------------------------------------------
+// Compact rows (RowFormat float16, bfloat16): the float scorers above read
+// float rows, so the rows a call names are widened first, a tile at a time,
+// into a buffer of this thread (about 64 KiB, so that a tile stays in L2
+// while the float kernel reads it), and the float scorer reads the tile.
+// Widening is exact, so a compact collection's scores are the float32
+// scores of its rounded rows, bitwise.
+
+// (One row at least: a mixture row of large C x D is megabytes.)
+size_t WidenTileRows(const RowShape& shape) {
+  return std::max<size_t>(1, (size_t(64) << 10) / (shape.item_row_size() * sizeof(float)));
+}
+
+// The widened tile's buffer of this thread (one for every caller: a float
+// scorer never widens, so a tile is never widened while another is read).
+std::vector<float>& WidenBuffer() {
+  thread_local std::vector<float> buffer;
+  return buffer;
+}
+
+// 0, 1, ..., n - 1: the row indices of a widened tile.
+const int64_t* TileRowIndices(size_t n) {
+  thread_local std::vector<int64_t> indices;
+  if (indices.size() < n) {
+    const size_t from = indices.size();
+    indices.resize(n);
+    for (size_t i = from; i < n; ++i) indices[i] = int64_t(i);
+  }
+  return indices.data();
+}
+
+// Calls fn(tile, tile_row_bytes, first, count) for consecutive tiles of the
+// n rows (rows null: rows 0..n-1), `tile` their float rows back to back.
+template <typename Fn>
+void ForWidenedTiles(const RowShape& shape, const void* base, size_t row_stride_bytes,
+                     const int64_t* rows, size_t n, Fn&& fn) {
+  const size_t tile_rows = std::min(n, WidenTileRows(shape));
+  const size_t floats = shape.item_row_size();
+  std::vector<float>& tile = WidenBuffer();
+  if (tile.size() < tile_rows * floats) tile.resize(tile_rows * floats);
+  std::vector<int64_t> first_rows;  // rows null: the tile's row numbers
+  for (size_t first = 0; first < n; first += tile_rows) {
+    const size_t count = std::min(tile_rows, n - first);
+    const int64_t* tile_of_rows = rows ? rows + first : nullptr;
+    if (!rows) {
+      first_rows.resize(count);
+      for (size_t i = 0; i < count; ++i) first_rows[i] = int64_t(first + i);
+      tile_of_rows = first_rows.data();
+    }
+    WidenRows(shape, base, row_stride_bytes, tile_of_rows, count, tile.data());
+    fn(static_cast<const void*>(tile.data()), floats * sizeof(float), first, count);
+  }
+}
+
+class CompactRowsQuery : public PreparedQuery {
+ public:
+  CompactRowsQuery(const RowShape& shape, std::unique_ptr<PreparedQuery> inner)
+      : shape_(shape), inner_(std::move(inner)) {}
+
+  void ScoreRows(const void* base, size_t row_stride_bytes, const int64_t* rows, size_t n,
+                 float* out) const override {
+    ForWidenedTiles(shape_, base, row_stride_bytes, rows, n,
+                    [&](const void* tile, size_t tile_bytes, size_t first, size_t count) {
+                      inner_->ScoreRows(tile, tile_bytes, TileRowIndices(count), count,
+                                        out + first);
+                    });
+  }
+  void StdErrorRows(const void* base, size_t row_stride_bytes, const int64_t* rows, size_t n,
+                    float* out) const override {
+    ForWidenedTiles(shape_, base, row_stride_bytes, rows, n,
+                    [&](const void* tile, size_t tile_bytes, size_t first, size_t count) {
+                      inner_->StdErrorRows(tile, tile_bytes, TileRowIndices(count), count,
+                                           out + first);
+                    });
+  }
+  bool TieBreakKeys(const void* base, size_t row_stride_bytes, const int64_t* rows, size_t n,
+                    double* out) const override {
+    if (!inner_->TieBreakKeys(nullptr, 0, nullptr, 0, nullptr)) return false;
+    ForWidenedTiles(shape_, base, row_stride_bytes, rows, n,
+                    [&](const void* tile, size_t tile_bytes, size_t first, size_t count) {
+                      inner_->TieBreakKeys(tile, tile_bytes, TileRowIndices(count), count,
+                                           out + first);
+                    });
+    return true;
+  }
+  // (TopRows: only codes have one, and codes rows are never compact.)
+
+  const RowShape& shape() const { return shape_; }
+  const PreparedQuery* inner() const { return inner_.get(); }
+
+ private:
+  RowShape shape_;  // of the stored rows
+  std::unique_ptr<PreparedQuery> inner_;
+};
+
 }  // namespace
 
 void ScoreRowsShared(const PreparedQuery* const* queries, size_t nq, const void* base,
@@ -428,6 +523,19 @@ void ScoreRowsShared(const PreparedQuery* const* queries, size_t nq, const void*
                      size_t out_stride) {
   if (nq == 0) return;
   // The kinds of queries[0] decide: one plan prepares every query alike.
+  if (const auto* compact = dynamic_cast<const CompactRowsQuery*>(queries[0])) {
+    // Each tile widened once for all the queries.
+    std::vector<const PreparedQuery*> inner(nq);
+    for (size_t j = 0; j < nq; ++j) {
+      inner[j] = static_cast<const CompactRowsQuery*>(queries[j])->inner();
+    }
+    ForWidenedTiles(compact->shape(), base, row_stride_bytes, rows, n,
+                    [&](const void* tile, size_t tile_bytes, size_t first, size_t count) {
+                      ScoreRowsShared(inner.data(), nq, tile, tile_bytes, TileRowIndices(count),
+                                      count, out + first, out_stride);
+                    });
+    return;
+  }
   if (dynamic_cast<const McPreparedQuery*>(queries[0]) != nullptr) {
     std::vector<McKernelQuery> kernels(nq);
     for (size_t j = 0; j < nq; ++j) {
@@ -490,6 +598,14 @@ Status ScalarMomentScoreRows(const RowShape& shape, const ScoreParams& params,
     return Status::InvalidArgument(std::string("score '") + ScoreName(resolved) +
                                    "' has no closed form");
   }
+  if (shape.compact()) {  // the float rows of the stored ones, widened exactly
+    std::vector<float> widened(n * shape.item_row_size());
+    WidenRows(shape, base, row_stride_bytes, rows, n, widened.data());
+    std::vector<int64_t> all(n);
+    for (size_t i = 0; i < n; ++i) all[i] = int64_t(i);
+    return ScalarMomentScoreRows(FloatRowShape(shape), params, query_row, widened.data(),
+                                 shape.item_row_size() * sizeof(float), all.data(), n, out);
+  }
   ScalarMomentScorer(shape, resolved, params.match_a, params.match_b, query_row)
       .ScoreRows(base, row_stride_bytes, rows, n, out);
   return Status::OK();
@@ -498,6 +614,12 @@ Status ScalarMomentScoreRows(const RowShape& shape, const ScoreParams& params,
 Status PrepareQuery(const RowShape& shape, const ScoreParams& params, const float* query_row,
                     std::unique_ptr<PreparedQuery>* out) {
   HEDGEDB_RETURN_IF_ERROR(ValidateScoreParams(shape, params));
+  if (shape.compact()) {
+    std::unique_ptr<PreparedQuery> inner;
+    HEDGEDB_RETURN_IF_ERROR(PrepareQuery(FloatRowShape(shape), params, query_row, &inner));
+    out->reset(new CompactRowsQuery(shape, std::move(inner)));
+    return Status::OK();
+  }
   const ScoreType resolved = ResolveScore(shape.kind, params.score);
   switch (resolved) {
     case ScoreType::kMc:
@@ -568,6 +690,14 @@ void UncertaintyRows(const RowShape& shape, const ScoreParams& params, const voi
     std::fill(out, out + n, nan);
     return;
   }
+  if (shape.compact()) {
+    ForWidenedTiles(shape, base, row_stride_bytes, rows, n,
+                    [&](const void* tile, size_t tile_bytes, size_t first, size_t count) {
+                      UncertaintyRows(FloatRowShape(shape), params, tile, tile_bytes,
+                                      TileRowIndices(count), count, out + first);
+                    });
+    return;
+  }
   if (shape.kind == Kind::kGaussian) {
     const EtaPairTables& tables = EtaPairDeltaSq(params.seed, params.samples, shape.dim);
     GaussianEtaKernelQuery kernel;
@@ -604,7 +734,7 @@ void UncertaintyRows(const RowShape& shape, const ScoreParams& params, const voi
 float Uncertainty(const RowShape& shape, const ScoreParams& params, const float* row) {
   const int64_t first_row = 0;
   float eta = 0.0f;
-  UncertaintyRows(shape, params, row, 0, &first_row, 1, &eta);
+  UncertaintyRows(FloatRowShape(shape), params, row, 0, &first_row, 1, &eta);
   return eta;
 }
 

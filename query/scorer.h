@@ -7,6 +7,11 @@
 //   codes:    uint8 [c (d)]
 // Queries use the same float row layout, except codes queries, which are
 // d x k log-probability tables (float).
+// With a compact row format (RowShape::format float16 or bfloat16) the item
+// rows hold 2-byte values (common/row_layout.h); the functions below take
+// such rows when the shape says so and score their exact float32 widening
+// (scorer.cc, CompactRowsQuery), so the numbers are those of a float32 row
+// of the rounded values, bitwise. Query rows are float32 always.
 //
 // Monte Carlo samples come from a fixed bank of standard normals per
 // (seed, stream): every item draws z_j = mu + sqrt(var) * eps_j with the same

@@ -106,7 +106,7 @@ void VerifyArenaSnapshot(const std::string& db_path, const std::string& store_id
   ArenaTables tables;
   RowArena arena(row_bytes);
   const Status loaded = LoadArenaSnapshot(path, IndexBinding(store_identity, meta), row_bytes,
-                                          meta.sequence, &tables, &arena);
+                                          meta.spec.row_format, meta.sequence, &tables, &arena);
   if (!loaded.ok()) {
     // hedgedb writes a snapshot whole (a new file, renamed into place), so
     // one that is damaged (a checksum, its structure) was changed in place

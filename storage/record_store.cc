@@ -96,6 +96,9 @@ std::string SpecToJson(const CollectionSpec& spec) {
                       {"samples", spec.samples}, {"seed", spec.seed}};
   // Absent when empty: descriptors without metadata keep their old bytes.
   if (!spec.metadata.empty()) j["metadata"] = spec.metadata;
+  // Absent for float32, which descriptors written before row formats
+  // existed mean: they keep their bytes and read back as float32.
+  if (spec.row_format != RowFormat::kFloat32) j["row_format"] = RowFormatName(spec.row_format);
   return j.dump();
 }
 
@@ -138,6 +141,12 @@ Status SpecFromJson(const std::string& text, CollectionSpec* spec) {
     }
     spec->seed = j.at("seed").get<uint64_t>();
     spec->metadata = j.contains("metadata") ? j.at("metadata").get<std::string>() : "";
+    spec->row_format = RowFormat::kFloat32;
+    if (j.contains("row_format") &&
+        !ParseRowFormat(j.at("row_format").get<std::string>(), &spec->row_format)) {
+      return Status::Corruption("bad collection descriptor: unknown row_format " +
+                                j.at("row_format").dump());
+    }
   } catch (const std::exception& e) {
     return Status::Corruption(std::string("bad collection descriptor: ") + e.what());
   }

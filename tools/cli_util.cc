@@ -335,7 +335,7 @@ struct JsonFields {
   void operator()(const char* name, uint64_t v) const { (*j)[name] = v; }
   void operator()(const char* name, bool v) const { (*j)[name] = v; }
   void operator()(const char* name, const std::string& v) const {
-    if (!v.empty()) (*j)[name] = v;
+    if (!v.empty() && (!kind || SpecFieldApplies(*kind, name))) (*j)[name] = v;
   }
   void operator()(const char* name, Kind v) const { (*j)[name] = KindName(v); }
   void operator()(const char* name, ScoreType v) const { (*j)[name] = ScoreName(v); }

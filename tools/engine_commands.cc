@@ -26,6 +26,7 @@ namespace cli {
 namespace {
 
 const std::vector<std::string> kKindNames = {"point", "gaussian", "mog", "codes"};
+const std::vector<std::string> kRowFormatNames = {"float32", "float16", "bfloat16"};
 
 void AddDbOption(CLI::App* cmd, std::string* db) {
   cmd->add_option("--db", *db, "Database directory")->required();
@@ -52,6 +53,7 @@ struct CreateArgs {
   std::string db;
   CollectionSpec spec;
   std::string kind = "gaussian";
+  std::string row_format = "float32";
   CLI::Option* samples_option = nullptr;
 };
 
@@ -66,6 +68,13 @@ std::string CommandLineNote(const std::string& note) {
 
 void RunCreate(CreateArgs& args) {
   if (!ParseKind(args.kind, &args.spec.kind)) UsageError("unknown kind '" + args.kind + "'");
+  if (!ParseRowFormat(args.row_format, &args.spec.row_format)) {
+    UsageError("unknown row format '" + args.row_format + "' (float32, float16 or bfloat16)");
+  }
+  if (args.spec.kind == Kind::kCodes && args.spec.row_format != RowFormat::kFloat32) {
+    UsageError("--row-format " + args.row_format +
+               " applies to point, gaussian and mog collections only (codes are stored as bytes)");
+  }
   if (args.spec.kind == Kind::kCodes && args.spec.code_k == 0) {
     UsageError("--code-k is required for a codes collection");
   }
@@ -109,6 +118,12 @@ void RegisterCreate(CLI::App& app) {
       ->check(Positive());
   cmd->add_option("--code-k", args->spec.code_k, "codes: alphabet size k (2..256)")
       ->check(CLI::Range(2, 256));
+  cmd->add_option("--row-format", args->row_format,
+                  "How item rows store means and variances: float32, or float16/bfloat16 at half "
+                  "the memory and disk (rounded to nearest; float16 refuses values beyond its "
+                  "range, variances below 6.1e-5 included; codes ignore it)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(kRowFormatNames));
   cmd->add_option("--index", args->spec.index_factory,
                   "FAISS factory string of the coarse index, e.g. Flat, HNSW32, IVF1024,Flat "
                   "(default: the kind's default)");

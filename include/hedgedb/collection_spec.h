@@ -10,6 +10,20 @@
 
 namespace hedgedb {
 
+// How a collection stores the means and variances of its item rows (point,
+// gaussian and mog collections; DIMCO codes are bytes whatever it says).
+// float16 and bfloat16 halve the memory and disk per item: values are
+// rounded to nearest-even at ingest, and everything that reads a row (the
+// scorers, the coarse index, get) reads the rounded value widened exactly to
+// float32. Mixture weights stay float32 (their exact normalisation).
+// float16 keeps 11 significant bits and refuses values it cannot hold to
+// that precision (docs/formats.md, "Row formats"); bfloat16 keeps 8 and
+// float32's range.
+enum class RowFormat { kFloat32, kFloat16, kBfloat16 };
+
+HEDGEDB_EXPORT const char* RowFormatName(RowFormat format);
+HEDGEDB_EXPORT bool ParseRowFormat(const std::string& name, RowFormat* format);
+
 // Everything that defines a collection. Fixed at creation.
 struct CollectionSpec {
   std::string name;
@@ -30,6 +44,8 @@ struct CollectionSpec {
   // Default Monte Carlo samples per side (a multiple of C for mog) and seed.
   int samples = 8;
   uint64_t seed = 0;
+  // The stored rows' number format (RowFormat above).
+  RowFormat row_format = RowFormat::kFloat32;
   // Free UTF-8 text the application keeps with the collection, at most
   // kMaxCollectionMetadata bytes (it is stored with the collection's
   // descriptor, which every write rewrites); hedgedb never interprets it.

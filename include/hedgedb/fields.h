@@ -38,17 +38,20 @@ void VisitFields(const CollectionSpec& spec, Visitor&& visit) {
   visit("match_b", float(spec.match_b));
   visit("samples", int64_t(spec.samples));
   visit("seed", uint64_t(spec.seed));
+  visit("row_format", std::string(RowFormatName(spec.row_format)));
   visit("metadata", spec.metadata);
 }
 
 // Whether a spec field means something for the kind: components (mog),
-// code_k (codes), match_a and match_b (not codes), samples (gaussian, mog).
+// code_k (codes), match_a and match_b (not codes), samples (gaussian, mog),
+// row_format (not codes).
 // The others always do.
 inline bool SpecFieldApplies(Kind kind, const std::string& field) {
   if (field == "components") return kind == Kind::kMog;
   if (field == "code_k") return kind == Kind::kCodes;
   if (field == "match_a" || field == "match_b") return kind != Kind::kCodes;
   if (field == "samples") return kind == Kind::kGaussian || kind == Kind::kMog;
+  if (field == "row_format") return kind != Kind::kCodes;
   return true;
 }
 

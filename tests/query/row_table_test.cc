@@ -7,10 +7,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "common/crc32c.h"
 #include "query/arena_file.h"
 #include "temp_dir.h"
 
@@ -159,6 +161,72 @@ TEST_F(RowTableSnapshotTest, RefusedSnapshotsLeaveTheTableEmpty) {
   EXPECT_EQ(past.rows(), 0);
   EXPECT_EQ(past.arena().rows(), 0);
   EXPECT_FALSE(past.Contains(1000));
+}
+
+// float16 and bfloat16 rows have the same length: only the format recorded
+// in the snapshot tells them apart, and a mismatch is refused by name.
+TEST_F(RowTableSnapshotTest, RowFormatRecordedAndAMismatchRefused) {
+  RowTable t(kRowBytes, RowFormat::kFloat16);
+  Fill(&t);
+  const std::string path = Path("1.harena");
+  ASSERT_TRUE(t.WriteSnapshot(path, 2, 42).ok());
+  RowTable same(kRowBytes, RowFormat::kFloat16);
+  ASSERT_TRUE(same.LoadSnapshot(path, 42, 2, 1090).ok());
+  EXPECT_EQ(same.rows(), 10);
+  for (RowFormat other : {RowFormat::kBfloat16, RowFormat::kFloat32}) {
+    RowTable wrong(kRowBytes, other);
+    const Status s = wrong.LoadSnapshot(path, 42, 2, 1090);
+    EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+    EXPECT_NE(s.ToString().find(std::string("holds float16 rows, the collection's row format is ") +
+                                RowFormatName(other)),
+              std::string::npos)
+        << s.ToString();
+    EXPECT_EQ(wrong.rows(), 0);
+    EXPECT_EQ(wrong.arena().rows(), 0);
+  }
+}
+
+// A version-1 snapshot (written before row formats: a 60-byte header
+// without the format field) still loads, as float32 rows, and only as such.
+TEST_F(RowTableSnapshotTest, VersionOneSnapshotReadsAsFloat32) {
+  RowTable t(kRowBytes);
+  Fill(&t);
+  const std::string path = Path("1.harena");
+  ASSERT_TRUE(t.WriteSnapshot(path, 2, 42).ok());
+  std::string bytes;
+  {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    ASSERT_NE(f, nullptr);
+    char buf[1 << 16];
+    size_t got;
+    while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, got);
+    std::fclose(f);
+  }
+  // Version 2 -> 1: drop the row format field (bytes 56..59), set the
+  // version, recompute the header checksum, keep the rows at their offset.
+  std::string v1 = bytes.substr(0, 56) + bytes.substr(60, 4) + bytes.substr(64);
+  v1.insert(kArenaHeaderBytesV1 + 10 * 25, 4, '\0');  // padding keeps the rows' offset
+  const uint32_t one = 1;
+  std::memcpy(&v1[8], &one, 4);
+  const uint32_t crc = Crc32c(v1.data() + 8, kArenaHeaderBytesV1 - 12);
+  std::memcpy(&v1[kArenaHeaderBytesV1 - 4], &crc, 4);
+  ASSERT_EQ(v1.size(), bytes.size());
+  {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fwrite(v1.data(), 1, v1.size(), f), v1.size());
+    std::fclose(f);
+  }
+  RowTable back(kRowBytes);
+  const Status s = back.LoadSnapshot(path, 42, 2, 1090);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(back.rows(), 10);
+  for (int64_t r = 0; r < 10; ++r) {
+    EXPECT_EQ(back.ids()[size_t(r)], t.ids()[size_t(r)]);
+    EXPECT_EQ(std::memcmp(back.arena().row(r), t.arena().row(r), kRowBytes), 0);
+  }
+  RowTable half(kRowBytes, RowFormat::kFloat16);
+  EXPECT_TRUE(half.LoadSnapshot(path, 42, 2, 1090).IsCorruption());
 }
 
 }  // namespace

@@ -1,0 +1,272 @@
+// Compact rows (CollectionSpec::row_format) through the engine: a float16 or
+// bfloat16 collection stores each item's values rounded, in half the bytes
+// (records and arena alike), and scores exactly as a float32 collection of
+// the rounded values does, bitwise, through ingest, upsert, delete, reopen
+// from the arena snapshot and from the records; verify checks its files;
+// values the format cannot hold are refused and nothing is written.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "common/half.h"
+#include "common/row_layout.h"
+#include "engine_test_util.h"
+
+namespace hedgedb {
+namespace testing {
+namespace {
+
+CollectionSpec Spec(const std::string& name, Kind kind, RowFormat format) {
+  CollectionSpec s;
+  s.name = name;
+  s.kind = kind;
+  s.dim = 12;
+  s.components = kind == Kind::kMog ? 2 : 1;
+  s.samples = kind == Kind::kMog ? 8 : 8;
+  s.match_a = 1.5f;
+  s.match_b = 3.0f;
+  s.index_factory = "IVF4,Flat";
+  s.row_format = format;
+  return s;
+}
+
+// The batch's values as the collection stores them: what get returns. The
+// mixture weights stay the batch's (float32 in either format: normalising
+// the stored ones again could move them by an ulp).
+Batch Stored(DB* db, const std::string& name, const Batch& b) {
+  std::vector<Record> records;
+  EXPECT_TRUE(db->Get(name, b.ids.data(), b.ids.size(), &records).ok());
+  Batch out = b;
+  out.vec.clear();
+  out.mean.clear();
+  out.var.clear();
+  for (const Record& r : records) {
+    EXPECT_TRUE(r.found);
+    out.vec.insert(out.vec.end(), r.vec.begin(), r.vec.end());
+    out.mean.insert(out.mean.end(), r.mean.begin(), r.mean.end());
+    out.var.insert(out.var.end(), r.var.begin(), r.var.end());
+  }
+  return out;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+struct Case {
+  Kind kind;
+  RowFormat format;
+};
+
+class RowFormatTest : public ::testing::TestWithParam<Case> {};
+
+// Every score a search returns, for every score type of the kind, both
+// stages: equal bitwise between the compact collection and the float32 one
+// holding its rounded values.
+void ExpectSameSearches(DB* db, const CollectionSpec& spec, const Batch& queries) {
+  std::vector<ScoreType> scores = {ScoreType::kDefault, ScoreType::kL2};
+  if (spec.kind != Kind::kPoint) {
+    scores.insert(scores.end(), {ScoreType::kCsd, ScoreType::kMls, ScoreType::kMatch});
+  }
+  for (ScoreType score : scores) {
+    for (bool exhaustive : {true, false}) {
+      SearchOptions o;
+      o.k = 10;
+      o.score = score;
+      o.exhaustive = exhaustive;
+      std::vector<SearchResult> a, b;
+      ASSERT_TRUE(db->Search("c", queries.view(), o, &a).ok());
+      ASSERT_TRUE(db->Search("f", queries.view(), o, &b).ok());
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t q = 0; q < a.size(); ++q) {
+        ASSERT_EQ(a[q].hits.size(), b[q].hits.size());
+        for (size_t h = 0; h < a[q].hits.size(); ++h) {
+          const SearchHit &x = a[q].hits[h], &y = b[q].hits[h];
+          EXPECT_EQ(x.id, y.id) << ScoreName(score) << " q " << q << " h " << h;
+          EXPECT_EQ(x.score, y.score) << ScoreName(score);
+          if (!std::isnan(y.uncertainty)) {
+            EXPECT_EQ(x.uncertainty, y.uncertainty);
+          }
+          if (!std::isnan(y.std_error)) {
+            EXPECT_EQ(x.std_error, y.std_error);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(RowFormatTest, ScoresEqualFloat32OfTheRoundedRowsThroughEveryPath) {
+  const Case c = GetParam();
+  TempDir dir;
+  const std::string path = dir.path() + "/db";
+  const CollectionSpec spec = Spec("c", c.kind, c.format);
+  CollectionSpec f32 = Spec("f", c.kind, RowFormat::kFloat32);
+  const Batch items = RandomBatch(spec, 300, 1, 7);
+  Batch queries = RandomBatch(spec, 6, 5000, 8);
+  {
+    auto db = OpenDb(path);
+    ASSERT_TRUE(db->CreateCollection(spec).ok());
+    ASSERT_TRUE(db->CreateCollection(f32).ok());
+    ASSERT_TRUE(db->Ingest("c", items.ingest(), nullptr).ok());
+    const Batch stored = Stored(db.get(), "c", items);
+    // The stored values are the rounded inputs (mixture weights as given,
+    // normalised in float32).
+    const std::vector<float>& in = c.kind == Kind::kPoint ? items.vec : items.mean;
+    const std::vector<float>& out = c.kind == Kind::kPoint ? stored.vec : stored.mean;
+    ASSERT_EQ(in.size(), out.size());
+    size_t changed = 0;
+    for (size_t j = 0; j < in.size(); ++j) {
+      const float want = c.format == RowFormat::kFloat16 ? HalfToFloat(FloatToHalf(in[j]))
+                                                         : Bfloat16ToFloat(FloatToBfloat16(in[j]));
+      ASSERT_EQ(out[j], want) << j;
+      changed += out[j] != in[j];
+    }
+    EXPECT_GT(changed, in.size() / 2);  // the rounding is real
+    ASSERT_TRUE(db->Ingest("f", stored.ingest(), nullptr).ok());
+    ExpectSameSearches(db.get(), spec, queries);
+
+    // Upsert (ids 1..20 replaced by other values) and delete (21..30).
+    Batch next = RandomBatch(spec, 20, 1, 9);
+    IngestBatch up = next.ingest();
+    up.upsert = true;
+    ASSERT_TRUE(db->Ingest("c", up, nullptr).ok());
+    Batch next_stored = Stored(db.get(), "c", next);
+    IngestBatch up_f = next_stored.ingest();
+    up_f.upsert = true;
+    ASSERT_TRUE(db->Ingest("f", up_f, nullptr).ok());
+    std::vector<int64_t> gone;
+    for (int64_t id = 21; id <= 30; ++id) gone.push_back(id);
+    ASSERT_TRUE(db->Remove("c", gone.data(), gone.size(), nullptr).ok());
+    ASSERT_TRUE(db->Remove("f", gone.data(), gone.size(), nullptr).ok());
+    ExpectSameSearches(db.get(), spec, queries);
+    ASSERT_TRUE(db->Flush().ok());
+  }
+  const size_t row_bytes = RowShapeOf(spec).item_row_bytes();
+  EXPECT_EQ(row_bytes, RowShapeOf(f32).item_row_bytes() / 2 +
+                           (c.kind == Kind::kMog ? 2 * sizeof(float) / 2 : 0));
+  {
+    // Reopened from the arena snapshot: rows of the compact length mapped.
+    auto db = OpenDb(path);
+    const CollectionStats st = StatsOf(db.get(), "c");
+    EXPECT_EQ(st.arena_source, "snapshot");
+    EXPECT_EQ(st.spec.row_format, c.format);
+    EXPECT_EQ(st.arena_mapped_bytes, int64_t(st.items * row_bytes));
+    ExpectSameSearches(db.get(), spec, queries);
+    VerifyReport report;
+    ASSERT_TRUE(db->Verify("", &report).ok());
+    EXPECT_TRUE(report.ok());
+  }
+  // Reopened from the records (no snapshot).
+  const std::string arena_dir = path + "/index";
+  std::string compact_arena;
+  for (const auto& e : std::filesystem::directory_iterator(arena_dir)) {
+    if (e.path().extension() != ".harena") continue;
+    const std::string bytes = ReadFile(e.path().string());
+    // The compact collection's snapshot records its format (version 2,
+    // format field at byte 56).
+    uint32_t version = 0, format = 0;
+    std::memcpy(&version, bytes.data() + 8, 4);
+    std::memcpy(&format, bytes.data() + 56, 4);
+    EXPECT_EQ(version, 2u);
+    if (format == uint32_t(c.format)) compact_arena = e.path().string();
+    std::filesystem::remove(e.path());
+  }
+  ASSERT_FALSE(compact_arena.empty());
+  {
+    auto db = OpenDb(path);
+    EXPECT_EQ(StatsOf(db.get(), "c").arena_source, "records");
+    ExpectSameSearches(db.get(), spec, queries);
+  }
+  // A byte of a row flipped in the snapshot: verify finds it, the open
+  // reads the records instead.
+  std::string bytes = ReadFile(compact_arena);
+  ASSERT_GT(bytes.size(), 65536u);
+  bytes[65536 + 3] = char(bytes[65536 + 3] ^ 0x10);
+  WriteFile(compact_arena, bytes);
+  {
+    VerifyReport report;
+    ASSERT_TRUE(VerifyDB(path, "", &report).ok());
+    ASSERT_FALSE(report.ok());
+    EXPECT_EQ(report.problems[0].kind, "arena_corrupt");
+    auto db = OpenDb(path);
+    EXPECT_EQ(StatsOf(db.get(), "c").arena_source, "records");
+    ExpectSameSearches(db.get(), spec, queries);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, RowFormatTest,
+                         ::testing::Values(Case{Kind::kPoint, RowFormat::kFloat16},
+                                           Case{Kind::kGaussian, RowFormat::kFloat16},
+                                           Case{Kind::kMog, RowFormat::kFloat16},
+                                           Case{Kind::kPoint, RowFormat::kBfloat16},
+                                           Case{Kind::kGaussian, RowFormat::kBfloat16},
+                                           Case{Kind::kMog, RowFormat::kBfloat16}));
+
+// What float16 cannot hold is refused, naming the value and the item, and
+// nothing of the batch is stored; bfloat16 takes it.
+TEST(RowFormatRangeTest, Float16RefusesWhatItCannotHold) {
+  TempDir dir;
+  auto db = OpenDb(dir.path() + "/db");
+  CollectionSpec spec = Spec("h", Kind::kGaussian, RowFormat::kFloat16);
+  spec.dim = 2;
+  ASSERT_TRUE(db->CreateCollection(spec).ok());
+  Batch b = RandomBatch(spec, 3, 1, 1);
+  b.mean[5] = -65505.0f;  // item 2, element 1
+  Status s = db->Ingest("h", b.ingest(), nullptr);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.ToString().find("mean -65505 of item 2 (element 1) is outside the range of the "
+                              "collection's row format float16 (largest magnitude 65504)"),
+            std::string::npos)
+      << s.ToString();
+  b = RandomBatch(spec, 3, 1, 1);
+  b.var[2] = 6.0e-5f;  // just below 2^-14
+  s = db->Ingest("h", b.ingest(), nullptr);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.ToString().find("variance 6e-05 of item 1 (element 0) is below the smallest normal"),
+            std::string::npos)
+      << s.ToString();
+  EXPECT_EQ(StatsOf(db.get(), "h").items, 0);
+  // The limits themselves are taken.
+  b.var[2] = kFloat16MinNormal;
+  b.mean[0] = kFloat16Max;
+  ASSERT_TRUE(db->Ingest("h", b.ingest(), nullptr).ok());
+  EXPECT_EQ(StatsOf(db.get(), "h").items, 3);
+
+  CollectionSpec bf = Spec("b", Kind::kGaussian, RowFormat::kBfloat16);
+  bf.dim = 2;
+  ASSERT_TRUE(db->CreateCollection(bf).ok());
+  b = RandomBatch(bf, 3, 1, 1);
+  b.mean[5] = -65505.0f;
+  b.var[2] = 1e-30f;
+  ASSERT_TRUE(db->Ingest("b", b.ingest(), nullptr).ok());
+  b.mean[0] = 3.4e38f;  // rounds past bfloat16's largest (3.3895e38)
+  s = db->Ingest("b", b.ingest(), nullptr);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.ToString().find("row format bfloat16"), std::string::npos) << s.ToString();
+
+  // Codes are bytes: a compact format is refused at create.
+  CollectionSpec codes;
+  codes.name = "k";
+  codes.kind = Kind::kCodes;
+  codes.dim = 4;
+  codes.code_k = 4;
+  codes.row_format = RowFormat::kFloat16;
+  s = db->CreateCollection(codes);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.ToString().find("codes are stored as bytes"), std::string::npos) << s.ToString();
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace hedgedb
