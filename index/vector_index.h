@@ -4,7 +4,9 @@
 // two moments), queried with [mu_q, 0].
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "index/coarse_index.h"
@@ -22,6 +24,9 @@ class VectorIndex final : public CoarseIndex {
   bool tunable() const override;
   Status TuneKnobs(const void* rows, const int64_t* ids, int64_t n, int64_t candidates,
                    double target) override;
+  Status MeasureRecall(const void* rows, const int64_t* ids, int64_t n, int64_t candidates,
+                       const std::vector<CoarseSearchKnobs>& knobs,
+                       std::vector<double>* recalls) const override;
 
  protected:
   Status Build() override;
@@ -32,6 +37,21 @@ class VectorIndex final : public CoarseIndex {
  private:
   // n item rows -> n coarse vectors (coarse_dim_ floats each).
   void CoarseVectors(const void* rows, int64_t n, std::vector<float>* out) const;
+  // What TuneKnobs and MeasureRecall measure against: up to 100 evenly
+  // spread rows as queries (their item rows, and as coarse vectors) and the
+  // ids of the exact coarse top-k of each over all n rows.
+  struct ExactTop {
+    int64_t nq = 0, k = 0;
+    std::vector<uint8_t> sample;  // nq item rows, read as query rows
+    std::vector<float> queries;   // their coarse vectors
+    std::vector<std::unordered_set<int64_t>> truth;
+    int64_t total = 0;  // sum of the truth sets' sizes
+    // The fraction of the truth among nq x k labels.
+    double Recall(const std::vector<int64_t>& labels) const;
+  };
+  // Throws what FAISS throws.
+  void ExactCoarseTop(const void* rows, const int64_t* ids, int64_t n, int64_t candidates,
+                      ExactTop* out) const;
 };
 
 }  // namespace index
