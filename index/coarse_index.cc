@@ -313,7 +313,7 @@ Status CoarseIndex::TuneKnobs(const void*, const int64_t*, int64_t, int64_t, dou
   return Status::OK();
 }
 
-Status CoarseIndex::MeasureRecall(const void*, const int64_t*, int64_t, int64_t,
+Status CoarseIndex::MeasureRecall(const void*, const int64_t*, int64_t, int64_t, int64_t,
                                   const std::vector<CoarseSearchKnobs>&,
                                   std::vector<double>*) const {
   return Status::NotSupported("index '" + factory_ + "' has no search knobs to measure");

@@ -121,13 +121,13 @@ class CoarseIndex {
   virtual Status TuneKnobs(const void* rows, const int64_t* ids, int64_t n, int64_t candidates,
                            double target);
   // The stage-1 recall at each of `knobs` (each resolved by KnobsFor): the
-  // fraction of the exact coarse top-`candidates` of up to 100 evenly spread
-  // rows, used as queries, that a search with those knobs returns; measured
-  // as TuneKnobs measures it. For checking a trained index as its items
-  // change (query/index_keeper.h, CheckUpkeep); thread-safe with searches.
-  // NotSupported where tunable() is false.
+  // fraction of the exact coarse top-`candidates` (over all n rows) of up to
+  // 100 rows evenly spread over [query_first, n), used as queries, that a
+  // search with those knobs returns; measured as TuneKnobs measures it. For
+  // checking a trained index as its items change (IndexKeeper::Measure);
+  // thread-safe with searches. NotSupported where tunable() is false.
   virtual Status MeasureRecall(const void* rows, const int64_t* ids, int64_t n, int64_t candidates,
-                               const std::vector<CoarseSearchKnobs>& knobs,
+                               int64_t query_first, const std::vector<CoarseSearchKnobs>& knobs,
                                std::vector<double>* recalls) const;
   // Makes `knobs` (nprobe or efSearch, 0: unchanged) the default search knobs
   // and `recall` the estimate, as a re-tune found them. No search may run

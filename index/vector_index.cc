@@ -186,17 +186,20 @@ bool VectorIndex::tunable() const {
 }
 
 void VectorIndex::ExactCoarseTop(const void* rows, const int64_t* ids, int64_t n,
-                                 int64_t candidates, ExactTop* out) const {
+                                 int64_t candidates, int64_t query_first, ExactTop* out) const {
   const size_t stride = ItemRowBytes(spec_);
   const auto* bytes = static_cast<const uint8_t*>(rows);
   const int64_t k = std::min<int64_t>(candidates, n);
-  // Up to 100 evenly spread items as queries.
-  const int64_t nq = std::min<int64_t>(100, n);
+  // Up to 100 items evenly spread over [query_first, n) as queries.
+  query_first = std::min(std::max<int64_t>(0, query_first), n - 1);
+  const int64_t span = n - query_first;
+  const int64_t nq = std::min<int64_t>(100, span);
   out->nq = nq;
   out->k = k;
   out->sample.assign(size_t(nq) * stride, 0);
   for (int64_t q = 0; q < nq; ++q) {
-    std::memcpy(out->sample.data() + q * stride, bytes + (q * n / nq) * stride, stride);
+    std::memcpy(out->sample.data() + q * stride, bytes + (query_first + q * span / nq) * stride,
+                stride);
   }
   CoarseQueries(reinterpret_cast<const float*>(out->sample.data()), nq, &out->queries);
   // The exact coarse top-k over all rows, a chunk at a time.
@@ -239,7 +242,8 @@ double VectorIndex::ExactTop::Recall(const std::vector<int64_t>& labels) const {
 }
 
 Status VectorIndex::MeasureRecall(const void* rows, const int64_t* ids, int64_t n,
-                                  int64_t candidates, const std::vector<CoarseSearchKnobs>& knobs,
+                                  int64_t candidates, int64_t query_first,
+                                  const std::vector<CoarseSearchKnobs>& knobs,
                                   std::vector<double>* recalls) const {
   recalls->clear();
   if (!tunable() || !index_->is_trained) {
@@ -251,7 +255,7 @@ Status VectorIndex::MeasureRecall(const void* rows, const int64_t* ids, int64_t 
   }
   ExactTop top;
   try {
-    ExactCoarseTop(rows, ids, n, candidates, &top);
+    ExactCoarseTop(rows, ids, n, candidates, query_first, &top);
   } catch (const std::exception& e) {
     return FromFaiss(e, "measuring index '" + factory_ + "'");
   }
@@ -275,7 +279,7 @@ Status VectorIndex::TuneKnobs(const void* rows, const int64_t* ids, int64_t n, i
   }
   ExactTop top;
   try {
-    ExactCoarseTop(rows, ids, n, candidates, &top);
+    ExactCoarseTop(rows, ids, n, candidates, /*query_first=*/0, &top);
     const int64_t nq = top.nq, k = top.k;
     std::vector<float> distances(size_t(nq * k));
     std::vector<faiss::Index::idx_t> labels(size_t(nq * k));

@@ -25,7 +25,7 @@ class VectorIndex final : public CoarseIndex {
   Status TuneKnobs(const void* rows, const int64_t* ids, int64_t n, int64_t candidates,
                    double target) override;
   Status MeasureRecall(const void* rows, const int64_t* ids, int64_t n, int64_t candidates,
-                       const std::vector<CoarseSearchKnobs>& knobs,
+                       int64_t query_first, const std::vector<CoarseSearchKnobs>& knobs,
                        std::vector<double>* recalls) const override;
 
  protected:
@@ -50,8 +50,9 @@ class VectorIndex final : public CoarseIndex {
     double Recall(const std::vector<int64_t>& labels) const;
   };
   // Throws what FAISS throws.
+  // The queries are spread over rows [query_first, n).
   void ExactCoarseTop(const void* rows, const int64_t* ids, int64_t n, int64_t candidates,
-                      ExactTop* out) const;
+                      int64_t query_first, ExactTop* out) const;
 };
 
 }  // namespace index

@@ -191,9 +191,12 @@ void Collection::RunUpkeep() {
     if (check.retuned_knob > 0) keeper_.ApplyRetune(check);  // recall holds meanwhile
     keeper_.SetRetraining(true);
   }
-  // No lock: searches and writes go on against the old index.
+  AtUpkeepStep("retraining");
+  // No lock: searches and writes go on against the old index. (A close that
+  // comes during the training waits for it: FAISS's k-means has no stop.)
   std::unique_ptr<index::CoarseIndex> fresh;
-  s = IndexKeeper::BuildIndex(spec, rows, ids, &fresh);
+  if (UpkeepStopping()) s = Status::Internal("the collection was closed");
+  if (s.ok()) s = IndexKeeper::BuildIndex(spec, rows, ids, &fresh);
   std::vector<uint8_t>().swap(rows);
   AtUpkeepStep("trained");
   // The new index misses what happened since the rows were gathered: the

@@ -108,9 +108,9 @@ class Collection {
   Status CatchUp(const storage::CollectionMeta& latest);
 
   // Tests only: called with the name of each step of RunUpkeep as it is
-  // reached ("measured", "trained", "caught-up", "saving", "adopted",
-  // "abandoned"), on the thread that runs it (no lock held, except
-  // write_mutex_ at "saving"), so that a test can hold a retrain between
+  // reached ("measured", then for a retrain "retraining", "trained",
+  // "caught-up", "saving" (if it gets there) and "adopted" or "abandoned"), on the thread that runs
+  // it (no lock held, except write_mutex_ at "saving"), so that a test can hold a retrain between
   // steps. Empty: none.
   static void SetUpkeepHookForTest(std::function<void(const char*)> hook);
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <limits>
 #include <utility>
 
 namespace hedgedb {
@@ -25,6 +26,8 @@ constexpr double kRetuneBudget = 2.0;
 // How far under the recall estimate fitted at training a check must measure
 // before the index is repaired (sampling noise of 100 queries is ~0.01).
 constexpr double kRecallMargin = 0.02;
+// A check's queries come from at least this many of the newest live items.
+constexpr int64_t kMinQueryRows = 1000;
 
 // 120000 -> "120,000", for notes people read.
 std::string Grouped(int64_t n) {
@@ -137,6 +140,7 @@ double IndexKeeper::RepairBelow(const UpkeepPolicy& policy) const {
   // Data that no nprobe serves well (the tuning stopped below its target,
   // e.g. a PQ encoding limits stage 1) is not retrained over and over: only
   // a fall from what the fit reached counts.
+  if (policy.retrain_recall >= 1) return std::numeric_limits<double>::infinity();  // always
   if (std::isnan(fitted_recall_)) return policy.retrain_recall;
   return std::min(policy.retrain_recall, fitted_recall_ - kRecallMargin);
 }
@@ -335,11 +339,17 @@ Status IndexKeeper::Measure(const std::vector<uint8_t>& rows, const std::vector<
     if (knob >= budget) break;
     knob = std::min(budget, 2 * knob);
   }
+  // The queries: the newest live items (the rows are in write order), the
+  // best guess at what searches ask for next and what lists trained on
+  // older items fit worst; as many as the fraction that triggers a check.
+  const int64_t n = int64_t(ids.size());
+  const double fraction = policy.recheck_fraction > 0 ? policy.recheck_fraction : 0.1;
+  const int64_t newest = std::max<int64_t>(kMinQueryRows, int64_t(std::ceil(fraction * double(n))));
   const SearchOptions defaults;
   std::vector<double> recalls;
-  HEDGEDB_RETURN_IF_ERROR(index_->MeasureRecall(rows.data(), ids.data(), int64_t(ids.size()),
-                                                int64_t(defaults.k) * defaults.oversampling, ladder,
-                                                &recalls));
+  HEDGEDB_RETURN_IF_ERROR(
+      index_->MeasureRecall(rows.data(), ids.data(), n, int64_t(defaults.k) * defaults.oversampling,
+                            std::max<int64_t>(0, n - newest), ladder, &recalls));
   check->recall = recalls.front();
   check->threshold = RepairBelow(policy);
   check->best_knob = ladder.back().nprobe;

@@ -144,7 +144,9 @@ class IndexKeeper {
   // Whether a check is due under `policy` (state lock shared).
   bool CheckDue(const UpkeepPolicy& policy) const;
   // Measures the stage-1 recall of the current index for these rows (all
-  // live rows, as GatherLive packs them) as the tuning does, at the current
+  // live rows, as GatherLive packs them) as the tuning does, but with 100 of
+  // the newest rows as queries (the newest recheck_fraction of them, at
+  // least 1,000), at the current
   // nprobe and on a doubling ladder up to twice the nprobe fitted at the
   // last training, and decides: nothing (recall >= RepairBelow), or a
   // retrain, with a re-tune meanwhile if a rung reaches the tuning target.
@@ -188,7 +190,8 @@ class IndexKeeper {
   // budget is its fitted nprobe.
   void IndexFitted();
   // The recall estimate below which a check repairs the index: the policy's,
-  // or 0.02 under the estimate fitted at training if that is lower.
+  // or 0.02 under the estimate fitted at training if that is lower; a policy
+  // of 1 repairs at every check.
   double RepairBelow(const UpkeepPolicy& policy) const;
 
   const storage::CollectionMeta* const meta_;

@@ -46,7 +46,8 @@ struct Options {
   // estimate is already under the tuning target of 0.95, with nprobe raised,
   // up to twice the fitted one, where that reaches it), writes go on and are
   // caught up, and the new index is swapped in and its file saved at the
-  // sequence it covers. In [0, 1]. The default, above the target, starts the
+  // sequence it covers. In [0, 1]; 1 retrains at every check (the crash
+  // harness's kill mix, bench/crash_harness.cc). The default, above the target, starts the
   // retrain while the old index still serves 0.95: in bench/churn_run.py
   // the estimate fell about 0.01 per 10% of the items replaced.
   double index_retrain_recall = 0.97;

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
 #include <set>
 #include <string>
@@ -157,7 +158,7 @@ TEST(ChurnTest, DriftLowersRecallAndTheRetrainRestoresIt) {
     EXPECT_EQ(reopened.index_vectors, kLive);
     EXPECT_NEAR(RecallAt10(db.get(), queries), with, 1e-12);  // same index, same answers
   }
-  // Measured: 0.86 without, 1.00 with (the numbers are deterministic).
+  std::printf("recall@10 after the drift: %.4f without the upkeep, %.4f with it\n", without, with);
   EXPECT_LT(without, 0.93);
   EXPECT_GE(with, 0.97);
 }
