@@ -26,7 +26,7 @@
 //   * a backup that finished holds the state the model had when it was
 //     taken (checked as the database is); a repair of the undamaged store
 //     keeps everything, and one cut short is finished by repairing again.
-// The child checks its IVF index after every 20% of its items changed and
+// The child checks its IVF index after every 2% of its items changed and
 // retrains it at every check, in the background
 // (Options::index_retrain_recall = 1), so kills also land inside a retrain:
 // its training, its catch-up, its save of the new index file. The child
@@ -181,9 +181,9 @@ int RunChild(const std::string& db_path, const std::string& script_path, int fd)
   const std::vector<Op> ops = DecodeScript(text.str());
   Options options;
   options.threads = 1;
-  // Retrains in the kill mix: a check after every 20% of the items changed,
+  // Retrains in the kill mix: a check after every 2% of the items changed
   // each one retraining in the background.
-  options.index_recheck_fraction = 0.2;
+  options.index_recheck_fraction = 0.02;
   options.index_retrain_recall = 1;
   // Pipe writes this small are atomic: the upkeep thread's reports and the
   // script's do not interleave within a message.
