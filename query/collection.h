@@ -109,9 +109,10 @@ class Collection {
 
   // Tests only: called with the name of each step of RunUpkeep as it is
   // reached ("measured", then for a retrain "retraining", "trained",
-  // "caught-up", "saving" (if it gets there) and "adopted" or "abandoned"), on the thread that runs
-  // it (no lock held, except write_mutex_ at "saving"), so that a test can hold a retrain between
-  // steps. Empty: none.
+  // "caught-up", "saving" (if it gets there) and "adopted" or "abandoned"),
+  // on the thread that runs it, with no lock held except at "saving"
+  // (write_mutex_, and the state lock shared), so that a test can hold a
+  // retrain between steps. Empty: none.
   static void SetUpkeepHookForTest(std::function<void(const char*)> hook);
 
   // A copy: calibrate may refit the match parameters meanwhile.

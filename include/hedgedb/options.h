@@ -34,8 +34,9 @@ struct Options {
   // inserted or removed since the index was trained or last checked reach
   // this fraction of the collection's live items, the write that gets there
   // has the collection check the index in the background: it measures the
-  // stage-1 recall estimate as the tuning does (100 of its live items as
-  // queries, the default nprobe against the exact coarse top-100). 0: never
+  // stage-1 recall estimate as the tuning does (the default nprobe against
+  // the exact coarse top-100), with 100 of its newest live items as queries
+  // (from the newest this fraction of them, at least 1,000). 0: never
   // check. Must be >= 0.
   double index_recheck_fraction = 0.1;
   // A check that measures a recall estimate below this (or below the
