@@ -42,7 +42,6 @@ import json
 import os
 import shutil
 import statistics
-import sys
 import time
 
 import numpy as np
@@ -138,16 +137,21 @@ def main():
                         help="extra hedgedb.open keyword (number), e.g. index_recheck_fraction=0")
     args = parser.parse_args()
     if args.window <= 0 or args.total < args.window or args.batch <= 0:
-        sys.exit("need 0 < window <= total and batch > 0")
+        parser.error("need 0 < --window <= --total and --batch > 0")
+    if args.checkpoints <= 0 or args.queries <= 0 or args.repeats <= 0:
+        parser.error("--checkpoints, --queries and --repeats must be > 0")
     import hedgedb
 
     if os.path.exists(args.dir) and os.listdir(args.dir):
-        sys.exit(f"{args.dir} is not empty: give an empty --dir")
+        parser.error(f"{args.dir} is not empty: give an empty --dir")
     os.makedirs(args.dir, exist_ok=True)
     open_kwargs = {"threads": args.threads}
     for kv in args.open_option:
         key, _, value = kv.partition("=")
-        open_kwargs[key] = float(value) if "." in value else int(value)
+        try:
+            open_kwargs[key] = float(value) if "." in value else int(value)
+        except ValueError:
+            parser.error(f"--open-option {kv}: the value must be a number")
 
     rng = np.random.default_rng(args.seed)
     source = DriftingSource(rng, args.dim, args.centres, args.active, args.move)
@@ -232,7 +236,7 @@ def main():
 
     cols = ["inserted", "live", "recall_at_10", "p50_ms", "p99_ms", "fresh_recall_at_10",
             "fresh_p50_ms", "fresh_p99_ms", "p99_ratio", "index_nprobe", "fresh_nprobe",
-            "index_recall_estimate"]
+            "index_recall_estimate", "index_retrains", "index_retraining"]
     cols = [c for c in cols if any(c in r for r in rows)]
     print()
     print("| " + " | ".join(cols) + " |")
