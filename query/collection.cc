@@ -167,6 +167,11 @@ void Collection::RunUpkeep() {
   CollectionSpec spec;
   Status s;
   {
+    // Writes wait on write_mutex_ while the check reads the rows and the
+    // index, not on the state lock: a writer queued there (the lock prefers
+    // writers) would stall every search behind it until the check is done.
+    std::lock_guard<std::mutex> write_lock(write_mutex_);
+    if (dropped_) return;
     std::shared_lock<RwMutex> lock(state_mutex_);
     if (UpkeepStopping() || !keeper_.CheckDue(upkeep_)) return;
     table_.GatherLive(&rows, &ids, 0);
@@ -234,8 +239,10 @@ void Collection::RunUpkeep() {
     return Status::OK();
   };
   if (s.ok() && !UpkeepStopping()) {
+    // The bulk of what came meanwhile (writes wait, as for the check).
+    std::lock_guard<std::mutex> write_lock(write_mutex_);
     std::shared_lock<RwMutex> lock(state_mutex_);
-    s = catch_up();  // the bulk of what came meanwhile, writes going on
+    s = catch_up();
   }
   AtUpkeepStep("caught-up");
   bool adopted = false;

@@ -159,12 +159,12 @@ class Collection {
   // After a write (no lock held): if the index's check is due, runs it now
   // (UpkeepPolicy::run_inline) or wakes the upkeep thread.
   void UpkeepIfDue();
-  // The check and, when it says so, the retrain: measures under the shared
-  // state lock; trains the new index under no lock (searches and writes go
-  // on against the old one); catches it up under the shared lock, then under
-  // write_mutex_ (writes wait) catches up the rest, saves its file and swaps
-  // it in under the exclusive lock. Gives up (the old index stays) when the
-  // collection closes, is dropped or a step fails.
+  // The check and, when it says so, the retrain: measures under write_mutex_
+  // and the shared state lock (writes wait, searches go on); trains the new
+  // index under no lock (searches and writes go on against the old one);
+  // catches it up with the writes made meanwhile, saves its file (write_mutex_
+  // and the shared lock again) and swaps it in under the exclusive lock. Gives up (the old index
+  // stays) when the collection closes, is dropped or a step fails.
   void RunUpkeep();
   void UpkeepLoop();
   bool UpkeepStopping() const { return upkeep_stop_.load(std::memory_order_relaxed); }
