@@ -186,8 +186,7 @@ void Collection::RunUpkeep() {
     if (s.ok()) {
       keeper_.RecordCheck(check);
     } else {
-      check.retrain = true;  // noted as a check that could not act
-      keeper_.RecordCheck(check, "measuring failed: " + s.ToString());
+      keeper_.NoteCheckFailed(check, s.ToString());
     }
     return;
   }

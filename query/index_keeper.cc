@@ -369,6 +369,13 @@ Status IndexKeeper::Measure(const std::vector<uint8_t>& rows, const std::vector<
   return Status::OK();
 }
 
+void IndexKeeper::NoteCheckFailed(const UpkeepCheck& check, const std::string& why) {
+  changes_since_check_ = std::max<int64_t>(0, changes_since_check_ - check.changes);
+  checked_sequence_ = check.sequence;
+  checked_time_ = int64_t(std::time(nullptr));
+  upkeep_note_ = "check at sequence " + std::to_string(check.sequence) + " failed: " + why;
+}
+
 void IndexKeeper::ApplyRetune(const UpkeepCheck& check) {
   index::CoarseSearchKnobs knobs;
   knobs.nprobe = check.retuned_knob;

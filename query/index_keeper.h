@@ -153,6 +153,9 @@ class IndexKeeper {
   // State lock shared: searches go on.
   Status Measure(const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids,
                  const UpkeepPolicy& policy, UpkeepCheck* check) const;
+  // State lock exclusive: a check whose measurement failed (`why`); the
+  // estimate stays, the count restarts.
+  void NoteCheckFailed(const UpkeepCheck& check, const std::string& why);
   // State lock exclusive, before a retrain: makes the check's re-tuned
   // nprobe (retuned_knob > 0) the default meanwhile.
   void ApplyRetune(const UpkeepCheck& check);
