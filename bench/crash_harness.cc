@@ -26,6 +26,13 @@
 //   * a backup that finished holds the state the model had when it was
 //     taken (checked as the database is); a repair of the undamaged store
 //     keeps everything, and one cut short is finished by repairing again.
+// The child checks its IVF index after every 2% of its items changed and
+// retrains it at every check, in the background
+// (Options::index_retrain_recall = 1), so kills also land inside a retrain:
+// its training, its catch-up, its save of the new index file. The child
+// reports each step of a retrain on the pipe; the summary counts the kills
+// that came during one, and the checks above hold for them as for the rest
+// (the index reopens as the old file caught up, or the new one, or rebuilt).
 // Any violation is printed with the cycle and operation; the exit code is 1.
 #include <poll.h>
 #include <sys/wait.h>
@@ -46,6 +53,7 @@
 #include <vector>
 
 #include "hedgedb/db.h"
+#include "query/collection.h"
 #include "tests/engine/batches.h"
 #include "tests/engine/child_process.h"
 
@@ -108,11 +116,19 @@ struct Op {
 
 // What the child tells the parent.
 struct Msg {
-  int32_t what;  // kStarted, kBegin, kDone
-  int32_t op;
+  int32_t what;   // kStarted, kBegin, kDone, kRetrainStep
+  int32_t op;     // kRetrainStep: an index of kRetrainSteps
   int64_t value;  // done: first id of an ingest; 1 if a calibration was stored
 };
-enum { kStarted, kBegin, kDone };
+enum { kStarted, kBegin, kDone, kRetrainStep };
+// The steps of a background retrain (query::Collection::SetUpkeepHookForTest);
+// a kill after one of the first four and before the next "adopted" or
+// "abandoned" came during the retrain.
+const char* const kRetrainSteps[] = {"retraining", "trained", "caught-up",
+                                     "saving",     "adopted", "abandoned"};
+constexpr int kRetrainStepCount = 6;
+constexpr int kSavingStep = 3;
+constexpr int kFirstEndStep = 4;
 
 std::string EncodeScript(const std::vector<Op>& ops) {
   std::ostringstream out;
@@ -165,6 +181,17 @@ int RunChild(const std::string& db_path, const std::string& script_path, int fd)
   const std::vector<Op> ops = DecodeScript(text.str());
   Options options;
   options.threads = 1;
+  // Retrains in the kill mix: a check after every 2% of the items changed
+  // each one retraining in the background.
+  options.index_recheck_fraction = 0.02;
+  options.index_retrain_recall = 1;
+  // Pipe writes this small are atomic: the upkeep thread's reports and the
+  // script's do not interleave within a message.
+  query::Collection::SetUpkeepHookForTest([fd](const char* step) {
+    for (int i = 0; i < kRetrainStepCount; ++i) {
+      if (std::strcmp(step, kRetrainSteps[i]) == 0) Send(fd, kRetrainStep, i, 0);
+    }
+  });
   std::unique_ptr<DB> db;
   Status s = DB::Open(options, db_path, &db);
   if (!s.ok()) Fail("open", s);
@@ -621,6 +648,8 @@ int RunParent(const std::string& dir, int cycles, uint64_t seed) {
   Checker ck;
   std::vector<int64_t> in_flight_counts(kOpKinds + 1, 0);  // last: between operations
   int64_t acknowledged = 0, finished = 0;
+  int64_t kills_in_retrain = 0, kills_in_retrain_save = 0;
+  std::vector<int64_t> retrain_steps(kRetrainStepCount, 0);
   for (int cycle = 0; cycle < cycles; ++cycle) {
     ck.cycle = cycle;
     const std::vector<Op> ops = MakeScript(model, &rng, &token_counter);
@@ -639,6 +668,7 @@ int RunParent(const std::string& dir, int cycles, uint64_t seed) {
     ::close(fds[1]);
     // Read until the child has started writing, then for a random 10-200 ms.
     int last_begin = -1, last_done = -1;
+    int retrain_step = -1;  // the last step of a retrain reported
     bool started = false, eof = false;
     std::vector<int64_t> done_value(ops.size(), 0);
     auto read_one = [&](int timeout_ms) {
@@ -650,6 +680,10 @@ int RunParent(const std::string& dir, int cycles, uint64_t seed) {
         return;
       }
       if (msg.what == kStarted) started = true;
+      if (msg.what == kRetrainStep) {
+        retrain_step = msg.op;
+        ++retrain_steps[size_t(msg.op)];
+      }
       if (msg.what == kBegin) last_begin = msg.op;
       if (msg.what == kDone) {
         last_done = msg.op;
@@ -695,6 +729,10 @@ int RunParent(const std::string& dir, int cycles, uint64_t seed) {
       ++acknowledged;
     }
     const bool has_in_flight = started && last_begin > last_done;
+    if (started && WIFSIGNALED(status) && retrain_step >= 0 && retrain_step < kFirstEndStep) {
+      ++kills_in_retrain;
+      if (retrain_step == kSavingStep) ++kills_in_retrain_save;
+    }
     if (started && WIFSIGNALED(status)) {
       ++in_flight_counts[has_in_flight ? ops[size_t(last_begin)].kind : kOpKinds];
     }
@@ -739,6 +777,12 @@ int RunParent(const std::string& dir, int cycles, uint64_t seed) {
       "cycles: %d  violations: %d  acknowledged operations: %lld  children that finished "
       "their script before the kill: %lld  wall time: %.0f s\n",
       ck.cycle + 1, ck.violations, (long long)acknowledged, (long long)finished, secs);
+  std::printf(
+      "background retrains: %lld started, %lld adopted, %lld abandoned; kills during one: %lld "
+      "(%lld while it saved the new index file)\n",
+      (long long)retrain_steps[0], (long long)retrain_steps[size_t(kFirstEndStep)],
+      (long long)retrain_steps[size_t(kFirstEndStep + 1)], (long long)kills_in_retrain,
+      (long long)kills_in_retrain_save);
   std::printf("in flight at the kill:\n");
   for (int k = 0; k <= kOpKinds; ++k) {
     std::printf("  %-26s %lld\n", k < kOpKinds ? kOpNames[k] : "between operations",

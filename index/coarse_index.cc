@@ -313,6 +313,25 @@ Status CoarseIndex::TuneKnobs(const void*, const int64_t*, int64_t, int64_t, dou
   return Status::OK();
 }
 
+Status CoarseIndex::MeasureRecall(const void*, const int64_t*, int64_t, int64_t, int64_t,
+                                  const std::vector<CoarseSearchKnobs>&,
+                                  std::vector<double>*) const {
+  return Status::NotSupported("index '" + factory_ + "' has no search knobs to measure");
+}
+
+void CoarseIndex::AdoptKnobs(const CoarseSearchKnobs& knobs, double recall) {
+  std::unique_lock<RwMutex> lock(knob_mutex_);
+  faiss::Index* inner = Innermost(index_.get());
+  if (auto* ivf = dynamic_cast<faiss::IndexIVF*>(inner); ivf && knobs.nprobe > 0) {
+    ivf->nprobe = std::min<size_t>(ivf->nlist, size_t(knobs.nprobe));
+  }
+  if (auto* hnsw = dynamic_cast<faiss::IndexHNSW*>(inner); hnsw && knobs.ef_search > 0) {
+    hnsw->hnsw.efSearch = knobs.ef_search;
+  }
+  ReadDefaultKnobs();
+  recall_estimate_ = recall;
+}
+
 Status CoarseIndex::Save(const std::string& path, uint64_t sequence, uint64_t binding) const {
   faiss::VectorIOWriter writer;
   try {

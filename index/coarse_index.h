@@ -120,8 +120,23 @@ class CoarseIndex {
   // A no-op where tunable() is false. n rows of ids `ids`, as added.
   virtual Status TuneKnobs(const void* rows, const int64_t* ids, int64_t n, int64_t candidates,
                            double target);
-  // The stage-1 recall TuneKnobs measured; NaN if never measured.
+  // The stage-1 recall at each of `knobs` (each resolved by KnobsFor): the
+  // fraction of the exact coarse top-`candidates` (over all n rows) of up to
+  // 100 rows evenly spread over [query_first, n), used as queries, that a
+  // search with those knobs returns; measured as TuneKnobs measures it. For
+  // checking a trained index as its items change (IndexKeeper::Measure);
+  // thread-safe with searches. NotSupported where tunable() is false.
+  virtual Status MeasureRecall(const void* rows, const int64_t* ids, int64_t n, int64_t candidates,
+                               int64_t query_first, const std::vector<CoarseSearchKnobs>& knobs,
+                               std::vector<double>* recalls) const;
+  // Makes `knobs` (nprobe or efSearch, 0: unchanged) the default search knobs
+  // and `recall` the estimate, as a re-tune found them. No search may run
+  // meanwhile (the collection holds its state lock exclusively).
+  void AdoptKnobs(const CoarseSearchKnobs& knobs, double recall);
+  // The stage-1 recall TuneKnobs (or the last check) measured; NaN if never
+  // measured.
   double recall_estimate() const { return recall_estimate_; }
+  void set_recall_estimate(double recall) { recall_estimate_ = recall; }
   // The knobs a search with 0 (the default) uses.
   const CoarseSearchKnobs& default_knobs() const { return default_knobs_; }
   // The knobs a search asking for `asked` uses (0: the default).

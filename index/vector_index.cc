@@ -191,6 +191,91 @@ bool VectorIndex::tunable() const {
          dynamic_cast<faiss::IndexHNSW*>(inner) != nullptr;
 }
 
+void VectorIndex::ExactCoarseTop(const void* rows, const int64_t* ids, int64_t n,
+                                 int64_t candidates, int64_t query_first, ExactTop* out) const {
+  const size_t stride = ItemRowBytes(spec_);
+  const auto* bytes = static_cast<const uint8_t*>(rows);
+  const int64_t k = std::min<int64_t>(candidates, n);
+  // Up to 100 items evenly spread over [query_first, n) as queries.
+  query_first = std::min(std::max<int64_t>(0, query_first), n - 1);
+  const int64_t span = n - query_first;
+  const int64_t nq = std::min<int64_t>(100, span);
+  out->nq = nq;
+  out->k = k;
+  // The sampled items as queries: their float rows (widened from a compact
+  // row format), then as coarse vectors.
+  const RowShape shape = RowShapeOf(spec_);
+  std::vector<int64_t> picked(static_cast<size_t>(nq));
+  for (int64_t q = 0; q < nq; ++q) picked[size_t(q)] = query_first + q * span / nq;
+  out->sample.assign(size_t(nq) * shape.item_row_size(), 0.0f);
+  WidenRows(shape, bytes, stride, picked.data(), size_t(nq), out->sample.data());
+  CoarseQueries(out->sample.data(), nq, &out->queries);
+  // The exact coarse top-k over all rows, a chunk at a time.
+  std::vector<std::vector<std::pair<float, int64_t>>> exact(static_cast<size_t>(nq));
+  std::vector<float> distances(size_t(nq * k));
+  std::vector<faiss::Index::idx_t> labels(size_t(nq * k));
+  constexpr int64_t kChunk = 65536;
+  for (int64_t first = 0; first < n; first += kChunk) {
+    const int64_t m = std::min(kChunk, n - first);
+    std::vector<float> x;
+    CoarseVectors(shape, bytes + first * stride, m, &x);
+    faiss::IndexFlatL2 flat(coarse_dim_);
+    flat.add(m, x.data());
+    const int64_t kk = std::min(k, m);
+    flat.search(nq, out->queries.data(), kk, distances.data(), labels.data());
+    for (int64_t q = 0; q < nq; ++q) {
+      auto& best = exact[q];
+      for (int64_t j = 0; j < kk; ++j) {
+        const faiss::Index::idx_t l = labels[q * kk + j];
+        if (l >= 0) best.emplace_back(distances[q * kk + j], ids[first + l]);
+      }
+      std::sort(best.begin(), best.end());
+      if (int64_t(best.size()) > k) best.resize(size_t(k));
+    }
+  }
+  out->truth.assign(static_cast<size_t>(nq), {});
+  out->total = 0;
+  for (int64_t q = 0; q < nq; ++q) {
+    for (const auto& p : exact[q]) out->truth[q].insert(p.second);
+    out->total += int64_t(exact[q].size());
+  }
+}
+
+double VectorIndex::ExactTop::Recall(const std::vector<int64_t>& labels) const {
+  int64_t hits = 0;
+  for (int64_t q = 0; q < nq; ++q) {
+    for (int64_t j = 0; j < k; ++j) hits += truth[q].count(labels[q * k + j]);
+  }
+  return total > 0 ? double(hits) / double(total) : 1.0;
+}
+
+Status VectorIndex::MeasureRecall(const void* rows, const int64_t* ids, int64_t n,
+                                  int64_t candidates, int64_t query_first,
+                                  const std::vector<CoarseSearchKnobs>& knobs,
+                                  std::vector<double>* recalls) const {
+  recalls->clear();
+  if (!tunable() || !index_->is_trained) {
+    return Status::NotSupported("index '" + factory_ + "' has no trained search knobs");
+  }
+  if (n == 0) {
+    recalls->assign(knobs.size(), 1.0);
+    return Status::OK();
+  }
+  ExactTop top;
+  try {
+    ExactCoarseTop(rows, ids, n, candidates, query_first, &top);
+  } catch (const std::exception& e) {
+    return FromFaiss(e, "measuring index '" + factory_ + "'");
+  }
+  std::vector<int64_t> labels;
+  for (const CoarseSearchKnobs& knob : knobs) {
+    // Search: the same path (and knob handling) as the collection's stage 1.
+    HEDGEDB_RETURN_IF_ERROR(Search(top.sample.data(), top.nq, top.k, knob, &labels));
+    recalls->push_back(top.Recall(labels));
+  }
+  return Status::OK();
+}
+
 Status VectorIndex::TuneKnobs(const void* rows, const int64_t* ids, int64_t n, int64_t candidates,
                               double target) {
   faiss::Index* inner = Innermost(index_.get());
@@ -199,52 +284,13 @@ Status VectorIndex::TuneKnobs(const void* rows, const int64_t* ids, int64_t n, i
   if ((!ivf && !hnsw) || n == 0 || !index_->is_trained) {
     return Status::OK();
   }
-  const size_t stride = ItemRowBytes(spec_);
-  const auto* bytes = static_cast<const uint8_t*>(rows);
-  const int64_t k = std::min<int64_t>(candidates, n);
-  // Up to 100 evenly spread items as queries.
-  const int64_t nq = std::min<int64_t>(100, n);
-  std::vector<uint8_t> sample(size_t(nq) * stride);
-  for (int64_t q = 0; q < nq; ++q) {
-    std::memcpy(sample.data() + q * stride, bytes + (q * n / nq) * stride, stride);
-  }
-  std::vector<float> queries;
-  {  // the sampled items as queries: their float rows (CoarseQueries)
-    const RowShape shape = RowShapeOf(spec_);
-    std::vector<float> widened(size_t(nq) * shape.item_row_size());
-    WidenRows(shape, sample.data(), stride, nullptr, size_t(nq), widened.data());
-    CoarseQueries(widened.data(), nq, &queries);
-  }
-  // The exact coarse top-k over all rows, a chunk at a time.
-  std::vector<std::vector<std::pair<float, int64_t>>> exact(static_cast<size_t>(nq));
-  std::vector<float> distances(size_t(nq * k));
-  std::vector<faiss::Index::idx_t> labels(size_t(nq * k));
-  constexpr int64_t kChunk = 65536;
+  ExactTop top;
   try {
-    for (int64_t first = 0; first < n; first += kChunk) {
-      const int64_t m = std::min(kChunk, n - first);
-      std::vector<float> x;
-      CoarseVectors(RowShapeOf(spec_), bytes + first * stride, m, &x);
-      faiss::IndexFlatL2 flat(coarse_dim_);
-      flat.add(m, x.data());
-      const int64_t kk = std::min(k, m);
-      flat.search(nq, queries.data(), kk, distances.data(), labels.data());
-      for (int64_t q = 0; q < nq; ++q) {
-        auto& best = exact[q];
-        for (int64_t j = 0; j < kk; ++j) {
-          const faiss::Index::idx_t l = labels[q * kk + j];
-          if (l >= 0) best.emplace_back(distances[q * kk + j], ids[first + l]);
-        }
-        std::sort(best.begin(), best.end());
-        if (int64_t(best.size()) > k) best.resize(size_t(k));
-      }
-    }
-    std::vector<std::unordered_set<int64_t>> truth(static_cast<size_t>(nq));
-    int64_t total = 0;
-    for (int64_t q = 0; q < nq; ++q) {
-      for (const auto& p : exact[q]) truth[q].insert(p.second);
-      total += int64_t(exact[q].size());
-    }
+    ExactCoarseTop(rows, ids, n, candidates, /*query_first=*/0, &top);
+    const int64_t nq = top.nq, k = top.k;
+    std::vector<float> distances(size_t(nq * k));
+    std::vector<faiss::Index::idx_t> labels(size_t(nq * k));
+    const std::vector<float>& queries = top.queries;
     auto recall_at = [&]() {
       // The stage 1 searches will run: hedgedb's list scan where it applies.
       CoarseSearchKnobs knobs;
@@ -252,11 +298,7 @@ Status VectorIndex::TuneKnobs(const void* rows, const int64_t* ids, int64_t n, i
       if (!ListScan(queries.data(), nq, k, knobs, nullptr, distances.data(), labels.data())) {
         index_->search(nq, queries.data(), k, distances.data(), labels.data());
       }
-      int64_t hits = 0;
-      for (int64_t q = 0; q < nq; ++q) {
-        for (int64_t j = 0; j < k; ++j) hits += truth[q].count(labels[q * k + j]);
-      }
-      return total > 0 ? double(hits) / double(total) : 1.0;
+      return top.Recall(labels);
     };
     // The smallest knob on a doubling ladder from the static default.
     // Stop early where doubling gains almost nothing: then the encoding (PQ,

@@ -1,5 +1,7 @@
 #include "query/collection.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -102,16 +104,190 @@ Status ValidateSpec(const CollectionSpec& s, bool exercise_index) {
 
 Collection::Collection(storage::RecordStore* store, const storage::CollectionMeta& meta,
                        std::string index_path, std::string arena_path, uint64_t index_binding,
-                       int64_t index_save_interval)
+                       int64_t index_save_interval, const UpkeepPolicy& upkeep)
     : store_(store),
       meta_(meta),
       arena_path_(std::move(arena_path)),
       index_binding_(index_binding),
       row_bytes_(ItemRowBytes(meta.spec)),
       table_(row_bytes_, meta.spec.row_format),
-      keeper_(&meta_, &table_, std::move(index_path), index_binding, index_save_interval) {}
+      keeper_(&meta_, &table_, std::move(index_path), index_binding, index_save_interval),
+      upkeep_(upkeep) {}
 
-Collection::~Collection() = default;
+Collection::~Collection() {
+  {
+    std::lock_guard<std::mutex> guard(upkeep_mutex_);
+    upkeep_stop_ = true;
+  }
+  upkeep_cv_.notify_all();
+  if (upkeep_thread_.joinable()) upkeep_thread_.join();
+}
+
+namespace {
+std::function<void(const char*)>& UpkeepHook() {
+  static std::function<void(const char*)> hook;
+  return hook;
+}
+void AtUpkeepStep(const char* step) {
+  if (UpkeepHook()) UpkeepHook()(step);
+}
+}  // namespace
+
+void Collection::SetUpkeepHookForTest(std::function<void(const char*)> hook) {
+  UpkeepHook() = std::move(hook);
+}
+
+void Collection::UpkeepIfDue() {
+  if (!(upkeep_.recheck_fraction > 0) || read_only_) return;
+  {
+    std::shared_lock<RwMutex> lock(state_mutex_);
+    if (!keeper_.CheckDue(upkeep_)) return;
+  }
+  if (upkeep_.run_inline) {
+    RunUpkeep();
+    return;
+  }
+  std::lock_guard<std::mutex> guard(upkeep_mutex_);
+  if (upkeep_stop_) return;
+  upkeep_wanted_ = true;
+  if (!upkeep_thread_.joinable()) upkeep_thread_ = std::thread([this] { UpkeepLoop(); });
+  upkeep_cv_.notify_one();
+}
+
+void Collection::UpkeepLoop() {
+  // The database's thread count applies to this thread's FAISS work too.
+  if (upkeep_.threads > 0) omp_set_num_threads(upkeep_.threads);
+  std::unique_lock<std::mutex> guard(upkeep_mutex_);
+  while (true) {
+    upkeep_cv_.wait(guard, [&] { return upkeep_stop_ || upkeep_wanted_; });
+    if (upkeep_stop_) return;
+    upkeep_wanted_ = false;
+    guard.unlock();
+    RunUpkeep();
+    guard.lock();
+  }
+}
+
+void Collection::RunUpkeep() {
+  std::lock_guard<std::mutex> one(upkeep_run_mutex_);
+  std::vector<uint8_t> rows;
+  std::vector<int64_t> ids, live_rows;  // live_rows[i]: the row of ids[i]
+  int64_t end_row = 0;                  // rows [0, end_row) are accounted for
+  UpkeepCheck check;
+  CollectionSpec spec;
+  Status s;
+  {
+    // Writes wait on write_mutex_ while the check reads the rows and the
+    // index, not on the state lock: a writer queued there (the lock prefers
+    // writers) would stall every search behind it until the check is done.
+    std::lock_guard<std::mutex> write_lock(write_mutex_);
+    if (dropped_) return;
+    std::shared_lock<RwMutex> lock(state_mutex_);
+    if (UpkeepStopping() || !keeper_.CheckDue(upkeep_)) return;
+    table_.GatherLive(&rows, &ids, 0);
+    live_rows = table_.live_rows();
+    end_row = table_.rows();
+    spec = meta_.spec;
+    s = keeper_.Measure(rows, ids, upkeep_, &check);
+  }
+  AtUpkeepStep("measured");
+  if (!s.ok() || !check.retrain) {
+    std::unique_lock<RwMutex> lock(state_mutex_);
+    if (s.ok()) {
+      keeper_.RecordCheck(check);
+    } else {
+      keeper_.NoteCheckFailed(check, s.ToString());
+    }
+    return;
+  }
+  {
+    std::unique_lock<RwMutex> lock(state_mutex_);
+    if (check.retuned_knob > 0) keeper_.ApplyRetune(check);  // recall holds meanwhile
+    keeper_.SetRetraining(true);
+  }
+  AtUpkeepStep("retraining");
+  // No lock: searches and writes go on against the old index. (A close that
+  // comes during the training waits for it: FAISS's k-means has no stop.)
+  std::unique_ptr<index::CoarseIndex> fresh;
+  if (UpkeepStopping()) s = Status::Internal("the collection was closed");
+  if (s.ok()) s = IndexKeeper::BuildIndex(spec, rows, ids, &fresh);
+  std::vector<uint8_t>().swap(rows);
+  AtUpkeepStep("trained");
+  // The new index misses what happened since the rows were gathered: the
+  // ids of gathered rows that died since leave it (first: an id written
+  // again has a new row past end_row), then the live rows past end_row join.
+  auto catch_up = [&]() -> Status {
+    std::vector<int64_t> dead, kept_rows, kept_ids;
+    kept_rows.reserve(live_rows.size());
+    kept_ids.reserve(ids.size());
+    for (size_t i = 0; i < live_rows.size(); ++i) {
+      if (table_.flags()[size_t(live_rows[i])] & kRowLive) {
+        kept_rows.push_back(live_rows[i]);
+        kept_ids.push_back(ids[i]);
+      } else {
+        dead.push_back(ids[i]);
+      }
+    }
+    bool physical = false;
+    if (!dead.empty()) {
+      HEDGEDB_RETURN_IF_ERROR(fresh->Remove(dead.data(), int64_t(dead.size()), &physical));
+      if (!physical) return Status::Internal("the new index cannot remove items");
+    }
+    std::vector<uint8_t> new_rows;
+    std::vector<int64_t> new_ids;
+    table_.GatherLive(&new_rows, &new_ids, end_row);
+    HEDGEDB_RETURN_IF_ERROR(fresh->Add(new_rows.data(), int64_t(new_ids.size()), new_ids.data()));
+    const auto& live = table_.live_rows();
+    for (auto it = std::lower_bound(live.begin(), live.end(), end_row); it != live.end(); ++it) {
+      kept_rows.push_back(*it);
+      kept_ids.push_back(table_.ids()[size_t(*it)]);
+    }
+    live_rows.swap(kept_rows);
+    ids.swap(kept_ids);
+    end_row = table_.rows();
+    return Status::OK();
+  };
+  if (s.ok() && !UpkeepStopping()) {
+    // The bulk of what came meanwhile (writes wait, as for the check).
+    std::lock_guard<std::mutex> write_lock(write_mutex_);
+    std::shared_lock<RwMutex> lock(state_mutex_);
+    s = catch_up();
+  }
+  AtUpkeepStep("caught-up");
+  bool adopted = false;
+  if (s.ok() && !UpkeepStopping()) {
+    // Writes wait from here: the new index takes the rest, its file is
+    // written at the sequence it then covers, and it replaces the old one.
+    std::unique_lock<std::mutex> write_lock(write_mutex_);
+    if (dropped_ || UpkeepStopping()) {
+      s = Status::Internal("the collection was closed or dropped");
+    } else {
+      std::shared_lock<RwMutex> shared(state_mutex_);
+      if (keeper_.stale()) s = Status::Internal("the index went stale meanwhile");
+      if (s.ok()) s = catch_up();
+      bool saved = false;
+      if (s.ok()) {
+        AtUpkeepStep("saving");
+        saved = keeper_.SaveIndex(*fresh).ok();
+      }
+      shared.unlock();
+      if (s.ok()) {
+        std::unique_lock<RwMutex> lock(state_mutex_);
+        keeper_.AdoptIndex(&fresh, saved, check);
+        keeper_.SetRetraining(false);
+        adopted = true;
+      }
+    }
+  }
+  if (!adopted) {
+    if (s.ok()) s = Status::Internal("the collection is closing");
+    std::unique_lock<RwMutex> lock(state_mutex_);
+    keeper_.SetRetraining(false);
+    keeper_.RecordCheck(check, s.message());
+  }
+  fresh.reset();  // the old index (or the abandoned new one), freed outside the locks
+  AtUpkeepStep(adopted ? "adopted" : "abandoned");
+}
 
 Status Collection::LoadRowsLocked(bool* from_snapshot) {
   *from_snapshot = false;
@@ -390,6 +566,9 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
     result->index_warning = keeper_.note().empty() ? s.ToString() : keeper_.note();
   }
   if (ids_out) *ids_out = std::move(ids);
+  lock.unlock();
+  write_lock.unlock();
+  UpkeepIfDue();
   return Status::OK();
 }
 
@@ -482,6 +661,9 @@ Status Collection::Remove(const int64_t* ids, size_t n, int64_t* removed) {
   RetireLocked(unique);
   WriteAppliedLocked();
   if (removed) *removed = int64_t(unique.size());
+  lock.unlock();
+  write_lock.unlock();
+  UpkeepIfDue();
   return Status::OK();
 }
 

@@ -16,12 +16,16 @@
 // catch-up, and calls the keeper under its state lock.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -54,9 +58,12 @@ class Collection {
   // `store` outlives the collection. `index_path` is its index file and
   // `arena_path` its arena snapshot, which are only trusted when they carry
   // `index_binding` (an identity of this collection in this database).
+  // `upkeep`: when a write makes the index's check due (IndexKeeper).
   Collection(storage::RecordStore* store, const storage::CollectionMeta& meta,
              std::string index_path, std::string arena_path, uint64_t index_binding,
-             int64_t index_save_interval);
+             int64_t index_save_interval, const UpkeepPolicy& upkeep = UpkeepPolicy());
+  // Stops the upkeep thread: a retrain in progress is abandoned at its next
+  // step (the index file on disk stays the one last saved) and joined.
   ~Collection();
 
   // Maps the arena snapshot or loads the records (and saves the snapshot),
@@ -100,6 +107,14 @@ class Collection {
   // index, removed ones leave, calibrations are reloaded. In memory only.
   Status CatchUp(const storage::CollectionMeta& latest);
 
+  // Tests only: called with the name of each step of RunUpkeep as it is
+  // reached ("measured", then for a retrain "retraining", "trained",
+  // "caught-up", "saving" (if it gets there) and "adopted" or "abandoned"),
+  // on the thread that runs it, with no lock held except at "saving"
+  // (write_mutex_, and the state lock shared), so that a test can hold a
+  // retrain between steps. Empty: none.
+  static void SetUpkeepHookForTest(std::function<void(const char*)> hook);
+
   // A copy: calibrate may refit the match parameters meanwhile.
   CollectionSpec spec() const {
     std::shared_lock<RwMutex> lock(state_mutex_);
@@ -141,6 +156,18 @@ class Collection {
   void RetireLocked(const std::vector<int64_t>& ids);
   // Trains the index if a search would otherwise scan too many items.
   Status TrainIfDue();
+  // After a write (no lock held): if the index's check is due, runs it now
+  // (UpkeepPolicy::run_inline) or wakes the upkeep thread.
+  void UpkeepIfDue();
+  // The check and, when it says so, the retrain: measures under write_mutex_
+  // and the shared state lock (writes wait, searches go on); trains the new
+  // index under no lock (searches and writes go on against the old one);
+  // catches it up with the writes made meanwhile, saves its file (write_mutex_
+  // and the shared lock again) and swaps it in under the exclusive lock. Gives up (the old index
+  // stays) when the collection closes, is dropped or a step fails.
+  void RunUpkeep();
+  void UpkeepLoop();
+  bool UpkeepStopping() const { return upkeep_stop_.load(std::memory_order_relaxed); }
   // A replay of a committed batch token, or NotFound.
   Status FindReplay(const IngestBatch& batch, uint32_t content_crc, std::vector<int64_t>* ids,
                     IngestResult* result);
@@ -191,6 +218,15 @@ class Collection {
   bool committing_ = false;       // a write is between its commit and its apply
   bool snapshot_wanted_ = false;  // take applied_snapshot_ before the next commit
   bool snapshot_used_ = false;    // a read needed applied_snapshot_ since the last apply
+  // Upkeep (RunUpkeep): the thread, started at the first check due, and its
+  // wake-up; upkeep_mutex_ guards upkeep_wanted_ and upkeep_thread_.
+  const UpkeepPolicy upkeep_;
+  std::mutex upkeep_mutex_;
+  std::condition_variable upkeep_cv_;
+  bool upkeep_wanted_ = false;
+  std::atomic<bool> upkeep_stop_{false};
+  std::thread upkeep_thread_;
+  std::mutex upkeep_run_mutex_;  // one RunUpkeep at a time
   // The payloads' top-level fields, built at the first search that filters
   // on them, then kept current by Ingest (guarded by state_mutex_).
   std::unique_ptr<PayloadFieldIndex> payload_index_;

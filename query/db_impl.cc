@@ -13,6 +13,7 @@
 #include <omp.h>
 #include <sys/stat.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -362,9 +363,14 @@ class DBImpl : public DB, private query::BackupSource {
   Status CatchUpView() override { return CatchUp(); }
 
   std::shared_ptr<query::Collection> NewCollection(const storage::CollectionMeta& meta) {
-    auto c = std::make_shared<query::Collection>(store_.get(), meta, IndexPath(meta.id),
-                                                 query::ArenaFilePath(path_, meta.id),
-                                                 IndexBinding(meta), options_.index_save_interval);
+    query::UpkeepPolicy upkeep;
+    upkeep.recheck_fraction = options_.index_recheck_fraction;
+    upkeep.retrain_recall = options_.index_retrain_recall;
+    upkeep.run_inline = options_.index_upkeep_inline;
+    upkeep.threads = options_.threads;
+    auto c = std::make_shared<query::Collection>(
+        store_.get(), meta, IndexPath(meta.id), query::ArenaFilePath(path_, meta.id),
+        IndexBinding(meta), options_.index_save_interval, upkeep);
     if (options_.read_only) c->SetReadOnly();
     return c;
   }
@@ -466,6 +472,14 @@ class DBImpl : public DB, private query::BackupSource {
 
 Status DB::Open(const Options& options, const std::string& path, std::unique_ptr<DB>* db) {
   if (path.empty()) return Status::InvalidArgument("empty database path");
+  if (!(options.index_recheck_fraction >= 0) || !std::isfinite(options.index_recheck_fraction)) {
+    return Status::InvalidArgument("index_recheck_fraction must be a finite number >= 0, got " +
+                                   std::to_string(options.index_recheck_fraction));
+  }
+  if (!(options.index_retrain_recall >= 0 && options.index_retrain_recall <= 1)) {
+    return Status::InvalidArgument("index_retrain_recall must be in [0, 1], got " +
+                                   std::to_string(options.index_retrain_recall));
+  }
   auto impl = std::make_unique<DBImpl>(options, path);
   HEDGEDB_RETURN_IF_ERROR(impl->Init());
   *db = std::move(impl);

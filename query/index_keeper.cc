@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <limits>
 #include <utility>
 
 namespace hedgedb {
@@ -13,6 +16,41 @@ namespace {
 constexpr double kTargetStageOneRecall = 0.95;
 // Below this many items an untrained-at-birth index (HNSW) is not fitted yet.
 constexpr int64_t kMinRowsToTune = 1000;
+
+// Upkeep: while a retrain runs, nprobe may be raised to at most twice the one
+// fitted at training, where that restores the tuning target, so that recall
+// holds at once; the retrain then brings the latency back (twice the nprobe
+// cost 1.6 times the p99 latency in bench/churn_run.py, past the 1.5 times a
+// freshly built index's that the churn runbook allows).
+constexpr double kRetuneBudget = 2.0;
+// How far under the recall estimate fitted at training a check must measure
+// before the index is repaired (sampling noise of 100 queries is ~0.01).
+constexpr double kRecallMargin = 0.02;
+// A check's queries come from at least this many of the newest live items.
+constexpr int64_t kMinQueryRows = 1000;
+
+// 120000 -> "120,000", for notes people read.
+std::string Grouped(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+std::string Fixed(double v, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
+// Why a check acted: "recall estimate 0.71 < 0.90 after 120,000 changes".
+std::string Reason(const UpkeepCheck& c) {
+  return "recall estimate " + Fixed(c.recall, 3) + " < " + Fixed(c.threshold, 3) + " at nprobe " +
+         std::to_string(c.knob) + " after " + Grouped(c.changes) + " changes (" + Grouped(c.live) +
+         " live items)";
+}
 
 }  // namespace
 
@@ -29,15 +67,17 @@ Status IndexKeeper::Rebuild() {
   indexed_rows_ = 0;
   tombstones_ = 0;
   index_stale_ = false;
+  changes_since_check_ = 0;
   return Sync(0, /*train=*/true);
 }
 
-Status IndexKeeper::Tune(const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids) {
+Status IndexKeeper::Tune(index::CoarseIndex* index, const std::vector<uint8_t>& rows,
+                         const std::vector<int64_t>& ids) {
   // Fit the default nprobe / efSearch to this data: random, unclustered
   // embeddings need far more lists probed than clustered ones.
   const SearchOptions defaults;
-  return index_->TuneKnobs(rows.data(), ids.data(), int64_t(ids.size()),
-                           int64_t(defaults.k) * defaults.oversampling, kTargetStageOneRecall);
+  return index->TuneKnobs(rows.data(), ids.data(), int64_t(ids.size()),
+                          int64_t(defaults.k) * defaults.oversampling, kTargetStageOneRecall);
 }
 
 void IndexKeeper::MarkStale(const std::string& reason) {
@@ -63,6 +103,7 @@ Status IndexKeeper::Sync(int64_t first_row, bool train, const uint8_t* batch_row
     }
     indexed_rows_ = end_row;
     unsaved_vectors_ += end_row - first_row;
+    changes_since_check_ += end_row - first_row;
     return Status::OK();
   }
   if (!index_->is_trained()) {
@@ -81,7 +122,27 @@ Status IndexKeeper::Sync(int64_t first_row, bool train, const uint8_t* batch_row
   }
   indexed_rows_ = table_->rows();
   unsaved_vectors_ += int64_t(ids.size());
+  if (trained_now) {
+    IndexFitted();
+  } else {
+    changes_since_check_ += int64_t(ids.size());
+  }
   return Status::OK();
+}
+
+void IndexKeeper::IndexFitted() {
+  changes_since_check_ = 0;
+  fitted_knob_ = index_->default_knobs().nprobe;
+  fitted_recall_ = index_->recall_estimate();
+}
+
+double IndexKeeper::RepairBelow(const UpkeepPolicy& policy) const {
+  // Data that no nprobe serves well (the tuning stopped below its target,
+  // e.g. a PQ encoding limits stage 1) is not retrained over and over: only
+  // a fall from what the fit reached counts.
+  if (policy.retrain_recall >= 1) return std::numeric_limits<double>::infinity();  // always
+  if (std::isnan(fitted_recall_)) return policy.retrain_recall;
+  return std::min(policy.retrain_recall, fitted_recall_ - kRecallMargin);
 }
 
 bool IndexKeeper::TrainDue() const {
@@ -99,6 +160,7 @@ void IndexKeeper::Retire(const std::vector<int64_t>& ids) {
   }
   if (!physical) tombstones_ += int64_t(ids.size());
   unsaved_vectors_ += int64_t(ids.size());
+  changes_since_check_ += int64_t(ids.size());
 }
 
 void IndexKeeper::RecountTombstones() {
@@ -158,6 +220,9 @@ Status IndexKeeper::Open() {
       index_sequence_ = file_sequence;
       unsaved_vectors_ = int64_t(ids.size());
       tombstones_ = std::max<int64_t>(0, index_->ntotal() - table_->live_count());
+      // The file's nprobe is the budget's base; the writes caught up count.
+      IndexFitted();
+      changes_since_check_ = int64_t(ids.size());
       open_mode_ = (file_sequence == meta.sequence) ? "loaded" : "caught-up";
       if (file_sequence == meta.sequence) return Status::OK();
       SaveOnOpen();
@@ -235,6 +300,158 @@ void IndexKeeper::FillStats(CollectionStats* st) const {
   st->index_note = index_note_;
   st->lost_writes = lost_writes_;
   st->index_description = index_->factory();
+  st->index_changes_since_check = changes_since_check_;
+  st->index_checked_sequence = checked_sequence_;
+  st->index_checked_time = checked_time_;
+  st->index_retrained_sequence = retrained_sequence_;
+  st->index_retrained_time = retrained_time_;
+  st->index_retrains = retrains_;
+  st->index_retraining = retraining_;
+  st->index_upkeep_note = upkeep_note_;
+  st->index_retrain_reason = retrain_reason_;
+}
+
+bool IndexKeeper::CheckDue(const UpkeepPolicy& policy) const {
+  if (read_only_ || index_stale_ || !(policy.recheck_fraction > 0) || !index_->is_trained() ||
+      !index_->tunable() || index_->shape().ivf_lists <= 0 || tombstones_ > 0) {
+    return false;
+  }
+  const double live = double(std::max<int64_t>(1, table_->live_count()));
+  return double(changes_since_check_) >= policy.recheck_fraction * live;
+}
+
+Status IndexKeeper::Measure(const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids,
+                            const UpkeepPolicy& policy, UpkeepCheck* check) const {
+  *check = UpkeepCheck();
+  check->changes = changes_since_check_;
+  check->live = int64_t(ids.size());
+  check->sequence = meta_->sequence;
+  check->knob = index_->default_knobs().nprobe;
+  const int lists = index_->shape().ivf_lists;
+  // The rungs: the current nprobe, then doublings up to the budget.
+  const int fitted = fitted_knob_ > 0 ? fitted_knob_ : check->knob;
+  const int budget = std::min(lists, int(std::floor(kRetuneBudget * fitted)));
+  std::vector<index::CoarseSearchKnobs> ladder;
+  for (int knob = check->knob;;) {
+    index::CoarseSearchKnobs k;
+    k.nprobe = knob;
+    ladder.push_back(k);
+    if (knob >= budget) break;
+    knob = std::min(budget, 2 * knob);
+  }
+  // The queries: the newest live items (the rows are in write order), the
+  // best guess at what searches ask for next and what lists trained on
+  // older items fit worst; as many as the fraction that triggers a check.
+  const int64_t n = int64_t(ids.size());
+  const double fraction = policy.recheck_fraction > 0 ? policy.recheck_fraction : 0.1;
+  const int64_t newest = std::max<int64_t>(kMinQueryRows, int64_t(std::ceil(fraction * double(n))));
+  const SearchOptions defaults;
+  std::vector<double> recalls;
+  HEDGEDB_RETURN_IF_ERROR(
+      index_->MeasureRecall(rows.data(), ids.data(), n, int64_t(defaults.k) * defaults.oversampling,
+                            std::max<int64_t>(0, n - newest), ladder, &recalls));
+  check->recall = recalls.front();
+  check->threshold = RepairBelow(policy);
+  check->best_knob = ladder.back().nprobe;
+  check->best_recall = recalls.back();
+  if (check->recall >= check->threshold) return Status::OK();
+  check->retrain = true;
+  // Above the tuning target the old index serves well enough while the new
+  // one trains; below it, a wider probe holds recall meanwhile.
+  if (check->recall >= kTargetStageOneRecall) return Status::OK();
+  for (size_t i = 1; i < ladder.size(); ++i) {
+    if (recalls[i] >= kTargetStageOneRecall) {
+      check->retuned_knob = ladder[i].nprobe;
+      check->retuned_recall = recalls[i];
+      break;
+    }
+  }
+  return Status::OK();
+}
+
+void IndexKeeper::NoteCheckFailed(const UpkeepCheck& check, const std::string& why) {
+  changes_since_check_ = std::max<int64_t>(0, changes_since_check_ - check.changes);
+  checked_sequence_ = check.sequence;
+  checked_time_ = int64_t(std::time(nullptr));
+  upkeep_note_ = "check at sequence " + std::to_string(check.sequence) + " failed: " + why;
+}
+
+void IndexKeeper::ApplyRetune(const UpkeepCheck& check) {
+  index::CoarseSearchKnobs knobs;
+  knobs.nprobe = check.retuned_knob;
+  index_->AdoptKnobs(knobs, check.retuned_recall);
+  upkeep_note_ = "re-tuned at sequence " + std::to_string(check.sequence) + ": " + Reason(check) +
+                 "; nprobe " + std::to_string(check.retuned_knob) + " finds " +
+                 Fixed(check.retuned_recall, 3) + " while the index is retrained";
+}
+
+void IndexKeeper::RecordCheck(const UpkeepCheck& check, const std::string& failed) {
+  // Writes applied since the measurement count towards the next check.
+  changes_since_check_ = std::max<int64_t>(0, changes_since_check_ - check.changes);
+  checked_sequence_ = check.sequence;
+  checked_time_ = int64_t(std::time(nullptr));
+  if (!check.retrain) {
+    index_->set_recall_estimate(check.recall);
+    upkeep_note_ = "checked at sequence " + std::to_string(check.sequence) + ": recall estimate " +
+                   Fixed(check.recall, 3) + " at nprobe " + std::to_string(check.knob) + " after " +
+                   Grouped(check.changes) + " changes";
+    return;
+  }
+  upkeep_note_ = "checked at sequence " + std::to_string(check.sequence) + ": " + Reason(check) +
+                 "; not retrained: " + (failed.empty() ? std::string("abandoned") : failed);
+  if (check.retuned_knob > 0) {
+    upkeep_note_ += "; nprobe " + std::to_string(check.retuned_knob) + " finds " +
+                    Fixed(check.retuned_recall, 3);
+  } else {
+    index_->set_recall_estimate(check.recall);
+  }
+}
+
+Status IndexKeeper::BuildIndex(const CollectionSpec& spec, const std::vector<uint8_t>& rows,
+                               const std::vector<int64_t>& ids,
+                               std::unique_ptr<index::CoarseIndex>* out) {
+  std::unique_ptr<index::CoarseIndex> fresh;
+  HEDGEDB_RETURN_IF_ERROR(index::CoarseIndex::Create(spec, &fresh));
+  if (int64_t(ids.size()) < fresh->train_rows_wanted()) {
+    return Status::InvalidArgument("too few live items to train the index");
+  }
+  // FAISS's k-means samples what it needs (256 rows per list) of these.
+  HEDGEDB_RETURN_IF_ERROR(fresh->Train(rows.data(), int64_t(ids.size())));
+  HEDGEDB_RETURN_IF_ERROR(fresh->Add(rows.data(), int64_t(ids.size()), ids.data()));
+  HEDGEDB_RETURN_IF_ERROR(Tune(fresh.get(), rows, ids));
+  *out = std::move(fresh);
+  return Status::OK();
+}
+
+Status IndexKeeper::SaveIndex(const index::CoarseIndex& fresh) const {
+  if (read_only_) return Status::NotSupported("a reader writes no index file");
+  return fresh.Save(index_path_, meta_->sequence, binding_);
+}
+
+void IndexKeeper::AdoptIndex(std::unique_ptr<index::CoarseIndex>* fresh, bool saved,
+                             const UpkeepCheck& check) {
+  index_.swap(*fresh);
+  indexed_rows_ = table_->rows();
+  tombstones_ = 0;
+  if (saved) {
+    index_sequence_ = meta_->sequence;
+    unsaved_vectors_ = 0;
+  } else {
+    unsaved_vectors_ = std::max<int64_t>(1, index_->ntotal());
+  }
+  IndexFitted();
+  ++retrains_;
+  checked_sequence_ = retrained_sequence_ = meta_->sequence;
+  checked_time_ = retrained_time_ = int64_t(std::time(nullptr));
+  retrain_reason_ = Reason(check);
+  if (check.best_knob > check.knob) {
+    retrain_reason_ +=
+        ", " + Fixed(check.best_recall, 3) + " at nprobe " + std::to_string(check.best_knob);
+  }
+  upkeep_note_ = "retrained at sequence " + std::to_string(meta_->sequence) + ": " +
+                 retrain_reason_ + "; the new index finds " + Fixed(index_->recall_estimate(), 3) +
+                 " at nprobe " + std::to_string(index_->default_knobs().nprobe);
+  if (!saved) upkeep_note_ += " (its file is saved at the next flush)";
 }
 
 }  // namespace query

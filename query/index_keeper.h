@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +29,38 @@
 
 namespace hedgedb {
 namespace query {
+
+// How a collection keeps a trained IVF index fit for its items as they change
+// (Options::index_recheck_fraction, index_retrain_recall).
+struct UpkeepPolicy {
+  // Check once inserted + removed vectors since the last check (or training)
+  // reach this fraction of the live items; 0: never.
+  double recheck_fraction = 0.1;
+  // A measured stage-1 recall below this (or below the estimate fitted at
+  // training less 0.02, if that is lower) is repaired: the index is
+  // retrained, and meanwhile, if it is under the tuning target, nprobe is
+  // raised (up to twice the fitted one) where that reaches the target.
+  double retrain_recall = 0.97;
+  // Run a due check (and retrain) inside the write that made it due.
+  bool run_inline = false;
+  // OpenMP threads of the upkeep thread (Options::threads; 0: the default).
+  int threads = 0;
+};
+
+// What one check of the index measured and decided (IndexKeeper::Measure).
+struct UpkeepCheck {
+  int64_t changes = 0;   // vectors added or removed since the last check
+  int64_t live = 0;      // live rows measured
+  int knob = 0;          // the default nprobe at the check
+  double recall = 0;     // its measured stage-1 recall
+  double threshold = 0;  // repaired below this (IndexKeeper::RepairBelow)
+  int retuned_knob = 0;  // > 0: nprobe for meanwhile (reaches the target)
+  double retuned_recall = 0;
+  int best_knob = 0;  // the widest nprobe tried, and its recall
+  double best_recall = 0;
+  bool retrain = false;   // below the threshold: train a new index
+  uint64_t sequence = 0;  // the collection's sequence at the check
+};
 
 class IndexKeeper {
  public:
@@ -103,12 +136,66 @@ class IndexKeeper {
   // lost_writes).
   void FillStats(CollectionStats* stats) const;
 
+  // Upkeep under churn, in phases that the collection runs under the locks
+  // each names (Collection::RunUpkeep). Applies to a trained IVF index over
+  // vectors (physical removal, tunable nprobe) of a writer.
+  // Vectors added or removed since the index was trained or last checked.
+  int64_t changes_since_check() const { return changes_since_check_; }
+  // Whether a check is due under `policy` (state lock shared).
+  bool CheckDue(const UpkeepPolicy& policy) const;
+  // Measures the stage-1 recall of the current index for these rows (all
+  // live rows, as GatherLive packs them) as the tuning does, but with 100 of
+  // the newest rows as queries (the newest recheck_fraction of them, at
+  // least 1,000), at the current
+  // nprobe and on a doubling ladder up to twice the nprobe fitted at the
+  // last training, and decides: nothing (recall >= RepairBelow), or a
+  // retrain, with a re-tune meanwhile if a rung reaches the tuning target.
+  // State lock shared: searches go on.
+  Status Measure(const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids,
+                 const UpkeepPolicy& policy, UpkeepCheck* check) const;
+  // State lock exclusive: a check whose measurement failed (`why`); the
+  // estimate stays, the count restarts.
+  void NoteCheckFailed(const UpkeepCheck& check, const std::string& why);
+  // State lock exclusive, before a retrain: makes the check's re-tuned
+  // nprobe (retuned_knob > 0) the default meanwhile.
+  void ApplyRetune(const UpkeepCheck& check);
+  // State lock exclusive: records a check that needs no new index (the
+  // measured estimate), or a retrain that failed (`failed` says why), and
+  // restarts the count.
+  // `failed`: why a retrain the check asked for did not happen.
+  void RecordCheck(const UpkeepCheck& check, const std::string& failed = "");
+  // No lock: a new index of `spec`, trained on these rows, holding them,
+  // and tuned (what a rebuild makes, from a copy of the rows).
+  static Status BuildIndex(const CollectionSpec& spec, const std::vector<uint8_t>& rows,
+                           const std::vector<int64_t>& ids,
+                           std::unique_ptr<index::CoarseIndex>* out);
+  // Writes `fresh` as the index file at the meta's sequence (the write lock
+  // held, so that `fresh` holds exactly the rows up to it).
+  Status SaveIndex(const index::CoarseIndex& fresh) const;
+  // State lock exclusive, `fresh` caught up to every row of the table:
+  // makes it the index (saved: SaveIndex wrote it), and hands the old one
+  // back in *fresh (to be freed outside the lock).
+  void AdoptIndex(std::unique_ptr<index::CoarseIndex>* fresh, bool saved, const UpkeepCheck& check);
+  // A retrain is running (set by the collection, state lock exclusive).
+  void SetRetraining(bool running) { retraining_ = running; }
+
  private:
   Status Rebuild();
   // Save where a failure must not fail the open (note() says).
   void SaveOnOpen();
   // Fits the index's default search knobs to these rows (all live rows).
-  Status Tune(const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids);
+  static Status Tune(index::CoarseIndex* index, const std::vector<uint8_t>& rows,
+                     const std::vector<int64_t>& ids);
+  Status Tune(const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids) {
+    return Tune(index_.get(), rows, ids);
+  }
+  // The index is new or freshly trained: the count restarts and the ladder's
+  // budget is its fitted nprobe.
+  void IndexFitted();
+  // The recall estimate below which a check repairs the index: the policy's,
+  // or 0.02 under the estimate fitted at training if that is lower; a policy
+  // of 1 repairs at every check.
+  double RepairBelow(const UpkeepPolicy& policy) const;
 
   const storage::CollectionMeta* const meta_;
   const RowTable* const table_;
@@ -125,6 +212,18 @@ class IndexKeeper {
   std::string open_mode_;
   std::string index_note_;
   std::string lost_writes_;
+  // Upkeep (CheckDue ... AdoptIndex).
+  int64_t changes_since_check_ = 0;
+  int fitted_knob_ = 0;  // nprobe fitted when the index was trained (or loaded)
+  double fitted_recall_ = std::numeric_limits<double>::quiet_NaN();  // and its estimate
+  uint64_t checked_sequence_ = 0;
+  int64_t checked_time_ = 0;
+  uint64_t retrained_sequence_ = 0;
+  int64_t retrained_time_ = 0;
+  int64_t retrains_ = 0;
+  bool retraining_ = false;
+  std::string upkeep_note_;
+  std::string retrain_reason_;
 };
 
 }  // namespace query

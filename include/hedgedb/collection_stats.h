@@ -77,6 +77,27 @@ struct CollectionStats {
   // The fraction measured at those settings; NaN if never measured (codes,
   // Flat, or an untrained index).
   double index_recall_estimate = std::numeric_limits<double>::quiet_NaN();
+  // Upkeep of a trained IVF index while items come and go (docs/concepts.md,
+  // "Coarse indexes"; Options::index_recheck_fraction): once the vectors
+  // added or removed since the last check reach that fraction of the live
+  // items, the collection measures index_recall_estimate again on its own
+  // live items, and below Options::index_retrain_recall retrains the index
+  // in the background (raising nprobe meanwhile where that helps). These
+  // describe the collection since it was opened (0 / "": nothing yet).
+  int64_t index_changes_since_check = 0;  // vectors added or removed since
+  uint64_t index_checked_sequence = 0;    // sequence at the last check
+  int64_t index_checked_time = 0;         // its time, Unix seconds
+  uint64_t index_retrained_sequence = 0;  // sequence the last retrain covered
+  int64_t index_retrained_time = 0;       // when it was swapped in, Unix seconds
+  int64_t index_retrains = 0;             // retrains swapped in
+  bool index_retraining = false;          // one is running now
+  // The last check's outcome, e.g. "retrained at sequence 812: recall
+  // estimate 0.712 < 0.90 at nprobe 16 after 120,000 changes (100,000 live
+  // items); the new index finds 0.990 at nprobe 16".
+  std::string index_upkeep_note;
+  // Why the last retrain happened (the part of the note after "retrained
+  // at sequence N: ").
+  std::string index_retrain_reason;
   // Calibrations stored for the collection's scores (DB::Calibrate), and a
   // note when one is damaged (it is then not used).
   std::vector<CalibrationInfo> calibrations;

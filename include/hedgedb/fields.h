@@ -135,6 +135,15 @@ void VisitFields(const CollectionStats& stats, Visitor&& visit) {
   visit("index_ef_search", int64_t(stats.index_ef_search));
   visit("index_recall_estimate", double(stats.index_recall_estimate));
   visit("index_note", stats.index_note);
+  visit("index_changes_since_check", int64_t(stats.index_changes_since_check));
+  visit("index_checked_sequence", uint64_t(stats.index_checked_sequence));
+  visit("index_checked_time", int64_t(stats.index_checked_time));
+  visit("index_retrained_sequence", uint64_t(stats.index_retrained_sequence));
+  visit("index_retrained_time", int64_t(stats.index_retrained_time));
+  visit("index_retrains", int64_t(stats.index_retrains));
+  visit("index_retraining", bool(stats.index_retraining));
+  visit("index_upkeep_note", stats.index_upkeep_note);
+  visit("index_retrain_reason", stats.index_retrain_reason);
   visit("lost_writes", stats.lost_writes);
   visit("index_description", stats.index_description);
   visit("arena_source", stats.arena_source);

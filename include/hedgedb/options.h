@@ -29,6 +29,33 @@ struct Options {
   // last save (0: only on Flush/close). Records are durable regardless: an
   // index file behind the records is caught up on open.
   int64_t index_save_interval = 0;
+  // Upkeep of a trained IVF index while items come and go (docs/concepts.md,
+  // "Coarse indexes"; CollectionStats::index_upkeep_note): once the vectors
+  // inserted or removed since the index was trained or last checked reach
+  // this fraction of the collection's live items, the write that gets there
+  // has the collection check the index in the background: it measures the
+  // stage-1 recall estimate as the tuning does (the default nprobe against
+  // the exact coarse top-100), with 100 of its newest live items as queries
+  // (from the newest this fraction of them, at least 1,000). 0: never
+  // check. Must be >= 0.
+  double index_recheck_fraction = 0.1;
+  // A check that measures a recall estimate below this (or below the
+  // estimate fitted at training less 0.02, where that is lower: data that
+  // no nprobe serves to 0.95 is not retrained over and over) retrains the
+  // index in the background: k-means on the live items, all of them added,
+  // nprobe fitted again; searches use the old index meanwhile (if the
+  // estimate is already under the tuning target of 0.95, with nprobe raised,
+  // up to twice the fitted one, where that reaches it), writes go on and are
+  // caught up, and the new index is swapped in and its file saved at the
+  // sequence it covers. In [0, 1]; 1 retrains at every check (the crash
+  // harness's kill mix, bench/crash_harness.cc). The default, above the target, starts the
+  // retrain while the old index still serves 0.95: in bench/churn_run.py
+  // the estimate fell about 0.01 per 10% of the items replaced.
+  double index_retrain_recall = 0.97;
+  // Run a due check, and the retrain it may start, inside the write that
+  // made it due, before that write returns, instead of in the collection's
+  // background thread: deterministic, for tests and benchmarks.
+  bool index_upkeep_inline = false;
   // OpenMP threads for FAISS and rescoring inside Open, Ingest and Search
   // (index training and adds, coarse search, batches of queries); 0 keeps the
   // OpenMP default (OMP_NUM_THREADS or the core count). Set 1 when the

@@ -179,6 +179,76 @@ TEST(VectorIndexTest, GaussianCandidatesComeInExpectedSquaredDistanceOrder) {
   for (size_t j = 0; j < 20; ++j) EXPECT_EQ(labels[j], truth[j].second) << j;
 }
 
+// MeasureRecall (the collection's check of its index as items change) is
+// the fraction of a brute-force exact top-100 that a search at each knob
+// returns, for 100 rows spread over [query_first, n); at the tuned knob over
+// all rows it is what TuneKnobs measured.
+TEST(VectorIndexTest, MeasureRecallIsTheExactTopsFractionAtEachKnob) {
+  CollectionSpec spec;
+  spec.name = "p";
+  spec.kind = Kind::kPoint;
+  spec.dim = 8;
+  spec.index_factory = "IVF64,Flat";
+  std::unique_ptr<CoarseIndex> index;
+  ASSERT_TRUE(CoarseIndex::Create(spec, &index).ok());
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> normal;
+  const int64_t n = 5000, D = 8, k = 100;
+  std::vector<float> rows;
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int d = 0; d < D; ++d) rows.push_back(normal(rng));
+    ids.push_back(7 * i + 1);
+  }
+  ASSERT_TRUE(index->Train(rows.data(), n).ok());
+  ASSERT_TRUE(index->Add(rows.data(), n, ids.data()).ok());
+  ASSERT_TRUE(index->TuneKnobs(rows.data(), ids.data(), n, k, 0.95).ok());
+  const int tuned = index->default_knobs().nprobe;
+  std::vector<CoarseSearchKnobs> knobs(3);
+  knobs[0].nprobe = 1;
+  knobs[1].nprobe = tuned;
+  knobs[2].nprobe = 64;  // every list: exact
+  std::vector<double> recalls;
+  ASSERT_TRUE(index->MeasureRecall(rows.data(), ids.data(), n, k, 0, knobs, &recalls).ok());
+  ASSERT_EQ(recalls.size(), 3u);
+  EXPECT_DOUBLE_EQ(recalls[1], index->recall_estimate());  // the same measurement
+  EXPECT_DOUBLE_EQ(recalls[2], 1.0);
+  EXPECT_LT(recalls[0], recalls[1]);
+  // Brute force: queries rows first + q * span / 100, exact top-100 by L2.
+  for (const int64_t first : {int64_t(0), n - 1000}) {
+    ASSERT_TRUE(index->MeasureRecall(rows.data(), ids.data(), n, k, first, knobs, &recalls).ok());
+    for (size_t j = 0; j < knobs.size(); ++j) {
+      const int64_t span = n - first;
+      int64_t hits = 0;
+      for (int64_t q = 0; q < 100; ++q) {
+        const float* x = rows.data() + (first + q * span / 100) * D;
+        std::vector<std::pair<double, int64_t>> all;
+        for (int64_t i = 0; i < n; ++i) {
+          double e = 0;
+          for (int d = 0; d < D; ++d)
+            e += double(x[d] - rows[size_t(i * D + d)]) * (x[d] - rows[size_t(i * D + d)]);
+          all.emplace_back(e, ids[size_t(i)]);
+        }
+        std::partial_sort(all.begin(), all.begin() + k, all.end());
+        std::set<int64_t> truth;
+        for (int64_t i = 0; i < k; ++i) truth.insert(all[size_t(i)].second);
+        std::vector<int64_t> labels;
+        ASSERT_TRUE(index->Search(x, 1, k, knobs[j], &labels).ok());
+        for (int64_t l : labels) hits += truth.count(l);
+      }
+      // Ties at the 100th distance could differ; random floats have none.
+      EXPECT_NEAR(recalls[j], double(hits) / (100.0 * k), 1e-12)
+          << "first " << first << " knob " << j;
+    }
+  }
+  // Codes and Flat indexes have no knob to measure.
+  spec.index_factory = "Flat";
+  ASSERT_TRUE(CoarseIndex::Create(spec, &index).ok());
+  ASSERT_TRUE(index->Add(rows.data(), n, ids.data()).ok());
+  EXPECT_EQ(index->MeasureRecall(rows.data(), ids.data(), n, k, 0, knobs, &recalls).code(),
+            Status::Code::kNotSupported);
+}
+
 TEST(VectorIndexTest, FilesOfAnotherStructureOrDamagedAreRefused) {
   CollectionSpec spec;
   spec.name = "g";

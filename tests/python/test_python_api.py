@@ -503,3 +503,62 @@ def test_closed_database_raises_and_close_waits_for_calls(tmp_path):
     r = subprocess.run([sys.executable, "-c", CLOSED, str(tmp_path / "db"), "10"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stdout, r.stderr)
+
+
+def test_index_upkeep_retrains_a_drifted_collection_and_stats_say_so(tmp_path):
+    # Lists trained on 30 clusters, then every item replaced by items of 30
+    # other clusters in the same region (docs/concepts.md, Coarse indexes,
+    # "Upkeep"; tests/engine/churn_test.cc is the C++ side).
+    rng = np.random.default_rng(0)
+    d, n = 16, 12000
+    before, after = rng.normal(size=(30, d)), rng.normal(size=(30, d))
+
+    def draw(centres, m):
+        mean = centres[rng.integers(0, 30, m)] + 0.3 * rng.normal(size=(m, d))
+        return mean.astype(np.float32), rng.uniform(0.02, 0.2, (m, d)).astype(np.float32)
+
+    def recall(db, qm, qv):
+        got = db.search("c", mean=qm, var=qv, k=10, with_uncertainty=False).ids
+        exact = db.search("c", mean=qm, var=qv, k=10, exhaustive=True,
+                          with_uncertainty=False).ids
+        return np.mean([len(set(g) & set(e)) / 10 for g, e in zip(got, exact)])
+
+    results = {}
+    for fraction in (0.0, 0.1):
+        path = str(tmp_path / f"db{fraction}")
+        with hedgedb.open(path, index_recheck_fraction=fraction, index_upkeep_inline=True) as db:
+            db.create_collection("c", kind="gaussian", dim=d, index="IVF256,Flat",
+                                 match_a=1.0, match_b=5.0)
+            mean, var = draw(before, n)
+            db.ingest("c", mean=mean, var=var, ids=np.arange(n))
+            db.flush()
+            for r in range(10):
+                mean, var = draw(after, n // 10)
+                db.ingest("c", mean=mean, var=var, ids=np.arange(n + r * n // 10,
+                                                                 n + (r + 1) * n // 10))
+                db.remove("c", np.arange(r * n // 10, (r + 1) * n // 10))
+            qm, qv = draw(after, 200)
+            results[fraction] = (recall(db, qm, qv), db.stats("c"))
+    (off, off_stats), (on, on_stats) = results[0.0], results[0.1]
+    assert off_stats["index_retrains"] == 0 and off_stats["index_upkeep_note"] == ""
+    assert off_stats["index_changes_since_check"] == 2 * n
+    assert on_stats["index_retrains"] >= 1
+    assert on_stats["index_retraining"] is False
+    assert on_stats["index_retrained_sequence"] > 1
+    assert "recall estimate" in on_stats["index_retrain_reason"]
+    assert on_stats["index_upkeep_note"].startswith(("retrained", "checked"))
+    assert on_stats["index_vectors"] == on_stats["items"] == n
+    assert off < 0.93 and on >= 0.97, (off, on)
+    # The CLI prints the same fields (one list, hedgedb/fields.h; empty notes
+    # left out); a new process has checked nothing yet.
+    out = subprocess.run([HEDGEDB, "stats", "--db", str(tmp_path / "db0.1")],
+                         capture_output=True, text=True, check=True).stdout
+    cli = json.loads(out)["collections"][0]
+    for key in ("index_checked_sequence", "index_checked_time", "index_retrained_sequence",
+                "index_retrained_time", "index_retrains", "index_retraining",
+                "index_changes_since_check"):
+        assert cli[key] == 0 or cli[key] is False, key
+    # Out-of-range settings are refused as the C++ API refuses them.
+    for bad in ({"index_recheck_fraction": -1.0}, {"index_retrain_recall": 1.5}):
+        with pytest.raises(hedgedb.Error, match=next(iter(bad))):
+            hedgedb.open(str(tmp_path / "bad"), **bad)

@@ -1,0 +1,273 @@
+#!/usr/bin/python3
+"""Churn runbook: a sliding window of drifting data, searched throughout.
+
+    PYTHONPATH=build/python nice -n 19 /usr/bin/python3 bench/churn_run.py --dir /tmp/churn
+    # the full run (hours): insert 5M, keep the newest 1M
+    PYTHONPATH=build/python nice -n 19 /usr/bin/python3 bench/churn_run.py --dir /big \\
+        --total 5000000 --window 1000000 --batch 50000 --dim 64 --checkpoints 10
+
+Items are Gaussians (bench/clustered_gaussians.py's shape: a centre plus
+N(0, 0.3^2) mean noise, variances U(0.02, 0.2)) whose distribution drifts
+with the stream position p (0 at the first item, 1 at the last): of
+--centres cluster centres (standard normal) only a window of --active ones
+is drawn from, and that window slides from the first centres to the last as
+p goes from 0 to 1 (new clusters appear, old ones die out); every centre also
+moves by p times its own N(0, --move^2) offset. IVF lists trained on the first
+items therefore fit the later ones worse and worse.
+
+Items are ingested in batches of --batch with sequential ids; once more than
+--window are live, the oldest are removed (one remove per batch), so the
+collection holds the newest --window. Between batches --searches-per-batch
+single queries of the current distribution are searched (the traffic that
+meets the collection while it changes; also what trains the index).
+
+At --checkpoints evenly spaced points (and at the end) it measures, on
+--queries queries drawn from the current distribution:
+  recall@10 of the default search against the exhaustive (exact) top-10 of
+  the same collection; p50 / p99 over the queries of the latency of one
+  query per call (each query's fastest of --repeats calls, after a warm-up
+  pass: on shared cores one call's time is often the scheduler's); the collection's stats (index_recall_estimate, index_nprobe
+  and, where the collection reports them, its upkeep fields);
+and the same for a reference: a freshly built collection of the same live
+items (same ids, data and order; a new index trained on them), recall
+against the same exact top-10.
+
+Prints one JSON object per checkpoint, then a Markdown table; --plot FILE
+draws recall and p99 over the stream (matplotlib). Default sizes finish in a
+few minutes on 2 cores.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import time
+
+import numpy as np
+
+
+class DriftingSource:
+    """The data distribution at stream position p in [0, 1]."""
+
+    def __init__(self, rng, dim, centres, active, move):
+        self.rng = rng
+        self.base = rng.normal(size=(centres, dim)).astype(np.float32)
+        self.offset = (move * rng.normal(size=(centres, dim))).astype(np.float32)
+        self.active = min(active, centres)
+
+    def draw(self, n, p):
+        first = int(round(p * (len(self.base) - self.active)))
+        labels = first + self.rng.integers(0, self.active, size=n)
+        centres = self.base[labels] + np.float32(p) * self.offset[labels]
+        dim = self.base.shape[1]
+        mean = (centres + 0.3 * self.rng.normal(size=(n, dim))).astype(np.float32)
+        var = self.rng.uniform(0.02, 0.2, size=(n, dim)).astype(np.float32)
+        return mean, var
+
+
+def percentile(values, q):
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def measure(db, name, qmean, qvar, exact, repeats):
+    """recall@10 against `exact` (None: the exact top-10 of this collection is
+    computed and returned) and single-query latency: each query's fastest of
+    `repeats` calls after a warm-up pass (on 2 shared cores a single call's
+    time is often the scheduler's, not the search's)."""
+    if exact is None:
+        exact = np.asarray(db.search(name, mean=qmean, var=qvar, k=10, exhaustive=True,
+                                     with_uncertainty=False).ids)
+    nq = len(qmean)
+    for q in range(nq):
+        db.search(name, mean=qmean[q:q + 1], var=qvar[q:q + 1], k=10, with_uncertainty=False)
+    latencies, hits = [float("inf")] * nq, 0
+    for _ in range(repeats):
+        for q in range(nq):
+            t = time.perf_counter()
+            r = db.search(name, mean=qmean[q:q + 1], var=qvar[q:q + 1], k=10,
+                          with_uncertainty=False)
+            latencies[q] = min(latencies[q], time.perf_counter() - t)
+    for q in range(nq):
+        r = db.search(name, mean=qmean[q:q + 1], var=qvar[q:q + 1], k=10, with_uncertainty=False)
+        found = np.asarray(r.ids)[0]
+        hits += len(set(found.tolist()) & set(exact[q].tolist()) - {-1})
+    truth = int(np.sum(exact >= 0))
+    return exact, {
+        "recall_at_10": round(hits / max(truth, 1), 4),
+        "p50_ms": round(1000 * statistics.median(latencies), 3),
+        "p99_ms": round(1000 * percentile(latencies, 0.99), 3),
+    }
+
+
+def upkeep_fields(stats):
+    """The stats that say how the index is kept (whatever this build reports)."""
+    keys = ("index_recall_estimate", "index_nprobe", "index_vectors", "index_sequence")
+    out = {k: stats[k] for k in keys if k in stats}
+    for k, v in stats.items():
+        if k.startswith("index_upkeep") or k.startswith("index_checked") or \
+                k.startswith("index_retrain") or k.startswith("index_changes"):
+            out[k] = v
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", required=True, help="an empty directory with room for two databases")
+    parser.add_argument("--total", type=int, default=300000, help="items inserted in all")
+    parser.add_argument("--window", type=int, default=100000, help="newest items kept")
+    parser.add_argument("--batch", type=int, default=5000, help="items per ingest (and remove)")
+    parser.add_argument("--dim", type=int, default=32)
+    parser.add_argument("--centres", type=int, default=400)
+    parser.add_argument("--active", type=int, default=100, help="centres drawn from at a time")
+    parser.add_argument("--move", type=float, default=1.0, help="std of each centre's drift")
+    parser.add_argument("--checkpoints", type=int, default=6)
+    parser.add_argument("--queries", type=int, default=200, help="queries per checkpoint")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="timed calls per query (its fastest counts)")
+    parser.add_argument("--searches-per-batch", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--no-reference", action="store_true",
+                        help="skip the freshly built collection at each checkpoint")
+    parser.add_argument("--plot", help="PNG of recall and p99 over the stream")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--open-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra hedgedb.open keyword (number), e.g. index_recheck_fraction=0")
+    args = parser.parse_args()
+    if args.window <= 0 or args.total < args.window or args.batch <= 0:
+        parser.error("need 0 < --window <= --total and --batch > 0")
+    if args.checkpoints <= 0 or args.queries <= 0 or args.repeats <= 0:
+        parser.error("--checkpoints, --queries and --repeats must be > 0")
+    import hedgedb
+
+    if os.path.exists(args.dir) and os.listdir(args.dir):
+        parser.error(f"{args.dir} is not empty: give an empty --dir")
+    os.makedirs(args.dir, exist_ok=True)
+    open_kwargs = {"threads": args.threads}
+    for kv in args.open_option:
+        key, _, value = kv.partition("=")
+        try:
+            open_kwargs[key] = float(value) if "." in value else int(value)
+        except ValueError:
+            parser.error(f"--open-option {kv}: the value must be a number")
+
+    rng = np.random.default_rng(args.seed)
+    source = DriftingSource(rng, args.dim, args.centres, args.active, args.move)
+    path = os.path.join(args.dir, "churn_db")
+    db = hedgedb.open(path, **open_kwargs)
+    db.create_collection("c", kind="gaussian", dim=args.dim, match_a=1.0, match_b=5.0)
+
+    window_mean, window_var, window_ids = [], [], []  # the live batches, oldest first
+    live = 0
+    next_id = 0
+    marks = sorted({min(args.total, int(round(args.total * (i + 1) / args.checkpoints)))
+                    for i in range(args.checkpoints)})
+    rows = []
+    start = time.perf_counter()
+    ingest_seconds = 0.0
+    while next_id < args.total:
+        n = min(args.batch, args.total - next_id)
+        p = next_id / max(args.total - 1, 1)
+        mean, var = source.draw(n, p)
+        ids = np.arange(next_id, next_id + n, dtype=np.int64)
+        t = time.perf_counter()
+        db.ingest("c", mean=mean, var=var, ids=ids)
+        window_mean.append(mean)
+        window_var.append(var)
+        window_ids.append(ids)
+        live += n
+        next_id += n
+        while live > args.window:
+            excess = live - args.window
+            if len(window_ids[0]) <= excess:
+                db.remove("c", window_ids[0])
+                live -= len(window_ids[0])
+                window_mean.pop(0), window_var.pop(0), window_ids.pop(0)
+            else:
+                db.remove("c", window_ids[0][:excess])
+                window_mean[0] = window_mean[0][excess:]
+                window_var[0] = window_var[0][excess:]
+                window_ids[0] = window_ids[0][excess:]
+                live -= excess
+        ingest_seconds += time.perf_counter() - t
+        if args.searches_per_batch:
+            qm, qv = source.draw(args.searches_per_batch, p)
+            for q in range(len(qm)):
+                db.search("c", mean=qm[q:q + 1], var=qv[q:q + 1], k=10, with_uncertainty=False)
+        if marks and next_id >= marks[0]:
+            marks.pop(0)
+            qmean, qvar = source.draw(args.queries, p)
+            exact, churned = measure(db, "c", qmean, qvar, None, args.repeats)
+            row = {"inserted": next_id, "live": live, "progress": round(p, 3),
+                   "elapsed_s": round(time.perf_counter() - start, 1),
+                   **churned, **upkeep_fields(db.stats("c"))}
+            if not args.no_reference:
+                ref_path = os.path.join(args.dir, f"fresh_{next_id}")
+                t = time.perf_counter()
+                with hedgedb.open(ref_path, threads=args.threads) as ref:
+                    ref.create_collection("c", kind="gaussian", dim=args.dim, match_a=1.0,
+                                          match_b=5.0)
+                    all_ids = np.concatenate(window_ids)
+                    all_mean = np.concatenate(window_mean)
+                    all_var = np.concatenate(window_var)
+                    for first in range(0, len(all_ids), 100000):
+                        ref.ingest("c", mean=all_mean[first:first + 100000],
+                                   var=all_var[first:first + 100000],
+                                   ids=all_ids[first:first + 100000])
+                    ref.flush()
+                    build = time.perf_counter() - t
+                    _, fresh = measure(ref, "c", qmean, qvar, exact, args.repeats)
+                    fstats = ref.stats("c")
+                shutil.rmtree(ref_path, ignore_errors=True)
+                row.update({"fresh_" + k: v for k, v in fresh.items()})
+                row["fresh_nprobe"] = fstats.get("index_nprobe")
+                row["fresh_recall_estimate"] = fstats.get("index_recall_estimate")
+                row["fresh_build_s"] = round(build, 1)
+                row["p99_ratio"] = round(row["p99_ms"] / max(fresh["p99_ms"], 1e-9), 2)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    db.close()
+    total_s = time.perf_counter() - start
+    print(json.dumps({"what": "total", "seconds": round(total_s, 1),
+                      "write_seconds": round(ingest_seconds, 1),
+                      "args": vars(args)}), flush=True)
+
+    cols = ["inserted", "live", "recall_at_10", "p50_ms", "p99_ms", "fresh_recall_at_10",
+            "fresh_p50_ms", "fresh_p99_ms", "p99_ratio", "index_nprobe", "fresh_nprobe",
+            "index_recall_estimate", "index_retrains", "index_retraining"]
+    cols = [c for c in cols if any(c in r for r in rows)]
+    print()
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    for r in rows:
+        print("| " + " | ".join(str(r.get(c, "")) for c in cols) + " |")
+    notes = [r.get("index_upkeep_note") for r in rows if r.get("index_upkeep_note")]
+    if notes:
+        print(f"\nlast upkeep note: {notes[-1]}")
+
+    if args.plot:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        x = [r["inserted"] for r in rows]
+        fig, (a, b) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
+        a.plot(x, [r["recall_at_10"] for r in rows], "o-", label="churned collection")
+        if "fresh_recall_at_10" in rows[0]:
+            a.plot(x, [r["fresh_recall_at_10"] for r in rows], "s--", label="freshly built")
+        a.axhline(0.95, color="grey", lw=0.8)
+        a.set_ylabel("recall@10")
+        a.legend()
+        b.plot(x, [r["p99_ms"] for r in rows], "o-", label="churned collection")
+        if "fresh_p99_ms" in rows[0]:
+            b.plot(x, [r["fresh_p99_ms"] for r in rows], "s--", label="freshly built")
+        b.set_ylabel("p99 latency (ms)")
+        b.set_xlabel("items inserted")
+        b.legend()
+        fig.tight_layout()
+        fig.savefig(args.plot, dpi=100)
+
+
+if __name__ == "__main__":
+    main()
