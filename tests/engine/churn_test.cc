@@ -26,8 +26,9 @@ constexpr int kDim = 16;
 constexpr int64_t kLive = 12000;  // IVF256 trains at 39 x 256 = 9,984 items
 constexpr int kRounds = 10;       // each replaces a tenth of the items
 
-CollectionSpec DriftSpec() {
+CollectionSpec DriftSpec(RowFormat format = RowFormat::kFloat32) {
   CollectionSpec spec;
+  spec.row_format = format;
   spec.name = "drift";
   spec.kind = Kind::kGaussian;
   spec.dim = kDim;
@@ -101,8 +102,8 @@ double RecallAt10(DB* db, const Batch& queries) {
 // kLive items of the first centres (trained on at the flush), then kRounds
 // rounds that each insert a tenth from the new centres and remove the oldest
 // tenth. Returns queries of the new centres.
-Batch RunDrift(DB* db, Drift* drift) {
-  EXPECT_TRUE(db->CreateCollection(DriftSpec()).ok());
+Batch RunDrift(DB* db, Drift* drift, RowFormat format = RowFormat::kFloat32) {
+  EXPECT_TRUE(db->CreateCollection(DriftSpec(format)).ok());
   Ingest(db, drift->Draw(drift->before, kLive, 0));
   EXPECT_TRUE(db->Flush().ok());
   const int64_t step = kLive / kRounds;
@@ -161,6 +162,23 @@ TEST(ChurnTest, DriftLowersRecallAndTheRetrainRestoresIt) {
   std::printf("recall@10 after the drift: %.4f without the upkeep, %.4f with it\n", without, with);
   EXPECT_LT(without, 0.93);
   EXPECT_GE(with, 0.97);
+}
+
+// The check and the retrain on a float16 collection (their sampled items are
+// widened to float rows before they serve as queries): the drift is caught
+// and the retrained index serves the new items as with float32 rows.
+TEST(ChurnTest, TheRetrainWorksOnCompactRows) {
+  TempDir dir;
+  Options options;
+  options.index_upkeep_inline = true;
+  auto db = OpenDb(dir.path(), options);
+  Drift drift;
+  const Batch queries = RunDrift(db.get(), &drift, RowFormat::kFloat16);
+  const CollectionStats st = StatsOf(db.get(), "drift");
+  EXPECT_GE(st.index_retrains, 1);
+  EXPECT_GE(st.index_recall_estimate, 0.95);
+  EXPECT_EQ(st.index_vectors, kLive);
+  EXPECT_GE(RecallAt10(db.get(), queries), 0.97);
 }
 
 TEST(ChurnTest, OptionsOutOfRangeAreRefused) {
