@@ -36,13 +36,10 @@ import time
 
 import numpy as np
 
+from machine import rss_bytes
+
 import hedgedb
 from hedgedb.dask import ShardedCollection
-
-
-def rss_bytes():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def median_latency(search, queries=100):

@@ -1,5 +1,6 @@
 """The machine a benchmark ran on, for the line every figure carries."""
 
+import os
 import platform
 
 
@@ -24,3 +25,21 @@ def cpu_model():
         return name
     except OSError:
         return platform.processor()
+
+
+def rss_bytes():
+    """This process's resident memory, in bytes (Linux /proc)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def disk_bytes(path):
+    """Bytes of the files under path (files that vanish meanwhile count 0)."""
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(folder, name))
+            except OSError:
+                pass
+    return total

@@ -41,22 +41,7 @@ import time
 import numpy as np
 
 import clustered_gaussians
-
-
-def rss_bytes():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def disk_bytes(path):
-    total = 0
-    for folder, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.path.getsize(os.path.join(folder, name))
-            except OSError:
-                pass
-    return total
+from machine import disk_bytes, rss_bytes
 
 
 def main():
