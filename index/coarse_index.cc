@@ -165,6 +165,7 @@ CoarseSearchKnobs CoarseIndex::KnobsFor(const CoarseSearchKnobs& asked) const {
   CoarseSearchKnobs knobs = default_knobs_;
   if (asked.nprobe > 0) knobs.nprobe = asked.nprobe;
   if (asked.ef_search > 0) knobs.ef_search = asked.ef_search;
+  knobs.any_order = asked.any_order;
   return knobs;
 }
 
@@ -177,7 +178,8 @@ bool CoarseIndex::ListScan(const float* x, int64_t nq, int64_t k, const CoarseSe
   if (!ivf && !flat) return false;
   std::shared_ptr<const CentroidColumns> centroids;
   if (ivf) centroids = centroid_cache_->For(*FlatL2Quantizer(ivf));
-  ListScanSearch(ivf, flat, x, nq, k, knobs.nprobe, filter, distances, labels, centroids.get());
+  ListScanSearch(ivf, flat, x, nq, k, knobs.nprobe, filter, distances, labels, centroids.get(),
+                 /*sorted=*/!knobs.any_order);
   return true;
 }
 

@@ -42,6 +42,11 @@ class CentroidCache;  // index/list_scan.h
 struct CoarseSearchKnobs {
   int nprobe = 0;     // IVF: lists probed (0: the index's default)
   int ef_search = 0;  // HNSW: search breadth (0: the index's default)
+  // The caller takes the k found as a set (stage 2 ranks them by score):
+  // hedgedb's list scan then leaves them unsorted, which was a twentieth of
+  // a short batched search. FAISS's own searches sort them anyway. The
+  // padding (-1, +inf) still comes last.
+  bool any_order = false;
 };
 
 // The ids a filtered stage 1 may return. FAISS asks once per vector it

@@ -17,6 +17,7 @@
 
 #include "index/list_scan_isa.h"
 #include "index/nearest_centroid.h"
+#include "index/select_k.h"
 
 namespace hedgedb {
 namespace index {
@@ -78,7 +79,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 // the bound is appended without a branch per pair (each pair is written, and
 // the end moves past it only if it qualifies: the scan's per-row branch was a
 // tenth of a batched search); a full buffer keeps its k smallest
-// (nth_element) and lowers the bound to the k-th distance. Amortised O(1) a
+// (SelectSmallest, select_k.h) and lowers the bound to the k-th distance. Amortised O(1) a
 // pair, against O(log k) for a heap (a heap was 8% of a one-query search).
 class TopK {
  public:
@@ -107,10 +108,10 @@ class TopK {
     size_ += n;
     if (size_ >= limit_) Shrink();
   }
-  // Nearest first, padded with (+inf, -1) to k.
-  void Write(float* distances, int64_t* labels) {
+  // The k kept (nearest first if `sorted`), padded with (+inf, -1) to k.
+  void Write(float* distances, int64_t* labels, bool sorted) {
     Shrink();
-    std::sort(buffer_.get(), buffer_.get() + size_);
+    if (sorted) SortSmall(buffer_.get(), size_, Less());
     for (size_t j = 0; j < k_; ++j) {
       distances[j] = j < size_ ? buffer_[j].distance : kInf;
       labels[j] = j < size_ ? buffer_[j].id : -1;
@@ -121,9 +122,16 @@ class TopK {
   struct Entry {
     float distance;
     int64_t id;
-    bool operator<(const Entry& o) const {
-      return distance < o.distance || (!(o.distance < distance) && id < o.id);
+  };
+  // Nearer first, then the smaller id: a total order (no NaN is kept),
+  // written without && and || so that select_k.h's loops stay branch-free.
+  struct Less {
+    bool operator()(const Entry& a, const Entry& b) const {
+      return (a.distance < b.distance) | ((a.distance == b.distance) & (a.id < b.id));
     }
+  };
+  struct Key {
+    uint32_t operator()(const Entry& e) const { return FloatKey(e.distance); }
   };
   // Room for at least `need` pairs, up to the limit plus a tile (a short
   // scan never needs all of it). Left uninitialised: every pair is written
@@ -138,12 +146,12 @@ class TopK {
   }
   void Shrink() {
     if (k_ == 0 || size_ < k_) return;
-    std::nth_element(buffer_.get(), buffer_.get() + (k_ - 1), buffer_.get() + size_);
+    SelectSmallestByKey(buffer_.get(), size_, k_, Key(), Less());
     size_ = k_;
     bound_ = buffer_[k_ - 1].distance;  // the k-th smallest: nothing farther enters
   }
   // A short scan (few probed rows, k near their count) that fits the buffer
-  // is cut once, at the end: each cut is an nth_element whose branches
+  // is cut once, at the end: each cut was an nth_element whose branches
   // mispredict, and a 2k buffer cut several times was most of a small
   // scan's bookkeeping.
   static constexpr size_t kMinBuffer = 512;
@@ -438,7 +446,7 @@ const faiss::IndexIDMap* ScannableFlat(const faiss::Index* index) {
 
 void ListScanSearch(const faiss::IndexIVF* ivf, const faiss::IndexIDMap* flat, const float* x,
                     int64_t nq, int64_t k, int nprobe, const IdFilter* filter, float* distances,
-                    int64_t* labels, const CentroidColumns* centroids) {
+                    int64_t* labels, const CentroidColumns* centroids, bool sorted) {
   const L2SqrRowsFn l2 = ActiveL2SqrRows();
   const int threads = omp_get_max_threads();
   for (int64_t c0 = 0; c0 < nq; c0 += kListScanChunk) {
@@ -486,7 +494,7 @@ void ListScanSearch(const faiss::IndexIVF* ivf, const faiss::IndexIDMap* flat, c
     }
     if (error) std::rethrow_exception(error);
     for (int64_t q = 0; q < n; ++q) {
-      heaps[size_t(q)].Write(distances + (c0 + q) * k, labels + (c0 + q) * k);
+      heaps[size_t(q)].Write(distances + (c0 + q) * k, labels + (c0 + q) * k, sorted);
     }
   }
 }

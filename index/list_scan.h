@@ -104,7 +104,8 @@ const faiss::IndexIDMap* ScannableFlat(const faiss::Index* index);
 // For nq queries x (d floats each, the index's dimension): the k nearest
 // vectors of the nprobe lists nearest to each query (ivf) or of all vectors
 // (flat; nprobe ignored), that `filter` allows (null: all). labels and
-// distances get nq * k entries, nearest first, padded with -1 and +inf.
+// distances get nq * k entries, nearest first (in any order where `sorted`
+// is false), padded with -1 and +inf.
 // Exactly one of ivf and flat is set. Large batches go in chunks of
 // kListScanChunk queries, so the bookkeeping stays small whatever nq. Throws what an allocation or
 // the filter throws (never from inside a parallel region), like a FAISS search. With `centroids`
@@ -113,7 +114,8 @@ const faiss::IndexIDMap* ScannableFlat(const faiss::Index* index);
 constexpr int64_t kListScanChunk = 4096;
 void ListScanSearch(const faiss::IndexIVF* ivf, const faiss::IndexIDMap* flat, const float* x,
                     int64_t nq, int64_t k, int nprobe, const IdFilter* filter, float* distances,
-                    int64_t* labels, const CentroidColumns* centroids = nullptr);
+                    int64_t* labels, const CentroidColumns* centroids = nullptr,
+                    bool sorted = true);
 
 }  // namespace index
 }  // namespace hedgedb

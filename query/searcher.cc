@@ -837,6 +837,9 @@ Status Searcher::Run(SearchPlan* plan, const SearchOptions& options,
       index::CoarseSearchKnobs knobs;
       knobs.nprobe = options.nprobe;
       knobs.ef_search = options.ef_search;
+      // Stage 2 scores every candidate and ranks by score, ties by id (or
+      // the score's exact keys): their stage-1 order does not matter.
+      knobs.any_order = true;
       HEDGEDB_RETURN_IF_ERROR(index_->Search(plan->rows.data(), nq, kprime, knobs, &coarse));
     }
 #pragma omp parallel for schedule(dynamic) if (nq > 1)

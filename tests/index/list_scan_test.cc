@@ -347,6 +347,44 @@ TEST(ListScan, BatchesLargerThanAChunkEqualOneQueryPerCall) {
   EXPECT_EQ(one, std::vector<int64_t>(got.end() - k, got.end()));
 }
 
+// Unsorted (CoarseSearchKnobs::any_order): each query gets the same k
+// (distance, id) pairs as sorted, in some order, the padding last; with
+// lists long enough that the scan cuts its buffer several times, and a k
+// above what the probed lists hold.
+TEST(ListScan, UnsortedGivesTheSameSetWithThePaddingLast) {
+  const int d = 7, nlist = 4;
+  const int64_t n = 5000, nq = 40;
+  faiss::IndexFlatL2 quantizer(d);
+  faiss::IndexIVFFlat ivf(&quantizer, size_t(d), size_t(nlist));
+  const std::vector<float> data = Normal(n * d, 31), queries = Normal(nq * d, 32);
+  ivf.train(n, data.data());
+  ivf.add(n, data.data());
+  for (int64_t k : {1, 10, 50, 3000}) {
+    std::vector<float> want_d(size_t(nq * k)), got_d(size_t(nq * k));
+    std::vector<int64_t> want(size_t(nq * k)), got(size_t(nq * k));
+    ListScanSearch(&ivf, nullptr, queries.data(), nq, k, 1, nullptr, want_d.data(), want.data());
+    ListScanSearch(&ivf, nullptr, queries.data(), nq, k, 1, nullptr, got_d.data(), got.data(),
+                   nullptr, /*sorted=*/false);
+    int64_t out_of_order = 0;
+    for (int64_t q = 0; q < nq; ++q) {
+      std::vector<std::pair<float, int64_t>> a, b;
+      for (int64_t j = 0; j < k; ++j) {
+        a.emplace_back(want_d[size_t(q * k + j)], want[size_t(q * k + j)]);
+        b.emplace_back(got_d[size_t(q * k + j)], got[size_t(q * k + j)]);
+        if (j > 0 && got[size_t(q * k + j)] >= 0 && b[size_t(j)] < b[size_t(j - 1)]) ++out_of_order;
+        // Padding only after the last pair found.
+        if (j > 0 && got[size_t(q * k + j - 1)] < 0) ASSERT_LT(got[size_t(q * k + j)], 0);
+      }
+      std::sort(b.begin(), b.end(), [](const auto& x, const auto& y) {
+        return (x.second >= 0) > (y.second >= 0) || ((x.second >= 0) == (y.second >= 0) && x < y);
+      });
+      ASSERT_EQ(a, b) << "k " << k << " query " << q;
+    }
+    // Not sorted by accident: some answer comes out of order.
+    if (k >= 50) EXPECT_GT(out_of_order, 0) << "k " << k;
+  }
+}
+
 // A filter that throws (a user's callback can) reaches the caller as an
 // exception, from a batch that runs on two threads: it must not escape the
 // parallel region, which would end the process.
