@@ -371,9 +371,13 @@ TEST(ListScan, UnsortedGivesTheSameSetWithThePaddingLast) {
       for (int64_t j = 0; j < k; ++j) {
         a.emplace_back(want_d[size_t(q * k + j)], want[size_t(q * k + j)]);
         b.emplace_back(got_d[size_t(q * k + j)], got[size_t(q * k + j)]);
-        if (j > 0 && got[size_t(q * k + j)] >= 0 && b[size_t(j)] < b[size_t(j - 1)]) ++out_of_order;
+        if (j > 0 && got[size_t(q * k + j)] >= 0 && b[size_t(j)] < b[size_t(j - 1)]) {
+          ++out_of_order;
+        }
         // Padding only after the last pair found.
-        if (j > 0 && got[size_t(q * k + j - 1)] < 0) ASSERT_LT(got[size_t(q * k + j)], 0);
+        if (j > 0 && got[size_t(q * k + j - 1)] < 0) {
+          ASSERT_LT(got[size_t(q * k + j)], 0);
+        }
       }
       std::sort(b.begin(), b.end(), [](const auto& x, const auto& y) {
         return (x.second >= 0) > (y.second >= 0) || ((x.second >= 0) == (y.second >= 0) && x < y);
