@@ -182,6 +182,17 @@ struct Sq8 {
 
 // Scores the list's rows against queries `which` (indices into x and heaps),
 // tile by tile: the tile stays in L1 while every query is scored against it.
+// Asks for the rows of the tile at row t0 of a float list (none past its
+// end): the next tile while one is scored, and a list's first tile while the
+// list before it is scanned. A short list (a hundred rows) is over before
+// the hardware's stream prefetch has ramped up on it.
+__attribute__((always_inline)) inline void PrefetchTile(const List& list, int d, int64_t t0) {
+  if (list.vectors == nullptr || t0 >= list.n) return;
+  const float* p = list.vectors + t0 * d;
+  const int64_t floats = std::min(kTileRows, list.n - t0) * d;
+  for (int64_t i = 0; i < floats; i += 16) __builtin_prefetch(p + i);
+}
+
 void ScanList(const List& list, int d, const float* x, const int32_t* which, size_t count,
               const IdFilter* filter, L2SqrRowsFn l2, const Sq8* sq8, int64_t list_no,
               TopK* heaps) {
@@ -205,6 +216,7 @@ void ScanList(const List& list, int d, const float* x, const int32_t* which, siz
   }
   for (int64_t t0 = 0; t0 < list.n; t0 += kTileRows) {
     const int64_t m = std::min(kTileRows, list.n - t0);
+    PrefetchTile(list, d, t0 + kTileRows);
     for (size_t j = 0; j < count; ++j) {
       const int32_t q = which[j];
       TopK& heap = heaps[q];
@@ -289,10 +301,15 @@ void SearchIvfQueries(const faiss::IndexIVF& ivf, const CentroidColumns* centroi
       sq8.centroids = quantizer->get_xb();
     }
   }
-  for (int64_t l = 0; l < nlist; ++l) {
-    if (per_list[size_t(l)] == per_list[size_t(l + 1)] || lists->list_size(size_t(l)) == 0) {
-      continue;
+  // The probed lists in order; each one's first tile is asked for while the
+  // one before it is scanned.
+  auto probed_after = [&](int64_t l) {
+    for (++l; l < nlist; ++l) {
+      if (per_list[size_t(l)] != per_list[size_t(l + 1)] && lists->list_size(size_t(l)) != 0) break;
     }
+    return l;
+  };
+  for (int64_t l = probed_after(-1); l < nlist; l = probed_after(l)) {
     const size_t begin = size_t(per_list[size_t(l)]), end = size_t(per_list[size_t(l + 1)]);
     List list;
     list.n = int64_t(lists->list_size(size_t(l)));
@@ -304,6 +321,14 @@ void SearchIvfQueries(const faiss::IndexIVF& ivf, const CentroidColumns* centroi
       list.vectors = reinterpret_cast<const float*>(codes.get());
     }
     list.ids = ids.get();
+    const int64_t next = probed_after(l);
+    if (sq == nullptr && next < nlist) {
+      faiss::InvertedLists::ScopedCodes next_codes(lists, size_t(next));
+      List ahead;
+      ahead.n = int64_t(lists->list_size(size_t(next)));
+      ahead.vectors = reinterpret_cast<const float*>(next_codes.get());
+      PrefetchTile(ahead, d, 0);
+    }
     ScanList(list, d, x, queries_of.data() + begin, end - begin, filter, l2,
              sq != nullptr ? &sq8 : nullptr, l, heaps);
   }

@@ -1,7 +1,8 @@
 # The hot loops that read scattered memory keep their prefetch instructions:
 # the id map's lookups of stage-1 candidates (query/id_map.h, in
 # Searcher::CandidateRows, searcher.cc) and the kernels' candidate rows
-# (query/kernels_impl.h, in every level's kernels object). GCC 12 takes a
+# (query/kernels_impl.h, in every level's kernels object), and the list
+# scan's next tile and next list (index/list_scan.cc). GCC 12 takes a
 # function whose only effect is a prefetch for a pure one and deletes the
 # calls it did not inline early: the search still gives the right answers,
 # 15-30% slower (bench/RESULTS.md, "Batched mls"). The helpers are always
@@ -12,10 +13,11 @@ if(NOT OBJDUMP)
   message(FATAL_ERROR "no objdump (CMAKE_OBJDUMP is empty): cannot look for prefetches")
 endif()
 string(REPLACE "|" ";" _objects "${OBJECTS}")
-list(FILTER _objects INCLUDE REGEX "/(searcher|kernels|kernels_avx2|kernels_avx512)\\.cc\\.o(bj)?$")
+list(FILTER _objects INCLUDE
+     REGEX "/(searcher|kernels|kernels_avx2|kernels_avx512|list_scan)\\.cc\\.o(bj)?$")
 list(LENGTH _objects _count)
-if(_count LESS 2)
-  message(FATAL_ERROR "searcher and kernels objects not found among ${OBJECTS}")
+if(_count LESS 3)
+  message(FATAL_ERROR "searcher, kernels and list scan objects not found among ${OBJECTS}")
 endif()
 set(_bad "")
 foreach(_object ${_objects})
