@@ -2,7 +2,8 @@
 # the id map's lookups of stage-1 candidates (query/id_map.h, in
 # Searcher::CandidateRows, searcher.cc) and the kernels' candidate rows
 # (query/kernels_impl.h, in every level's kernels object), and the list
-# scan's next tile and next list (index/list_scan.cc). GCC 12 takes a
+# scan's next tile and next list (index/list_scan.cc), and the code top-k's
+# pre-scan (query/code_topk_avx512.cc). GCC 12 takes a
 # function whose only effect is a prefetch for a pure one and deletes the
 # calls it did not inline early: the search still gives the right answers,
 # 15-30% slower (bench/RESULTS.md, "Batched mls"). The helpers are always
@@ -14,10 +15,10 @@ if(NOT OBJDUMP)
 endif()
 string(REPLACE "|" ";" _objects "${OBJECTS}")
 list(FILTER _objects INCLUDE
-     REGEX "/(searcher|kernels|kernels_avx2|kernels_avx512|list_scan)\\.cc\\.o(bj)?$")
+     REGEX "/(searcher|kernels|kernels_avx2|kernels_avx512|list_scan|code_topk_avx512)\\.cc\\.o(bj)?$")
 list(LENGTH _objects _count)
-if(_count LESS 3)
-  message(FATAL_ERROR "searcher, kernels and list scan objects not found among ${OBJECTS}")
+if(_count LESS 4)
+  message(FATAL_ERROR "searcher, kernels, list scan and code top-k objects not found among ${OBJECTS}")
 endif()
 set(_bad "")
 foreach(_object ${_objects})
