@@ -173,18 +173,21 @@ __attribute__((always_inline)) inline void PrefetchFloats(const float* p, int co
 }
 
 // Rows ahead of the one scored whose lines are asked for: about a memory
-// latency's worth of work on the closed-form sums at D = 64.
-constexpr size_t kPrefetchRowsAhead = 6;
+// latency's worth of work on the closed-form sums at D = 64 (6 on Zen 4; 12
+// on Zen 5 took an exhaustive mls query from 1.6x to 1.2-1.4x its floor and
+// was no slower on scattered candidates).
+constexpr size_t kPrefetchRowsAhead = 12;
 
 template <MomentKernelQuery::Sum kSum>
 inline void MomentSumRowsOf(const MomentKernelQuery& q, const void* base, size_t row_stride_bytes,
                             const int64_t* rows, size_t n, float* out) {
   const bool has_var = kSum != MomentKernelQuery::Sum::kSquaredDistance;
   for (size_t r = 0; r < n; ++r) {
-    // Rows in arena order (an exhaustive scan) are the hardware
-    // prefetcher's: asking for them again only costs.
-    if (r + kPrefetchRowsAhead < n &&
-        rows[r + kPrefetchRowsAhead] != rows[r] + int64_t(kPrefetchRowsAhead)) {
+    // Rows in arena order (an exhaustive scan) too: on Zen 4 the hardware
+    // prefetcher alone kept up with them, on Zen 5 an exhaustive mls query
+    // ran at 2.7x its memory floor without this, 1.2-1.4x with it
+    // (bench/RESULTS.md, "Zen 5").
+    if (r + kPrefetchRowsAhead < n) {
       const float* ahead = reinterpret_cast<const float*>(
           static_cast<const char*>(base) +
           static_cast<size_t>(rows[r + kPrefetchRowsAhead]) * row_stride_bytes);
