@@ -7,8 +7,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
 #include <mutex>
 #include <set>
 #include <string>
@@ -16,6 +21,7 @@
 #include <vector>
 
 #include "engine_test_util.h"
+#include "index/index_file.h"
 #include "query/collection.h"
 
 namespace hedgedb {
@@ -383,6 +389,146 @@ TEST(ChurnTest, CloseWhileTheRetrainSavesWaitsForIt) {
   EXPECT_EQ(st.index_note, "");
   EXPECT_EQ(st.index_vectors, st.items);
   EXPECT_GE(st.index_recall_estimate, 0.95);  // the new index's, from its file
+}
+
+// The upkeep's state is saved in the index file with the index it describes
+// (index/index_file.h, version 3): a reopen says what the stats said before
+// the close, and goes on counting towards the next check.
+TEST(ChurnTest, AReopenKeepsTheUpkeepState) {
+  TempDir dir;
+  Options options;
+  options.index_upkeep_inline = true;
+  CollectionStats before;
+  {
+    auto db = OpenDb(dir.path(), options);
+    Drift drift;
+    RunDrift(db.get(), &drift);
+    Ingest(db.get(), drift.Draw(drift.after, 100, 9000000));  // counted, no check due
+    before = StatsOf(db.get(), "drift");
+  }
+  ASSERT_GE(before.index_retrains, 1);
+  ASSERT_EQ(before.index_changes_since_check, 100);
+  ASSERT_GT(before.index_checked_sequence, 0u);
+  auto db = OpenDb(dir.path(), options);
+  const CollectionStats after = StatsOf(db.get(), "drift");
+  EXPECT_EQ(after.index_note, "");
+  EXPECT_EQ(after.index_changes_since_check, before.index_changes_since_check);
+  EXPECT_EQ(after.index_checked_sequence, before.index_checked_sequence);
+  EXPECT_EQ(after.index_checked_time, before.index_checked_time);
+  EXPECT_EQ(after.index_retrained_sequence, before.index_retrained_sequence);
+  EXPECT_EQ(after.index_retrained_time, before.index_retrained_time);
+  EXPECT_EQ(after.index_retrains, before.index_retrains);
+  EXPECT_EQ(after.index_upkeep_note, before.index_upkeep_note);
+  EXPECT_EQ(after.index_retrain_reason, before.index_retrain_reason);
+  EXPECT_EQ(after.index_recall_estimate, before.index_recall_estimate);
+  EXPECT_FALSE(after.index_retraining);
+  // A reader (read-only open) sees the same history.
+  db.reset();
+  Options ro = options;
+  ro.read_only = true;
+  db = OpenDb(dir.path(), ro);
+  const CollectionStats read = StatsOf(db.get(), "drift");
+  EXPECT_EQ(read.index_retrains, before.index_retrains);
+  EXPECT_EQ(read.index_changes_since_check, before.index_changes_since_check);
+  EXPECT_EQ(read.index_retrain_reason, before.index_retrain_reason);
+}
+
+// Changes counted before a close count towards the check after the reopen: a
+// collection reopened before each tenth of its items has changed (a process
+// per batch) is still checked. 700 changes, a close, 700 more: 1,400 reach a
+// tenth of the 13,400 live items; 700 alone would not.
+TEST(ChurnTest, ChangesBeforeACloseCountTowardsTheNextCheck) {
+  TempDir dir;
+  Options options;
+  options.index_upkeep_inline = true;
+  Drift drift;
+  constexpr int64_t kPart = 700;
+  {
+    auto db = OpenDb(dir.path(), options);
+    ASSERT_TRUE(db->CreateCollection(DriftSpec()).ok());
+    Ingest(db.get(), drift.Draw(drift.before, kLive, 0));
+    ASSERT_TRUE(db->Flush().ok());  // trained: the count starts
+    Ingest(db.get(), drift.Draw(drift.after, kPart, kLive));
+    const CollectionStats st = StatsOf(db.get(), "drift");
+    ASSERT_TRUE(st.index_trained);
+    EXPECT_EQ(st.index_changes_since_check, kPart);
+    EXPECT_EQ(st.index_checked_sequence, 0u);
+  }
+  auto db = OpenDb(dir.path(), options);
+  EXPECT_EQ(StatsOf(db.get(), "drift").index_changes_since_check, kPart);
+  Ingest(db.get(), drift.Draw(drift.after, kPart, kLive + kPart));
+  const CollectionStats st = StatsOf(db.get(), "drift");
+  EXPECT_GT(st.index_checked_sequence, 0u) << "changes: " << st.index_changes_since_check;
+  EXPECT_EQ(st.index_changes_since_check, 0);
+  EXPECT_NE(st.index_upkeep_note.find("after 1,400 changes"), std::string::npos)
+      << st.index_upkeep_note;
+}
+
+// A database written before the upkeep record (index file version 2) opens
+// with its index loaded, not rebuilt, and no upkeep history; its next save
+// writes version 3.
+TEST(ChurnTest, AnIndexFileOfVersionTwoStillLoads) {
+  TempDir dir;
+  Drift drift;
+  const Batch items = drift.Draw(drift.before, kLive, 0);
+  {
+    auto db = OpenDb(dir.path());
+    ASSERT_TRUE(db->CreateCollection(DriftSpec()).ok());
+    Ingest(db.get(), items);
+    ASSERT_TRUE(db->Flush().ok());
+    Ingest(db.get(), drift.Draw(drift.after, 500, kLive));
+  }
+  std::string path;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path() + "/index")) {
+    if (e.path().extension() == ".hidx") path = e.path().string();
+  }
+  ASSERT_FALSE(path.empty());
+  auto read_file = [&] {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  auto version_of = [&](const std::string& file, std::string_view* record, std::string_view* blob) {
+    index::IndexFileHeader h;
+    const std::string_view header(file.data(), index::kIndexHeaderBytes);
+    EXPECT_TRUE(index::ParseIndexFileHeader(header, file.size(), path, &h).ok());
+    const std::string_view payload = std::string_view(file).substr(index::kIndexHeaderBytes);
+    EXPECT_TRUE(index::SplitIndexPayload(h, payload, path, record, blob).ok());
+    return h;
+  };
+  {
+    // Rewritten as this build's predecessor wrote it: the FAISS blob alone.
+    const std::string file = read_file();
+    std::string_view record, blob;
+    const index::IndexFileHeader h = version_of(file, &record, &blob);
+    ASSERT_EQ(h.version, 3u);
+    ASSERT_FALSE(record.empty());
+    const std::string old =
+        index::EncodeIndexFileHeader(h.recall_bp, h.sequence, h.binding, blob, 2) +
+        std::string(blob);
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << old;
+  }
+  auto db = OpenDb(dir.path());
+  const CollectionStats st = StatsOf(db.get(), "drift");
+  EXPECT_EQ(st.index_note, "");  // loaded, not rebuilt
+  EXPECT_TRUE(st.index_trained);
+  EXPECT_EQ(st.index_vectors, st.items);
+  EXPECT_EQ(st.index_changes_since_check, 0);  // nothing recorded: counting starts
+  EXPECT_EQ(st.index_retrains, 0);
+  EXPECT_EQ(st.index_upkeep_note, "");
+  Batch some = items;
+  some.n = 20;
+  some.ids.resize(20);
+  some.mean.resize(20 * kDim);
+  some.var.resize(20 * kDim);
+  ExpectFound(db.get(), some, true);
+  Ingest(db.get(), drift.Draw(drift.after, 10, 7000000));
+  ASSERT_TRUE(db->Flush().ok());
+  std::string_view record, blob;
+  const std::string file = read_file();
+  EXPECT_EQ(version_of(file, &record, &blob).version, 3u);
+  index::IndexUpkeep u;
+  ASSERT_TRUE(index::DecodeIndexUpkeep(record, path, &u).ok());
+  EXPECT_EQ(u.changes_since_check, 10);
 }
 
 }  // namespace
