@@ -123,7 +123,88 @@ Batch RunDrift(DB* db, Drift* drift, RowFormat format = RowFormat::kFloat32,
   return drift->Draw(drift->after, 200, 1000000);
 }
 
-TEST(ChurnTest, DriftLowersRecallAndTheRetrainRestoresIt) {
+// Holds the background retrain at one step until released.
+class StepGate {
+ public:
+  explicit StepGate(std::string step) : step_(std::move(step)) {
+    query::Collection::SetUpkeepHookForTest([this](const char* step) { At(step); });
+  }
+  ~StepGate() {
+    Release();
+    query::Collection::SetUpkeepHookForTest(nullptr);
+  }
+  void At(const char* step) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    steps_.push_back(step);
+    cv_.notify_all();
+    if (step_ == step) cv_.wait(lock, [&] { return released_; });
+  }
+  // Waits (up to a minute) until `step` was reached.
+  bool WaitFor(const std::string& step) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return cv_.wait_for(lock, std::chrono::minutes(1), [&] {
+      return std::find(steps_.begin(), steps_.end(), step) != steps_.end();
+    });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    released_ = true;
+    cv_.notify_all();
+  }
+  const std::string& step() const { return step_; }
+  std::vector<std::string> steps() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return steps_;
+  }
+
+ private:
+  const std::string step_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool released_ = false;
+  std::vector<std::string> steps_;
+};
+
+// The drift tests' fixture: a database directory, the drift, and the setup
+// of the tests that hold a background retrain at one of its steps.
+class ChurnTest : public ::testing::Test {
+ protected:
+  // The drift with upkeep in the background (default options) on dir_,
+  // until a retrain starts; returns once it is held at `gate`'s step.
+  std::unique_ptr<DB> DriftUntilRetraining(StepGate* gate) {
+    auto db = OpenDb(dir_.path());
+    EXPECT_TRUE(db->CreateCollection(DriftSpec()).ok());
+    Ingest(db.get(), drift_.Draw(drift_.before, kLive, 0));
+    EXPECT_TRUE(db->Flush().ok());
+    const int64_t step = kLive / kRounds;
+    for (int r = 0; r < kRounds; ++r) {
+      Ingest(db.get(), drift_.Draw(drift_.after, step, kLive + r * step));
+      RemoveRange(db.get(), r * step, step);
+      if (StatsOf(db.get(), "drift").index_retraining) break;
+    }
+    EXPECT_TRUE(gate->WaitFor(gate->step()));
+    EXPECT_TRUE(StatsOf(db.get(), "drift").index_retraining);
+    return db;
+  }
+
+  // Closes `db` (a flush, then the join of the upkeep thread) while its
+  // retrain is held at `gate`, which opens 300 ms later: time for the close
+  // to reach the join first (a retrain that went on before the close would
+  // just finish: also correct, but not what these tests look at).
+  static void CloseThenRelease(std::unique_ptr<DB>* db, StepGate* gate) {
+    std::thread release([gate] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      gate->Release();
+    });
+    db->reset();
+    release.join();
+  }
+
+  TempDir dir_;
+  Drift drift_;
+};
+
+TEST_F(ChurnTest, DriftLowersRecallAndTheRetrainRestoresIt) {
   double without = 0, with = 0;
   {
     TempDir dir;
@@ -186,7 +267,7 @@ TEST(ChurnTest, DriftLowersRecallAndTheRetrainRestoresIt) {
 // altogether: the estimates then differed by up to 0.053 (0.027 at the
 // second round), the check chose nprobe 16 and 32 where float32 kept 8, and
 // it retrained 5 times where float32 did once.
-TEST(ChurnTest, TheRetrainWorksOnCompactRows) {
+TEST_F(ChurnTest, TheRetrainWorksOnCompactRows) {
   constexpr double kTolerance = 0.01;
   struct Run {
     std::vector<double> estimates;  // after each round
@@ -233,7 +314,7 @@ TEST(ChurnTest, TheRetrainWorksOnCompactRows) {
   EXPECT_GE(compact.recall, 0.97);
 }
 
-TEST(ChurnTest, OptionsOutOfRangeAreRefused) {
+TEST_F(ChurnTest, OptionsOutOfRangeAreRefused) {
   TempDir dir;
   std::unique_ptr<DB> db;
   Options options;
@@ -247,47 +328,6 @@ TEST(ChurnTest, OptionsOutOfRangeAreRefused) {
   EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
   EXPECT_NE(s.message().find("index_retrain_recall"), std::string::npos);
 }
-
-// Holds the background retrain at one step until released.
-class StepGate {
- public:
-  explicit StepGate(std::string step) : step_(std::move(step)) {
-    query::Collection::SetUpkeepHookForTest([this](const char* step) { At(step); });
-  }
-  ~StepGate() {
-    Release();
-    query::Collection::SetUpkeepHookForTest(nullptr);
-  }
-  void At(const char* step) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    steps_.push_back(step);
-    cv_.notify_all();
-    if (step_ == step) cv_.wait(lock, [&] { return released_; });
-  }
-  // Waits (up to a minute) until `step` was reached.
-  bool WaitFor(const std::string& step) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    return cv_.wait_for(lock, std::chrono::minutes(1), [&] {
-      return std::find(steps_.begin(), steps_.end(), step) != steps_.end();
-    });
-  }
-  void Release() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    released_ = true;
-    cv_.notify_all();
-  }
-  std::vector<std::string> steps() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return steps_;
-  }
-
- private:
-  const std::string step_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool released_ = false;
-  std::vector<std::string> steps_;
-};
 
 // Each item of `b` is its own nearest neighbour: a search for it finds it
 // first (or, if `present` is false, not at all).
@@ -305,42 +345,20 @@ void ExpectFound(DB* db, const Batch& b, bool present) {
   }
 }
 
-// Reaches a background retrain (the upkeep thread) and holds it after its
-// training: the drift, with upkeep in the background.
-std::unique_ptr<DB> DriftUntilRetraining(const std::string& path, StepGate* gate, Drift* drift) {
-  auto db = OpenDb(path);  // default options: background upkeep
-  EXPECT_TRUE(db->CreateCollection(DriftSpec()).ok());
-  Ingest(db.get(), drift->Draw(drift->before, kLive, 0));
-  EXPECT_TRUE(db->Flush().ok());
-  const int64_t step = kLive / kRounds;
-  int64_t removed = 0;
-  for (int r = 0; r < kRounds; ++r) {
-    Ingest(db.get(), drift->Draw(drift->after, step, kLive + r * step));
-    RemoveRange(db.get(), removed, step);
-    removed += step;
-    if (StatsOf(db.get(), "drift").index_retraining) break;
-  }
-  EXPECT_TRUE(gate->WaitFor("trained"));
-  EXPECT_TRUE(StatsOf(db.get(), "drift").index_retraining);
-  return db;
-}
-
-TEST(ChurnTest, SearchesAndWritesGoOnDuringABackgroundRetrain) {
-  TempDir dir;
+TEST_F(ChurnTest, SearchesAndWritesGoOnDuringABackgroundRetrain) {
   StepGate gate("trained");
-  Drift drift;
-  auto db = DriftUntilRetraining(dir.path(), &gate, &drift);
+  auto db = DriftUntilRetraining(&gate);
   const CollectionStats before = StatsOf(db.get(), "drift");
   // While the new index waits: writes commit and searches answer from the
   // old index, seeing those writes.
-  const Batch added = drift.Draw(drift.after, 500, 5000000);
+  const Batch added = drift_.Draw(drift_.after, 500, 5000000);
   Ingest(db.get(), added);
   ExpectFound(db.get(), added, true);
   std::vector<int64_t> live;
   ASSERT_TRUE(db->ListIds("drift", &live).ok());
   const int64_t victim_first = live.front();
   RemoveRange(db.get(), victim_first, 300);  // the oldest live ones
-  Batch upserted = drift.Draw(drift.after, 50, 0);
+  Batch upserted = drift_.Draw(drift_.after, 50, 0);
   for (int64_t i = 0; i < upserted.n; ++i) upserted.ids[size_t(i)] = victim_first + 300 + i;
   IngestBatch up = upserted.ingest();
   up.upsert = true;
@@ -365,7 +383,7 @@ TEST(ChurnTest, SearchesAndWritesGoOnDuringABackgroundRetrain) {
   // new index too (index_vectors == items above).
   EXPECT_EQ(after.items, int64_t(live.size()) - 300);
   db.reset();
-  db = OpenDb(dir.path());
+  db = OpenDb(dir_.path());
   const CollectionStats reopened = StatsOf(db.get(), "drift");
   EXPECT_EQ(reopened.items, after.items);
   EXPECT_EQ(reopened.index_vectors, after.items);
@@ -378,25 +396,16 @@ TEST(ChurnTest, SearchesAndWritesGoOnDuringABackgroundRetrain) {
 // Closing the database while the retrain is held after its training: the
 // close waits for the upkeep thread, which gives the retrain up; the index
 // file on disk is the old one, caught up on reopen; no write is lost.
-TEST(ChurnTest, CloseDuringARetrainAbandonsItAndLosesNothing) {
-  TempDir dir;
+TEST_F(ChurnTest, CloseDuringARetrainAbandonsItAndLosesNothing) {
   StepGate gate("trained");
-  Drift drift;
-  auto db = DriftUntilRetraining(dir.path(), &gate, &drift);
-  const Batch added = drift.Draw(drift.after, 200, 5000000);
+  auto db = DriftUntilRetraining(&gate);
+  const Batch added = drift_.Draw(drift_.after, 200, 5000000);
   Ingest(db.get(), added);
   const int64_t items = StatsOf(db.get(), "drift").items;
-  std::thread release([&] {
-    // Let the close reach the join first (a retrain that resumed before
-    // the close would be adopted instead: also correct, but not this test).
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    gate.Release();
-  });
-  db.reset();  // flushes, then joins the upkeep thread
-  release.join();
+  CloseThenRelease(&db, &gate);
   const auto steps = gate.steps();
   EXPECT_EQ(steps.back(), "abandoned");
-  db = OpenDb(dir.path());
+  db = OpenDb(dir_.path());
   const CollectionStats st = StatsOf(db.get(), "drift");
   EXPECT_EQ(st.items, items);
   EXPECT_EQ(st.index_vectors, items);
@@ -409,28 +418,12 @@ TEST(ChurnTest, CloseDuringARetrainAbandonsItAndLosesNothing) {
 
 // The retrain holds the write lock while it saves its file: a close that
 // comes then waits for it, and the saved new index is what reopens.
-TEST(ChurnTest, CloseWhileTheRetrainSavesWaitsForIt) {
-  TempDir dir;
+TEST_F(ChurnTest, CloseWhileTheRetrainSavesWaitsForIt) {
   StepGate gate("saving");
-  Drift drift;
-  auto db = OpenDb(dir.path());
-  ASSERT_TRUE(db->CreateCollection(DriftSpec()).ok());
-  Ingest(db.get(), drift.Draw(drift.before, kLive, 0));
-  ASSERT_TRUE(db->Flush().ok());
-  const int64_t step = kLive / kRounds;
-  for (int r = 0; r < kRounds && !StatsOf(db.get(), "drift").index_retraining; ++r) {
-    Ingest(db.get(), drift.Draw(drift.after, step, kLive + r * step));
-    RemoveRange(db.get(), r * step, step);
-  }
-  ASSERT_TRUE(gate.WaitFor("saving"));
-  std::thread release([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    gate.Release();
-  });
-  db.reset();
-  release.join();
+  auto db = DriftUntilRetraining(&gate);
+  CloseThenRelease(&db, &gate);
   EXPECT_EQ(gate.steps().back(), "adopted");
-  db = OpenDb(dir.path());
+  db = OpenDb(dir_.path());
   const CollectionStats st = StatsOf(db.get(), "drift");
   EXPECT_EQ(st.index_note, "");
   EXPECT_EQ(st.index_vectors, st.items);
@@ -440,7 +433,7 @@ TEST(ChurnTest, CloseWhileTheRetrainSavesWaitsForIt) {
 // The upkeep's state is saved in the index file with the index it describes
 // (index/index_file.h, version 3): a reopen says what the stats said before
 // the close, and goes on counting towards the next check.
-TEST(ChurnTest, AReopenKeepsTheUpkeepState) {
+TEST_F(ChurnTest, AReopenKeepsTheUpkeepState) {
   TempDir dir;
   Options options;
   options.index_upkeep_inline = true;
@@ -483,7 +476,7 @@ TEST(ChurnTest, AReopenKeepsTheUpkeepState) {
 // collection reopened before each tenth of its items has changed (a process
 // per batch) is still checked. 700 changes, a close, 700 more: 1,400 reach a
 // tenth of the 13,400 live items; 700 alone would not.
-TEST(ChurnTest, ChangesBeforeACloseCountTowardsTheNextCheck) {
+TEST_F(ChurnTest, ChangesBeforeACloseCountTowardsTheNextCheck) {
   TempDir dir;
   Options options;
   options.index_upkeep_inline = true;
@@ -513,7 +506,7 @@ TEST(ChurnTest, ChangesBeforeACloseCountTowardsTheNextCheck) {
 // A database written before the upkeep record (index file version 2) opens
 // with its index loaded, not rebuilt, and no upkeep history; its next save
 // writes version 3.
-TEST(ChurnTest, AnIndexFileOfVersionTwoStillLoads) {
+TEST_F(ChurnTest, AnIndexFileOfVersionTwoStillLoads) {
   TempDir dir;
   Drift drift;
   const Batch items = drift.Draw(drift.before, kLive, 0);
