@@ -11,12 +11,9 @@
 if(NOT OBJDUMP)
   message(FATAL_ERROR "no objdump (CMAKE_OBJDUMP is empty): cannot look for prefetches")
 endif()
-string(REPLACE "|" ";" _objects "${OBJECTS}")
-list(FILTER _objects INCLUDE REGEX "/(searcher|kernels|kernels_avx2|kernels_avx512)\\.cc\\.o(bj)?$")
-list(LENGTH _objects _count)
-if(_count LESS 2)
-  message(FATAL_ERROR "searcher and kernels objects not found among ${OBJECTS}")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/select_objects.cmake)
+hedgedb_select_objects(_objects "/(searcher|kernels|kernels_avx2|kernels_avx512)\\.cc\\.o(bj)?$" 2
+                       "searcher and kernels objects not found")
 set(_bad "")
 foreach(_object ${_objects})
   execute_process(COMMAND ${OBJDUMP} -d -C --no-show-raw-insn ${_object} OUTPUT_VARIABLE _code
