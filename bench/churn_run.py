@@ -24,13 +24,32 @@ meets the collection while it changes; also what trains the index).
 At --checkpoints evenly spaced points (and at the end) it measures, on
 --queries queries drawn from the current distribution:
   recall@10 of the default search against the exhaustive (exact) top-10 of
-  the same collection; p50 / p99 over the queries of the latency of one
-  query per call (each query's fastest of --repeats calls, after a warm-up
-  pass: on shared cores one call's time is often the scheduler's); the collection's stats (index_recall_estimate, index_nprobe
-  and, where the collection reports them, its upkeep fields);
+  the same collection; the collection's stats (index_recall_estimate,
+  index_nprobe and, where the collection reports them, its upkeep fields);
 and the same for a reference: a freshly built collection of the same live
 items (same ids, data and order; a new index trained on them), recall
 against the same exact top-10.
+
+Latency is timed fairly between the two: after a warm-up pass of every query
+on both, --repeats rounds each time every query once per collection, in the
+same process and interleaved (query i on one collection, then on the other;
+which goes first alternates with i and with the round), so that whatever the
+machine does meanwhile (other processes on shared cores, the page cache)
+falls on both alike. Each timed call is a sample: p50 / p99 are over
+--queries x --repeats samples per collection (600 by default, so p99 is not
+one or two calls), p99_ratio is churned p99 / fresh p99 over them, and
+p99_ratio_rounds gives the median [min, max] of the per-round ratios (each
+round's p99 over --queries samples) as its spread. On shared cores a call
+the scheduler preempts takes a time slice (ms, against tens of us for a
+search): slow_calls counts the calls over 10 times the p50, and when they
+are near 1% of the samples p99 is the scheduler's; p99_fastest_ms and
+p99_fastest_ratio take each query's fastest call over the rounds instead
+(p99 over --queries values), which filters most of them. retrain_during_timing
+says whether a background retrain of the churned collection was running
+during its timed queries (its stats' index_retraining, sampled before,
+between and after the rounds, or index_retrains grew meanwhile): a retrain
+takes a core from the searches, a cause of a high ratio other than the
+index itself. --no-reference times the churned collection alone.
 
 Prints one JSON object per checkpoint, then a Markdown table; --plot FILE
 draws recall and p99 over the stream (matplotlib). Default sizes finish in a
@@ -71,34 +90,82 @@ def percentile(values, q):
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-def measure(db, name, qmean, qvar, exact, repeats):
-    """recall@10 against `exact` (None: the exact top-10 of this collection is
-    computed and returned) and single-query latency: each query's fastest of
-    `repeats` calls after a warm-up pass (on 2 shared cores a single call's
-    time is often the scheduler's, not the search's)."""
-    if exact is None:
-        exact = np.asarray(db.search(name, mean=qmean, var=qvar, k=10, exhaustive=True,
-                                     with_uncertainty=False).ids)
-    nq = len(qmean)
-    for q in range(nq):
-        db.search(name, mean=qmean[q:q + 1], var=qvar[q:q + 1], k=10, with_uncertainty=False)
-    latencies, hits = [float("inf")] * nq, 0
-    for _ in range(repeats):
-        for q in range(nq):
-            t = time.perf_counter()
-            r = db.search(name, mean=qmean[q:q + 1], var=qvar[q:q + 1], k=10,
-                          with_uncertainty=False)
-            latencies[q] = min(latencies[q], time.perf_counter() - t)
-    for q in range(nq):
+def exact_top10(db, name, qmean, qvar):
+    return np.asarray(db.search(name, mean=qmean, var=qvar, k=10, exhaustive=True,
+                                with_uncertainty=False).ids)
+
+
+def recall_at_10(db, name, qmean, qvar, exact):
+    """The default search's recall@10 against `exact` (untimed)."""
+    hits = 0
+    for q in range(len(qmean)):
         r = db.search(name, mean=qmean[q:q + 1], var=qvar[q:q + 1], k=10, with_uncertainty=False)
-        found = np.asarray(r.ids)[0]
-        hits += len(set(found.tolist()) & set(exact[q].tolist()) - {-1})
-    truth = int(np.sum(exact >= 0))
-    return exact, {
-        "recall_at_10": round(hits / max(truth, 1), 4),
-        "p50_ms": round(1000 * statistics.median(latencies), 3),
-        "p99_ms": round(1000 * percentile(latencies, 0.99), 3),
-    }
+        hits += len(set(np.asarray(r.ids)[0].tolist()) & set(exact[q].tolist()) - {-1})
+    return round(hits / max(int(np.sum(exact >= 0)), 1), 4)
+
+
+def time_interleaved(targets, qmean, qvar, repeats, probe=None):
+    """Single-query latency of each (db, name) in `targets`, timed in turns:
+    a warm-up pass of every query on each, then `repeats` rounds in which
+    query i runs once on every target, the target that goes first rotating
+    with i and the round. Returns, per target, the rounds' lists of seconds
+    (round r, query i). `probe` (if given) is called before, between and
+    after the rounds (outside the timing)."""
+    nq, nt = len(qmean), len(targets)
+    for q in range(nq):
+        for db, name in targets:
+            db.search(name, mean=qmean[q:q + 1], var=qvar[q:q + 1], k=10, with_uncertainty=False)
+    times = [[[0.0] * nq for _ in range(repeats)] for _ in range(nt)]
+    for rnd in range(repeats):
+        if probe:
+            probe()
+        for q in range(nq):
+            for j in range(nt):
+                t_index = (j + q + rnd) % nt
+                db, name = targets[t_index]
+                t = time.perf_counter()
+                db.search(name, mean=qmean[q:q + 1], var=qvar[q:q + 1], k=10,
+                          with_uncertainty=False)
+                times[t_index][rnd][q] = time.perf_counter() - t
+    if probe:
+        probe()
+    return times
+
+
+def fastest_per_query(rounds):
+    """Each query's fastest call over the rounds."""
+    return [min(calls) for calls in zip(*rounds)]
+
+
+def latency_fields(rounds):
+    """p50 / p99 over every timed call of one target, the sample count, the
+    calls slower than 10 times the p50 (on shared cores: mostly calls the
+    scheduler preempted, a time slice each), and p99 over the queries of each
+    query's fastest call (what is left once those are filtered out)."""
+    flat = [t for r in rounds for t in r]
+    p50 = statistics.median(flat)
+    return {"p50_ms": round(1000 * p50, 3),
+            "p99_ms": round(1000 * percentile(flat, 0.99), 3),
+            "samples": len(flat),
+            "slow_calls": sum(t > 10 * p50 for t in flat),
+            "p99_fastest_ms": round(1000 * percentile(fastest_per_query(rounds), 0.99), 3)}
+
+
+def ratio_fields(churned, fresh):
+    """churned p99 / fresh p99 over all samples, over each round, and over
+    each query's fastest call."""
+    all_c = [t for r in churned for t in r]
+    all_f = [t for r in fresh for t in r]
+    per_round = [percentile(c, 0.99) / max(percentile(f, 0.99), 1e-12)
+                 for c, f in zip(churned, fresh)]
+    best_c = percentile(fastest_per_query(churned), 0.99)
+    best_f = percentile(fastest_per_query(fresh), 0.99)
+    return {"p99_ratio": round(percentile(all_c, 0.99) / max(percentile(all_f, 0.99), 1e-12), 2),
+            "p99_ratio_rounds": [round(statistics.median(per_round), 2),
+                                 round(min(per_round), 2), round(max(per_round), 2)],
+            "p99_fastest_ratio": round(best_c / max(best_f, 1e-12), 2),
+            "p50_ratio": round(statistics.median(all_c) / max(statistics.median(all_f), 1e-12),
+                               2)}
 
 
 def upkeep_fields(stats):
@@ -126,7 +193,8 @@ def main():
     parser.add_argument("--checkpoints", type=int, default=6)
     parser.add_argument("--queries", type=int, default=200, help="queries per checkpoint")
     parser.add_argument("--repeats", type=int, default=3,
-                        help="timed calls per query (its fastest counts)")
+                        help="timed rounds per checkpoint: each times every query once on "
+                             "each collection, interleaved (p99 over queries x repeats samples)")
     parser.add_argument("--searches-per-batch", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--no-reference", action="store_true",
@@ -140,6 +208,10 @@ def main():
         parser.error("need 0 < --window <= --total and --batch > 0")
     if args.checkpoints <= 0 or args.queries <= 0 or args.repeats <= 0:
         parser.error("--checkpoints, --queries and --repeats must be > 0")
+    if args.queries * args.repeats < 500:
+        print(f"note: {args.queries} queries x {args.repeats} repeats = "
+              f"{args.queries * args.repeats} samples per collection: p99 rests on "
+              f"{max(1, args.queries * args.repeats // 100)} of them", flush=True)
     import hedgedb
 
     if os.path.exists(args.dir) and os.listdir(args.dir):
@@ -199,33 +271,50 @@ def main():
         if marks and next_id >= marks[0]:
             marks.pop(0)
             qmean, qvar = source.draw(args.queries, p)
-            exact, churned = measure(db, "c", qmean, qvar, None, args.repeats)
+            exact = exact_top10(db, "c", qmean, qvar)
             row = {"inserted": next_id, "live": live, "progress": round(p, 3),
-                   "elapsed_s": round(time.perf_counter() - start, 1),
-                   **churned, **upkeep_fields(db.stats("c"))}
+                   "elapsed_s": round(time.perf_counter() - start, 1)}
+            ref, ref_path = None, None
             if not args.no_reference:
                 ref_path = os.path.join(args.dir, f"fresh_{next_id}")
                 t = time.perf_counter()
-                with hedgedb.open(ref_path, threads=args.threads) as ref:
-                    ref.create_collection("c", kind="gaussian", dim=args.dim, match_a=1.0,
-                                          match_b=5.0)
-                    all_ids = np.concatenate(window_ids)
-                    all_mean = np.concatenate(window_mean)
-                    all_var = np.concatenate(window_var)
-                    for first in range(0, len(all_ids), 100000):
-                        ref.ingest("c", mean=all_mean[first:first + 100000],
-                                   var=all_var[first:first + 100000],
-                                   ids=all_ids[first:first + 100000])
-                    ref.flush()
-                    build = time.perf_counter() - t
-                    _, fresh = measure(ref, "c", qmean, qvar, exact, args.repeats)
-                    fstats = ref.stats("c")
+                ref = hedgedb.open(ref_path, threads=args.threads)
+                ref.create_collection("c", kind="gaussian", dim=args.dim, match_a=1.0,
+                                      match_b=5.0)
+                all_ids = np.concatenate(window_ids)
+                all_mean = np.concatenate(window_mean)
+                all_var = np.concatenate(window_var)
+                for first in range(0, len(all_ids), 100000):
+                    ref.ingest("c", mean=all_mean[first:first + 100000],
+                               var=all_var[first:first + 100000],
+                               ids=all_ids[first:first + 100000])
+                ref.flush()
+                row["fresh_build_s"] = round(time.perf_counter() - t, 1)
+            # Whether the churned collection retrains while it is timed.
+            seen = {"retraining": False, "retrains": []}
+
+            def probe():
+                st = db.stats("c")
+                seen["retraining"] |= bool(st.get("index_retraining", False))
+                seen["retrains"].append(st.get("index_retrains", 0))
+
+            targets = [(db, "c")] + ([(ref, "c")] if ref is not None else [])
+            times = time_interleaved(targets, qmean, qvar, args.repeats, probe)
+            row["recall_at_10"] = recall_at_10(db, "c", qmean, qvar, exact)
+            row.update(latency_fields(times[0]))
+            row["retrain_during_timing"] = seen["retraining"] or \
+                len(set(seen["retrains"])) > 1
+            row.update(upkeep_fields(db.stats("c")))
+            if ref is not None:
+                fresh = {"recall_at_10": recall_at_10(ref, "c", qmean, qvar, exact),
+                         **latency_fields(times[1])}
+                fstats = ref.stats("c")
+                ref.close()
                 shutil.rmtree(ref_path, ignore_errors=True)
-                row.update({"fresh_" + k: v for k, v in fresh.items()})
+                row.update({"fresh_" + k: v for k, v in fresh.items() if k != "samples"})
                 row["fresh_nprobe"] = fstats.get("index_nprobe")
                 row["fresh_recall_estimate"] = fstats.get("index_recall_estimate")
-                row["fresh_build_s"] = round(build, 1)
-                row["p99_ratio"] = round(row["p99_ms"] / max(fresh["p99_ms"], 1e-9), 2)
+                row.update(ratio_fields(times[0], times[1]))
             print(json.dumps(row), flush=True)
             rows.append(row)
     db.close()
@@ -234,15 +323,21 @@ def main():
                       "write_seconds": round(ingest_seconds, 1),
                       "args": vars(args)}), flush=True)
 
-    cols = ["inserted", "live", "recall_at_10", "p50_ms", "p99_ms", "fresh_recall_at_10",
-            "fresh_p50_ms", "fresh_p99_ms", "p99_ratio", "index_nprobe", "fresh_nprobe",
-            "index_recall_estimate", "index_retrains", "index_retraining"]
+    cols = ["inserted", "live", "recall_at_10", "fresh_recall_at_10", "p50_ms", "p99_ms",
+            "fresh_p50_ms", "fresh_p99_ms", "samples", "slow_calls", "fresh_slow_calls",
+            "p99_ratio", "p99_ratio_rounds", "p99_fastest_ratio", "index_nprobe", "fresh_nprobe",
+            "index_recall_estimate", "index_retrains", "retrain_during_timing"]
     cols = [c for c in cols if any(c in r for r in rows)]
     print()
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
+    def cell(v):
+        if isinstance(v, list):  # p99_ratio_rounds: median [min, max]
+            return f"{v[0]} [{v[1]}, {v[2]}]"
+        return "yes" if v is True else "" if v is False else str(v)
+
     for r in rows:
-        print("| " + " | ".join(str(r.get(c, "")) for c in cols) + " |")
+        print("| " + " | ".join(cell(r.get(c, "")) for c in cols) + " |")
     notes = [r.get("index_upkeep_note") for r in rows if r.get("index_upkeep_note")]
     if notes:
         print(f"\nlast upkeep note: {notes[-1]}")

@@ -1,5 +1,6 @@
 // The coarse index file header (index/index_file.cc): magic, version, the blob
-// length against the file size, the checksum and the binding. FAISS's own
+// length against the file size, the checksum and the binding; then the
+// payload's upkeep record (version 3). FAISS's own
 // reader is not fuzzed here. Input: byte 0 bit 0 = fix the checksum first,
 // byte 0 bit 1 = expect the file's own binding, then the file.
 #include <cstring>
@@ -39,9 +40,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view blob(file.data() + kIndexHeaderBytes, file.size() - kIndexHeaderBytes);
   const uint64_t binding = (mode & 2) ? parsed.binding : 42;
   const Status s = CheckIndexFileBlob(header, parsed, blob, binding, "fuzz.hidx");
-  if (s.ok() &&
-      EncodeIndexFileHeader(parsed.recall_bp, parsed.sequence, parsed.binding, blob) != header) {
+  if (s.ok() && EncodeIndexFileHeader(parsed.recall_bp, parsed.sequence, parsed.binding, blob,
+                                      parsed.version) != header) {
     __builtin_trap();  // accepted a header its writer would not produce
+  }
+  if (!s.ok()) return 0;
+  // The payload: the upkeep record (version 3), then the FAISS blob.
+  std::string_view record, faiss_blob;
+  if (!SplitIndexPayload(parsed, blob, "fuzz.hidx", &record, &faiss_blob).ok()) return 0;
+  if (record.size() + faiss_blob.size() > blob.size()) __builtin_trap();
+  IndexUpkeep upkeep;
+  if (DecodeIndexUpkeep(record, "fuzz.hidx", &upkeep).ok()) {
+    // What the writer encodes from what was read decodes to the same.
+    IndexUpkeep again;
+    if (!DecodeIndexUpkeep(EncodeIndexUpkeep(upkeep), "fuzz.hidx", &again).ok() ||
+        again.changes_since_check != upkeep.changes_since_check ||
+        again.retrain_reason != upkeep.retrain_reason || again.note != upkeep.note) {
+      __builtin_trap();
+    }
   }
   return 0;
 }

@@ -83,8 +83,16 @@ void CatalogSeeds() {
 
 void IndexSeeds() {
   const std::string blob = "IxFl some faiss bytes";
+  index::IndexUpkeep upkeep;
+  upkeep.changes_since_check = 1200;
+  upkeep.checked_sequence = 10;
+  upkeep.retrains = 1;
+  upkeep.note = "checked at sequence 10";
+  const std::string payload = index::EncodeUpkeepPrefix(index::EncodeIndexUpkeep(upkeep)) + blob;
   Put("index_header", "valid",
-      std::string(1, '\2') + index::EncodeIndexFileHeader(9500, 12, 77, blob) + blob);
+      std::string(1, '\2') + index::EncodeIndexFileHeader(9500, 12, 77, payload) + payload);
+  Put("index_header", "version2",
+      std::string(1, '\2') + index::EncodeIndexFileHeader(9500, 12, 77, blob, 2) + blob);
   Put("index_header", "fixed",
       std::string(1, '\3') +
           index::EncodeIndexFileHeader(index::kUnknownRecall, 1, 5, std::string()));

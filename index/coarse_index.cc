@@ -334,7 +334,8 @@ void CoarseIndex::AdoptKnobs(const CoarseSearchKnobs& knobs, double recall) {
   recall_estimate_ = recall;
 }
 
-Status CoarseIndex::Save(const std::string& path, uint64_t sequence, uint64_t binding) const {
+Status CoarseIndex::Save(const std::string& path, uint64_t sequence, uint64_t binding,
+                         std::string_view upkeep) const {
   faiss::VectorIOWriter writer;
   try {
     faiss::write_index(index_.get(), &writer);
@@ -346,12 +347,14 @@ Status CoarseIndex::Save(const std::string& path, uint64_t sequence, uint64_t bi
                                  : uint32_t(std::lround(recall_estimate_ * 10000));
   const std::string_view blob(reinterpret_cast<const char*>(writer.data.data()),
                               writer.data.size());
-  const std::string header = EncodeIndexFileHeader(recall_bp, sequence, binding, blob);
-  return WriteFileAtomically(path, {header, blob});
+  const std::string prefix = EncodeUpkeepPrefix(upkeep);
+  const std::string header = EncodeIndexFileHeader(recall_bp, sequence, binding, {prefix, blob});
+  return WriteFileAtomically(path, {header, prefix, blob});
 }
 
 Status CoarseIndex::Load(const CollectionSpec& spec, const std::string& path, uint64_t binding,
-                         std::unique_ptr<CoarseIndex>* out, uint64_t* sequence) {
+                         std::unique_ptr<CoarseIndex>* out, uint64_t* sequence,
+                         std::string* upkeep) {
   // Mapped, not read: FAISS copies what it keeps straight from the page cache.
   MappedFile file;
   Status opened = file.Open(path);
@@ -361,8 +364,10 @@ Status CoarseIndex::Load(const CollectionSpec& spec, const std::string& path, ui
   const std::string_view header = bytes.substr(0, std::min(bytes.size(), kIndexHeaderBytes));
   IndexFileHeader parsed;
   HEDGEDB_RETURN_IF_ERROR(ParseIndexFileHeader(header, bytes.size(), path, &parsed));
-  const std::string_view blob = bytes.substr(kIndexHeaderBytes, parsed.blob_bytes);
-  HEDGEDB_RETURN_IF_ERROR(CheckIndexFileBlob(header, parsed, blob, binding, path));
+  const std::string_view payload = bytes.substr(kIndexHeaderBytes, parsed.blob_bytes);
+  HEDGEDB_RETURN_IF_ERROR(CheckIndexFileBlob(header, parsed, payload, binding, path));
+  std::string_view record, blob;
+  HEDGEDB_RETURN_IF_ERROR(SplitIndexPayload(parsed, payload, path, &record, &blob));
   SpanIOReader reader(blob);
 
   std::unique_ptr<CoarseIndex> ci;
@@ -380,6 +385,7 @@ Status CoarseIndex::Load(const CollectionSpec& spec, const std::string& path, ui
   ci->ReadDefaultKnobs();
   if (parsed.recall_bp != kUnknownRecall) ci->recall_estimate_ = parsed.recall_bp / 10000.0;
   *sequence = parsed.sequence;
+  if (upkeep) upkeep->assign(record.data(), record.size());
   *out = std::move(ci);
   return Status::OK();
 }

@@ -23,6 +23,7 @@
 #include <memory>
 #include <shared_mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/rw_mutex.h"
@@ -68,10 +69,13 @@ class CoarseIndex {
   static Status Validate(const CollectionSpec& spec);
   // Loads an index file written by Save with the same `binding` (an identity
   // of the collection and its database). `sequence` receives the collection
-  // sequence number the file covers. A missing file is NotFound; a file that
-  // fails its checks or belongs elsewhere is Corruption.
+  // sequence number the file covers, `upkeep` (if not null) the upkeep record
+  // saved with it ("" from a file of before version 3 or saved without one).
+  // A missing file is NotFound; a file that fails its checks or belongs
+  // elsewhere is Corruption.
   static Status Load(const CollectionSpec& spec, const std::string& path, uint64_t binding,
-                     std::unique_ptr<CoarseIndex>* out, uint64_t* sequence);
+                     std::unique_ptr<CoarseIndex>* out, uint64_t* sequence,
+                     std::string* upkeep = nullptr);
   // The canonical factory string for a spec (fills in the default).
   static std::string FactoryFor(const CollectionSpec& spec);
 
@@ -110,9 +114,12 @@ class CoarseIndex {
   // What the factory string builds (IVF lists, HNSW M, PQ).
   const FactoryShape& shape() const { return shape_; }
 
-  // Writes the index, `sequence` and `binding` to path atomically (tmp,
-  // fsync, rename, directory fsync).
-  Status Save(const std::string& path, uint64_t sequence, uint64_t binding) const;
+  // Writes the index, `sequence`, `binding` and the upkeep record `upkeep`
+  // (index/index_file.h: IndexUpkeep's encoding, or "") to path atomically
+  // (tmp, fsync, rename, directory fsync): the record always describes the
+  // index in the same file.
+  Status Save(const std::string& path, uint64_t sequence, uint64_t binding,
+              std::string_view upkeep = {}) const;
 
   // Whether TuneKnobs applies (IVF and HNSW over vectors).
   virtual bool tunable() const { return false; }

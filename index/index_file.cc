@@ -1,6 +1,7 @@
 #include "index/index_file.h"
 
 #include <cstring>
+#include <utility>
 
 #include "common/coding.h"
 #include "common/crc32c.h"
@@ -12,22 +13,56 @@ namespace {
 constexpr char kMagic[8] = {'H', 'E', 'D', 'G', 'E', 'I', 'D', 'X'};
 constexpr size_t kCrcOffset = kIndexHeaderBytes - 4;
 
-uint32_t FileCrc(std::string_view header, std::string_view blob) {
-  const uint32_t crc = Crc32c(header.data() + 8, kCrcOffset - 8);
-  return Crc32c(blob.data(), blob.size(), crc);
+uint32_t FileCrc(std::string_view header, std::initializer_list<std::string_view> pieces) {
+  uint32_t crc = Crc32c(header.data() + 8, kCrcOffset - 8);
+  for (std::string_view piece : pieces) crc = Crc32c(piece.data(), piece.size(), crc);
+  return crc;
 }
+
+constexpr uint32_t kUpkeepRecordVersion = 1;
+
+void PutString(std::string* out, const std::string& s) {
+  PutFixed<uint32_t>(out, uint32_t(s.size()));
+  out->append(s);
+}
+
+// Reads the record from the front, each Get failing once it would run past.
+class RecordReader {
+ public:
+  explicit RecordReader(std::string_view bytes) : rest_(bytes) {}
+  template <typename T>
+  bool Get(T* value) {
+    if (rest_.size() < sizeof(T)) return false;
+    *value = GetFixed<T>(rest_.data());
+    rest_.remove_prefix(sizeof(T));
+    return true;
+  }
+  bool GetString(std::string* s) {
+    uint32_t n = 0;
+    if (!Get(&n) || rest_.size() < n) return false;
+    s->assign(rest_.data(), n);
+    rest_.remove_prefix(n);
+    return true;
+  }
+
+ private:
+  std::string_view rest_;
+};
 
 }  // namespace
 
 std::string EncodeIndexFileHeader(uint32_t recall_bp, uint64_t sequence, uint64_t binding,
-                                  std::string_view blob) {
+                                  std::initializer_list<std::string_view> pieces,
+                                  uint32_t version) {
+  uint64_t bytes = 0;
+  for (std::string_view piece : pieces) bytes += piece.size();
   std::string header(kMagic, 8);
-  PutFixed<uint32_t>(&header, kIndexFileVersion);
+  PutFixed<uint32_t>(&header, version);
   PutFixed<uint32_t>(&header, recall_bp);
   PutFixed<uint64_t>(&header, sequence);
   PutFixed<uint64_t>(&header, binding);
-  PutFixed<uint64_t>(&header, blob.size());
-  PutFixed<uint32_t>(&header, FileCrc(header, blob));
+  PutFixed<uint64_t>(&header, bytes);
+  PutFixed<uint32_t>(&header, FileCrc(header, pieces));
   return header;
 }
 
@@ -44,9 +79,10 @@ Status ParseIndexFileHeader(std::string_view header, uint64_t file_size, const s
   h.binding = GetFixed<uint64_t>(header.data() + 24);
   h.blob_bytes = GetFixed<uint64_t>(header.data() + 32);
   h.crc = GetFixed<uint32_t>(header.data() + kCrcOffset);
-  if (h.version != kIndexFileVersion) {
+  if (h.version < kOldestIndexFileVersion || h.version > kIndexFileVersion) {
     return Status::Corruption("index file " + path + " has format version " +
-                              std::to_string(h.version) + ", this build writes " +
+                              std::to_string(h.version) + ", this build reads " +
+                              std::to_string(kOldestIndexFileVersion) + " to " +
                               std::to_string(kIndexFileVersion));
   }
   if (h.blob_bytes != file_size - kIndexHeaderBytes) {
@@ -62,13 +98,73 @@ Status ParseIndexFileHeader(std::string_view header, uint64_t file_size, const s
 Status CheckIndexFileBlob(std::string_view header, const IndexFileHeader& parsed,
                           std::string_view blob, uint64_t binding, const std::string& path) {
   if (header.size() < kIndexHeaderBytes || blob.size() != parsed.blob_bytes ||
-      FileCrc(header, blob) != parsed.crc) {
+      FileCrc(header, {blob}) != parsed.crc) {
     return Status::Corruption("index file " + path + " fails its checksum");
   }
   if (parsed.binding != binding) {
     return Status::Corruption("index file " + path +
                               " belongs to another collection or database (binding mismatch)");
   }
+  return Status::OK();
+}
+
+std::string EncodeUpkeepPrefix(std::string_view upkeep) {
+  std::string prefix;
+  PutFixed<uint32_t>(&prefix, uint32_t(upkeep.size()));
+  prefix.append(upkeep);
+  return prefix;
+}
+
+Status SplitIndexPayload(const IndexFileHeader& parsed, std::string_view payload,
+                         const std::string& path, std::string_view* upkeep,
+                         std::string_view* blob) {
+  if (parsed.version < 3) {
+    *upkeep = std::string_view();
+    *blob = payload;
+    return Status::OK();
+  }
+  if (payload.size() < 4 || GetFixed<uint32_t>(payload.data()) > payload.size() - 4) {
+    return Status::Corruption("index file " + path + " has an upkeep record past its end");
+  }
+  const uint32_t n = GetFixed<uint32_t>(payload.data());
+  *upkeep = payload.substr(4, n);
+  *blob = payload.substr(4 + size_t(n));
+  return Status::OK();
+}
+
+std::string EncodeIndexUpkeep(const IndexUpkeep& u) {
+  std::string out;
+  PutFixed<uint32_t>(&out, kUpkeepRecordVersion);
+  PutFixed<int64_t>(&out, u.changes_since_check);
+  PutFixed<uint64_t>(&out, u.checked_sequence);
+  PutFixed<int64_t>(&out, u.checked_time);
+  PutFixed<double>(&out, u.checked_recall);
+  PutFixed<uint64_t>(&out, u.retrained_sequence);
+  PutFixed<int64_t>(&out, u.retrained_time);
+  PutFixed<int64_t>(&out, u.retrains);
+  PutFixed<int32_t>(&out, int32_t(u.fitted_knob));
+  PutFixed<double>(&out, u.fitted_recall);
+  PutString(&out, u.retrain_reason);
+  PutString(&out, u.note);
+  return out;
+}
+
+Status DecodeIndexUpkeep(std::string_view record, const std::string& path, IndexUpkeep* out) {
+  RecordReader r(record);
+  IndexUpkeep u;
+  uint32_t version = 0;
+  int32_t knob = 0;
+  const bool ok = r.Get(&version) && version >= kUpkeepRecordVersion &&
+                  r.Get(&u.changes_since_check) && r.Get(&u.checked_sequence) &&
+                  r.Get(&u.checked_time) && r.Get(&u.checked_recall) &&
+                  r.Get(&u.retrained_sequence) && r.Get(&u.retrained_time) && r.Get(&u.retrains) &&
+                  r.Get(&knob) && r.Get(&u.fitted_recall) && r.GetString(&u.retrain_reason) &&
+                  r.GetString(&u.note);
+  if (!ok || u.changes_since_check < 0 || u.retrains < 0 || knob < 0) {
+    return Status::Corruption("index file " + path + " has a damaged upkeep record");
+  }
+  u.fitted_knob = knob;
+  *out = std::move(u);
   return Status::OK();
 }
 

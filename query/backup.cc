@@ -59,10 +59,12 @@ Status BackupInto(BackupSource* db, const std::string& dir, BackupResult* result
     const std::string copied = IndexFilePath(dir, meta.id);
     std::unique_ptr<index::CoarseIndex> idx;
     uint64_t sequence = 0;
+    std::string upkeep;  // the copy keeps the index's upkeep history
     const Status loaded = index::CoarseIndex::Load(
-        meta.spec, copied, IndexBinding(store->identity(), meta), &idx, &sequence);
+        meta.spec, copied, IndexBinding(store->identity(), meta), &idx, &sequence, &upkeep);
     if (loaded.IsNotFound()) continue;
-    if (!loaded.ok() || !idx->Save(copied, sequence, IndexBinding(copy_identity, meta)).ok()) {
+    if (!loaded.ok() ||
+        !idx->Save(copied, sequence, IndexBinding(copy_identity, meta), upkeep).ok()) {
       std::remove(copied.c_str());
     }
   }

@@ -268,7 +268,7 @@ void Collection::RunUpkeep() {
       bool saved = false;
       if (s.ok()) {
         AtUpkeepStep("saving");
-        saved = keeper_.SaveIndex(*fresh).ok();
+        saved = keeper_.SaveIndex(*fresh, check).ok();
       }
       shared.unlock();
       if (s.ok()) {

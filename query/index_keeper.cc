@@ -67,7 +67,7 @@ Status IndexKeeper::Rebuild() {
   indexed_rows_ = 0;
   tombstones_ = 0;
   index_stale_ = false;
-  changes_since_check_ = 0;
+  upkeep_.changes_since_check = 0;
   return Sync(0, /*train=*/true);
 }
 
@@ -103,7 +103,7 @@ Status IndexKeeper::Sync(int64_t first_row, bool train, const uint8_t* batch_row
     }
     indexed_rows_ = end_row;
     unsaved_vectors_ += end_row - first_row;
-    changes_since_check_ += end_row - first_row;
+    upkeep_.changes_since_check += end_row - first_row;
     return Status::OK();
   }
   if (!index_->is_trained()) {
@@ -125,15 +125,15 @@ Status IndexKeeper::Sync(int64_t first_row, bool train, const uint8_t* batch_row
   if (trained_now) {
     IndexFitted();
   } else {
-    changes_since_check_ += int64_t(ids.size());
+    upkeep_.changes_since_check += int64_t(ids.size());
   }
   return Status::OK();
 }
 
 void IndexKeeper::IndexFitted() {
-  changes_since_check_ = 0;
-  fitted_knob_ = index_->default_knobs().nprobe;
-  fitted_recall_ = index_->recall_estimate();
+  upkeep_.changes_since_check = 0;
+  upkeep_.fitted_knob = index_->default_knobs().nprobe;
+  upkeep_.fitted_recall = index_->recall_estimate();
 }
 
 double IndexKeeper::RepairBelow(const UpkeepPolicy& policy) const {
@@ -141,8 +141,8 @@ double IndexKeeper::RepairBelow(const UpkeepPolicy& policy) const {
   // e.g. a PQ encoding limits stage 1) is not retrained over and over: only
   // a fall from what the fit reached counts.
   if (policy.retrain_recall >= 1) return std::numeric_limits<double>::infinity();  // always
-  if (std::isnan(fitted_recall_)) return policy.retrain_recall;
-  return std::min(policy.retrain_recall, fitted_recall_ - kRecallMargin);
+  if (std::isnan(upkeep_.fitted_recall)) return policy.retrain_recall;
+  return std::min(policy.retrain_recall, upkeep_.fitted_recall - kRecallMargin);
 }
 
 bool IndexKeeper::TrainDue() const {
@@ -160,7 +160,7 @@ void IndexKeeper::Retire(const std::vector<int64_t>& ids) {
   }
   if (!physical) tombstones_ += int64_t(ids.size());
   unsaved_vectors_ += int64_t(ids.size());
-  changes_since_check_ += int64_t(ids.size());
+  upkeep_.changes_since_check += int64_t(ids.size());
 }
 
 void IndexKeeper::RecountTombstones() {
@@ -171,7 +171,9 @@ void IndexKeeper::RecountTombstones() {
 Status IndexKeeper::Open() {
   const storage::CollectionMeta& meta = *meta_;
   uint64_t file_sequence = 0;
-  Status s = index::CoarseIndex::Load(meta.spec, index_path_, binding_, &index_, &file_sequence);
+  std::string upkeep_record;
+  Status s = index::CoarseIndex::Load(meta.spec, index_path_, binding_, &index_, &file_sequence,
+                                      &upkeep_record);
   // A reader meets files that the writer saved after the reader's view of
   // the store: not lost writes, just ahead.
   const bool ahead_of_view = s.ok() && read_only_ && file_sequence > meta.sequence;
@@ -220,9 +222,12 @@ Status IndexKeeper::Open() {
       index_sequence_ = file_sequence;
       unsaved_vectors_ = int64_t(ids.size());
       tombstones_ = std::max<int64_t>(0, index_->ntotal() - table_->live_count());
-      // The file's nprobe is the budget's base; the writes caught up count.
+      // The upkeep saved with the file goes on (a file without a record: the
+      // file's nprobe is the budget's base, counting starts now); the writes
+      // caught up count too.
       IndexFitted();
-      changes_since_check_ = int64_t(ids.size());
+      LoadUpkeep(upkeep_record, file_sequence);
+      upkeep_.changes_since_check += int64_t(ids.size());
       open_mode_ = (file_sequence == meta.sequence) ? "loaded" : "caught-up";
       if (file_sequence == meta.sequence) return Status::OK();
       SaveOnOpen();
@@ -277,7 +282,7 @@ Status IndexKeeper::Save() {
       return Status::OK();
     }
   }
-  HEDGEDB_RETURN_IF_ERROR(index_->Save(index_path_, meta_->sequence, binding_));
+  HEDGEDB_RETURN_IF_ERROR(index_->Save(index_path_, meta_->sequence, binding_, UpkeepRecord()));
   index_sequence_ = meta_->sequence;
   unsaved_vectors_ = 0;
   return Status::OK();
@@ -300,15 +305,15 @@ void IndexKeeper::FillStats(CollectionStats* st) const {
   st->index_note = index_note_;
   st->lost_writes = lost_writes_;
   st->index_description = index_->factory();
-  st->index_changes_since_check = changes_since_check_;
-  st->index_checked_sequence = checked_sequence_;
-  st->index_checked_time = checked_time_;
-  st->index_retrained_sequence = retrained_sequence_;
-  st->index_retrained_time = retrained_time_;
-  st->index_retrains = retrains_;
+  st->index_changes_since_check = upkeep_.changes_since_check;
+  st->index_checked_sequence = upkeep_.checked_sequence;
+  st->index_checked_time = upkeep_.checked_time;
+  st->index_retrained_sequence = upkeep_.retrained_sequence;
+  st->index_retrained_time = upkeep_.retrained_time;
+  st->index_retrains = upkeep_.retrains;
   st->index_retraining = retraining_;
-  st->index_upkeep_note = upkeep_note_;
-  st->index_retrain_reason = retrain_reason_;
+  st->index_upkeep_note = upkeep_.note;
+  st->index_retrain_reason = upkeep_.retrain_reason;
 }
 
 bool IndexKeeper::CheckDue(const UpkeepPolicy& policy) const {
@@ -317,19 +322,19 @@ bool IndexKeeper::CheckDue(const UpkeepPolicy& policy) const {
     return false;
   }
   const double live = double(std::max<int64_t>(1, table_->live_count()));
-  return double(changes_since_check_) >= policy.recheck_fraction * live;
+  return double(upkeep_.changes_since_check) >= policy.recheck_fraction * live;
 }
 
 Status IndexKeeper::Measure(const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids,
                             const UpkeepPolicy& policy, UpkeepCheck* check) const {
   *check = UpkeepCheck();
-  check->changes = changes_since_check_;
+  check->changes = upkeep_.changes_since_check;
   check->live = int64_t(ids.size());
   check->sequence = meta_->sequence;
   check->knob = index_->default_knobs().nprobe;
   const int lists = index_->shape().ivf_lists;
   // The rungs: the current nprobe, then doublings up to the budget.
-  const int fitted = fitted_knob_ > 0 ? fitted_knob_ : check->knob;
+  const int fitted = upkeep_.fitted_knob > 0 ? upkeep_.fitted_knob : check->knob;
   const int budget = std::min(lists, int(std::floor(kRetuneBudget * fitted)));
   std::vector<index::CoarseSearchKnobs> ladder;
   for (int knob = check->knob;;) {
@@ -370,37 +375,38 @@ Status IndexKeeper::Measure(const std::vector<uint8_t>& rows, const std::vector<
 }
 
 void IndexKeeper::NoteCheckFailed(const UpkeepCheck& check, const std::string& why) {
-  changes_since_check_ = std::max<int64_t>(0, changes_since_check_ - check.changes);
-  checked_sequence_ = check.sequence;
-  checked_time_ = int64_t(std::time(nullptr));
-  upkeep_note_ = "check at sequence " + std::to_string(check.sequence) + " failed: " + why;
+  upkeep_.changes_since_check = std::max<int64_t>(0, upkeep_.changes_since_check - check.changes);
+  upkeep_.checked_sequence = check.sequence;
+  upkeep_.checked_time = int64_t(std::time(nullptr));
+  upkeep_.note = "check at sequence " + std::to_string(check.sequence) + " failed: " + why;
 }
 
 void IndexKeeper::ApplyRetune(const UpkeepCheck& check) {
   index::CoarseSearchKnobs knobs;
   knobs.nprobe = check.retuned_knob;
   index_->AdoptKnobs(knobs, check.retuned_recall);
-  upkeep_note_ = "re-tuned at sequence " + std::to_string(check.sequence) + ": " + Reason(check) +
+  upkeep_.note = "re-tuned at sequence " + std::to_string(check.sequence) + ": " + Reason(check) +
                  "; nprobe " + std::to_string(check.retuned_knob) + " finds " +
                  Fixed(check.retuned_recall, 3) + " while the index is retrained";
 }
 
 void IndexKeeper::RecordCheck(const UpkeepCheck& check, const std::string& failed) {
   // Writes applied since the measurement count towards the next check.
-  changes_since_check_ = std::max<int64_t>(0, changes_since_check_ - check.changes);
-  checked_sequence_ = check.sequence;
-  checked_time_ = int64_t(std::time(nullptr));
+  upkeep_.changes_since_check = std::max<int64_t>(0, upkeep_.changes_since_check - check.changes);
+  upkeep_.checked_sequence = check.sequence;
+  upkeep_.checked_time = int64_t(std::time(nullptr));
+  upkeep_.checked_recall = check.recall;
   if (!check.retrain) {
     index_->set_recall_estimate(check.recall);
-    upkeep_note_ = "checked at sequence " + std::to_string(check.sequence) + ": recall estimate " +
+    upkeep_.note = "checked at sequence " + std::to_string(check.sequence) + ": recall estimate " +
                    Fixed(check.recall, 3) + " at nprobe " + std::to_string(check.knob) + " after " +
                    Grouped(check.changes) + " changes";
     return;
   }
-  upkeep_note_ = "checked at sequence " + std::to_string(check.sequence) + ": " + Reason(check) +
+  upkeep_.note = "checked at sequence " + std::to_string(check.sequence) + ": " + Reason(check) +
                  "; not retrained: " + (failed.empty() ? std::string("abandoned") : failed);
   if (check.retuned_knob > 0) {
-    upkeep_note_ += "; nprobe " + std::to_string(check.retuned_knob) + " finds " +
+    upkeep_.note += "; nprobe " + std::to_string(check.retuned_knob) + " finds " +
                     Fixed(check.retuned_recall, 3);
   } else {
     index_->set_recall_estimate(check.recall);
@@ -423,9 +429,56 @@ Status IndexKeeper::BuildIndex(const CollectionSpec& spec, const std::vector<uin
   return Status::OK();
 }
 
-Status IndexKeeper::SaveIndex(const index::CoarseIndex& fresh) const {
+Status IndexKeeper::SaveIndex(const index::CoarseIndex& fresh, const UpkeepCheck& check) const {
   if (read_only_) return Status::NotSupported("a reader writes no index file");
-  return fresh.Save(index_path_, meta_->sequence, binding_);
+  return fresh.Save(
+      index_path_, meta_->sequence, binding_,
+      index::EncodeIndexUpkeep(AfterRetrain(fresh, check, int64_t(std::time(nullptr)))));
+}
+
+index::IndexUpkeep IndexKeeper::AfterRetrain(const index::CoarseIndex& fresh,
+                                             const UpkeepCheck& check, int64_t now) const {
+  index::IndexUpkeep u = upkeep_;
+  u.changes_since_check = 0;
+  u.fitted_knob = fresh.default_knobs().nprobe;
+  u.fitted_recall = fresh.recall_estimate();
+  ++u.retrains;
+  u.checked_sequence = u.retrained_sequence = meta_->sequence;
+  u.checked_time = u.retrained_time = now;
+  u.checked_recall = check.recall;
+  u.retrain_reason = Reason(check);
+  if (check.best_knob > check.knob) {
+    u.retrain_reason +=
+        ", " + Fixed(check.best_recall, 3) + " at nprobe " + std::to_string(check.best_knob);
+  }
+  u.note = "retrained at sequence " + std::to_string(meta_->sequence) + ": " + u.retrain_reason +
+           "; the new index finds " + Fixed(fresh.recall_estimate(), 3) + " at nprobe " +
+           std::to_string(fresh.default_knobs().nprobe);
+  return u;
+}
+
+void IndexKeeper::LoadUpkeep(const std::string& record, uint64_t file_sequence) {
+  if (record.empty()) return;  // a file of before version 3
+  index::IndexUpkeep u;
+  const Status s = index::DecodeIndexUpkeep(record, index_path_, &u);
+  if (!s.ok()) {
+    upkeep_.note = "upkeep record not read (counting starts again): " + s.ToString();
+    return;
+  }
+  if (u.checked_sequence > file_sequence || u.retrained_sequence > file_sequence) {
+    // Saved with the index at file_sequence, it cannot tell of later checks.
+    upkeep_.note =
+        "upkeep record not used (counting starts again): it is past the index file's "
+        "sequence " +
+        std::to_string(file_sequence);
+    return;
+  }
+  // A record from before the index was fitted (0) keeps the file's knob.
+  if (u.fitted_knob <= 0) {
+    u.fitted_knob = upkeep_.fitted_knob;
+    u.fitted_recall = upkeep_.fitted_recall;
+  }
+  upkeep_ = std::move(u);
 }
 
 void IndexKeeper::AdoptIndex(std::unique_ptr<index::CoarseIndex>* fresh, bool saved,
@@ -439,19 +492,8 @@ void IndexKeeper::AdoptIndex(std::unique_ptr<index::CoarseIndex>* fresh, bool sa
   } else {
     unsaved_vectors_ = std::max<int64_t>(1, index_->ntotal());
   }
-  IndexFitted();
-  ++retrains_;
-  checked_sequence_ = retrained_sequence_ = meta_->sequence;
-  checked_time_ = retrained_time_ = int64_t(std::time(nullptr));
-  retrain_reason_ = Reason(check);
-  if (check.best_knob > check.knob) {
-    retrain_reason_ +=
-        ", " + Fixed(check.best_recall, 3) + " at nprobe " + std::to_string(check.best_knob);
-  }
-  upkeep_note_ = "retrained at sequence " + std::to_string(meta_->sequence) + ": " +
-                 retrain_reason_ + "; the new index finds " + Fixed(index_->recall_estimate(), 3) +
-                 " at nprobe " + std::to_string(index_->default_knobs().nprobe);
-  if (!saved) upkeep_note_ += " (its file is saved at the next flush)";
+  upkeep_ = AfterRetrain(*index_, check, int64_t(std::time(nullptr)));
+  if (!saved) upkeep_.note += " (its file is saved at the next flush)";
 }
 
 }  // namespace query

@@ -24,6 +24,7 @@
 #include "hedgedb/status.h"
 #include "hedgedb/types.h"
 #include "index/coarse_index.h"
+#include "index/index_file.h"
 #include "query/row_table.h"
 #include "storage/record_store.h"
 
@@ -140,7 +141,7 @@ class IndexKeeper {
   // each names (Collection::RunUpkeep). Applies to a trained IVF index over
   // vectors (physical removal, tunable nprobe) of a writer.
   // Vectors added or removed since the index was trained or last checked.
-  int64_t changes_since_check() const { return changes_since_check_; }
+  int64_t changes_since_check() const { return upkeep_.changes_since_check; }
   // Whether a check is due under `policy` (state lock shared).
   bool CheckDue(const UpkeepPolicy& policy) const;
   // Measures the stage-1 recall of the current index for these rows (all
@@ -170,8 +171,10 @@ class IndexKeeper {
                            const std::vector<int64_t>& ids,
                            std::unique_ptr<index::CoarseIndex>* out);
   // Writes `fresh` as the index file at the meta's sequence (the write lock
-  // held, so that `fresh` holds exactly the rows up to it).
-  Status SaveIndex(const index::CoarseIndex& fresh) const;
+  // held, so that `fresh` holds exactly the rows up to it), with the upkeep
+  // that AdoptIndex(check) then applies: a crash leaves either the old file
+  // and its upkeep, or the new one and the retrain's.
+  Status SaveIndex(const index::CoarseIndex& fresh, const UpkeepCheck& check) const;
   // State lock exclusive, `fresh` caught up to every row of the table:
   // makes it the index (saved: SaveIndex wrote it), and hands the old one
   // back in *fresh (to be freed outside the lock).
@@ -212,18 +215,23 @@ class IndexKeeper {
   std::string open_mode_;
   std::string index_note_;
   std::string lost_writes_;
-  // Upkeep (CheckDue ... AdoptIndex).
-  int64_t changes_since_check_ = 0;
-  int fitted_knob_ = 0;  // nprobe fitted when the index was trained (or loaded)
-  double fitted_recall_ = std::numeric_limits<double>::quiet_NaN();  // and its estimate
-  uint64_t checked_sequence_ = 0;
-  int64_t checked_time_ = 0;
-  uint64_t retrained_sequence_ = 0;
-  int64_t retrained_time_ = 0;
-  int64_t retrains_ = 0;
+  // Upkeep (CheckDue ... AdoptIndex): saved with the index file (Save,
+  // SaveIndex) and read back by Open, so that a reopened collection goes on
+  // counting towards its next check and still says when it was last checked
+  // and retrained. fitted_knob and fitted_recall are what the index's
+  // training fitted (a re-tune or a check changes the index's own knobs and
+  // estimate, not these).
+  index::IndexUpkeep upkeep_;
   bool retraining_ = false;
-  std::string upkeep_note_;
-  std::string retrain_reason_;
+  // Open: a version-2 file carries no record; a damaged record is dropped
+  // (the upkeep starts from nothing, as with a file of before version 3).
+  void LoadUpkeep(const std::string& record, uint64_t file_sequence);
+  // The encoded record of the current upkeep (what Save writes).
+  std::string UpkeepRecord() const { return index::EncodeIndexUpkeep(upkeep_); }
+  // What the upkeep becomes when `fresh`, retrained for `check`, is adopted at
+  // the meta's sequence (SaveIndex writes it, AdoptIndex applies it).
+  index::IndexUpkeep AfterRetrain(const index::CoarseIndex& fresh, const UpkeepCheck& check,
+                                  int64_t now) const;
 };
 
 }  // namespace query

@@ -82,8 +82,11 @@ struct CollectionStats {
   // added or removed since the last check reach that fraction of the live
   // items, the collection measures index_recall_estimate again on its own
   // live items, and below Options::index_retrain_recall retrains the index
-  // in the background (raising nprobe meanwhile where that helps). These
-  // describe the collection since it was opened (0 / "": nothing yet).
+  // in the background (raising nprobe meanwhile where that helps). All but
+  // index_retraining are saved in the index file with the index they
+  // describe and read back on open (a writer's or a reader's), so they span
+  // reopens; 0 / "": nothing yet, or the index file predates them (format
+  // version 2) or was rebuilt.
   int64_t index_changes_since_check = 0;  // vectors added or removed since
   uint64_t index_checked_sequence = 0;    // sequence at the last check
   int64_t index_checked_time = 0;         // its time, Unix seconds

@@ -54,6 +54,64 @@ TEST(IndexFileTest, RefusesDamagedFilesNamingTheProblem) {
   expect(good, 6, "binding mismatch");
 }
 
+// Version 3 carries the upkeep record ahead of the FAISS blob; version 2
+// files (no record) still pass every check and split into no record and
+// the blob.
+TEST(IndexFileTest, SplitsTheUpkeepRecordAndReadsVersionTwo) {
+  IndexUpkeep u;
+  u.changes_since_check = 4321;
+  u.checked_sequence = 17;
+  u.checked_time = 1790000000;
+  u.checked_recall = 0.962;
+  u.retrained_sequence = 15;
+  u.retrained_time = 1780000000;
+  u.retrains = 3;
+  u.fitted_knob = 16;
+  u.fitted_recall = 0.991;
+  u.retrain_reason = "recall estimate 0.900 < 0.970";
+  u.note = "checked at sequence 17";
+  const std::string payload = EncodeUpkeepPrefix(EncodeIndexUpkeep(u)) + kBlob;
+  const std::string file = EncodeIndexFileHeader(9500, 17, 77, payload) + payload;
+  IndexFileHeader parsed;
+  ASSERT_TRUE(Check(file, 77, &parsed).ok());
+  EXPECT_EQ(parsed.version, 3u);
+  std::string_view record, blob;
+  ASSERT_TRUE(SplitIndexPayload(parsed, payload, "x.hidx", &record, &blob).ok());
+  EXPECT_EQ(blob, kBlob);
+  IndexUpkeep back;
+  ASSERT_TRUE(DecodeIndexUpkeep(record, "x.hidx", &back).ok());
+  EXPECT_EQ(back.changes_since_check, 4321);
+  EXPECT_EQ(back.checked_sequence, 17u);
+  EXPECT_EQ(back.checked_time, 1790000000);
+  EXPECT_EQ(back.checked_recall, 0.962);
+  EXPECT_EQ(back.retrained_sequence, 15u);
+  EXPECT_EQ(back.retrained_time, 1780000000);
+  EXPECT_EQ(back.retrains, 3);
+  EXPECT_EQ(back.fitted_knob, 16);
+  EXPECT_EQ(back.fitted_recall, 0.991);
+  EXPECT_EQ(back.retrain_reason, u.retrain_reason);
+  EXPECT_EQ(back.note, u.note);
+  // A later record version appends fields: the known ones are read.
+  ASSERT_TRUE(DecodeIndexUpkeep(std::string(record) + "more", "x.hidx", &back).ok());
+  EXPECT_EQ(back.note, u.note);
+  // Damage the CRC cannot see (a writer's bug) is refused, not read past.
+  for (size_t cut : {size_t(0), size_t(3), record.size() - 1}) {
+    const Status s = DecodeIndexUpkeep(record.substr(0, cut), "x.hidx", &back);
+    EXPECT_TRUE(s.IsCorruption()) << cut << ": " << s.ToString();
+  }
+  std::string overlong = payload;
+  overlong[2] = char(0x7F);  // a record length past the payload
+  EXPECT_TRUE(SplitIndexPayload(parsed, overlong, "x.hidx", &record, &blob).IsCorruption());
+  EXPECT_TRUE(SplitIndexPayload(parsed, "ab", "x.hidx", &record, &blob).IsCorruption());
+
+  const std::string old = EncodeIndexFileHeader(9500, 12, 77, kBlob, 2) + kBlob;
+  ASSERT_TRUE(Check(old, 77, &parsed).ok());
+  EXPECT_EQ(parsed.version, 2u);
+  ASSERT_TRUE(SplitIndexPayload(parsed, kBlob, "x.hidx", &record, &blob).ok());
+  EXPECT_TRUE(record.empty());
+  EXPECT_EQ(blob, kBlob);
+}
+
 }  // namespace
 }  // namespace index
 }  // namespace hedgedb

@@ -550,14 +550,15 @@ def test_index_upkeep_retrains_a_drifted_collection_and_stats_say_so(tmp_path):
     assert on_stats["index_vectors"] == on_stats["items"] == n
     assert off < 0.93 and on >= 0.97, (off, on)
     # The CLI prints the same fields (one list, hedgedb/fields.h; empty notes
-    # left out); a new process has checked nothing yet.
+    # left out); a new process reads the upkeep saved with the index file.
     out = subprocess.run([HEDGEDB, "stats", "--db", str(tmp_path / "db0.1")],
                          capture_output=True, text=True, check=True).stdout
     cli = json.loads(out)["collections"][0]
     for key in ("index_checked_sequence", "index_checked_time", "index_retrained_sequence",
-                "index_retrained_time", "index_retrains", "index_retraining",
-                "index_changes_since_check"):
-        assert cli[key] == 0 or cli[key] is False, key
+                "index_retrained_time", "index_retrains", "index_changes_since_check",
+                "index_retrain_reason", "index_upkeep_note"):
+        assert cli[key] == on_stats[key], key
+    assert cli["index_retraining"] is False
     # Out-of-range settings are refused as the C++ API refuses them.
     for bad in ({"index_recheck_fraction": -1.0}, {"index_retrain_recall": 1.5}):
         with pytest.raises(hedgedb.Error, match=next(iter(bad))):

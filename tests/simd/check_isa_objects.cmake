@@ -5,12 +5,9 @@
 # for every caller, and would then run on CPUs without AVX-512.
 #
 #   cmake -DNM=<nm> -DOBJECTS=<object>|<object>... -P check_isa_objects.cmake
-string(REPLACE "|" ";" _objects "${OBJECTS}")
-list(FILTER _objects INCLUDE REGEX "_avx(2|512)\\.cc\\.o(bj)?$")
+include(${CMAKE_CURRENT_LIST_DIR}/select_objects.cmake)
+hedgedb_select_objects(_objects "_avx(2|512)\\.cc\\.o(bj)?$" 1 "no per-ISA objects")
 list(LENGTH _objects _count)
-if(_count EQUAL 0)
-  message(FATAL_ERROR "no per-ISA objects among ${OBJECTS}")
-endif()
 set(_bad "")
 foreach(_object ${_objects})
   execute_process(COMMAND ${NM} --defined-only ${_object} OUTPUT_VARIABLE _symbols

@@ -13,13 +13,10 @@
 if(NOT OBJDUMP)
   message(FATAL_ERROR "no objdump (CMAKE_OBJDUMP is empty): cannot look for prefetches")
 endif()
-string(REPLACE "|" ";" _objects "${OBJECTS}")
-list(FILTER _objects INCLUDE
-     REGEX "/(searcher|kernels|kernels_avx2|kernels_avx512|list_scan|code_topk_avx512)\\.cc\\.o(bj)?$")
-list(LENGTH _objects _count)
-if(_count LESS 4)
-  message(FATAL_ERROR "searcher, kernels, list scan and code top-k objects not found among ${OBJECTS}")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/select_objects.cmake)
+hedgedb_select_objects(
+  _objects "/(searcher|kernels|kernels_avx2|kernels_avx512|list_scan|code_topk_avx512)\\.cc\\.o(bj)?$" 4
+  "searcher, kernels, list scan and code top-k objects not found")
 set(_bad "")
 foreach(_object ${_objects})
   execute_process(COMMAND ${OBJDUMP} -d -C --no-show-raw-insn ${_object} OUTPUT_VARIABLE _code
