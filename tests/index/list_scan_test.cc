@@ -385,7 +385,9 @@ TEST(ListScan, UnsortedGivesTheSameSetWithThePaddingLast) {
       ASSERT_EQ(a, b) << "k " << k << " query " << q;
     }
     // Not sorted by accident: some answer comes out of order.
-    if (k >= 50) EXPECT_GT(out_of_order, 0) << "k " << k;
+    if (k >= 50) {
+      EXPECT_GT(out_of_order, 0) << "k " << k;
+    }
   }
 }
 
