@@ -355,7 +355,7 @@ Status Collection::SaveIndex() {
     (void)s;  // a failure marks the index stale: it is not saved below
   }
   Status s;
-  if (keeper_.saved_sequence() != meta_.sequence) s = keeper_.Save();
+  if (keeper_.saved_sequence() != meta_.sequence || keeper_.upkeep_unsaved()) s = keeper_.Save();
   if (arena_sequence_ != meta_.sequence && !read_only_) {
     // Searches go on while the rows are written (write_mutex_ keeps them as
     // they are); the outcome is noted under the exclusive lock again.

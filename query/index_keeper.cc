@@ -285,6 +285,7 @@ Status IndexKeeper::Save() {
   HEDGEDB_RETURN_IF_ERROR(index_->Save(index_path_, meta_->sequence, binding_, UpkeepRecord()));
   index_sequence_ = meta_->sequence;
   unsaved_vectors_ = 0;
+  upkeep_unsaved_ = false;
   return Status::OK();
 }
 
@@ -379,6 +380,7 @@ void IndexKeeper::NoteCheckFailed(const UpkeepCheck& check, const std::string& w
   upkeep_.checked_sequence = check.sequence;
   upkeep_.checked_time = int64_t(std::time(nullptr));
   upkeep_.note = "check at sequence " + std::to_string(check.sequence) + " failed: " + why;
+  upkeep_unsaved_ = true;
 }
 
 void IndexKeeper::ApplyRetune(const UpkeepCheck& check) {
@@ -388,9 +390,11 @@ void IndexKeeper::ApplyRetune(const UpkeepCheck& check) {
   upkeep_.note = "re-tuned at sequence " + std::to_string(check.sequence) + ": " + Reason(check) +
                  "; nprobe " + std::to_string(check.retuned_knob) + " finds " +
                  Fixed(check.retuned_recall, 3) + " while the index is retrained";
+  upkeep_unsaved_ = true;
 }
 
 void IndexKeeper::RecordCheck(const UpkeepCheck& check, const std::string& failed) {
+  upkeep_unsaved_ = true;
   // Writes applied since the measurement count towards the next check.
   upkeep_.changes_since_check = std::max<int64_t>(0, upkeep_.changes_since_check - check.changes);
   upkeep_.checked_sequence = check.sequence;

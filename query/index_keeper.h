@@ -126,6 +126,10 @@ class IndexKeeper {
   int64_t indexed_rows() const { return indexed_rows_; }  // rows [0, this) are in the index
   int64_t unsaved_vectors() const { return unsaved_vectors_; }
   uint64_t saved_sequence() const { return index_sequence_; }  // of the file on disk
+  // A check or re-tune changed the upkeep state since the file was saved: a
+  // check can follow the save of the same write (the save interval reached
+  // first), so the sequence alone does not say the file is behind.
+  bool upkeep_unsaved() const { return upkeep_unsaved_; }
   // How Open obtained the index: "loaded", "caught-up", "rebuilt", "degraded".
   const std::string& open_mode() const { return open_mode_; }
   // CollectionStats::index_note: why it was rebuilt, not saved, or is stale.
@@ -206,6 +210,7 @@ class IndexKeeper {
   const uint64_t binding_;
   const int64_t save_interval_;
   bool read_only_ = false;
+  bool upkeep_unsaved_ = false;  // upkeep_unsaved()
   std::unique_ptr<index::CoarseIndex> index_;
   int64_t indexed_rows_ = 0;     // rows [0, indexed_rows_) are in the index
   uint64_t index_sequence_ = 0;  // sequence covered by the index file on disk

@@ -503,6 +503,36 @@ TEST_F(ChurnTest, ChangesBeforeACloseCountTowardsTheNextCheck) {
       << st.index_upkeep_note;
 }
 
+// A check that runs after the write that saved the index (a save interval
+// reached by the same batch: the save comes first) is saved at the close,
+// though no write follows it: the reopen does not count its changes again.
+TEST_F(ChurnTest, ACheckAfterTheLastSaveIsSavedAtTheClose) {
+  TempDir dir;
+  Options options;
+  options.index_upkeep_inline = true;
+  options.index_save_interval = 500;
+  Drift drift;
+  CollectionStats before;
+  {
+    auto db = OpenDb(dir.path(), options);
+    ASSERT_TRUE(db->CreateCollection(DriftSpec()).ok());
+    Ingest(db.get(), drift.Draw(drift.before, kLive, 0));
+    ASSERT_TRUE(db->Flush().ok());  // trained: the count starts
+    // 1,400 of the same data: a tenth of the 13,400 live items, and past
+    // the save interval, in one batch.
+    Ingest(db.get(), drift.Draw(drift.before, 1400, kLive));
+    before = StatsOf(db.get(), "drift");
+  }
+  ASSERT_GT(before.index_checked_sequence, 0u);
+  ASSERT_EQ(before.index_changes_since_check, 0);
+  ASSERT_EQ(before.index_retrains, 0);
+  auto db = OpenDb(dir.path(), options);
+  const CollectionStats after = StatsOf(db.get(), "drift");
+  EXPECT_EQ(after.index_checked_sequence, before.index_checked_sequence);
+  EXPECT_EQ(after.index_changes_since_check, 0);
+  EXPECT_EQ(after.index_upkeep_note, before.index_upkeep_note);
+}
+
 // A database written before the upkeep record (index file version 2) opens
 // with its index loaded, not rebuilt, and no upkeep history; its next save
 // writes version 3.
