@@ -145,7 +145,7 @@ class TopK {
     capacity_ = capacity;
   }
   void Shrink() {
-    if (k_ == 0 || size_ < k_) return;
+    if (k_ == 0 || size_ <= k_) return;  // k or fewer: all kept, nothing to cut
     SelectSmallestByKey(buffer_.get(), size_, k_, Key(), Less());
     size_ = k_;
     bound_ = buffer_[k_ - 1].distance;  // the k-th smallest: nothing farther enters

@@ -91,6 +91,39 @@ void Split(T* a, size_t lo, size_t hi, Less less, size_t* m1, size_t* m2) {
   }
 }
 
+// Partition passes allowed along one path before the library takes over:
+// twice the passes of a perfect split, plus a few. Median-of-three pivots on
+// ordered input can take off only a few elements a pass (quadratic).
+inline int PassBudget(size_t n) {
+  int depth = 0;
+  for (; n > 1; n >>= 1) ++depth;
+  return 2 * depth + 4;
+}
+
+// SortSmall with `passes` partition passes left on this path.
+template <typename T, typename Less>
+void SortWithin(T* a, size_t n, Less less, int passes) {
+  while (n > select_detail::kShort) {
+    if (passes-- == 0) {
+      std::sort(a, a + n, less);  // as in SelectSmallest: introsort bounds the rest
+      return;
+    }
+    size_t m1, m2;
+    Split(a, 0, n, less, &m1, &m2);
+    // [0, m1) and [m2, n) are left to sort ([m1, m2): equals, in place).
+    // Recurse into the shorter side, loop on the longer: O(log n) depth.
+    if (m1 < n - m2) {
+      SortWithin(a, m1, less, passes);
+      a += m2;
+      n -= m2;
+    } else {
+      SortWithin(a + m2, n - m2, less, passes);
+      n = m1;
+    }
+  }
+  select_detail::InsertionSort(a, n, less);
+}
+
 }  // namespace select_detail
 
 // Moves the k smallest of a[0, n) to a[0, k) in no particular order, with
@@ -99,7 +132,14 @@ template <typename T, typename Less>
 void SelectSmallest(T* a, size_t n, size_t k, Less less) {
   size_t lo = 0, hi = n;
   const size_t target = k - 1;
+  int passes = select_detail::PassBudget(n);
   while (hi - lo > select_detail::kShort) {
+    if (passes-- == 0) {
+      // Pivots that keep failing (ordered or organ-pipe input): the
+      // library's introselect bounds the rest at O(n log n).
+      std::nth_element(a + lo, a + target, a + hi, less);
+      return;
+    }
     size_t m1, m2;
     select_detail::Split(a, lo, hi, less, &m1, &m2);
     if (m2 > m1) {
@@ -118,21 +158,7 @@ void SelectSmallest(T* a, size_t n, size_t k, Less less) {
 // elements under a total order are indistinguishable).
 template <typename T, typename Less>
 void SortSmall(T* a, size_t n, Less less) {
-  while (n > select_detail::kShort) {
-    size_t m1, m2;
-    select_detail::Split(a, 0, n, less, &m1, &m2);
-    // [0, m1) and [m2, n) are left to sort ([m1, m2): equals, in place).
-    // Recurse into the shorter side, loop on the longer: O(log n) depth.
-    if (m1 < n - m2) {
-      SortSmall(a, m1, less);
-      a += m2;
-      n -= m2;
-    } else {
-      SortSmall(a + m2, n - m2, less);
-      n = m1;
-    }
-  }
-  select_detail::InsertionSort(a, n, less);
+  select_detail::SortWithin(a, n, less, select_detail::PassBudget(n));
 }
 
 // A key whose unsigned order is the order of the float f: negative floats

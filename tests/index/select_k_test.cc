@@ -117,6 +117,47 @@ TEST(SelectK, SelectionsKeepTheKSmallestWithTheKthLast) {
   }
 }
 
+// Ordered and organ-pipe inputs, on which median-of-three pivots split
+// badly pass after pass, stay O(n log n): counted in comparisons, not timed.
+TEST(SelectK, OrderedInputsStayNLogN) {
+  for (size_t n : {2000, 20000}) {
+    std::vector<std::vector<Pair>> shapes(4);
+    for (size_t i = 0; i < n; ++i) {
+      shapes[0].push_back({float(n - i), int64_t(i)});                  // falling
+      shapes[1].push_back({float(i), int64_t(i)});                      // rising
+      shapes[2].push_back({float(i < n / 2 ? i : n - i), int64_t(i)});  // organ pipe
+      shapes[3].push_back({1.0f, int64_t(n - i)});                      // equal, ids falling
+    }
+    double log2n = 0;
+    for (size_t m = n; m > 1; m >>= 1) ++log2n;
+    const double bound = 40.0 * double(n) * log2n;
+    for (size_t s = 0; s < shapes.size(); ++s) {
+      for (size_t k : {size_t(1), n / 2, n - 8, n}) {
+        int64_t comparisons = 0;
+        auto counting = [&comparisons](const Pair& a, const Pair& b) {
+          ++comparisons;
+          return Less()(a, b);
+        };
+        std::vector<Pair> v = shapes[s];
+        SelectSmallest(v.data(), v.size(), k, counting);
+        EXPECT_LT(double(comparisons), bound) << "select, shape " << s << " n " << n << " k " << k;
+        std::vector<Pair> want = shapes[s];
+        std::sort(want.begin(), want.end(), Less());
+        EXPECT_EQ(v[k - 1], want[k - 1]);
+      }
+      int64_t comparisons = 0;
+      auto counting = [&comparisons](const Pair& a, const Pair& b) {
+        ++comparisons;
+        return Less()(a, b);
+      };
+      std::vector<Pair> v = shapes[s];
+      SortSmall(v.data(), v.size(), counting);
+      EXPECT_LT(double(comparisons), bound) << "sort, shape " << s << " n " << n;
+      EXPECT_TRUE(std::is_sorted(v.begin(), v.end(), Less()));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace index
 }  // namespace hedgedb
