@@ -85,6 +85,8 @@ void IndexSeeds() {
   const std::string blob = "IxFl some faiss bytes";
   Put("index_header", "valid",
       std::string(1, '\2') + index::EncodeIndexFileHeader(9500, 12, 77, blob) + blob);
+  Put("index_header", "version2",
+      std::string(1, '\2') + index::EncodeIndexFileHeaderV2(9500, 12, 77, blob) + blob);
   Put("index_header", "fixed",
       std::string(1, '\3') +
           index::EncodeIndexFileHeader(index::kUnknownRecall, 1, 5, std::string()));

@@ -319,7 +319,26 @@ Status CoarseIndex::MeasureRecall(const void*, const int64_t*, int64_t, int64_t,
   return Status::NotSupported("index '" + factory_ + "' has no search knobs to measure");
 }
 
-void CoarseIndex::AdoptKnobs(const CoarseSearchKnobs& knobs, double recall) {
+CoarseSearchKnobs CoarseIndex::StaticKnobs() const {
+  // As SetDefaultKnobs sets them on a new index.
+  CoarseSearchKnobs knobs;
+  if (shape_.ivf_lists > 0) {
+    knobs.nprobe =
+        int(std::min<int64_t>(shape_.ivf_lists, std::max<int64_t>(8, shape_.ivf_lists / 64)));
+  } else if (shape_.hnsw_m > 0) {
+    knobs.ef_search = 64;
+  }
+  return knobs;
+}
+
+void CoarseIndex::AdoptFit(const CoarseSearchKnobs& knobs, int oversampling, double recall,
+                           double coarse_recall) {
+  AdoptKnobs(knobs, coarse_recall);
+  default_oversampling_ = std::max(0, oversampling);
+  recall_estimate_ = recall;
+}
+
+void CoarseIndex::AdoptKnobs(const CoarseSearchKnobs& knobs, double coarse_recall) {
   std::unique_lock<RwMutex> lock(knob_mutex_);
   faiss::Index* inner = Innermost(index_.get());
   if (auto* ivf = dynamic_cast<faiss::IndexIVF*>(inner); ivf && knobs.nprobe > 0) {
@@ -329,7 +348,7 @@ void CoarseIndex::AdoptKnobs(const CoarseSearchKnobs& knobs, double recall) {
     hnsw->hnsw.efSearch = knobs.ef_search;
   }
   ReadDefaultKnobs();
-  recall_estimate_ = recall;
+  coarse_recall_ = coarse_recall;
 }
 
 Status CoarseIndex::Save(const std::string& path, uint64_t sequence, uint64_t binding) const {
@@ -339,12 +358,18 @@ Status CoarseIndex::Save(const std::string& path, uint64_t sequence, uint64_t bi
   } catch (const std::exception& e) {
     return Status::IOError(std::string("serializing index: ") + e.what());
   }
-  const uint32_t recall_bp = std::isnan(recall_estimate_)
-                                 ? kUnknownRecall
-                                 : uint32_t(std::lround(recall_estimate_ * 10000));
+  auto basis_points = [](double recall) {
+    return std::isnan(recall) ? kUnknownRecall : uint32_t(std::lround(recall * 10000));
+  };
+  IndexFileHeader fields;
+  fields.recall_bp = basis_points(recall_estimate_);
+  fields.coarse_recall_bp = basis_points(coarse_recall_);
+  fields.oversampling = uint32_t(default_oversampling_);
+  fields.sequence = sequence;
+  fields.binding = binding;
   const std::string_view blob(reinterpret_cast<const char*>(writer.data.data()),
                               writer.data.size());
-  const std::string header = EncodeIndexFileHeader(recall_bp, sequence, binding, blob);
+  const std::string header = EncodeIndexFileHeader(fields, blob);
   return WriteFileAtomically(path, {header, blob});
 }
 
@@ -356,10 +381,10 @@ Status CoarseIndex::Load(const CollectionSpec& spec, const std::string& path, ui
   if (opened.IsNotFound()) return Status::NotFound("no index file " + path);
   HEDGEDB_RETURN_IF_ERROR(opened);
   const std::string_view bytes = file.bytes();
-  const std::string_view header = bytes.substr(0, std::min(bytes.size(), kIndexHeaderBytes));
   IndexFileHeader parsed;
-  HEDGEDB_RETURN_IF_ERROR(ParseIndexFileHeader(header, bytes.size(), path, &parsed));
-  const std::string_view blob = bytes.substr(kIndexHeaderBytes, parsed.blob_bytes);
+  HEDGEDB_RETURN_IF_ERROR(ParseIndexFileHeader(bytes, bytes.size(), path, &parsed));
+  const std::string_view header = bytes.substr(0, parsed.header_bytes);
+  const std::string_view blob = bytes.substr(parsed.header_bytes, parsed.blob_bytes);
   HEDGEDB_RETURN_IF_ERROR(CheckIndexFileBlob(header, parsed, blob, binding, path));
   SpanIOReader reader(blob);
 
@@ -376,7 +401,14 @@ Status CoarseIndex::Load(const CollectionSpec& spec, const std::string& path, ui
     return Status::Corruption("index file " + path + " cannot be read: " + e.what());
   }
   ci->ReadDefaultKnobs();
-  if (parsed.recall_bp != kUnknownRecall) ci->recall_estimate_ = parsed.recall_bp / 10000.0;
+  // A version 2 file's one recall is the coarse one, and it has no fitted
+  // candidates: the estimate stays NaN, so that the next save fits them
+  // (IndexKeeper::Save); meanwhile searches use 10 x k.
+  const uint32_t final_bp = parsed.version >= 3 ? parsed.recall_bp : kUnknownRecall;
+  const uint32_t coarse_bp = parsed.version >= 3 ? parsed.coarse_recall_bp : parsed.recall_bp;
+  if (final_bp != kUnknownRecall) ci->recall_estimate_ = final_bp / 10000.0;
+  if (coarse_bp != kUnknownRecall) ci->coarse_recall_ = coarse_bp / 10000.0;
+  ci->default_oversampling_ = int(std::min<uint32_t>(parsed.oversampling, 1u << 20));
   *sequence = parsed.sequence;
   *out = std::move(ci);
   return Status::OK();
