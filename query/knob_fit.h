@@ -5,14 +5,15 @@
 //
 // Truth: for up to kFitQueries of the collection's own live items as queries
 // (evenly spread over the rows), the exact top-k (k = SearchOptions' default)
-// by the collection's default score over every live row, scored as an
+// by the collection's default score over every other live row (each query
+// leaves itself out, as a query the collection does not hold), scored as an
 // exhaustive search scores them (ScoreRowsShared). Stage 2 rescores exactly,
 // so a search with knob p and c candidates returns the true top-k item
 // exactly when stage 1's top-c holds it: its final recall@k is the fraction
-// of the truth in the index's top-c at p. The fit measures that over a
-// ladder (p doubling from the static default, c doubling from k x 10 up to
-// 16 times that) and picks the cheapest pair by a fixed cost model
-// (DefaultSearchCost) whose recall reaches kTargetFinalRecall.
+// of the truth in the index's top-c (the query itself not counted) at p. The fit measures that over
+// a ladder (p doubling from the static default, c doubling from k x 10 up to 16 times that) and
+// picks the cheapest pair by a fixed cost model (DefaultSearchCost) whose recall reaches
+// kTargetFinalRecall.
 //
 // Measured at 10M items (bench/RESULTS.md, "Ten million items, second
 // measurement"): a fit of stage 1 alone (95% of the exact coarse top-100)

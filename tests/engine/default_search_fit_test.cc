@@ -94,18 +94,18 @@ SearchOptions Candidates(int64_t c) {
   return o;
 }
 
-// The fit's own queries (rows q * n / 50) and as many others.
+// Queries: 100 new items drawn as the collection's were (not in it), and 50
+// of the collection's own items other than the fit's (rows q * n / 50).
 struct Queries {
-  Batch fit, other;
+  Batch fresh, own;
 };
 
 Queries QueriesOf(const Batch& items) {
-  std::vector<int64_t> fit_rows, other_rows;
+  std::vector<int64_t> own_rows;
   for (int64_t q = 0; q < query::kFitQueries; ++q) {
-    fit_rows.push_back(q * kItems / query::kFitQueries);
-    other_rows.push_back(q * kItems / query::kFitQueries + kItems / query::kFitQueries / 2);
+    own_rows.push_back(q * kItems / query::kFitQueries + kItems / query::kFitQueries / 2);
   }
-  return {Pick(items, fit_rows), Pick(items, other_rows)};
+  return {Dense(100, kItems * 10, 11), Pick(items, own_rows)};
 }
 
 std::string IndexFile(const std::string& dir) {
@@ -131,8 +131,8 @@ TEST(DefaultSearchFitTest, FitsMoreCandidatesWhereTheCoarseOrderMissesTheTopTen)
   // however many lists are probed.
   SearchOptions all_lists = Candidates(100);
   all_lists.nprobe = 64;
-  const double at_100 = RecallAt10(db.get(), queries.fit, all_lists);
-  EXPECT_LT(at_100, query::kTargetFinalRecall - 0.02);
+  const double at_100 = RecallAt10(db.get(), queries.fresh, all_lists);
+  EXPECT_LT(at_100, query::kTargetFinalRecall - 0.03);
 
   const CollectionStats st = StatsOf(db.get(), "dense");
   EXPECT_GT(st.index_candidates, 100);
@@ -142,15 +142,15 @@ TEST(DefaultSearchFitTest, FitsMoreCandidatesWhereTheCoarseOrderMissesTheTopTen)
   EXPECT_GT(st.index_fit_seconds, 0);
   EXPECT_TRUE(std::isfinite(st.index_coarse_recall));
 
-  // The default search reaches the target on the fit's queries (the fit's
-  // estimate, here checked by the exhaustive search) and close to it on
-  // others; it is what the fitted candidates give, not 10 x k.
-  const double by_default = RecallAt10(db.get(), queries.fit, SearchOptions());
-  EXPECT_GE(by_default, query::kTargetFinalRecall);
-  EXPECT_DOUBLE_EQ(by_default, st.index_recall_estimate);
-  EXPECT_GE(RecallAt10(db.get(), queries.other, SearchOptions()), query::kTargetFinalRecall - 0.03);
-  EXPECT_DOUBLE_EQ(by_default, RecallAt10(db.get(), queries.fit, Candidates(st.index_candidates)));
-  EXPECT_GT(by_default, RecallAt10(db.get(), queries.fit, Candidates(100)));
+  // The default search reaches the target (up to the sampling noise of the
+  // fit's 50 queries) on queries the fit did not see, checked against the
+  // exhaustive search; it is what the fitted candidates give, not 10 x k.
+  const double by_default = RecallAt10(db.get(), queries.fresh, SearchOptions());
+  EXPECT_GE(by_default, query::kTargetFinalRecall - 0.015);
+  EXPECT_GE(RecallAt10(db.get(), queries.own, SearchOptions()), query::kTargetFinalRecall - 0.015);
+  EXPECT_DOUBLE_EQ(by_default,
+                   RecallAt10(db.get(), queries.fresh, Candidates(st.index_candidates)));
+  EXPECT_GT(by_default, RecallAt10(db.get(), queries.fresh, Candidates(100)) + 0.03);
   // For the record (--gtest_output=xml).
   RecordProperty("recall_at_100_candidates", std::to_string(at_100));
   RecordProperty("fitted_candidates", std::to_string(st.index_candidates));
@@ -164,17 +164,17 @@ TEST(DefaultSearchFitTest, FitsMoreCandidatesWhereTheCoarseOrderMissesTheTopTen)
   one.with_uncertainty = false;
   std::vector<SearchResult> res;
   one.candidates = 10;
-  ASSERT_TRUE(db->Search("dense", queries.fit.view(), one, &res).ok());
+  ASSERT_TRUE(db->Search("dense", queries.fresh.view(), one, &res).ok());
   EXPECT_EQ(res[0].scored, 10);
   one.candidates = 0;
   one.oversampling = 3;
-  ASSERT_TRUE(db->Search("dense", queries.fit.view(), one, &res).ok());
+  ASSERT_TRUE(db->Search("dense", queries.fresh.view(), one, &res).ok());
   EXPECT_EQ(res[0].scored, 30);
   one.oversampling = 0;
-  ASSERT_TRUE(db->Search("dense", queries.fit.view(), one, &res).ok());
+  ASSERT_TRUE(db->Search("dense", queries.fresh.view(), one, &res).ok());
   EXPECT_EQ(res[0].scored, st.index_candidates);
   one.oversampling = -1;
-  EXPECT_TRUE(db->Search("dense", queries.fit.view(), one, &res).IsInvalidArgument());
+  EXPECT_TRUE(db->Search("dense", queries.fresh.view(), one, &res).IsInvalidArgument());
 
   // The fit is saved with the index: a reopen loads it.
   db.reset();
@@ -186,7 +186,7 @@ TEST(DefaultSearchFitTest, FitsMoreCandidatesWhereTheCoarseOrderMissesTheTopTen)
   EXPECT_EQ(again.index_recall_estimate, st.index_recall_estimate);
   EXPECT_EQ(again.index_coarse_recall, st.index_coarse_recall);
   EXPECT_EQ(again.index_fit_seconds, 0);  // not fitted in this process
-  EXPECT_DOUBLE_EQ(RecallAt10(db.get(), queries.fit, SearchOptions()), by_default);
+  EXPECT_DOUBLE_EQ(RecallAt10(db.get(), queries.fresh, SearchOptions()), by_default);
 }
 
 TEST(DefaultSearchFitTest, AnIndexFileFromBeforeTheFitOpensAndIsFittedAtItsNextSave) {
@@ -231,7 +231,7 @@ TEST(DefaultSearchFitTest, AnIndexFileFromBeforeTheFitOpensAndIsFittedAtItsNextS
   EXPECT_EQ(old.index_coarse_recall, fitted.index_coarse_recall);
   std::vector<SearchResult> res;
   SearchOptions defaults;
-  ASSERT_TRUE(db->Search("dense", queries.fit.view(), defaults, &res).ok());
+  ASSERT_TRUE(db->Search("dense", queries.fresh.view(), defaults, &res).ok());
   EXPECT_EQ(res[0].scored, 100);
   // The next save fits the candidates.
   const Batch more = Dense(10, kItems, 4);
