@@ -70,10 +70,11 @@ struct CollectionStats {
   int64_t arena_mapped_bytes = 0;
   // The default search settings (0: not an IVF / HNSW index), fitted to the
   // data when the index is trained (query/knob_fit.h): nprobe or efSearch
-  // (doubling from 8, or nlist / 64, and 64) and the stage-1 candidate count
+  // (doubling from 8, or nlist / 64, and 100) and the stage-1 candidate count
   // at k = 10 (doubling from 100 to 1,600) of the cheapest pair at which a
-  // default search finds at least 98% of the exact top-10 by the default
-  // score, with 50 of the collection's own items as queries. A search that
+  // default search finds at least 99% of the exact top-10 by the default
+  // score, with 50 of the collection's own items as queries (each left out
+  // of its own truth and candidates). A search that
   // leaves candidates and oversampling at 0 asks for k x index_candidates / 10.
   int index_nprobe = 0;
   int index_ef_search = 0;
