@@ -518,7 +518,11 @@ def test_index_upkeep_retrains_a_drifted_collection_and_stats_say_so(tmp_path):
         return mean.astype(np.float32), rng.uniform(0.02, 0.2, (m, d)).astype(np.float32)
 
     def recall(db, qm, qv):
-        got = db.search("c", mean=qm, var=qv, k=10, with_uncertainty=False).ids
+        # nprobe 8 and 100 candidates, where the lists limit stage 1: the
+        # default search's fit probes wider at this size, which would hide
+        # the drift (tests/engine/churn_test.cc).
+        got = db.search("c", mean=qm, var=qv, k=10, nprobe=8, candidates=100,
+                        with_uncertainty=False).ids
         exact = db.search("c", mean=qm, var=qv, k=10, exhaustive=True,
                           with_uncertainty=False).ids
         return np.mean([len(set(g) & set(e)) / 10 for g, e in zip(got, exact)])
