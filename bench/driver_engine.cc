@@ -965,8 +965,8 @@ int RunCurve(const Args& a) {
                   fitted ? text : "-",
                   stats.index_candidates > 0
                       ? std::to_string(int64_t(def.k) * stats.index_candidates / 10) + " (fitted)"
-                      : std::to_string(def.k * kDefaultOversampling) + " (" +
-                            std::to_string(kDefaultOversampling) + " x k)",
+                      : std::to_string(def.k * hedgedb::kDefaultOversampling) + " (" +
+                            std::to_string(hedgedb::kDefaultOversampling) + " x k)",
                   {},
                   0,
                   -1});
