@@ -160,7 +160,8 @@ class CoarseIndex {
   double fit_seconds() const { return fit_seconds_; }
   void set_fit_seconds(double seconds) { fit_seconds_ = seconds; }
   // The knobs a new index starts with (IVF nprobe max(8, nlist / 64), HNSW
-  // efSearch 64): where the fit's ladder starts.
+  // efSearch 64): where the fit's ladder starts (HNSW: at no fewer than its
+  // first candidate count, 100).
   CoarseSearchKnobs StaticKnobs() const;
   // The knobs a search with 0 (the default) uses.
   const CoarseSearchKnobs& default_knobs() const { return default_knobs_; }
