@@ -961,13 +961,15 @@ int RunCurve(const Args& a) {
   const char* knob_name = ivf ? "nprobe" : hnsw ? "efSearch" : "-";
   const int fitted = ivf ? stats.index_nprobe : hnsw ? stats.index_ef_search : 0;
   std::snprintf(text, sizeof(text), "%s=%d", knob_name, fitted);
-  rows.push_back(
-      {def,
-       fitted ? text : "-",
-       std::to_string(def.k * def.oversampling) + " (" + std::to_string(def.oversampling) + " x k)",
-       {},
-       0,
-       -1});
+  rows.push_back({def,
+                  fitted ? text : "-",
+                  stats.index_candidates > 0
+                      ? std::to_string(int64_t(def.k) * stats.index_candidates / 10) + " (fitted)"
+                      : std::to_string(def.k * hedgedb::kDefaultOversampling) + " (" +
+                            std::to_string(hedgedb::kDefaultOversampling) + " x k)",
+                  {},
+                  0,
+                  -1});
   std::vector<int> knobs = a.knobs;
   if (knobs.empty()) {
     if (ivf) knobs = {8, 16, 32, 64, 128};

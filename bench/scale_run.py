@@ -121,6 +121,14 @@ def main():
                seconds=round(flushed, 1),
                ingest_seconds=round(ingested, 1), items_per_second=round(args.items / flushed),
                index=stats["index_description"], nprobe=stats["index_nprobe"],
+               # The fitted default candidates, the fit's final recall@10
+               # estimate, stage 1's coarse recall and the fit's time (builds
+               # before the fit of the candidates: 100 candidates, and the
+               # estimate was the coarse recall).
+               candidates=stats.get("index_candidates", 100) or 100,
+               recall_estimate=stats["index_recall_estimate"],
+               coarse_recall=stats.get("index_coarse_recall"),
+               fit_seconds=stats.get("index_fit_seconds"),
                rss_bytes_per_item=round((rss_bytes() - rss0) / args.items))
     report("disk", bytes_per_item=round(disk_bytes(path) / args.items))
 

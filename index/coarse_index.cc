@@ -321,7 +321,32 @@ Status CoarseIndex::MeasureRecall(const void*, const int64_t*, int64_t, int64_t,
   return Status::NotSupported("index '" + factory_ + "' has no search knobs to measure");
 }
 
-void CoarseIndex::AdoptKnobs(const CoarseSearchKnobs& knobs, double recall) {
+CoarseSearchKnobs CoarseIndex::StaticKnobs() const {
+  // As SetDefaultKnobs sets them on a new index.
+  CoarseSearchKnobs knobs;
+  if (shape_.ivf_lists > 0) {
+    knobs.nprobe =
+        int(std::min<int64_t>(shape_.ivf_lists, std::max<int64_t>(8, shape_.ivf_lists / 64)));
+  } else if (shape_.hnsw_m > 0) {
+    knobs.ef_search = 64;
+  }
+  return knobs;
+}
+
+void CoarseIndex::AdoptFit(const CoarseSearchKnobs& knobs, int oversampling, double recall,
+                           double coarse_recall) {
+  AdoptKnobs(knobs, coarse_recall);
+  default_oversampling_ = std::max(0, oversampling);
+  recall_estimate_ = recall;
+}
+
+void CoarseIndex::RestoreFit(int oversampling, double recall, double coarse_recall) {
+  default_oversampling_ = std::max(0, oversampling);
+  recall_estimate_ = recall;
+  coarse_recall_ = coarse_recall;
+}
+
+void CoarseIndex::AdoptKnobs(const CoarseSearchKnobs& knobs, double coarse_recall) {
   std::unique_lock<RwMutex> lock(knob_mutex_);
   faiss::Index* inner = Innermost(index_.get());
   if (auto* ivf = dynamic_cast<faiss::IndexIVF*>(inner); ivf && knobs.nprobe > 0) {
@@ -331,7 +356,7 @@ void CoarseIndex::AdoptKnobs(const CoarseSearchKnobs& knobs, double recall) {
     hnsw->hnsw.efSearch = knobs.ef_search;
   }
   ReadDefaultKnobs();
-  recall_estimate_ = recall;
+  coarse_recall_ = coarse_recall;
 }
 
 Status CoarseIndex::Save(const std::string& path, uint64_t sequence, uint64_t binding,
@@ -342,6 +367,8 @@ Status CoarseIndex::Save(const std::string& path, uint64_t sequence, uint64_t bi
   } catch (const std::exception& e) {
     return Status::IOError(std::string("serializing index: ") + e.what());
   }
+  // The header holds the fitted final recall; the coarse recall and the
+  // fitted oversampling ride in the upkeep record (IndexKeeper).
   const uint32_t recall_bp = std::isnan(recall_estimate_)
                                  ? kUnknownRecall
                                  : uint32_t(std::lround(recall_estimate_ * 10000));
@@ -383,7 +410,14 @@ Status CoarseIndex::Load(const CollectionSpec& spec, const std::string& path, ui
     return Status::Corruption("index file " + path + " cannot be read: " + e.what());
   }
   ci->ReadDefaultKnobs();
-  if (parsed.recall_bp != kUnknownRecall) ci->recall_estimate_ = parsed.recall_bp / 10000.0;
+  // A version 2 file's one recall is the coarse one, and it has no fitted
+  // candidates: the estimate stays NaN, so that the next save fits them
+  // (IndexKeeper::Save); meanwhile searches use 10 x k. Version 3's is the
+  // fitted final recall; its coarse recall and oversampling come with the
+  // upkeep record (IndexKeeper::LoadUpkeep, RestoreFit).
+  if (parsed.recall_bp != kUnknownRecall) {
+    (parsed.version >= 3 ? ci->recall_estimate_ : ci->coarse_recall_) = parsed.recall_bp / 10000.0;
+  }
   *sequence = parsed.sequence;
   if (upkeep) upkeep->assign(record.data(), record.size());
   *out = std::move(ci);

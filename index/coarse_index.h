@@ -123,12 +123,14 @@ class CoarseIndex {
 
   // Whether TuneKnobs applies (IVF and HNSW over vectors).
   virtual bool tunable() const { return false; }
+  // A coarse fit, kept for measuring stage 1 alone (the collection fits its
+  // defaults to the final recall instead: query/knob_fit.h).
   // Picks the default stage-1 knob (IVF nprobe, HNSW efSearch) for the data:
   // the smallest on a doubling ladder from the static default at which the
   // index's top-`candidates` holds at least `target` of the exact coarse
   // top-`candidates`, with up to 100 of the n rows as queries; or where one
   // more doubling gains less than 0.005 (the encoding limits stage 1). The
-  // knob is saved with the index; the measured fraction is recall_estimate().
+  // knob is saved with the index; the measured fraction is coarse_recall().
   // A no-op where tunable() is false. n rows of ids `ids`, as added.
   virtual Status TuneKnobs(const void* rows, const int64_t* ids, int64_t n, int64_t candidates,
                            double target);
@@ -142,13 +144,40 @@ class CoarseIndex {
                                int64_t query_first, const std::vector<CoarseSearchKnobs>& knobs,
                                std::vector<double>* recalls) const;
   // Makes `knobs` (nprobe or efSearch, 0: unchanged) the default search knobs
-  // and `recall` the estimate, as a re-tune found them. No search may run
-  // meanwhile (the collection holds its state lock exclusively).
-  void AdoptKnobs(const CoarseSearchKnobs& knobs, double recall);
-  // The stage-1 recall TuneKnobs (or the last check) measured; NaN if never
-  // measured.
+  // and `coarse_recall` their stage-1 recall, as an upkeep re-tune found
+  // them. No search may run meanwhile (the collection holds its state lock
+  // exclusively).
+  void AdoptKnobs(const CoarseSearchKnobs& knobs, double coarse_recall);
+  // What the collection's fit of its default search found
+  // (query/knob_fit.h): the knobs, the oversampling a search that leaves
+  // its candidates to the default uses (candidates = k x oversampling; 0:
+  // none fitted), the final recall@k estimate there, and the stage-1 coarse
+  // recall at those knobs (the upkeep's drift measure). Saved with the
+  // index. Same locking as AdoptKnobs.
+  void AdoptFit(const CoarseSearchKnobs& knobs, int oversampling, double recall,
+                double coarse_recall);
+  // The fit's oversampling and recalls as a saved file holds them, without
+  // touching the knobs (the FAISS blob holds those): for IndexKeeper::Open.
+  void RestoreFit(int oversampling, double recall, double coarse_recall);
+  // The final recall@k of a default search that the fit estimated (the
+  // fraction of the exact top-k by the collection's default score that the
+  // fitted knobs and candidates find); NaN if never fitted (codes, Flat, an
+  // untrained index, or a file saved before the fit measured it).
   double recall_estimate() const { return recall_estimate_; }
-  void set_recall_estimate(double recall) { recall_estimate_ = recall; }
+  // The fitted oversampling (0: none fitted: searches use 10).
+  int default_oversampling() const { return default_oversampling_; }
+  // The stage-1 recall at the default knobs: the fraction of the exact
+  // coarse top-(k x 10) that stage 1 returns, as MeasureRecall measures it;
+  // measured by the fit, TuneKnobs and each upkeep check. NaN if never.
+  double coarse_recall() const { return coarse_recall_; }
+  void set_coarse_recall(double recall) { coarse_recall_ = recall; }
+  // Wall time of the last fit in this process (0: none; not saved).
+  double fit_seconds() const { return fit_seconds_; }
+  void set_fit_seconds(double seconds) { fit_seconds_ = seconds; }
+  // The knobs a new index starts with (IVF nprobe max(8, nlist / 64), HNSW
+  // efSearch 64): where the fit's ladder starts (HNSW: at no fewer than its
+  // first candidate count, 100).
+  CoarseSearchKnobs StaticKnobs() const;
   // The knobs a search with 0 (the default) uses.
   const CoarseSearchKnobs& default_knobs() const { return default_knobs_; }
   // The knobs a search asking for `asked` uses (0: the default).
@@ -188,6 +217,9 @@ class CoarseIndex {
   // An IndexIVF (holding the user ids itself) or an IndexIDMap around the rest.
   std::unique_ptr<faiss::Index> index_;
   double recall_estimate_ = std::numeric_limits<double>::quiet_NaN();
+  double coarse_recall_ = std::numeric_limits<double>::quiet_NaN();
+  int default_oversampling_ = 0;
+  double fit_seconds_ = 0;
 
  private:
   // The IVF quantizer's centroids as the list scan reads them.

@@ -146,6 +146,8 @@ std::string EncodeIndexUpkeep(const IndexUpkeep& u) {
   PutFixed<double>(&out, u.fitted_recall);
   PutString(&out, u.retrain_reason);
   PutString(&out, u.note);
+  PutFixed<double>(&out, u.coarse_recall);
+  PutFixed<int32_t>(&out, int32_t(u.oversampling));
   return out;
 }
 
@@ -153,17 +155,19 @@ Status DecodeIndexUpkeep(std::string_view record, const std::string& path, Index
   RecordReader r(record);
   IndexUpkeep u;
   uint32_t version = 0;
-  int32_t knob = 0;
+  int32_t knob = 0, oversampling = 0;
   const bool ok = r.Get(&version) && version >= kUpkeepRecordVersion &&
                   r.Get(&u.changes_since_check) && r.Get(&u.checked_sequence) &&
                   r.Get(&u.checked_time) && r.Get(&u.checked_recall) &&
                   r.Get(&u.retrained_sequence) && r.Get(&u.retrained_time) && r.Get(&u.retrains) &&
                   r.Get(&knob) && r.Get(&u.fitted_recall) && r.GetString(&u.retrain_reason) &&
-                  r.GetString(&u.note);
-  if (!ok || u.changes_since_check < 0 || u.retrains < 0 || knob < 0) {
+                  r.GetString(&u.note) && r.Get(&u.coarse_recall) && r.Get(&oversampling);
+  if (!ok || u.changes_since_check < 0 || u.retrains < 0 || knob < 0 || oversampling < 0 ||
+      oversampling > (1 << 20)) {
     return Status::Corruption("index file " + path + " has a damaged upkeep record");
   }
   u.fitted_knob = knob;
+  u.oversampling = oversampling;
   *out = std::move(u);
   return Status::OK();
 }

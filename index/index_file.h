@@ -85,6 +85,11 @@ struct IndexUpkeep {
   double fitted_recall = std::numeric_limits<double>::quiet_NaN();  // and its estimate
   std::string retrain_reason;
   std::string note;  // the last check's outcome
+  // The collection's fit of its default search (query/knob_fit.h), beside
+  // the header's final recall: stage 1's coarse recall at the default knobs
+  // and the fitted candidates per result (0: none fitted).
+  double coarse_recall = std::numeric_limits<double>::quiet_NaN();
+  int oversampling = 0;
 };
 
 // Record version u32 (1), then the fields in order: integers as they are,

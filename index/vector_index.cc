@@ -322,7 +322,7 @@ Status VectorIndex::TuneKnobs(const void* rows, const int64_t* ids, int64_t n, i
       knob = next;
       recall = next_recall;
     }
-    recall_estimate_ = recall;
+    coarse_recall_ = recall;
   } catch (const std::exception& e) {
     return FromFaiss(e, "tuning index '" + factory_ + "'");
   }

@@ -7,12 +7,15 @@
 #include <limits>
 #include <utility>
 
+#include "query/knob_fit.h"
+
 namespace hedgedb {
 namespace query {
 namespace {
 
-// The fraction of the exact coarse top candidates that the default stage-1
-// settings must find, measured when the index is trained.
+// Upkeep: the stage-1 recall (of the exact coarse top-100) that a re-tune
+// meanwhile restores, or the one the fit left if that is lower. (The fit
+// itself targets the final recall: query/knob_fit.h.)
 constexpr double kTargetStageOneRecall = 0.95;
 // Below this many items an untrained-at-birth index (HNSW) is not fitted yet.
 constexpr int64_t kMinRowsToTune = 1000;
@@ -71,13 +74,18 @@ Status IndexKeeper::Rebuild() {
   return Sync(0, /*train=*/true);
 }
 
-Status IndexKeeper::Tune(index::CoarseIndex* index, const std::vector<uint8_t>& rows,
-                         const std::vector<int64_t>& ids) {
-  // Fit the default nprobe / efSearch to this data: random, unclustered
-  // embeddings need far more lists probed than clustered ones.
-  const SearchOptions defaults;
-  return index->TuneKnobs(rows.data(), ids.data(), int64_t(ids.size()),
-                          int64_t(defaults.k) * defaults.oversampling, kTargetStageOneRecall);
+Status IndexKeeper::Tune(const CollectionSpec& spec, index::CoarseIndex* index,
+                         const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids) {
+  // Fit the default nprobe / efSearch and candidate count to this data, for
+  // the final recall of a default search: random, unclustered embeddings
+  // need far more lists probed than clustered ones, and many close items
+  // (10M of them) more candidates than the coarse order's top-100.
+  SearchFit fit;
+  HEDGEDB_RETURN_IF_ERROR(FitDefaultSearch(spec, *index, rows, ids, &fit));
+  if (!fit.fitted) return Status::OK();
+  index->AdoptFit(fit.knobs, fit.oversampling, fit.recall, fit.coarse_recall);
+  index->set_fit_seconds(fit.seconds);
+  return Status::OK();
 }
 
 void IndexKeeper::MarkStale(const std::string& reason) {
@@ -133,7 +141,7 @@ Status IndexKeeper::Sync(int64_t first_row, bool train, const uint8_t* batch_row
 void IndexKeeper::IndexFitted() {
   upkeep_.changes_since_check = 0;
   upkeep_.fitted_knob = index_->default_knobs().nprobe;
-  upkeep_.fitted_recall = index_->recall_estimate();
+  upkeep_.fitted_recall = index_->coarse_recall();
 }
 
 double IndexKeeper::RepairBelow(const UpkeepPolicy& policy) const {
@@ -301,6 +309,9 @@ void IndexKeeper::FillStats(CollectionStats* st) const {
   st->index_trained = index_->is_trained();
   st->index_stale = index_stale_;
   st->index_recall_estimate = index_->recall_estimate();
+  st->index_coarse_recall = index_->coarse_recall();
+  st->index_candidates = int64_t(index_->default_oversampling()) * SearchOptions().k;
+  st->index_fit_seconds = index_->fit_seconds();
   st->index_nprobe = index_->default_knobs().nprobe;
   st->index_ef_search = index_->default_knobs().ef_search;
   st->index_note = index_note_;
@@ -351,10 +362,13 @@ Status IndexKeeper::Measure(const std::vector<uint8_t>& rows, const std::vector<
   const int64_t n = int64_t(ids.size());
   const double fraction = policy.recheck_fraction > 0 ? policy.recheck_fraction : 0.1;
   const int64_t newest = std::max<int64_t>(kMinQueryRows, int64_t(std::ceil(fraction * double(n))));
+  // Stage 1's recall of the exact coarse top-100, as the fit measured it at
+  // training (upkeep_.fitted_recall): a drift measure, cheap next to the fit's
+  // exhaustive scoring, that a retrain (which fits again) repairs.
   const SearchOptions defaults;
   std::vector<double> recalls;
   HEDGEDB_RETURN_IF_ERROR(
-      index_->MeasureRecall(rows.data(), ids.data(), n, int64_t(defaults.k) * defaults.oversampling,
+      index_->MeasureRecall(rows.data(), ids.data(), n, int64_t(defaults.k) * kDefaultOversampling,
                             std::max<int64_t>(0, n - newest), ladder, &recalls));
   check->recall = recalls.front();
   check->threshold = RepairBelow(policy);
@@ -362,11 +376,15 @@ Status IndexKeeper::Measure(const std::vector<uint8_t>& rows, const std::vector<
   check->best_recall = recalls.back();
   if (check->recall >= check->threshold) return Status::OK();
   check->retrain = true;
-  // Above the tuning target the old index serves well enough while the new
-  // one trains; below it, a wider probe holds recall meanwhile.
-  if (check->recall >= kTargetStageOneRecall) return Status::OK();
+  // Above the tuning target (or what the fit left, if lower) the old index
+  // serves well enough while the new one trains; below it, a wider probe
+  // holds recall meanwhile.
+  const double restore = std::isnan(upkeep_.fitted_recall)
+                             ? kTargetStageOneRecall
+                             : std::min(kTargetStageOneRecall, upkeep_.fitted_recall);
+  if (check->recall >= restore) return Status::OK();
   for (size_t i = 1; i < ladder.size(); ++i) {
-    if (recalls[i] >= kTargetStageOneRecall) {
+    if (recalls[i] >= restore) {
       check->retuned_knob = ladder[i].nprobe;
       check->retuned_recall = recalls[i];
       break;
@@ -401,7 +419,7 @@ void IndexKeeper::RecordCheck(const UpkeepCheck& check, const std::string& faile
   upkeep_.checked_time = int64_t(std::time(nullptr));
   upkeep_.checked_recall = check.recall;
   if (!check.retrain) {
-    index_->set_recall_estimate(check.recall);
+    index_->set_coarse_recall(check.recall);
     upkeep_.note = "checked at sequence " + std::to_string(check.sequence) + ": recall estimate " +
                    Fixed(check.recall, 3) + " at nprobe " + std::to_string(check.knob) + " after " +
                    Grouped(check.changes) + " changes";
@@ -413,7 +431,7 @@ void IndexKeeper::RecordCheck(const UpkeepCheck& check, const std::string& faile
     upkeep_.note += "; nprobe " + std::to_string(check.retuned_knob) + " finds " +
                     Fixed(check.retuned_recall, 3);
   } else {
-    index_->set_recall_estimate(check.recall);
+    index_->set_coarse_recall(check.recall);
   }
 }
 
@@ -428,7 +446,7 @@ Status IndexKeeper::BuildIndex(const CollectionSpec& spec, const std::vector<uin
   // FAISS's k-means samples what it needs (256 rows per list) of these.
   HEDGEDB_RETURN_IF_ERROR(fresh->Train(rows.data(), int64_t(ids.size())));
   HEDGEDB_RETURN_IF_ERROR(fresh->Add(rows.data(), int64_t(ids.size()), ids.data()));
-  HEDGEDB_RETURN_IF_ERROR(Tune(fresh.get(), rows, ids));
+  HEDGEDB_RETURN_IF_ERROR(Tune(spec, fresh.get(), rows, ids));
   *out = std::move(fresh);
   return Status::OK();
 }
@@ -445,7 +463,9 @@ index::IndexUpkeep IndexKeeper::AfterRetrain(const index::CoarseIndex& fresh,
   index::IndexUpkeep u = upkeep_;
   u.changes_since_check = 0;
   u.fitted_knob = fresh.default_knobs().nprobe;
-  u.fitted_recall = fresh.recall_estimate();
+  u.fitted_recall = fresh.coarse_recall();
+  u.coarse_recall = fresh.coarse_recall();
+  u.oversampling = fresh.default_oversampling();
   ++u.retrains;
   u.checked_sequence = u.retrained_sequence = meta_->sequence;
   u.checked_time = u.retrained_time = now;
@@ -456,9 +476,16 @@ index::IndexUpkeep IndexKeeper::AfterRetrain(const index::CoarseIndex& fresh,
         ", " + Fixed(check.best_recall, 3) + " at nprobe " + std::to_string(check.best_knob);
   }
   u.note = "retrained at sequence " + std::to_string(meta_->sequence) + ": " + u.retrain_reason +
-           "; the new index finds " + Fixed(fresh.recall_estimate(), 3) + " at nprobe " +
+           "; the new index finds " + Fixed(fresh.coarse_recall(), 3) + " at nprobe " +
            std::to_string(fresh.default_knobs().nprobe);
   return u;
+}
+
+std::string IndexKeeper::UpkeepRecord() const {
+  index::IndexUpkeep u = upkeep_;
+  u.coarse_recall = index_->coarse_recall();
+  u.oversampling = index_->default_oversampling();
+  return index::EncodeIndexUpkeep(u);
 }
 
 void IndexKeeper::LoadUpkeep(const std::string& record, uint64_t file_sequence) {
@@ -467,8 +494,13 @@ void IndexKeeper::LoadUpkeep(const std::string& record, uint64_t file_sequence) 
   const Status s = index::DecodeIndexUpkeep(record, index_path_, &u);
   if (!s.ok()) {
     upkeep_.note = "upkeep record not read (counting starts again): " + s.ToString();
+    // Without the fitted candidates the header's estimate says nothing:
+    // forget it, so that the next save fits again (Save).
+    index_->RestoreFit(0, std::numeric_limits<double>::quiet_NaN(), index_->coarse_recall());
     return;
   }
+  // The fit belongs to the index, whatever the counting below keeps.
+  index_->RestoreFit(u.oversampling, index_->recall_estimate(), u.coarse_recall);
   if (u.checked_sequence > file_sequence || u.retrained_sequence > file_sequence) {
     // Saved with the index at file_sequence, it cannot tell of later checks.
     upkeep_.note =

@@ -37,10 +37,11 @@ struct UpkeepPolicy {
   // Check once inserted + removed vectors since the last check (or training)
   // reach this fraction of the live items; 0: never.
   double recheck_fraction = 0.1;
-  // A measured stage-1 recall below this (or below the estimate fitted at
-  // training less 0.02, if that is lower) is repaired: the index is
-  // retrained, and meanwhile, if it is under the tuning target, nprobe is
-  // raised (up to twice the fitted one) where that reaches the target.
+  // A measured stage-1 (coarse) recall below this (or below the coarse
+  // recall the fit measured at training less 0.02, if that is lower) is
+  // repaired: the index is retrained, and meanwhile, if it is under 0.95 (or
+  // the fit's coarse recall, if lower), nprobe is raised (up to twice the
+  // fitted one) where that reaches it.
   double retrain_recall = 0.97;
   // Run a due check (and retrain) inside the write that made it due.
   bool run_inline = false;
@@ -190,18 +191,21 @@ class IndexKeeper {
   Status Rebuild();
   // Save where a failure must not fail the open (note() says).
   void SaveOnOpen();
-  // Fits the index's default search knobs to these rows (all live rows).
-  static Status Tune(index::CoarseIndex* index, const std::vector<uint8_t>& rows,
-                     const std::vector<int64_t>& ids);
+  // Fits the index's default search knobs and candidate count to these rows
+  // (all live rows) for the final recall of a default search
+  // (query/knob_fit.h).
+  static Status Tune(const CollectionSpec& spec, index::CoarseIndex* index,
+                     const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids);
   Status Tune(const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids) {
-    return Tune(index_.get(), rows, ids);
+    return Tune(meta_->spec, index_.get(), rows, ids);
   }
   // The index is new or freshly trained: the count restarts and the ladder's
   // budget is its fitted nprobe.
   void IndexFitted();
-  // The recall estimate below which a check repairs the index: the policy's,
-  // or 0.02 under the estimate fitted at training if that is lower; a policy
-  // of 1 repairs at every check.
+  // The coarse recall below which a check repairs the index: the policy's,
+  // or 0.02 under the coarse recall the fit measured at training if that is
+  // lower; a policy of 1 repairs at every check. (The checks keep stage 1's
+  // coarse measure for drift: the fit's exhaustive truth costs far more.)
   double RepairBelow(const UpkeepPolicy& policy) const;
 
   const storage::CollectionMeta* const meta_;
@@ -232,7 +236,8 @@ class IndexKeeper {
   // (the upkeep starts from nothing, as with a file of before version 3).
   void LoadUpkeep(const std::string& record, uint64_t file_sequence);
   // The encoded record of the current upkeep (what Save writes).
-  std::string UpkeepRecord() const { return index::EncodeIndexUpkeep(upkeep_); }
+  // upkeep_ with the index's fit (coarse recall, oversampling), encoded.
+  std::string UpkeepRecord() const;
   // What the upkeep becomes when `fresh`, retrained for `check`, is adopted at
   // the meta's sequence (SaveIndex writes it, AdoptIndex applies it).
   index::IndexUpkeep AfterRetrain(const index::CoarseIndex& fresh, const UpkeepCheck& check,

@@ -39,6 +39,17 @@ constexpr int kMaxFilteredEfSearch = kMaxEfSearch;
 constexpr double kGraphPostFilterFraction = 0.25;
 constexpr int64_t kExactFilterRowsGraph = 16384;
 
+// The stage-1 candidate count a top-k search asks for: the explicit one, else
+// k x the explicit oversampling, else k x the index's fitted oversampling
+// (kDefaultOversampling where none is fitted).
+int64_t DefaultCandidates(const SearchOptions& options, const index::CoarseIndex& index) {
+  if (options.candidates > 0) return options.candidates;
+  int oversampling = options.oversampling;
+  if (oversampling <= 0) oversampling = index.default_oversampling();
+  if (oversampling <= 0) oversampling = kDefaultOversampling;
+  return int64_t(options.k) * oversampling;
+}
+
 }  // namespace
 
 Searcher::Searcher(const SearchState& s)
@@ -96,7 +107,9 @@ Status Searcher::Plan(const CollectionSpec& s, const EmbeddingView& queries,
     return Status::InvalidArgument("max-results must be >= 1");
   }
   if (options.candidates < 0) return Status::InvalidArgument("candidates must be >= 0");
-  if (options.oversampling < 1) return Status::InvalidArgument("oversampling must be >= 1");
+  if (options.oversampling < 0) {
+    return Status::InvalidArgument("oversampling must be >= 1 (or 0: the collection's default)");
+  }
   if (options.nprobe < 0 || options.ef_search < 0) {
     return Status::InvalidArgument("nprobe and ef-search must be >= 0");
   }
@@ -799,8 +812,7 @@ Status Searcher::Run(SearchPlan* plan, const SearchOptions& options,
       errors[q] = ThresholdSearch(*plan, at, q, exhaustive, passing.get(), &(*results)[q]);
     }
   } else if (passing) {
-    const int64_t kprime =
-        options.candidates > 0 ? options.candidates : int64_t(options.k) * options.oversampling;
+    const int64_t kprime = DefaultCandidates(options, *index_);
     // Few passing items: scoring them all is exact and about as cheap.
     const bool all_passing =
         exhaustive || int64_t(passing->rows.size()) <= std::max(kprime, index_->shape().graph_only()
@@ -825,8 +837,7 @@ Status Searcher::Run(SearchPlan* plan, const SearchOptions& options,
     RescoreSameRows(*plan, options, live_rows_, results, &errors);
   } else {
     const int64_t slots = std::max<int64_t>(index_->ntotal(), 1);
-    const int64_t wanted =
-        options.candidates > 0 ? options.candidates : int64_t(options.k) * options.oversampling;
+    const int64_t wanted = DefaultCandidates(options, *index_);
     // Tombstones can take candidate slots: ask for that many more.
     const int64_t kprime = std::min<int64_t>(std::min(wanted, slots) + tombstones_, slots);
     // Every query gets min(k, live) hits.

@@ -30,8 +30,9 @@ void AddSearchFlags(CLI::App* cmd, SearchFlags* flags) {
                                             "Stage-1 candidate count (default: k * --oversampling)")
                                 ->check(Positive());
   cmd->add_option("--oversampling", o.oversampling,
-                  "Candidates per result when --candidates is not given")
-      ->capture_default_str()
+                  "Candidates per result when --candidates is not given (default: the count "
+                  "fitted with the collection's index, stats' index_candidates / 10; 10 where "
+                  "none is fitted)")
       ->check(Positive());
   cmd->add_flag("--exhaustive", o.exhaustive,
                 "Score every item exactly, skipping FAISS (the ground truth)")

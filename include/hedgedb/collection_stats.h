@@ -68,15 +68,28 @@ struct CollectionStats {
   // Bytes of rows mapped from the snapshot file (the rest of the rows are in
   // the process's memory).
   int64_t arena_mapped_bytes = 0;
-  // The default stage-1 settings (0: not an IVF / HNSW index), fitted to the
-  // data when the index is trained: the smallest nprobe or efSearch, doubling
-  // from 8 (or nlist / 64) and 64, at which stage 1 finds at least 95% of the
-  // exact coarse top-100 for 100 of the collection's own items as queries.
+  // The default search settings (0: not an IVF / HNSW index), fitted to the
+  // data when the index is trained (query/knob_fit.h): nprobe or efSearch
+  // (doubling from 8, or nlist / 64, and 100) and the stage-1 candidate count
+  // at k = 10 (doubling from 100 to 1,600) of the cheapest pair at which a
+  // default search finds at least 99% of the exact top-10 by the default
+  // score, with 50 of the collection's own items as queries (each left out
+  // of its own truth and candidates). A search that
+  // leaves candidates and oversampling at 0 asks for k x index_candidates / 10.
   int index_nprobe = 0;
   int index_ef_search = 0;
-  // The fraction measured at those settings; NaN if never measured (codes,
-  // Flat, or an untrained index).
+  int64_t index_candidates = 0;  // 0: none fitted (searches use k x 10)
+  // The final recall@10 measured at those settings (the fraction of the
+  // exact top-10 they return); NaN if never fitted (codes, Flat, an
+  // untrained index, or a file from before the fit, which is fitted at the
+  // next save).
   double index_recall_estimate = std::numeric_limits<double>::quiet_NaN();
+  // Stage 1's recall at the default knobs: the fraction of the exact coarse
+  // top-100 it returns, measured by the fit and by each upkeep check below,
+  // which compare it with the fit's to see the index drift.
+  double index_coarse_recall = std::numeric_limits<double>::quiet_NaN();
+  // Seconds the last fit took in this process (0: none since open).
+  double index_fit_seconds = 0;
   // Upkeep of a trained IVF index while items come and go (docs/concepts.md,
   // "Coarse indexes"; Options::index_recheck_fraction): once the vectors
   // added or removed since the last check reach that fraction of the live

@@ -133,7 +133,10 @@ void VisitFields(const CollectionStats& stats, Visitor&& visit) {
   visit("index_stale", bool(stats.index_stale));
   visit("index_nprobe", int64_t(stats.index_nprobe));
   visit("index_ef_search", int64_t(stats.index_ef_search));
+  visit("index_candidates", int64_t(stats.index_candidates));
   visit("index_recall_estimate", double(stats.index_recall_estimate));
+  visit("index_coarse_recall", double(stats.index_coarse_recall));
+  visit("index_fit_seconds", double(stats.index_fit_seconds));
   visit("index_note", stats.index_note);
   visit("index_changes_since_check", int64_t(stats.index_changes_since_check));
   visit("index_checked_sequence", uint64_t(stats.index_checked_sequence));

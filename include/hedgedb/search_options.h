@@ -39,13 +39,21 @@ struct SearchFilter {
 // the widest a filtered or threshold search widens stage 1 to by itself.
 constexpr int kMaxEfSearch = 1 << 14;
 
+// Candidates per result where the collection's index has none fitted
+// (SearchOptions::oversampling 0).
+constexpr int kDefaultOversampling = 10;
+
 struct SearchOptions {
   // Number of results per query.
   int k = 10;
   ScoreType score = ScoreType::kDefault;
   // Stage-1 candidate count; 0 means k * oversampling.
   int64_t candidates = 0;
-  int oversampling = 10;
+  // Candidates per result; 0: the collection's default, fitted with its IVF
+  // or HNSW index to the final recall@k (CollectionStats::index_candidates,
+  // docs/concepts.md "Coarse indexes"), kDefaultOversampling (10) where none
+  // is fitted. An explicit candidates or oversampling wins over the fit.
+  int oversampling = 0;
   // Skip stage 1 and score every item exactly (the ground truth).
   bool exhaustive = false;
   // Monte Carlo samples per side; 0 uses the collection's default.

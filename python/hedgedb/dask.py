@@ -16,8 +16,10 @@ shard for its top k and merges them: the scores are exact and every shard
 has the collection's spec (its seed, hence its Monte Carlo sample bank), so
 with exhaustive=True the merged top k is the single-node top k, score for
 score. In a two-stage search each shard draws its own candidates, which
-include every single-node candidate that it holds: the merged answer is then
-at least as good at every rank. A shard that
+include every single-node candidate that it holds when `candidates` is
+given: the merged answer is then at least as good at every rank. (Left at 0,
+each shard asks for the count fitted with its own index, stats'
+index_candidates, as a single node does with its own.) A shard that
 fails (its worker died, its database refused) makes the whole call raise
 hedgedb.Error naming the shard: never a silently short answer. A shard that
 is lost (not a refusal: a dead worker, a lost actor, no answer in time) also

@@ -1114,7 +1114,10 @@ TEST_P(ThresholdSearch, MatchesAnExhaustiveScan) {
   one_thread.threads = 1;
   std::unique_ptr<DB> db = DbWith(dir, spec, ClusteredBatch(spec, 3000, 30, 16), one_thread);
   ASSERT_TRUE(db->Flush().ok());  // trains the index
-  ASSERT_TRUE(StatsOf(db.get(), "c").index_trained);
+  const CollectionStats st = StatsOf(db.get(), "c");
+  ASSERT_TRUE(st.index_trained);
+  std::printf("%s: fitted nprobe %d, efSearch %d, %lld candidates\n", GetParam().c_str(),
+              st.index_nprobe, st.index_ef_search, (long long)st.index_candidates);
   ASSERT_TRUE(db->Calibrate("c", CalibrateOptions(), nullptr).ok());
   const testing::Batch queries = ClusteredBatch(spec, 40, 30, 17);
   for (double p : {0.9, 0.5, 0.2, 0.05}) {

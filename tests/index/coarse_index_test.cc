@@ -211,7 +211,7 @@ TEST(VectorIndexTest, MeasureRecallIsTheExactTopsFractionAtEachKnob) {
   std::vector<double> recalls;
   ASSERT_TRUE(index->MeasureRecall(rows.data(), ids.data(), n, k, 0, knobs, &recalls).ok());
   ASSERT_EQ(recalls.size(), 3u);
-  EXPECT_DOUBLE_EQ(recalls[1], index->recall_estimate());  // the same measurement
+  EXPECT_DOUBLE_EQ(recalls[1], index->coarse_recall());  // the same measurement
   EXPECT_DOUBLE_EQ(recalls[2], 1.0);
   EXPECT_LT(recalls[0], recalls[1]);
   // Brute force: queries rows first + q * span / 100, exact top-100 by L2.

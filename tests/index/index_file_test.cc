@@ -70,6 +70,8 @@ TEST(IndexFileTest, SplitsTheUpkeepRecordAndReadsVersionTwo) {
   u.fitted_recall = 0.991;
   u.retrain_reason = "recall estimate 0.900 < 0.970";
   u.note = "checked at sequence 17";
+  u.coarse_recall = 0.8712;
+  u.oversampling = 40;
   const std::string payload = EncodeUpkeepPrefix(EncodeIndexUpkeep(u)) + kBlob;
   const std::string file = EncodeIndexFileHeader(9500, 17, 77, payload) + payload;
   IndexFileHeader parsed;
@@ -83,6 +85,8 @@ TEST(IndexFileTest, SplitsTheUpkeepRecordAndReadsVersionTwo) {
   EXPECT_EQ(back.changes_since_check, 4321);
   EXPECT_EQ(back.checked_sequence, 17u);
   EXPECT_EQ(back.checked_time, 1790000000);
+  EXPECT_EQ(back.coarse_recall, 0.8712);
+  EXPECT_EQ(back.oversampling, 40);
   EXPECT_EQ(back.checked_recall, 0.962);
   EXPECT_EQ(back.retrained_sequence, 15u);
   EXPECT_EQ(back.retrained_time, 1780000000);

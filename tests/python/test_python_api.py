@@ -518,7 +518,11 @@ def test_index_upkeep_retrains_a_drifted_collection_and_stats_say_so(tmp_path):
         return mean.astype(np.float32), rng.uniform(0.02, 0.2, (m, d)).astype(np.float32)
 
     def recall(db, qm, qv):
-        got = db.search("c", mean=qm, var=qv, k=10, with_uncertainty=False).ids
+        # nprobe 8 and 100 candidates, where the lists limit stage 1: the
+        # default search's fit probes wider at this size, which would hide
+        # the drift (tests/engine/churn_test.cc).
+        got = db.search("c", mean=qm, var=qv, k=10, nprobe=8, candidates=100,
+                        with_uncertainty=False).ids
         exact = db.search("c", mean=qm, var=qv, k=10, exhaustive=True,
                           with_uncertainty=False).ids
         return np.mean([len(set(g) & set(e)) / 10 for g, e in zip(got, exact)])
@@ -563,3 +567,32 @@ def test_index_upkeep_retrains_a_drifted_collection_and_stats_say_so(tmp_path):
     for bad in ({"index_recheck_fraction": -1.0}, {"index_retrain_recall": 1.5}):
         with pytest.raises(hedgedb.Error, match=next(iter(bad))):
             hedgedb.open(str(tmp_path / "bad"), **bad)
+
+
+def test_default_search_uses_the_fitted_candidates_and_explicit_ones_win(tmp_path):
+    # The collection fits nprobe and the candidate count to the final
+    # recall@10 when its index trains (docs/concepts.md, "Coarse indexes";
+    # tests/engine/default_search_fit_test.cc is the C++ side): Python's
+    # candidates=0 is that default, an explicit count wins, a negative one is
+    # refused as the CLI refuses it.
+    rng = np.random.default_rng(1)
+    n, d = 4000, 8
+    mean = rng.normal(size=(n, d)).astype(np.float32)
+    var = rng.uniform(0.05, 1.5, (n, d)).astype(np.float32)
+    with hedgedb.open(str(tmp_path / "db")) as db:
+        db.create_collection("c", kind="gaussian", dim=d, index="IVF16,Flat", match_a=1.0,
+                             match_b=1.0)
+        db.ingest("c", mean=mean, var=var, ids=np.arange(n, dtype=np.int64))
+        db.flush()
+        st = db.stats("c")
+        # Dense items of varied variance: more than the 100 of 10 x k (200).
+        assert st["index_candidates"] > 100 and st["index_candidates"] % 10 == 0
+        assert 0 <= st["index_recall_estimate"] <= 1 and 0 <= st["index_coarse_recall"] <= 1
+        assert st["index_fit_seconds"] > 0
+        r = db.search("c", mean=mean[:3], var=var[:3], k=10, with_uncertainty=False)
+        assert list(r.scored) == [st["index_candidates"]] * 3
+        r = db.search("c", mean=mean[:3], var=var[:3], k=10, candidates=30,
+                      with_uncertainty=False)
+        assert list(r.scored) == [30] * 3
+        with pytest.raises(hedgedb.InvalidArgumentError, match="candidates must be >= 0"):
+            db.search("c", mean=mean[:1], var=var[:1], k=10, candidates=-1)

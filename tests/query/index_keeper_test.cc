@@ -410,6 +410,10 @@ TEST_F(IndexKeeperTest, GraphIsTunedAtItsFirstSaveWithEnoughRows) {
   EXPECT_EQ(reopened.open_mode(), "loaded");
   EXPECT_EQ(reopened.index().recall_estimate(), recall);
   EXPECT_EQ(reopened.index().default_knobs().ef_search, ef);
+  // And the fitted candidates (at least the 10 x k it starts from).
+  EXPECT_GE(keeper.index().default_oversampling(), 10);
+  EXPECT_EQ(reopened.index().default_oversampling(), keeper.index().default_oversampling());
+  EXPECT_EQ(reopened.index().coarse_recall(), keeper.index().coarse_recall());
 }
 
 }  // namespace

@@ -1,0 +1,269 @@
+// The fit of the default search (query/knob_fit.h): when the coarse order
+// and the score's order differ enough that the top-100 coarse candidates
+// miss the true top-10, the collection fits a larger candidate count, and a
+// search that leaves candidates and oversampling at their defaults reaches
+// the target final recall@10 (against the exhaustive search, independent of
+// the fit's own truth); the fitted values survive a reopen; explicit
+// candidates or oversampling win; an index file from before the fit (format
+// version 2) still opens, searches with 10 x k, and is fitted at its next save.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine_test_util.h"
+#include "index/index_file.h"
+#include "query/knob_fit.h"
+
+namespace hedgedb {
+namespace testing {
+namespace {
+
+constexpr int kDim = 8;
+constexpr int64_t kItems = 20000;  // IVF64 trains at 39 x 64 = 2,496 items
+
+CollectionSpec DenseSpec() {
+  CollectionSpec spec;
+  spec.name = "dense";
+  spec.kind = Kind::kGaussian;  // default score: mc
+  spec.dim = kDim;
+  spec.index_factory = "IVF64,Flat";
+  return spec;
+}
+
+// Gaussians of widely varying variance packed densely around one centre:
+// many items at nearly the same coarse distance ([mu, sqrt(tr S)] against
+// [mu_q, 0]) whose Monte Carlo match scores differ, so the exact top-10 by
+// score lies deeper than the 100 nearest coarse vectors.
+Batch Dense(int64_t n, int64_t first_id, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> var(0.05f, 1.5f);
+  Batch b;
+  b.n = n;
+  for (int64_t i = 0; i < n; ++i) {
+    b.ids.push_back(first_id + i);
+    for (int d = 0; d < kDim; ++d) {
+      b.mean.push_back(normal(rng));
+      b.var.push_back(var(rng));
+    }
+  }
+  return b;
+}
+
+// Rows `rows` of `items` as queries.
+Batch Pick(const Batch& items, const std::vector<int64_t>& rows) {
+  Batch q;
+  q.n = int64_t(rows.size());
+  for (int64_t r : rows) {
+    q.mean.insert(q.mean.end(), items.mean.begin() + r * kDim, items.mean.begin() + (r + 1) * kDim);
+    q.var.insert(q.var.end(), items.var.begin() + r * kDim, items.var.begin() + (r + 1) * kDim);
+  }
+  return q;
+}
+
+// The fraction of the exhaustive search's top-10 that a search with
+// `options` returns.
+double RecallAt10(DB* db, const Batch& queries, SearchOptions options) {
+  options.k = 10;
+  options.with_uncertainty = false;
+  std::vector<SearchResult> found, exact;
+  EXPECT_TRUE(db->Search("dense", queries.view(), options, &found).ok());
+  SearchOptions all = options;
+  all.exhaustive = true;
+  all.candidates = 0;
+  all.oversampling = 0;
+  EXPECT_TRUE(db->Search("dense", queries.view(), all, &exact).ok());
+  int64_t hits = 0, total = 0;
+  for (size_t q = 0; q < exact.size(); ++q) {
+    std::set<int64_t> truth;
+    for (const SearchHit& h : exact[q].hits) truth.insert(h.id);
+    total += int64_t(truth.size());
+    for (const SearchHit& h : found[q].hits) hits += int64_t(truth.count(h.id));
+  }
+  return total ? double(hits) / double(total) : 1.0;
+}
+
+SearchOptions Candidates(int64_t c) {
+  SearchOptions o;
+  o.candidates = c;
+  return o;
+}
+
+// Queries: 100 new items drawn as the collection's were (not in it), and 50
+// of the collection's own items other than the fit's (rows q * n / 50).
+struct Queries {
+  Batch fresh, own;
+};
+
+Queries QueriesOf(const Batch& items) {
+  std::vector<int64_t> own_rows;
+  for (int64_t q = 0; q < query::kFitQueries; ++q) {
+    own_rows.push_back(q * kItems / query::kFitQueries + kItems / query::kFitQueries / 2);
+  }
+  return {Dense(100, kItems * 10, 11), Pick(items, own_rows)};
+}
+
+std::string IndexFile(const std::string& dir) {
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/index")) {
+    if (e.path().extension() == ".hidx") return e.path().string();
+  }
+  ADD_FAILURE() << "no index file";
+  return "";
+}
+
+TEST(DefaultSearchFitTest, FitsMoreCandidatesWhereTheCoarseOrderMissesTheTopTen) {
+  TempDir dir;
+  Options options;
+  options.index_recheck_fraction = 0;  // the fit at training only
+  auto db = OpenDb(dir.path(), options);
+  ASSERT_TRUE(db->CreateCollection(DenseSpec()).ok());
+  const Batch items = Dense(kItems, 0, 3);
+  ASSERT_TRUE(db->Ingest("dense", items.ingest(), nullptr).ok());
+  ASSERT_TRUE(db->Flush().ok());  // trains, fits, saves
+  const Queries queries = QueriesOf(items);
+
+  // The data is what the fit is for: 100 candidates miss the true top-10
+  // however many lists are probed.
+  SearchOptions all_lists = Candidates(100);
+  all_lists.nprobe = 64;
+  const double at_100 = RecallAt10(db.get(), queries.fresh, all_lists);
+  EXPECT_LT(at_100, query::kTargetFinalRecall - 0.03);
+
+  const CollectionStats st = StatsOf(db.get(), "dense");
+  EXPECT_GT(st.index_candidates, 100);
+  EXPECT_LE(st.index_candidates, 1600);
+  EXPECT_GT(st.index_nprobe, 0);
+  EXPECT_GE(st.index_recall_estimate, query::kTargetFinalRecall);
+  EXPECT_GT(st.index_fit_seconds, 0);
+  EXPECT_TRUE(std::isfinite(st.index_coarse_recall));
+
+  // The default search reaches the target (up to the sampling noise of the
+  // fit's 50 queries) on queries the fit did not see, checked against the
+  // exhaustive search; it is what the fitted candidates give, not 10 x k.
+  const double by_default = RecallAt10(db.get(), queries.fresh, SearchOptions());
+  EXPECT_GE(by_default, query::kTargetFinalRecall - 0.015);
+  EXPECT_GE(RecallAt10(db.get(), queries.own, SearchOptions()), query::kTargetFinalRecall - 0.015);
+  EXPECT_DOUBLE_EQ(by_default,
+                   RecallAt10(db.get(), queries.fresh, Candidates(st.index_candidates)));
+  EXPECT_GT(by_default, RecallAt10(db.get(), queries.fresh, Candidates(100)) + 0.03);
+  // For the record (--gtest_output=xml).
+  RecordProperty("recall_at_100_candidates", std::to_string(at_100));
+  RecordProperty("fitted_candidates", std::to_string(st.index_candidates));
+  RecordProperty("fitted_nprobe", std::to_string(st.index_nprobe));
+  RecordProperty("recall_by_default", std::to_string(by_default));
+  RecordProperty("coarse_recall", std::to_string(st.index_coarse_recall));
+
+  // Explicit candidates or oversampling win over the fit.
+  SearchOptions one;
+  one.k = 10;
+  one.with_uncertainty = false;
+  std::vector<SearchResult> res;
+  one.candidates = 10;
+  ASSERT_TRUE(db->Search("dense", queries.fresh.view(), one, &res).ok());
+  EXPECT_EQ(res[0].scored, 10);
+  one.candidates = 0;
+  one.oversampling = 3;
+  ASSERT_TRUE(db->Search("dense", queries.fresh.view(), one, &res).ok());
+  EXPECT_EQ(res[0].scored, 30);
+  one.oversampling = 0;
+  ASSERT_TRUE(db->Search("dense", queries.fresh.view(), one, &res).ok());
+  EXPECT_EQ(res[0].scored, st.index_candidates);
+  one.oversampling = -1;
+  EXPECT_TRUE(db->Search("dense", queries.fresh.view(), one, &res).IsInvalidArgument());
+
+  // The fit is saved with the index: a reopen loads it.
+  db.reset();
+  db = OpenDb(dir.path(), options);
+  const CollectionStats again = StatsOf(db.get(), "dense");
+  EXPECT_EQ(again.index_note, "");
+  EXPECT_EQ(again.index_candidates, st.index_candidates);
+  EXPECT_EQ(again.index_nprobe, st.index_nprobe);
+  EXPECT_EQ(again.index_recall_estimate, st.index_recall_estimate);
+  EXPECT_EQ(again.index_coarse_recall, st.index_coarse_recall);
+  EXPECT_EQ(again.index_fit_seconds, 0);  // not fitted in this process
+  EXPECT_DOUBLE_EQ(RecallAt10(db.get(), queries.fresh, SearchOptions()), by_default);
+}
+
+TEST(DefaultSearchFitTest, AnIndexFileFromBeforeTheFitOpensAndIsFittedAtItsNextSave) {
+  TempDir dir;
+  Options options;
+  options.index_recheck_fraction = 0;
+  const Batch items = Dense(kItems, 0, 3);
+  const Queries queries = QueriesOf(items);
+  CollectionStats fitted;
+  {
+    auto db = OpenDb(dir.path(), options);
+    ASSERT_TRUE(db->CreateCollection(DenseSpec()).ok());
+    ASSERT_TRUE(db->Ingest("dense", items.ingest(), nullptr).ok());
+    ASSERT_TRUE(db->Flush().ok());
+    fitted = StatsOf(db.get(), "dense");
+  }
+  // Rewrite the file as a build before version 3 wrote it: the same FAISS
+  // blob, sequence and binding; its one recall was stage 1's.
+  const std::string path = IndexFile(dir.path());
+  std::string file;
+  {
+    std::ifstream in(path, std::ios::binary);
+    file.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  // The header, and the payload split into the upkeep record and the blob.
+  auto split = [&path](const std::string& bytes, index::IndexFileHeader* h, std::string* record,
+                       std::string* blob) {
+    const std::string_view header(bytes.data(), index::kIndexHeaderBytes);
+    ASSERT_TRUE(index::ParseIndexFileHeader(header, bytes.size(), path, h).ok());
+    const std::string_view payload = std::string_view(bytes).substr(index::kIndexHeaderBytes);
+    std::string_view r, b;
+    ASSERT_TRUE(index::SplitIndexPayload(*h, payload, path, &r, &b).ok());
+    *record = std::string(r);
+    *blob = std::string(b);
+  };
+  index::IndexFileHeader parsed;
+  std::string record, blob;
+  split(file, &parsed, &record, &blob);
+  ASSERT_EQ(parsed.version, 3u);
+  {
+    const uint32_t coarse_bp = uint32_t(std::lround(fitted.index_coarse_recall * 10000));
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << index::EncodeIndexFileHeader(coarse_bp, parsed.sequence, parsed.binding, blob, 2)
+        << blob;
+  }
+  auto db = OpenDb(dir.path(), options);
+  CollectionStats old = StatsOf(db.get(), "dense");
+  EXPECT_EQ(old.index_note, "");  // loaded, not rebuilt
+  EXPECT_TRUE(old.index_trained);
+  EXPECT_EQ(old.index_nprobe, fitted.index_nprobe);
+  EXPECT_EQ(old.index_candidates, 0);  // none fitted: searches ask for 10 x k
+  EXPECT_TRUE(std::isnan(old.index_recall_estimate));
+  EXPECT_EQ(old.index_coarse_recall, fitted.index_coarse_recall);
+  std::vector<SearchResult> res;
+  SearchOptions defaults;
+  ASSERT_TRUE(db->Search("dense", queries.fresh.view(), defaults, &res).ok());
+  EXPECT_EQ(res[0].scored, 100);
+  // The next save fits the candidates.
+  const Batch more = Dense(10, kItems, 4);
+  ASSERT_TRUE(db->Ingest("dense", more.ingest(), nullptr).ok());
+  ASSERT_TRUE(db->Flush().ok());
+  const CollectionStats refit = StatsOf(db.get(), "dense");
+  EXPECT_GT(refit.index_candidates, 100);
+  EXPECT_GE(refit.index_recall_estimate, query::kTargetFinalRecall);
+  std::string rewritten;
+  {
+    std::ifstream in(path, std::ios::binary);
+    rewritten.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  split(rewritten, &parsed, &record, &blob);
+  EXPECT_EQ(parsed.version, 3u);
+  index::IndexUpkeep upkeep;
+  ASSERT_TRUE(index::DecodeIndexUpkeep(record, path, &upkeep).ok());
+  EXPECT_EQ(upkeep.oversampling * 10, refit.index_candidates);
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace hedgedb
