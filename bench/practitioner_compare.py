@@ -15,13 +15,20 @@ likelihood score, from an exhaustive hedgedb search.
 
 The pipelines, all on one thread (torch, FAISS's OpenMP, hedgedb threads=1):
   hedgedb          two-stage search (its IVF index, then exact MC rescoring),
-                   swept over nprobe and the candidate count;
+                   swept over nprobe and the candidate count; the index is
+                   the collection's default (IVF1024,Flat) or --index's
+                   factory, e.g. IVF1024,SQ8 (8-bit lists: a quarter of the
+                   bytes a query reads);
   faiss+torch      FAISS IndexIVFFlat on the means (same list count as the
                    collection's index) for C candidates, then Monte Carlo
                    rescoring in PyTorch with the same sample banks (mls:
                    the closed form in PyTorch, float32);
   hnswlib+torch    hnswlib (M 16, ef_construction 200) on the means for C
                    candidates, then the same rescoring;
+  faiss sq8+torch  with --index ...,SQ8 only: FAISS IndexIVFScalarQuantizer
+                   (QT_8bit, residuals, the same list count) on the means,
+                   then the same rescoring: the practitioner's pipeline with
+                   the same list encoding as hedgedb's;
   faiss means      FAISS IVF top-10 on the means alone (no rescoring: what a
                    point-embedding database returns).
 The sample banks are hedgedb's own (docs/concepts.md, "Determinism":
@@ -197,6 +204,9 @@ def main():
     parser.add_argument("--score", choices=("mc", "mls"), default="mc",
                         help="the score of the target and of every rescoring (default mc)")
     parser.add_argument("--out", required=True, help="directory for compare.json and compare.png")
+    parser.add_argument("--index", default="",
+                        help="hedgedb's index factory, an IVF one (default: the collection's "
+                             "default); the outputs' names carry it: compare-IVF1024_SQ8.*")
     parser.add_argument("--quick", action="store_true",
                         help="fewer configurations (a check that the script runs)")
     args = parser.parse_args()
@@ -227,7 +237,7 @@ def main():
             hedgedb.open(work + "/db", threads=1) as db:
         start = time.perf_counter()
         db.create_collection("g", kind="gaussian", dim=args.dim, match_a=a, match_b=b,
-                             samples=args.samples, seed=seed)
+                             samples=args.samples, seed=seed, index=args.index)
         ids = np.arange(args.items, dtype=np.int64)
         for first in range(0, args.items, 100000):
             db.ingest("g", mean=mean[first:first + 100000], var=var[first:first + 100000],
@@ -240,6 +250,7 @@ def main():
                      f"{stats['index_trained']}: this comparison needs a trained IVF index "
                      "(more items)")
         nlist = int(described.group(1))
+        sq8 = stats["index_description"].endswith(",SQ8")
         print(f"hedgedb: {args.items} items ingested and indexed in "
               f"{time.perf_counter() - start:.1f} s; index {stats['index_description']}, "
               f"tuned nprobe {stats['index_nprobe']}", file=sys.stderr)
@@ -272,6 +283,15 @@ def main():
         ivf.train(mean[rng.choice(args.items, min(args.items, 256 * nlist), replace=False)])
         ivf.add(mean)
         faiss_build = time.perf_counter() - start
+        # The same list encoding as hedgedb's, where hedgedb's lists are SQ8.
+        ivf_sq8 = None
+        if sq8:
+            ivf_sq8 = faiss.IndexIVFScalarQuantizer(quantizer, args.dim, nlist,
+                                                    faiss.ScalarQuantizer.QT_8bit,
+                                                    faiss.METRIC_L2)
+            ivf_sq8.train(mean[rng.choice(args.items, min(args.items, 256 * nlist),
+                                          replace=False)])
+            ivf_sq8.add(mean)
         start = time.perf_counter()
         hnsw = hnswlib.Index(space="l2", dim=args.dim)
         # The graph takes long to build at 1M on one thread (15 minutes): it
@@ -316,6 +336,13 @@ def main():
                 return rescore.top(qmean[lo:hi], qvar[lo:hi], cand.astype(np.int64), 10)[0]
             return f
 
+        def faiss_sq8_torch_run(nprobe, c):
+            def f(lo, hi):
+                ivf_sq8.nprobe = nprobe
+                _, cand = ivf_sq8.search(qmean[lo:hi], c)
+                return rescore.top(qmean[lo:hi], qvar[lo:hi], cand, 10)[0]
+            return f
+
         def means_run(nprobe):
             def f(lo, hi):
                 ivf.nprobe = nprobe
@@ -327,6 +354,9 @@ def main():
             for c in cands:
                 configs.append(("hedgedb", f"nprobe {nprobe}, candidates {c}", hedgedb_run(nprobe, c)))
                 configs.append(("faiss+torch", f"nprobe {nprobe}, C {c}", faiss_torch_run(nprobe, c)))
+                if sq8:
+                    configs.append(("faiss sq8+torch", f"nprobe {nprobe}, C {c}",
+                                    faiss_sq8_torch_run(nprobe, c)))
             configs.append(("faiss means", f"nprobe {nprobe}", means_run(nprobe)))
         for ef in efs:
             for c in cands:
@@ -357,17 +387,21 @@ def main():
                            "ms_per_query": 1000 * t})
     meta = {"items": args.items, "dim": args.dim, "queries": args.queries,
             "rounds": args.rounds, "batch": args.batch, "samples": args.samples,
-            "nlist": nlist, "cpu": cpu_model(), "threads": 1, "score": args.score,
+            "nlist": nlist, "index": stats["index_description"], "cpu": cpu_model(), "threads": 1, "score": args.score,
             "score_check_max_abs_diff": worst, "faiss": faiss.__version__,
             "torch": torch.__version__}
     stem = "compare" if args.score == "mc" else f"compare-{args.score}"
+    if args.index:
+        stem += "-" + re.sub(r"[^A-Za-z0-9]+", "_", args.index)
     with open(os.path.join(args.out, stem + ".json"), "w") as f:
         json.dump({"meta": meta, "points": points}, f, indent=1)
 
-    pipelines = ["hedgedb", "faiss+torch", "hnswlib+torch", "faiss means"]
+    others_of = ["faiss+torch"] + (["faiss sq8+torch"] if sq8 else []) + ["hnswlib+torch"]
+    pipelines = ["hedgedb"] + others_of + ["faiss means"]
     print(f"{args.items} Gaussians, D = {args.dim}, score {args.score}"
           + (f", K = {args.samples}" if args.score == "mc" else "")
-          + f", {args.queries} queries, {args.rounds} rounds, one thread; {meta['cpu']}")
+          + f", {args.queries} queries, {args.rounds} rounds, one thread; hedgedb's index "
+          f"{meta['index']}; {meta['cpu']}")
     for mode, title in (("one", "one query per call"), ("batch", f"batches of {args.batch}")):
         print(f"\n{title}: fastest configuration reaching each recall@10 (q/s)")
         print("| recall@10 >= | " + " | ".join(pipelines) + " | hedgedb / best other |")
@@ -380,7 +414,7 @@ def main():
                 best[p] = max(ok, key=lambda x: x["qps"]) if ok else None
             cells = [f"{best[p]['qps']:,.0f} ({best[p]['config']}; {best[p]['recall_at_10']:.3f})"
                      if best[p] else "-" for p in pipelines]
-            others = [best[p]["qps"] for p in pipelines[1:3] if best[p]]
+            others = [best[p]["qps"] for p in others_of if best[p]]
             ratio = (f"{best['hedgedb']['qps'] / max(others):.2f}"
                      if best["hedgedb"] and others else "-")
             print(f"| {level:.2f} | " + " | ".join(cells) + f" | {ratio} |")
@@ -394,7 +428,8 @@ def main():
         return
     fig, axes = plt.subplots(1, 2, figsize=(13, 5), sharey=True)
     styles = {"hedgedb": ("C3", "o"), "faiss+torch": ("C0", "s"),
-              "hnswlib+torch": ("C2", "^"), "faiss means": ("C7", "x")}
+              "hnswlib+torch": ("C2", "^"), "faiss means": ("C7", "x"),
+              "faiss sq8+torch": ("C1", "D")}
     for ax, (mode, title) in zip(axes, (("one", "one query per call"),
                                         ("batch", f"batches of {args.batch} queries"))):
         for p in pipelines:
@@ -419,7 +454,7 @@ def main():
     axes[0].legend(loc="lower left")
     fig.suptitle(f"{args.items:,} Gaussians, D = {args.dim}, score {args.score}"
                  + (f", K = {args.samples}" if args.score == "mc" else "") + ": "
-                 f"{meta['cpu']}", fontsize=10)
+                 f"hedgedb's index {meta['index']}; {meta['cpu']}", fontsize=10)
     fig.tight_layout()
     path = os.path.join(args.out, stem + ".png")
     fig.savefig(path, dpi=110)
