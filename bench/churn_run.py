@@ -51,6 +51,15 @@ between and after the rounds, or index_retrains grew meanwhile): a retrain
 takes a core from the searches, a cause of a high ratio other than the
 index itself. --no-reference times the churned collection alone.
 
+--during-retrain times every checkpoint while a retrain runs: it opens the
+churned collection with index_retrain_recall=1 (each check retrains; give
+--open-option index_retrain_recall=... to override), and just before the
+timing it upserts the newest live items again, unchanged (batches of
+--batch, so the live items and the exact top-10 stay the same), until a
+check has started a background retrain; retraining_probes then lists
+index_retraining before, between and after the rounds (how much of the
+timing the retrain covered), and retrain_upserts how many items it took.
+
 Prints one JSON object per checkpoint, then a Markdown table; --plot FILE
 draws recall and p99 over the stream (matplotlib). Default sizes finish in a
 few minutes on 2 cores.
@@ -168,6 +177,31 @@ def ratio_fields(churned, fresh):
                                2)}
 
 
+def start_retrain(db, name, window_mean, window_var, window_ids, batch):
+    """Upserts the newest live items again, unchanged, a batch at a time,
+    until the collection reports a background retrain running or done (a
+    check that the changes made due, with index_retrain_recall = 1, starts
+    one). Returns
+    the items upserted; raises if every live item went by without one."""
+    mean = np.concatenate(window_mean)[::-1]
+    var = np.concatenate(window_var)[::-1]
+    ids = np.concatenate(window_ids)[::-1]
+    done = 0
+    before = db.stats(name).get("index_retrains", 0)
+    while done < len(ids):
+        n = min(batch, len(ids) - done)
+        db.ingest(name, mean=np.ascontiguousarray(mean[done:done + n]),
+                  var=np.ascontiguousarray(var[done:done + n]),
+                  ids=np.ascontiguousarray(ids[done:done + n]), upsert=True)
+        done += n
+        st = db.stats(name)
+        # A small index may have retrained already (then the probes show it).
+        if st.get("index_retraining", False) or st.get("index_retrains", 0) > before:
+            return done
+    raise RuntimeError(f"no retrain started after upserting all {done} live items "
+                       "(is index_recheck_fraction 0, or index_retrain_recall below 1?)")
+
+
 def upkeep_fields(stats):
     """The stats that say how the index is kept (whatever this build reports)."""
     keys = ("index_recall_estimate", "index_nprobe", "index_vectors", "index_sequence")
@@ -199,6 +233,8 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--no-reference", action="store_true",
                         help="skip the freshly built collection at each checkpoint")
+    parser.add_argument("--during-retrain", action="store_true",
+                        help="time each checkpoint while a background retrain runs (see above)")
     parser.add_argument("--plot", help="PNG of recall and p99 over the stream")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--open-option", action="append", default=[], metavar="KEY=VALUE",
@@ -218,6 +254,8 @@ def main():
         parser.error(f"{args.dir} is not empty: give an empty --dir")
     os.makedirs(args.dir, exist_ok=True)
     open_kwargs = {"threads": args.threads}
+    if args.during_retrain:
+        open_kwargs["index_retrain_recall"] = 1.0
     for kv in args.open_option:
         key, _, value = kv.partition("=")
         try:
@@ -290,12 +328,17 @@ def main():
                                ids=all_ids[first:first + 100000])
                 ref.flush()
                 row["fresh_build_s"] = round(time.perf_counter() - t, 1)
+            if args.during_retrain:
+                row["retrain_upserts"] = start_retrain(db, "c", window_mean, window_var,
+                                                       window_ids, args.batch)
             # Whether the churned collection retrains while it is timed.
-            seen = {"retraining": False, "retrains": []}
+            seen = {"retraining": False, "retrains": [], "probes": []}
 
             def probe():
                 st = db.stats("c")
-                seen["retraining"] |= bool(st.get("index_retraining", False))
+                retraining = bool(st.get("index_retraining", False))
+                seen["retraining"] |= retraining
+                seen["probes"].append(retraining)
                 seen["retrains"].append(st.get("index_retrains", 0))
 
             targets = [(db, "c")] + ([(ref, "c")] if ref is not None else [])
@@ -304,6 +347,7 @@ def main():
             row.update(latency_fields(times[0]))
             row["retrain_during_timing"] = seen["retraining"] or \
                 len(set(seen["retrains"])) > 1
+            row["retraining_probes"] = "".join("R" if r else "-" for r in seen["probes"])
             row.update(upkeep_fields(db.stats("c")))
             if ref is not None:
                 fresh = {"recall_at_10": recall_at_10(ref, "c", qmean, qvar, exact),
@@ -326,7 +370,8 @@ def main():
     cols = ["inserted", "live", "recall_at_10", "fresh_recall_at_10", "p50_ms", "p99_ms",
             "fresh_p50_ms", "fresh_p99_ms", "samples", "slow_calls", "fresh_slow_calls",
             "p99_ratio", "p99_ratio_rounds", "p99_fastest_ratio", "index_nprobe", "fresh_nprobe",
-            "index_recall_estimate", "index_retrains", "retrain_during_timing"]
+            "index_recall_estimate", "index_retrains", "retrain_during_timing",
+            "retraining_probes", "retrain_upserts"]
     cols = [c for c in cols if any(c in r for r in rows)]
     print()
     print("| " + " | ".join(cols) + " |")

@@ -50,9 +50,13 @@ std::string Fixed(double v, int digits) {
 
 // Why a check acted: "recall estimate 0.71 < 0.90 after 120,000 changes".
 std::string Reason(const UpkeepCheck& c) {
-  return "recall estimate " + Fixed(c.recall, 3) + " < " + Fixed(c.threshold, 3) + " at nprobe " +
-         std::to_string(c.knob) + " after " + Grouped(c.changes) + " changes (" + Grouped(c.live) +
-         " live items)";
+  // index_retrain_recall 1 retrains at every check (RepairBelow's infinite
+  // threshold), which "< inf" would not say.
+  const std::string bar = std::isinf(c.threshold)
+                              ? " (index_retrain_recall 1: every check retrains)"
+                              : " < " + Fixed(c.threshold, 3);
+  return "recall estimate " + Fixed(c.recall, 3) + bar + " at nprobe " + std::to_string(c.knob) +
+         " after " + Grouped(c.changes) + " changes (" + Grouped(c.live) + " live items)";
 }
 
 }  // namespace

@@ -609,6 +609,28 @@ TEST_F(ChurnTest, AnIndexFileOfVersionTwoStillLoads) {
   EXPECT_EQ(u.changes_since_check, 10);
 }
 
+// index_retrain_recall = 1 retrains at every check; the reason says so in
+// words (it said "< inf", the threshold RepairBelow uses for it).
+TEST_F(ChurnTest, ARetrainAtEveryCheckSaysWhy) {
+  Options options;
+  options.index_upkeep_inline = true;  // deterministic: inside the write
+  options.index_retrain_recall = 1.0;
+  auto db = OpenDb(dir_.path(), options);
+  ASSERT_TRUE(db->CreateCollection(DriftSpec()).ok());
+  Ingest(db.get(), drift_.Draw(drift_.before, kLive, 0));
+  ASSERT_TRUE(db->Flush().ok());
+  const int64_t step = kLive / kRounds;
+  for (int r = 0; r < kRounds && StatsOf(db.get(), "drift").index_retrains == 0; ++r) {
+    Ingest(db.get(), drift_.Draw(drift_.after, step, kLive + r * step));
+    RemoveRange(db.get(), r * step, step);
+  }
+  const CollectionStats st = StatsOf(db.get(), "drift");
+  ASSERT_GE(st.index_retrains, 1);
+  EXPECT_NE(st.index_retrain_reason.find("every check retrains"), std::string::npos)
+      << st.index_retrain_reason;
+  EXPECT_EQ(st.index_retrain_reason.find("inf"), std::string::npos) << st.index_retrain_reason;
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace hedgedb
