@@ -7,6 +7,9 @@ Trains every model of the reproduction for BUDGET seconds of wall time per
 seed, evaluates it with a paper protocol of `hedgedb evaluate`, and writes:
 
   OUT/tables.md        every metric, mean +- sd over the seeds, per model
+  OUT/hib_table1.md    HIB Table 1 side by side: for every N x D cell and
+                       point / MoG-1 / MoG-2, the paper's AP and KNN accuracy
+                       (clean, corrupt), ours (mean +- sd) and the difference
   OUT/claims.md        each claim of the papers: the paper's number, ours,
                        a verdict (holds / does not hold / within noise)
   OUT/ellipses.png     HIB Figure 3: 2-D Gaussian embeddings of clean and
@@ -372,6 +375,53 @@ def uncertainty_table(runs, cellnames):
     return lines
 
 
+# HIB Table 1 (N digits, D dimensions): (AP clean, AP corrupt, KNN clean,
+# KNN corrupt) per model, as the paper prints them.
+HIB_TABLE1 = {
+    (2, 2): {"point": (0.987, 0.880, 0.871, 0.583), "hib1": (0.989, 0.907, 0.879, 0.760),
+             "hib2": (0.990, 0.912, 0.888, 0.757)},
+    (2, 3): {"point": (0.996, 0.913, 0.942, 0.874), "hib1": (0.996, 0.926, 0.953, 0.909),
+             "hib2": (0.996, 0.932, 0.939, 0.885)},
+    (3, 2): {"point": (0.978, 0.886, 0.554, 0.274), "hib1": (0.981, 0.899, 0.591, 0.350),
+             "hib2": (0.976, 0.904, 0.540, 0.351)},
+    (3, 3): {"point": (0.987, 0.901, 0.795, 0.522), "hib1": (0.989, 0.922, 0.770, 0.555),
+             "hib2": (0.991, 0.925, 0.766, 0.598)},
+}
+TABLE1_METRICS = [("AP clean", "verification.clean.average_precision"),
+                  ("AP corrupt", "verification.corrupt.average_precision"),
+                  ("KNN clean", "retrieval.clean.knn_accuracy"),
+                  ("KNN corrupt", "retrieval.corrupt.knn_accuracy")]
+TABLE1_MODELS = [("point", "point"), ("hib1", "MoG-1"), ("hib2", "MoG-2")]
+
+
+def hib_table1(runs, args):
+    """HIB Table 1 beside ours: one row per cell, model and metric that this
+    OUT holds; the difference is ours minus the paper's."""
+    rows = []
+    for (n, d), models in sorted(HIB_TABLE1.items()):
+        for model, label in TABLE1_MODELS:
+            cell = cell_name(n, d, model)
+            if not any(c == cell for c, _ in runs):
+                continue
+            for i, (metric_label, path) in enumerate(TABLE1_METRICS):
+                ours = mean_sd(per_seed(runs, cell, path))
+                paper = models[model][i]
+                diff = "-" if ours[0] is None else "%+.3f" % (ours[0] - paper)
+                rows.append("| N = %d, D = %d | %s | %s | %.3f | %s | %d | %s |" % (
+                    n, d, label, metric_label, paper, fmt(ours), ours[2], diff))
+    head = ["# HIB Table 1 side by side", "",
+            "Data: %s; `evaluate --protocol %s%s`. Ours: mean ± sd over the seeds (n); "
+            "difference: ours minus the paper's. KNN corrupt: clean probes against the "
+            "corrupt gallery, as HIB Table 1." % (
+                data_text(args), args.protocol,
+                " --mc-repeats %d" % args.mc_repeats if args.mc_repeats else ""), "",
+            "| cell | model | metric | HIB Table 1 | ours | n | difference |",
+            "|---|---|---|---:|---:|---:|---:|"]
+    if not rows:
+        rows = ["| - | no point, MoG-1 or MoG-2 model in this run | | | | | |"]
+    return "\n".join(head + rows) + "\n"
+
+
 def verdict(diff, se, no_difference=False):
     """'holds' when the claimed difference is > 2 standard errors, the reverse
     'does not hold', else 'within noise'. A claim of no difference holds within
@@ -597,9 +647,12 @@ def main():
         f.write(tables(runs, args))
     with open(os.path.join(args.out, "claims.md"), "w") as f:
         f.write(claims(runs, args))
+    with open(os.path.join(args.out, "hib_table1.md"), "w") as f:
+        f.write(hib_table1(runs, args))
     for path in pictures(runs, args):
         print("wrote", path)
-    print("wrote", os.path.join(args.out, "tables.md"), "and", os.path.join(args.out, "claims.md"))
+    print("wrote", ", ".join(os.path.join(args.out, f)
+                             for f in ("tables.md", "claims.md", "hib_table1.md")))
 
 
 if __name__ == "__main__":
