@@ -107,6 +107,9 @@ class CoarseIndex {
   bool supports_filter() const;
 
   int64_t ntotal() const;
+  // Whether Remove takes vectors out (IVF lists, flat codes) rather than
+  // leaving tombstones (HNSW).
+  bool physical_removal() const { return physical_removal_; }
   // Every id the index holds (removed ones included where removal leaves a
   // tombstone), in no particular order: for verify.
   Status Ids(std::vector<int64_t>* ids) const;

@@ -240,6 +240,11 @@ Status IndexKeeper::Open() {
       IndexFitted();
       LoadUpkeep(upkeep_record, file_sequence);
       upkeep_.changes_since_check += int64_t(ids.size());
+      // Removals since the file count too. An index that removes physically
+      // held exactly the live items when it was saved, so its vectors of
+      // items no longer live are those removals (an index with tombstones
+      // saved its own, which cannot be told apart: it is not checked).
+      if (index_->physical_removal()) upkeep_.changes_since_check += tombstones_;
       open_mode_ = (file_sequence == meta.sequence) ? "loaded" : "caught-up";
       if (file_sequence == meta.sequence) return Status::OK();
       SaveOnOpen();

@@ -631,6 +631,36 @@ TEST_F(ChurnTest, ARetrainAtEveryCheckSaysWhy) {
   EXPECT_EQ(st.index_retrain_reason.find("inf"), std::string::npos) << st.index_retrain_reason;
 }
 
+// Removals written after the index file's last save count towards the next
+// check when a crash loses that save: the reopen catches the index up and
+// the removed items' vectors, still in the older file, are the removals.
+TEST_F(ChurnTest, RemovalsAfterTheLastSaveCountAfterACrash) {
+  Options options;
+  options.index_upkeep_inline = true;
+  constexpr int64_t kRemoved = 300;
+  std::string path, saved;
+  {
+    auto db = OpenDb(dir_.path(), options);
+    ASSERT_TRUE(db->CreateCollection(DriftSpec()).ok());
+    Ingest(db.get(), drift_.Draw(drift_.before, kLive, 0));
+    ASSERT_TRUE(db->Flush().ok());  // trained and saved: the count starts at 0
+    for (const auto& e : std::filesystem::directory_iterator(dir_.path() + "/index")) {
+      if (e.path().extension() == ".hidx") path = e.path().string();
+    }
+    ASSERT_FALSE(path.empty());
+    std::ifstream in(path, std::ios::binary);
+    saved.assign(std::istreambuf_iterator<char>(in), {});
+    RemoveRange(db.get(), 0, kRemoved);
+    EXPECT_EQ(StatsOf(db.get(), "drift").index_changes_since_check, kRemoved);
+  }
+  // The crash: the close's save of the index is lost, the records are not.
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << saved;
+  auto db = OpenDb(dir_.path(), options);
+  const CollectionStats st = StatsOf(db.get(), "drift");
+  EXPECT_EQ(st.items, kLive - kRemoved);
+  EXPECT_EQ(st.index_changes_since_check, kRemoved);
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace hedgedb
