@@ -12,7 +12,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -72,21 +71,7 @@ Batch Pick(const Batch& items, const std::vector<int64_t>& rows) {
 double RecallAt10(DB* db, const Batch& queries, SearchOptions options) {
   options.k = 10;
   options.with_uncertainty = false;
-  std::vector<SearchResult> found, exact;
-  EXPECT_TRUE(db->Search("dense", queries.view(), options, &found).ok());
-  SearchOptions all = options;
-  all.exhaustive = true;
-  all.candidates = 0;
-  all.oversampling = 0;
-  EXPECT_TRUE(db->Search("dense", queries.view(), all, &exact).ok());
-  int64_t hits = 0, total = 0;
-  for (size_t q = 0; q < exact.size(); ++q) {
-    std::set<int64_t> truth;
-    for (const SearchHit& h : exact[q].hits) truth.insert(h.id);
-    total += int64_t(truth.size());
-    for (const SearchHit& h : found[q].hits) hits += int64_t(truth.count(h.id));
-  }
-  return total ? double(hits) / double(total) : 1.0;
+  return RecallAgainstExhaustive(db, "dense", queries, options);
 }
 
 SearchOptions Candidates(int64_t c) {
