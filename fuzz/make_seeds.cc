@@ -83,11 +83,21 @@ void CatalogSeeds() {
 
 void IndexSeeds() {
   const std::string blob = "IxFl some faiss bytes";
+  // Every field set, so that the round trip of the seed itself reaches each.
   index::IndexUpkeep upkeep;
   upkeep.changes_since_check = 1200;
   upkeep.checked_sequence = 10;
+  upkeep.checked_time = 1790000000;
+  upkeep.checked_recall = 0.962;
+  upkeep.retrained_sequence = 8;
+  upkeep.retrained_time = 1780000000;
   upkeep.retrains = 1;
+  upkeep.fitted_knob = 4;
+  upkeep.fitted_recall = 0.981;
+  upkeep.retrain_reason = "recall estimate 0.900 < 0.961";
   upkeep.note = "checked at sequence 10";
+  upkeep.coarse_recall = 0.9431;
+  upkeep.oversampling = 20;
   const std::string payload = index::EncodeUpkeepPrefix(index::EncodeIndexUpkeep(upkeep)) + blob;
   Put("index_header", "valid",
       std::string(1, '\2') + index::EncodeIndexFileHeader(9500, 12, 77, payload) + payload);

@@ -178,8 +178,10 @@ class CoarseIndex {
   double fit_seconds() const { return fit_seconds_; }
   void set_fit_seconds(double seconds) { fit_seconds_ = seconds; }
   // The knobs a new index starts with (IVF nprobe max(8, nlist / 64), HNSW
-  // efSearch 64): where the fit's ladder starts (HNSW: at no fewer than its
-  // first candidate count, 100).
+  // efSearch 64). The fit's ladder (query/knob_fit.h) starts HNSW there (at
+  // no fewer than its first candidate count, 100); IVF's starts at one list
+  // and climbs at least to this nprobe before a doubling that gains nothing
+  // may end it.
   CoarseSearchKnobs StaticKnobs() const;
   // The knobs a search with 0 (the default) uses.
   const CoarseSearchKnobs& default_knobs() const { return default_knobs_; }

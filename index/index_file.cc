@@ -132,6 +132,53 @@ Status SplitIndexPayload(const IndexFileHeader& parsed, std::string_view payload
   return Status::OK();
 }
 
+namespace {
+
+template <typename T>
+bool SameField(const T& a, const T& b) {
+  return a == b;
+}
+
+bool SameField(double a, double b) {
+  uint64_t x, y;
+  std::memcpy(&x, &a, sizeof(x));
+  std::memcpy(&y, &b, sizeof(y));
+  return x == y;
+}
+
+}  // namespace
+
+uint32_t EqualUpkeepFields(const IndexUpkeep& a, const IndexUpkeep& b) {
+  // One name per field: a structured binding must name them all, so a field
+  // added to IndexUpkeep fails to compile here until it is compared.
+  const auto& [a_changes, a_checked_sequence, a_checked_time, a_checked_recall,
+               a_retrained_sequence, a_retrained_time, a_retrains, a_fitted_knob, a_fitted_recall,
+               a_retrain_reason, a_note, a_coarse_recall, a_oversampling] = a;
+  const auto& [b_changes, b_checked_sequence, b_checked_time, b_checked_recall,
+               b_retrained_sequence, b_retrained_time, b_retrains, b_fitted_knob, b_fitted_recall,
+               b_retrain_reason, b_note, b_coarse_recall, b_oversampling] = b;
+  uint32_t equal = 0;
+  int field = 0;
+  auto compare = [&](const auto& x, const auto& y) {
+    if (SameField(x, y)) equal |= uint32_t(1) << field;
+    ++field;
+  };
+  compare(a_changes, b_changes);
+  compare(a_checked_sequence, b_checked_sequence);
+  compare(a_checked_time, b_checked_time);
+  compare(a_checked_recall, b_checked_recall);
+  compare(a_retrained_sequence, b_retrained_sequence);
+  compare(a_retrained_time, b_retrained_time);
+  compare(a_retrains, b_retrains);
+  compare(a_fitted_knob, b_fitted_knob);
+  compare(a_fitted_recall, b_fitted_recall);
+  compare(a_retrain_reason, b_retrain_reason);
+  compare(a_note, b_note);
+  compare(a_coarse_recall, b_coarse_recall);
+  compare(a_oversampling, b_oversampling);
+  return field == kIndexUpkeepFields ? equal : 0;
+}
+
 std::string EncodeIndexUpkeep(const IndexUpkeep& u) {
   std::string out;
   PutFixed<uint32_t>(&out, kUpkeepRecordVersion);

@@ -92,6 +92,22 @@ struct IndexUpkeep {
   int oversampling = 0;
 };
 
+// IndexUpkeep's fields, in order (a field added to the struct stops
+// EqualUpkeepFields compiling until it is counted and compared there).
+inline constexpr int kIndexUpkeepFields = 13;
+static_assert(kIndexUpkeepFields < 32, "EqualUpkeepFields: one bit per field");
+// Which fields of `a` and `b` are equal: bit i for the i-th field in
+// declaration order. Doubles compare as their bits (a NaN, "not measured",
+// equals itself), as the record stores them.
+uint32_t EqualUpkeepFields(const IndexUpkeep& a, const IndexUpkeep& b);
+// Every field equal, as EqualUpkeepFields compares them: what the record's
+// round trip keeps (tests/index/index_file_test.cc, the index_header
+// fuzzer).
+inline bool operator==(const IndexUpkeep& a, const IndexUpkeep& b) {
+  return EqualUpkeepFields(a, b) == (uint32_t(1) << kIndexUpkeepFields) - 1;
+}
+inline bool operator!=(const IndexUpkeep& a, const IndexUpkeep& b) { return !(a == b); }
+
 // Record version u32 (1), then the fields in order: integers as they are,
 // doubles as IEEE bits, strings as u32 length + bytes. A reader takes the
 // fields it knows and ignores bytes after them (a later version appends).

@@ -135,6 +135,113 @@ double DefaultSearchCost(const index::FactoryShape& shape, int64_t n,
   return stage_one + kCandidateCost * double(candidates);
 }
 
+Status WalkFitLadder(const index::FactoryShape& shape, int64_t n,
+                     const index::CoarseSearchKnobs& static_knobs, const RungRecall& recall_at,
+                     SearchFit* fit) {
+  fit->rungs.clear();
+  fit->fitted = false;
+  const bool ivf = shape.ivf_lists > 0;
+  if (n < 2 || (!ivf && shape.hnsw_m <= 0)) return Status::OK();
+  const SearchOptions defaults;
+  const int64_t first_candidates = std::min<int64_t>(int64_t(defaults.k) * 10, n);
+  const int64_t last_candidates = std::min<int64_t>(kFitCandidateSteps * defaults.k * 10, n);
+
+  // The ladder. Along the candidates, a knob's row stops at the target or
+  // where a doubling gains nothing (stage 1's reach limits); along the
+  // knob, the ladder stops where the target is met at the fewest
+  // candidates, where a doubling at or above the static knob gains nothing
+  // at any candidate count both rows measured (the candidates limit), where
+  // stage 1 alone already costs more than the best pair found, or at the
+  // widest knob.
+  //
+  // IVF: nprobe starts at one list, the fewest a search probes, and doubles
+  // (so the static max(8, nlist / 64), a power of two wherever nlist is one,
+  // stays a rung). Clustered data may reach the target far below the static
+  // knob (100,000 clustered Gaussians, D = 64, IVF1024: nprobe 2 or 4 with
+  // 100 candidates, estimates 0.992-1.000, at about half the latency of the
+  // static nprobe 16), and the rungs down there are cheap (each scans fewer
+  // lists than the static knob's). Below the static knob a doubling's gain
+  // does not end the ladder: where few lists hold the truth (data with
+  // little cluster structure: about nprobe / nlist of it), a doubling from
+  // 1 to 2 lists gains well under kMinDoublingGain while the recall is still
+  // far from the target (FitLadderTest.UnclusteredDataClimbsPastTheStaticKnob),
+  // and even clustered data can gain little from 2 to 4 lists and much from
+  // 4 to 8. So from the static knob up the ladder measures what it did when
+  // it started there, and where that reached the target, the pair it picks
+  // now costs no more.
+  // HNSW: FAISS's walk returns at most efSearch items, so efSearch starts at
+  // the first candidate count and a rung of c candidates searches with
+  // efSearch at least c (that is its default then, as the cost counts it).
+  int knob = ivf ? 1 : std::max<int>(static_knobs.ef_search, int(first_candidates));
+  const int last = ivf ? int(shape.ivf_lists) : kMaxFitEfSearch;
+  knob = std::min(knob, last);
+  // From this knob on, a doubling that gains nothing ends the ladder.
+  const int steady = std::min(ivf ? static_knobs.nprobe : knob, last);
+  auto knobs_of = [&](int value) {
+    index::CoarseSearchKnobs knobs;
+    if (ivf) {
+      knobs.nprobe = value;
+    } else {
+      knobs.ef_search = value;
+    }
+    return knobs;
+  };
+  int64_t reached = -1;  // the cheapest rung at the target
+  std::vector<std::pair<int64_t, double>> previous;  // the last row at or above `steady`
+  while (true) {
+    const index::CoarseSearchKnobs knobs = knobs_of(knob);
+    if (reached >= 0 &&
+        DefaultSearchCost(shape, n, knobs, first_candidates) >= fit->rungs[size_t(reached)].cost) {
+      break;
+    }
+    std::vector<std::pair<int64_t, double>> row;
+    for (int64_t c = first_candidates;; c = std::min(2 * c, last_candidates)) {
+      FitRung rung;
+      rung.knobs = knobs;
+      if (!ivf) rung.knobs.ef_search = std::max<int>(knob, int(c));
+      rung.candidates = c;
+      rung.cost = DefaultSearchCost(shape, n, rung.knobs, c);
+      HEDGEDB_RETURN_IF_ERROR(recall_at(rung.knobs, c, &rung.recall));
+      if (rung.recall >= kTargetFinalRecall &&
+          (reached < 0 || rung.cost < fit->rungs[size_t(reached)].cost)) {
+        reached = int64_t(fit->rungs.size());
+      }
+      fit->rungs.push_back(rung);
+      const bool gained = row.empty() || rung.recall - row.back().second >= kMinDoublingGain;
+      row.emplace_back(c, rung.recall);
+      if (rung.recall >= kTargetFinalRecall || !gained || c >= last_candidates) break;
+    }
+    if (row.front().second >= kTargetFinalRecall || knob >= last) break;
+    if (knob >= steady) {
+      if (!previous.empty()) {
+        double gain = -1;
+        for (size_t i = 0; i < std::min(row.size(), previous.size()); ++i) {
+          gain = std::max(gain, row[i].second - previous[i].second);
+        }
+        if (gain < kMinDoublingGain) break;
+      }
+      previous = std::move(row);
+    }
+    knob = std::min(2 * knob, last);
+  }
+  // Nothing reached the target: the cheapest rung within a doubling's gain
+  // of the best recall measured.
+  const FitRung* chosen = reached >= 0 ? &fit->rungs[size_t(reached)] : nullptr;
+  if (!chosen) {
+    double top = 0;
+    for (const FitRung& r : fit->rungs) top = std::max(top, r.recall);
+    for (const FitRung& r : fit->rungs) {
+      if (r.recall >= top - kMinDoublingGain && (!chosen || r.cost < chosen->cost)) chosen = &r;
+    }
+  }
+  fit->fitted = true;
+  fit->knobs = chosen->knobs;
+  fit->candidates = chosen->candidates;
+  fit->oversampling = int((chosen->candidates + defaults.k - 1) / defaults.k);
+  fit->recall = chosen->recall;
+  return Status::OK();
+}
+
 Status FitDefaultSearch(const CollectionSpec& spec, const index::CoarseIndex& index,
                         const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids,
                         SearchFit* fit) {
@@ -148,8 +255,6 @@ Status FitDefaultSearch(const CollectionSpec& spec, const index::CoarseIndex& in
   }
   const SearchOptions defaults;
   const int64_t k = std::min<int64_t>(defaults.k, n - 1);
-  const int64_t first_candidates = std::min<int64_t>(int64_t(defaults.k) * 10, n);
-  const int64_t last_candidates = std::min<int64_t>(kFitCandidateSteps * defaults.k * 10, n);
 
   // The queries: up to kFitQueries items evenly spread over the rows, as
   // float rows (widened from a compact row format, as a search's query).
@@ -181,7 +286,8 @@ Status FitDefaultSearch(const CollectionSpec& spec, const index::CoarseIndex& in
   // other than itself (stage 1 asked for one more, as the query takes a
   // slot where the collection holds it).
   std::vector<int64_t> labels;
-  auto recall_at = [&](const index::CoarseSearchKnobs& knobs, int64_t c, double* recall) {
+  const RungRecall recall_at = [&](const index::CoarseSearchKnobs& knobs, int64_t c,
+                                   double* recall) {
     const int64_t asked = std::min(c + 1, n);
     HEDGEDB_RETURN_IF_ERROR(index.Search(queries.data(), nq, asked, knobs, &labels));
     int64_t hits = 0;
@@ -198,80 +304,9 @@ Status FitDefaultSearch(const CollectionSpec& spec, const index::CoarseIndex& in
     return Status::OK();
   };
 
-  // The ladder. Along the candidates, a knob's row stops at the target or
-  // where a doubling gains nothing (stage 1's reach limits); along the
-  // knob, the ladder stops where the target is met at the fewest
-  // candidates, where a doubling gains nothing at any candidate count both
-  // rows measured (the candidates limit), where stage 1 alone already costs
-  // more than the best pair found, or at the widest knob.
-  const index::CoarseSearchKnobs start_knobs = index.StaticKnobs();
-  // HNSW: FAISS's walk returns at most efSearch items, so efSearch starts at
-  // the first candidate count and a rung of c candidates searches with
-  // efSearch at least c (that is its default then, as the cost counts it).
-  int knob = ivf ? start_knobs.nprobe : std::max<int>(start_knobs.ef_search, int(first_candidates));
-  const int last = ivf ? int(shape.ivf_lists) : kMaxFitEfSearch;
-  knob = std::min(knob, last);
-  auto knobs_of = [&](int value) {
-    index::CoarseSearchKnobs knobs;
-    if (ivf) {
-      knobs.nprobe = value;
-    } else {
-      knobs.ef_search = value;
-    }
-    return knobs;
-  };
-  int64_t reached = -1;  // the cheapest rung at the target
-  std::vector<std::pair<int64_t, double>> previous;
-  while (true) {
-    const index::CoarseSearchKnobs knobs = knobs_of(knob);
-    if (reached >= 0 &&
-        DefaultSearchCost(shape, n, knobs, first_candidates) >= fit->rungs[size_t(reached)].cost) {
-      break;
-    }
-    std::vector<std::pair<int64_t, double>> row;
-    for (int64_t c = first_candidates;; c = std::min(2 * c, last_candidates)) {
-      FitRung rung;
-      rung.knobs = knobs;
-      if (!ivf) rung.knobs.ef_search = std::max<int>(knob, int(c));
-      rung.candidates = c;
-      rung.cost = DefaultSearchCost(shape, n, rung.knobs, c);
-      HEDGEDB_RETURN_IF_ERROR(recall_at(rung.knobs, c, &rung.recall));
-      if (rung.recall >= kTargetFinalRecall &&
-          (reached < 0 || rung.cost < fit->rungs[size_t(reached)].cost)) {
-        reached = int64_t(fit->rungs.size());
-      }
-      fit->rungs.push_back(rung);
-      const bool gained = row.empty() || rung.recall - row.back().second >= kMinDoublingGain;
-      row.emplace_back(c, rung.recall);
-      if (rung.recall >= kTargetFinalRecall || !gained || c >= last_candidates) break;
-    }
-    if (row.front().second >= kTargetFinalRecall || knob >= last) break;
-    if (!previous.empty()) {
-      double gain = -1;
-      for (size_t i = 0; i < std::min(row.size(), previous.size()); ++i) {
-        gain = std::max(gain, row[i].second - previous[i].second);
-      }
-      if (gain < kMinDoublingGain) break;
-    }
-    previous = std::move(row);
-    knob = std::min(2 * knob, last);
-  }
-  // Nothing reached the target: the cheapest rung within a doubling's gain
-  // of the best recall measured.
-  const FitRung* chosen = reached >= 0 ? &fit->rungs[size_t(reached)] : nullptr;
-  if (!chosen) {
-    double top = 0;
-    for (const FitRung& r : fit->rungs) top = std::max(top, r.recall);
-    for (const FitRung& r : fit->rungs) {
-      if (r.recall >= top - kMinDoublingGain && (!chosen || r.cost < chosen->cost)) chosen = &r;
-    }
-  }
-  fit->fitted = true;
+  HEDGEDB_RETURN_IF_ERROR(WalkFitLadder(shape, n, index.StaticKnobs(), recall_at, fit));
+  if (!fit->fitted) return Status::OK();
   fit->queries = nq;
-  fit->knobs = chosen->knobs;
-  fit->candidates = chosen->candidates;
-  fit->oversampling = int((chosen->candidates + defaults.k - 1) / defaults.k);
-  fit->recall = chosen->recall;
   // Stage 1's own recall at the chosen knobs, the upkeep's baseline.
   std::vector<double> coarse;
   HEDGEDB_RETURN_IF_ERROR(index.MeasureRecall(rows.data(), ids.data(), n, int64_t(defaults.k) * 10,

@@ -11,9 +11,9 @@
 // so a search with knob p and c candidates returns the true top-k item
 // exactly when stage 1's top-c holds it: its final recall@k is the fraction
 // of the truth in the index's top-c (the query itself not counted) at p. The fit measures that over
-// a ladder (p doubling from the static default, c doubling from k x 10 up to 16 times that) and
-// picks the cheapest pair by a fixed cost model (DefaultSearchCost) whose recall reaches
-// kTargetFinalRecall.
+// a ladder (WalkFitLadder: p doubling from 1 for IVF, from the first candidate count for HNSW; c
+// doubling from k x 10 up to 16 times that) and picks the cheapest pair by a fixed cost model
+// (DefaultSearchCost) whose recall reaches kTargetFinalRecall.
 //
 // Measured at 10M items (bench/RESULTS.md, "Ten million items, second
 // measurement"): a fit of stage 1 alone (95% of the exact coarse top-100)
@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -79,6 +80,21 @@ struct SearchFit {
 // load). n items, `shape` the index's.
 double DefaultSearchCost(const index::FactoryShape& shape, int64_t n,
                          const index::CoarseSearchKnobs& knobs, int64_t candidates);
+
+// A rung's measurement: the final recall@k estimate of a search with
+// `knobs` and `candidates` stage-1 candidates.
+using RungRecall = std::function<Status(const index::CoarseSearchKnobs& knobs, int64_t candidates,
+                                        double* recall)>;
+
+// The fit's ladder, apart from its truth: walks the rungs of an index of
+// `shape` holding n items whose static knobs (CoarseIndex::StaticKnobs) are
+// `static_knobs`, measuring each with `recall_at`, and fills fit's rungs,
+// fitted, knobs, candidates, oversampling and recall (the rest is
+// FitDefaultSearch's). Not fitted where n < 2 or the shape has no knob.
+// For FitDefaultSearch, and for tests of the ladder on given recall curves.
+Status WalkFitLadder(const index::FactoryShape& shape, int64_t n,
+                     const index::CoarseSearchKnobs& static_knobs, const RungRecall& recall_at,
+                     SearchFit* fit);
 
 // Fits the default search of a collection of `spec` whose trained index
 // holds `rows` (packed live item rows, ItemRowBytes(spec) apart) with ids

@@ -70,7 +70,7 @@ struct CollectionStats {
   int64_t arena_mapped_bytes = 0;
   // The default search settings (0: not an IVF / HNSW index), fitted to the
   // data when the index is trained (query/knob_fit.h): nprobe or efSearch
-  // (doubling from 8, or nlist / 64, and 100) and the stage-1 candidate count
+  // (doubling from 1 and 100) and the stage-1 candidate count
   // at k = 10 (doubling from 100 to 1,600) of the cheapest pair at which a
   // default search finds at least 99% of the exact top-10 by the default
   // score, with 50 of the collection's own items as queries (each left out

@@ -15,7 +15,6 @@
 #include <functional>
 #include <iterator>
 #include <mutex>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -98,18 +97,7 @@ double RecallAt10(DB* db, const Batch& queries) {
   options.nprobe = 8;
   options.oversampling = kDefaultOversampling;
   options.with_uncertainty = false;
-  std::vector<SearchResult> found, exact;
-  EXPECT_TRUE(db->Search("drift", queries.view(), options, &found).ok());
-  options.exhaustive = true;
-  EXPECT_TRUE(db->Search("drift", queries.view(), options, &exact).ok());
-  int64_t hits = 0, total = 0;
-  for (size_t q = 0; q < exact.size(); ++q) {
-    std::set<int64_t> truth;
-    for (const SearchHit& h : exact[q].hits) truth.insert(h.id);
-    total += int64_t(truth.size());
-    for (const SearchHit& h : found[q].hits) hits += truth.count(h.id);
-  }
-  return total ? double(hits) / double(total) : 1.0;
+  return RecallAgainstExhaustive(db, "drift", queries, options);
 }
 
 // kLive items of the first centres (trained on at the flush), then kRounds

@@ -7,7 +7,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <set>
 
 #include "cli/cli_test_util.h"
 #include "engine_test_util.h"
@@ -503,20 +502,7 @@ TEST(StageOneTuningTest, DefaultNprobeFitsUnclusteredData) {
   two.k = 10;
   two.score = ScoreType::kCsd;  // what stage 1 ranks by: isolates stage 1
   two.with_uncertainty = false;
-  SearchOptions exh = two;
-  exh.exhaustive = true;
-  auto recall = [&](DB* db) {
-    std::vector<SearchResult> a, e;
-    EXPECT_TRUE(db->Search("c", queries.view(), two, &a).ok());
-    EXPECT_TRUE(db->Search("c", queries.view(), exh, &e).ok());
-    double hits = 0;
-    for (size_t q = 0; q < e.size(); ++q) {
-      std::set<int64_t> truth;
-      for (const SearchHit& h : e[q].hits) truth.insert(h.id);
-      for (const SearchHit& h : a[q].hits) hits += truth.count(h.id);
-    }
-    return hits / (10.0 * double(e.size()));
-  };
+  auto recall = [&](DB* db) { return RecallAgainstExhaustive(db, "c", queries, two); };
   int tuned = 0;
   {
     auto db = OpenDb(dir.path());

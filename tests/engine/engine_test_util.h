@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,53 @@ inline CollectionStats StatsOf(DB* db, const std::string& name) {
   Status s = db->GetStats(name, &st);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return st;
+}
+
+// The recall of a search against the exhaustive search: the fraction of
+// the exhaustive top-k (k = options.k) of `queries` in `collection` that a
+// search with `options` returns. The exhaustive search is `options` with
+// exhaustive set (the candidates, oversampling and stage-1 knobs do not
+// apply to it). With `leave_out` (one id per query: the query's own item),
+// that id is dropped from both rankings, which then count their first
+// k - 1 other items: the recall@(k - 1) the default search's fit estimates
+// (query/knob_fit.h). A failed search fails the test.
+inline double RecallAgainstExhaustive(DB* db, const std::string& collection, const Batch& queries,
+                                      const SearchOptions& options,
+                                      const std::vector<int64_t>* leave_out = nullptr) {
+  SearchOptions all = options;
+  all.exhaustive = true;
+  all.candidates = 0;
+  all.oversampling = 0;
+  all.nprobe = 0;
+  all.ef_search = 0;
+  std::vector<SearchResult> found, exact;
+  Status s = db->Search(collection, queries.view(), options, &found);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  s = db->Search(collection, queries.view(), all, &exact);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  if (found.size() != exact.size() || (leave_out && leave_out->size() != exact.size())) {
+    ADD_FAILURE() << "results for " << found.size() << " and " << exact.size() << " queries";
+    return 0;
+  }
+  // A ranking's ids, without the query's own, up to `wanted`.
+  auto ids_of = [&](const SearchResult& r, size_t q) {
+    const size_t wanted = leave_out ? size_t(std::max(0, options.k - 1)) : size_t(options.k);
+    std::vector<int64_t> ids;
+    for (const SearchHit& h : r.hits) {
+      if (ids.size() >= wanted) break;
+      if (leave_out && h.id == (*leave_out)[q]) continue;
+      ids.push_back(h.id);
+    }
+    return ids;
+  };
+  int64_t hits = 0, total = 0;
+  for (size_t q = 0; q < exact.size(); ++q) {
+    const std::vector<int64_t> truth_ids = ids_of(exact[q], q);
+    const std::set<int64_t> truth(truth_ids.begin(), truth_ids.end());
+    total += int64_t(truth.size());
+    for (int64_t id : ids_of(found[q], q)) hits += int64_t(truth.count(id));
+  }
+  return total ? double(hits) / double(total) : 1.0;
 }
 
 }  // namespace testing
