@@ -10,7 +10,8 @@
 // one-query quantizer search are fvec_L2sqr_ref, one dependent add per
 // dimension, and they were most of a search's time (bench/RESULTS.md,
 // "Stage 1 at the memory floor"); its fp16 scan also decodes each half in
-// scalar bit operations (IVF1024,SQfp16 ran at a quarter of IVF1024,Flat).
+// scalar bit operations (IVF1024,SQfp16 ran at a quarter of IVF1024,Flat or
+// less).
 // Here the distances come from L2SqrRows, L2SqrSq8Rows and L2SqrFp16Rows,
 // dispatched on the process's SIMD level (common/simd_level.h);
 // FAISS still trains, adds, removes, saves and loads the index, and searches
