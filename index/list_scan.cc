@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <exception>
 #include <limits>
 #include <memory>
@@ -49,6 +50,24 @@ void L2SqrSq8Rows(const float* q, const float* vmin, const float* vdiff, const u
     L2SqrRows(q, x.data(), 1, d, out + i);
   }
 }
+float HalfToFloat(uint16_t h) {
+  const int exponent = (h >> 10) & 0x1f;
+  const int mantissa = h & 0x3ff;
+  const float sign = (h & 0x8000) != 0 ? -1.0f : 1.0f;
+  if (exponent == 31) {
+    return mantissa == 0 ? sign * std::numeric_limits<float>::infinity()
+                         : std::numeric_limits<float>::quiet_NaN();
+  }
+  if (exponent == 0) return sign * std::ldexp(float(mantissa), -24);  // zero or subnormal
+  return sign * std::ldexp(float(1024 + mantissa), exponent - 25);
+}
+void L2SqrFp16Rows(const float* q, const uint16_t* codes, int64_t n, int d, float* out) {
+  std::vector<float> x(static_cast<size_t>(d));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int t = 0; t < d; ++t) x[size_t(t)] = HalfToFloat(codes[i * d + t]);
+    L2SqrRows(q, x.data(), 1, d, out + i);
+  }
+}
 }  // namespace reference
 
 namespace {
@@ -66,6 +85,18 @@ L2SqrColumnsFn ActiveL2SqrColumns() {
 L2SqrSq8RowsFn ActiveL2SqrSq8Rows() {
   return ForActiveKernelIsa(&portable::L2SqrSq8Rows, HEDGEDB_SIMD_X86_ONLY(&avx2::L2SqrSq8Rows),
                             HEDGEDB_SIMD_X86_ONLY(&avx512::L2SqrSq8Rows));
+}
+
+// F16C is beyond the kAvx2 level (its check is AVX2 and FMA), so the fp16
+// kernel checks it on top of the level: an AVX2 CPU without it (none is known)
+// gets the portable kernel. The AVX-512 kernel's conversion is AVX-512F.
+L2SqrFp16RowsFn ActiveL2SqrFp16Rows() {
+#if HEDGEDB_SIMD_X86
+  static const bool f16c = __builtin_cpu_supports("f16c");
+#endif
+  return ForActiveKernelIsa(&portable::L2SqrFp16Rows,
+                            HEDGEDB_SIMD_X86_ONLY(f16c ? &avx2::L2SqrFp16Rows : nullptr),
+                            HEDGEDB_SIMD_X86_ONLY(&avx512::L2SqrFp16Rows));
 }
 
 // A list's vectors are read in tiles of this many rows, scored against every
@@ -163,18 +194,34 @@ class TopK {
   std::unique_ptr<Entry[]> buffer_;
 };
 
-// One list (or the whole flat index): n rows (float vectors, or SQ8 codes)
-// and their ids.
+// What a list's rows are: float vectors, SQ8 codes or fp16 codes.
+enum class Rows { kFloat, kSq8, kFp16 };
+
+// Bytes of a row of d dimensions.
+int64_t RowBytes(Rows rows, int d) {
+  switch (rows) {
+    case Rows::kSq8:
+      return d;
+    case Rows::kFp16:
+      return 2 * int64_t(d);
+    default:
+      return int64_t(sizeof(float)) * d;
+  }
+}
+
+// One list (or the whole flat index): n rows and their ids.
 struct List {
   const float* vectors = nullptr;  // float rows
-  const uint8_t* codes = nullptr;  // or SQ8 rows
+  const uint8_t* codes = nullptr;  // or SQ8 or fp16 rows (Codes::rows)
   const int64_t* ids = nullptr;
   int64_t n = 0;
 };
 
-// An SQ8 quantizer's ranges (ScalarQuantizer::trained of QT_8bit), and the
-// centroids its codes are residuals of (null: not residuals).
-struct Sq8 {
+// How a scan reads its lists' rows: the kind, an SQ8 quantizer's ranges
+// (ScalarQuantizer::trained of QT_8bit), and the centroids SQ8 or fp16 codes
+// are residuals of (null: not residuals).
+struct Codes {
+  Rows rows = Rows::kFloat;
   const float* vmin = nullptr;
   const float* vdiff = nullptr;
   const float* centroids = nullptr;
@@ -182,56 +229,80 @@ struct Sq8 {
 
 // Scores the list's rows against queries `which` (indices into x and heaps),
 // tile by tile: the tile stays in L1 while every query is scored against it.
-// Asks for the rows of the tile at row t0 of a float list (none past its
-// end): the next tile while one is scored, and a list's first tile while the
-// list before it is scanned. A short list (a hundred rows) is over before
-// the hardware's stream prefetch has ramped up on it.
-__attribute__((always_inline)) inline void PrefetchTile(const List& list, int d, int64_t t0) {
-  if (list.vectors == nullptr || t0 >= list.n) return;
-  const float* p = list.vectors + t0 * d;
-  const int64_t floats = std::min(kTileRows, list.n - t0) * d;
-  for (int64_t i = 0; i < floats; i += 16) __builtin_prefetch(p + i);
+// Asks for the rows of the tile at row t0 of a list (none past its end), a
+// cache line at a time: the next tile while one is scored, and a list's
+// first tile while the list before it is scanned. A short list (a hundred
+// rows) is over before the hardware's stream prefetch has ramped up on it.
+__attribute__((always_inline)) inline void PrefetchTile(const List& list, int64_t row_bytes,
+                                                        int64_t t0) {
+  if (t0 >= list.n) return;
+  const char* p = list.vectors != nullptr ? reinterpret_cast<const char*>(list.vectors)
+                                          : reinterpret_cast<const char*>(list.codes);
+  if (p == nullptr) return;
+  p += t0 * row_bytes;
+  const int64_t bytes = std::min(kTileRows, list.n - t0) * row_bytes;
+  for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(p + i);
 }
 
 void ScanList(const List& list, int d, const float* x, const int32_t* which, size_t count,
-              const IdFilter* filter, L2SqrRowsFn l2, const Sq8* sq8, int64_t list_no,
+              const IdFilter* filter, L2SqrRowsFn l2, const Codes& codes, int64_t list_no,
               TopK* heaps) {
   float dist[kTileRows];
+  const int64_t row_bytes = RowBytes(codes.rows, d);
+  const float* centroid = codes.centroids ? codes.centroids + list_no * d : nullptr;
   // SQ8: per query, the decoding folded into a and b (L2SqrSq8Rows), with
   // the list's centroid taken off the query where the codes are residuals.
+  // fp16: a is the query less the list's centroid (residuals), else the
+  // query itself is read.
   std::vector<float> a, b;
-  const L2SqrSq8RowsFn sq8_rows = sq8 != nullptr ? ActiveL2SqrSq8Rows() : nullptr;
-  if (sq8 != nullptr) {
+  const L2SqrSq8RowsFn sq8_rows = codes.rows == Rows::kSq8 ? ActiveL2SqrSq8Rows() : nullptr;
+  const L2SqrFp16RowsFn fp16_rows = codes.rows == Rows::kFp16 ? ActiveL2SqrFp16Rows() : nullptr;
+  if (codes.rows == Rows::kSq8) {
     a.resize(count * size_t(d));
     b.resize(size_t(d));
-    for (int t = 0; t < d; ++t) b[size_t(t)] = sq8->vdiff[t] / 255.0f;
-    const float* centroid = sq8->centroids ? sq8->centroids + list_no * d : nullptr;
+    for (int t = 0; t < d; ++t) b[size_t(t)] = codes.vdiff[t] / 255.0f;
     for (size_t j = 0; j < count; ++j) {
       const float* q = x + int64_t(which[j]) * d;
       for (int t = 0; t < d; ++t) {
         const float residual = centroid ? q[t] - centroid[t] : q[t];
-        a[j * size_t(d) + size_t(t)] = residual - sq8->vmin[t] - 0.5f * b[size_t(t)];
+        a[j * size_t(d) + size_t(t)] = residual - codes.vmin[t] - 0.5f * b[size_t(t)];
       }
+    }
+  } else if (codes.rows == Rows::kFp16 && centroid != nullptr) {
+    a.resize(count * size_t(d));
+    for (size_t j = 0; j < count; ++j) {
+      const float* q = x + int64_t(which[j]) * d;
+      for (int t = 0; t < d; ++t) a[j * size_t(d) + size_t(t)] = q[t] - centroid[t];
     }
   }
   for (int64_t t0 = 0; t0 < list.n; t0 += kTileRows) {
     const int64_t m = std::min(kTileRows, list.n - t0);
-    PrefetchTile(list, d, t0 + kTileRows);
+    PrefetchTile(list, row_bytes, t0 + kTileRows);
     for (size_t j = 0; j < count; ++j) {
       const int32_t q = which[j];
       TopK& heap = heaps[q];
-      if (sq8 != nullptr) {
-        sq8_rows(a.data() + j * size_t(d), b.data(), list.codes + t0 * d, m, d, dist);
-      } else {
-        l2(x + int64_t(q) * d, list.vectors + t0 * d, m, d, dist);
+      switch (codes.rows) {
+        case Rows::kSq8:
+          sq8_rows(a.data() + j * size_t(d), b.data(), list.codes + t0 * d, m, d, dist);
+          break;
+        case Rows::kFp16:
+          // FAISS's fp16 codes are 2-byte halves from an allocator's
+          // (16-byte aligned) buffer, rows 2d bytes apart.
+          fp16_rows(a.empty() ? x + int64_t(q) * d : a.data() + j * size_t(d),
+                    reinterpret_cast<const uint16_t*>(list.codes + t0 * row_bytes), m, d, dist);
+          break;
+        default:
+          l2(x + int64_t(q) * d, list.vectors + t0 * d, m, d, dist);
+          break;
       }
       heap.PushTile(dist, list.ids + t0, m, filter);
     }
   }
 }
 
-// The SQ8 quantizer of an index ListScanSearch reads, or null for float rows.
-const faiss::ScalarQuantizer* Sq8Of(const faiss::Index* index) {
+// The scalar quantizer of an index ListScanSearch reads, or null for float
+// rows.
+const faiss::ScalarQuantizer* SqOf(const faiss::Index* index) {
   if (auto* ivf = dynamic_cast<const faiss::IndexIVFScalarQuantizer*>(index)) return &ivf->sq;
   if (auto* flat = dynamic_cast<const faiss::IndexScalarQuantizer*>(index)) return &flat->sq;
   return nullptr;
@@ -241,6 +312,28 @@ const faiss::ScalarQuantizer* Sq8Of(const faiss::Index* index) {
 bool IsSq8(const faiss::ScalarQuantizer& sq, int64_t d) {
   return sq.qtype == faiss::ScalarQuantizer::QT_8bit && int64_t(sq.d) == d &&
          sq.code_size == size_t(d) && sq.trained.size() == 2 * size_t(d);
+}
+
+// A QT_fp16 quantizer for d dimensions: one half per dimension, nothing
+// trained.
+bool IsFp16(const faiss::ScalarQuantizer& sq, int64_t d) {
+  return sq.qtype == faiss::ScalarQuantizer::QT_fp16 && int64_t(sq.d) == d &&
+         sq.code_size == 2 * size_t(d);
+}
+
+// How ListScanSearch reads the rows of `sq` (null: float rows); the
+// centroids are left to the caller.
+Codes CodesOf(const faiss::ScalarQuantizer* sq, int d) {
+  Codes codes;
+  if (sq == nullptr) return codes;
+  if (sq->qtype == faiss::ScalarQuantizer::QT_fp16) {
+    codes.rows = Rows::kFp16;
+  } else {
+    codes.rows = Rows::kSq8;
+    codes.vmin = sq->trained.data();
+    codes.vdiff = sq->trained.data() + d;
+  }
+  return codes;
 }
 
 // Queries [q0, q1) of an IVF: each query's nprobe nearest lists (ties: the
@@ -292,15 +385,12 @@ void SearchIvfQueries(const faiss::IndexIVF& ivf, const CentroidColumns* centroi
     }
   }
   const faiss::InvertedLists* lists = ivf.invlists;
-  Sq8 sq8;
-  const faiss::ScalarQuantizer* sq = Sq8Of(&ivf);
-  if (sq != nullptr) {
-    sq8.vmin = sq->trained.data();
-    sq8.vdiff = sq->trained.data() + d;
-    if (static_cast<const faiss::IndexIVFScalarQuantizer&>(ivf).by_residual) {
-      sq8.centroids = quantizer->get_xb();
-    }
+  const faiss::ScalarQuantizer* sq = SqOf(&ivf);
+  Codes codes = CodesOf(sq, d);
+  if (sq != nullptr && static_cast<const faiss::IndexIVFScalarQuantizer&>(ivf).by_residual) {
+    codes.centroids = quantizer->get_xb();
   }
+  const int64_t row_bytes = RowBytes(codes.rows, d);
   // The probed lists in order; each one's first tile is asked for while the
   // one before it is scanned.
   auto probed_after = [&](int64_t l) {
@@ -309,28 +399,32 @@ void SearchIvfQueries(const faiss::IndexIVF& ivf, const CentroidColumns* centroi
     }
     return l;
   };
-  for (int64_t l = probed_after(-1); l < nlist; l = probed_after(l)) {
+  // The list's rows as List holds them (float vectors, or codes).
+  auto rows_of = [&](List* list, const uint8_t* bytes) {
+    if (codes.rows == Rows::kFloat) {
+      list->vectors = reinterpret_cast<const float*>(bytes);
+    } else {
+      list->codes = bytes;
+    }
+  };
+  // Each probed list's successor is found once: it is the next list scanned.
+  for (int64_t l = probed_after(-1), next; l < nlist; l = next) {
+    next = probed_after(l);
     const size_t begin = size_t(per_list[size_t(l)]), end = size_t(per_list[size_t(l + 1)]);
     List list;
     list.n = int64_t(lists->list_size(size_t(l)));
-    faiss::InvertedLists::ScopedCodes codes(lists, size_t(l));
+    faiss::InvertedLists::ScopedCodes list_codes(lists, size_t(l));
     faiss::InvertedLists::ScopedIds ids(lists, size_t(l));
-    if (sq != nullptr) {
-      list.codes = codes.get();
-    } else {
-      list.vectors = reinterpret_cast<const float*>(codes.get());
-    }
+    rows_of(&list, list_codes.get());
     list.ids = ids.get();
-    const int64_t next = probed_after(l);
-    if (sq == nullptr && next < nlist) {
+    if (next < nlist) {
       faiss::InvertedLists::ScopedCodes next_codes(lists, size_t(next));
       List ahead;
       ahead.n = int64_t(lists->list_size(size_t(next)));
-      ahead.vectors = reinterpret_cast<const float*>(next_codes.get());
-      PrefetchTile(ahead, d, 0);
+      rows_of(&ahead, next_codes.get());
+      PrefetchTile(ahead, row_bytes, 0);
     }
-    ScanList(list, d, x, queries_of.data() + begin, end - begin, filter, l2,
-             sq != nullptr ? &sq8 : nullptr, l, heaps);
+    ScanList(list, d, x, queries_of.data() + begin, end - begin, filter, l2, codes, l, heaps);
   }
 }
 
@@ -409,6 +503,10 @@ void L2SqrSq8Rows(const float* q, const float* vmin, const float* vdiff, const u
   ActiveL2SqrSq8Rows()(a.data(), b.data(), codes, n, d, out);
 }
 
+void L2SqrFp16Rows(const float* q, const uint16_t* codes, int64_t n, int d, float* out) {
+  ActiveL2SqrFp16Rows()(q, codes, n, d, out);
+}
+
 std::shared_ptr<const CentroidColumns> CentroidCache::For(const faiss::IndexFlat& quantizer) {
   std::lock_guard<std::mutex> lock(mutex_);
   const float* xb = quantizer.get_xb();
@@ -449,7 +547,9 @@ const faiss::IndexIVF* ScannableIvf(const faiss::Index* index) {
   }
   if (typeid(*index) == typeid(faiss::IndexIVFScalarQuantizer)) {
     const auto* sq = static_cast<const faiss::IndexIVFScalarQuantizer*>(index);
-    return IsSq8(sq->sq, ivf->d) && ivf->code_size == size_t(ivf->d) ? ivf : nullptr;
+    const bool sq8 = IsSq8(sq->sq, ivf->d) && ivf->code_size == size_t(ivf->d);
+    const bool fp16 = IsFp16(sq->sq, ivf->d) && ivf->code_size == 2 * size_t(ivf->d);
+    return sq8 || fp16 ? ivf : nullptr;
   }
   return nullptr;
 }
@@ -460,9 +560,12 @@ const faiss::IndexIDMap* ScannableFlat(const faiss::Index* index) {
   const faiss::Index* inner = idmap->index;
   const bool flat =
       typeid(*inner) == typeid(faiss::IndexFlatL2) || typeid(*inner) == typeid(faiss::IndexFlat);
-  const bool sq8 = typeid(*inner) == typeid(faiss::IndexScalarQuantizer) && inner->is_trained &&
-                   IsSq8(static_cast<const faiss::IndexScalarQuantizer*>(inner)->sq, inner->d);
-  if (!flat && !sq8) return nullptr;
+  const bool sq = typeid(*inner) == typeid(faiss::IndexScalarQuantizer) && inner->is_trained;
+  const faiss::ScalarQuantizer* q =
+      sq ? &static_cast<const faiss::IndexScalarQuantizer*>(inner)->sq : nullptr;
+  const bool sq8 = q != nullptr && IsSq8(*q, inner->d);
+  const bool fp16 = q != nullptr && IsFp16(*q, inner->d);
+  if (!flat && !sq8 && !fp16) return nullptr;
   if (inner->metric_type != faiss::METRIC_L2 || idmap->id_map.size() != size_t(inner->ntotal)) {
     return nullptr;
   }
@@ -495,13 +598,11 @@ void ListScanSearch(const faiss::IndexIVF* ivf, const faiss::IndexIDMap* flat, c
           SearchIvfQueries(*ivf, centroids, xc, q0, q1, nprobe, filter, l2, heaps.data());
         } else {
           const faiss::Index* inner = flat->index;
-          const faiss::ScalarQuantizer* sq = Sq8Of(inner);
+          const faiss::ScalarQuantizer* sq = SqOf(inner);
           List all;
-          Sq8 sq8;
+          const Codes codes = CodesOf(sq, int(inner->d));
           if (sq != nullptr) {
             all.codes = static_cast<const faiss::IndexScalarQuantizer*>(inner)->codes.data();
-            sq8.vmin = sq->trained.data();
-            sq8.vdiff = sq->trained.data() + inner->d;
           } else {
             all.vectors = static_cast<const faiss::IndexFlat*>(inner)->get_xb();
           }
@@ -509,8 +610,8 @@ void ListScanSearch(const faiss::IndexIVF* ivf, const faiss::IndexIDMap* flat, c
           all.n = inner->ntotal;
           std::vector<int32_t> which;
           for (int64_t q = q0; q < q1; ++q) which.push_back(int32_t(q));
-          ScanList(all, int(inner->d), xc, which.data(), which.size(), filter, l2,
-                   sq != nullptr ? &sq8 : nullptr, 0, heaps.data());
+          ScanList(all, int(inner->d), xc, which.data(), which.size(), filter, l2, codes, 0,
+                   heaps.data());
         }
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mutex);

@@ -1,16 +1,24 @@
 // Stage 1 with hedgedb's own kernels: the exact k nearest coarse vectors (L2)
-// in the probed lists of an IVF of float vectors or of 8-bit scalar-quantized
-// vectors (SQ8), or in a flat index of either.
+// in the probed lists of an IVF of float vectors, of 8-bit scalar-quantized
+// vectors (SQ8) or of half floats (SQfp16), or in a flat index of any of
+// them. Codes are decoded as FAISS decodes them (SQ8: folded into the query;
+// fp16: widened in the kernel, exactly); residual codes (IVF<n>,SQ8 and
+// IVF<n>,SQfp16 as the factory builds them) have the list's centroid taken
+// off the query once per list.
 //
 // Debian's FAISS 1.7.3 is built without its SIMD paths: its list scan and its
 // one-query quantizer search are fvec_L2sqr_ref, one dependent add per
 // dimension, and they were most of a search's time (bench/RESULTS.md,
-// "Stage 1 at the memory floor"). Here the distances come from
-// L2SqrRows, dispatched on the process's SIMD level (common/simd_level.h);
+// "Stage 1 at the memory floor"); its fp16 scan also decodes each half in
+// scalar bit operations (IVF1024,SQfp16 ran at a quarter of IVF1024,Flat or
+// less).
+// Here the distances come from L2SqrRows, L2SqrSq8Rows and L2SqrFp16Rows,
+// dispatched on the process's SIMD level (common/simd_level.h);
 // FAISS still trains, adds, removes, saves and loads the index, and searches
 // every other kind of index. Batches share their list scans: a list's
-// vectors are read in tiles that stay in L1 while every query probing the
-// list is scored against them.
+// rows are read in tiles that stay in L1 while every query probing the
+// list is scored against them, and the next tile (and the next list's first)
+// is prefetched while one is scored.
 //
 // Which k: the k smallest (distance, id) pairs, so the answer does not depend
 // on the scan's order, the threads or the tiles (FAISS's heap keeps an
@@ -58,12 +66,21 @@ void NearestLists(const float* dist, int64_t n, int64_t probes, int32_t* best);
 // distances differ from FAISS's by float rounding of those terms.
 void L2SqrSq8Rows(const float* q, const float* vmin, const float* vdiff, const uint8_t* codes,
                   int64_t n, int d, float* out);
+// Squared L2 distances of n contiguous rows of d IEEE half floats (FAISS's
+// QT_fp16 codes, 2d bytes each) to q, each half widened to float exactly (as
+// FAISS's decode_fp16), with the active level's kernel (the AVX2 one only
+// where the CPU has F16C too, else the portable one).
+void L2SqrFp16Rows(const float* q, const uint16_t* codes, int64_t n, int d, float* out);
 namespace reference {
 // The same in plain sequential float arithmetic: what tests compare with.
 void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out);
 // SQ8 codes decoded as FAISS decodes them, then as L2SqrRows.
 void L2SqrSq8Rows(const float* q, const float* vmin, const float* vdiff, const uint8_t* codes,
                   int64_t n, int d, float* out);
+// A half's value, from its sign, exponent and mantissa fields (ldexp).
+float HalfToFloat(uint16_t h);
+// Halves decoded by HalfToFloat, then as L2SqrRows.
+void L2SqrFp16Rows(const float* q, const uint16_t* codes, int64_t n, int d, float* out);
 }  // namespace reference
 
 // The centroids of an IVF's flat quantizer transposed (row t: dimension t of
@@ -94,11 +111,12 @@ class CentroidCache {
 };
 
 // The IVF that ListScanSearch can search: an IndexIVFFlat, or an
-// IndexIVFScalarQuantizer of QT_8bit codes (residuals or not), over a
-// trained flat L2 quantizer, L2; nullptr otherwise.
+// IndexIVFScalarQuantizer of QT_8bit or QT_fp16 codes (residuals or not),
+// over a trained flat L2 quantizer, L2; nullptr otherwise.
 const faiss::IndexIVF* ScannableIvf(const faiss::Index* index);
-// The id map over a flat L2 index (IndexFlat, or a trained QT_8bit
-// IndexScalarQuantizer) that ListScanSearch can search; nullptr otherwise.
+// The id map over a flat L2 index (IndexFlat, or a trained QT_8bit or
+// QT_fp16 IndexScalarQuantizer) that ListScanSearch can search; nullptr
+// otherwise.
 const faiss::IndexIDMap* ScannableFlat(const faiss::Index* index);
 
 // For nq queries x (d floats each, the index's dimension): the k nearest

@@ -2,6 +2,7 @@
 // through their dispatch after the CPU check (common/simd_level.h), compiled
 // with the level's flags (cmake/hedgedb_simd.cmake).
 //
+// L2SqrSq8Rows and L2SqrFp16Rows are written out with intrinsics too (below).
 // L2SqrColumns is the ISA-generic source of list_scan_impl.h. L2SqrRows is
 // written out with intrinsics: GCC 12 vectorises the generic version's
 // `omp simd` reductions through accumulators on the stack (it was 48 ns a
@@ -19,7 +20,9 @@ namespace avx512 {
 #define HEDGEDB_LIST_SCAN_OWN_ROWS
 #define HEDGEDB_LIST_SCAN_OWN_COLUMNS
 #define HEDGEDB_LIST_SCAN_OWN_SQ8
+#define HEDGEDB_LIST_SCAN_OWN_FP16
 #include "index/list_scan_impl.h"
+#undef HEDGEDB_LIST_SCAN_OWN_FP16
 #undef HEDGEDB_LIST_SCAN_OWN_SQ8
 #undef HEDGEDB_LIST_SCAN_OWN_COLUMNS
 #undef HEDGEDB_LIST_SCAN_OWN_ROWS
@@ -225,6 +228,68 @@ void L2SqrSq8Rows(const float* a, const float* b, const uint8_t* codes, int64_t 
     if (rest != 0) {
       const __m512 e = _mm512_fnmadd_ps(_mm512_maskz_loadu_ps(tail, b + full), widen_tail(r + full),
                                         _mm512_maskz_loadu_ps(tail, a + full));
+      s = _mm512_fmadd_ps(e, e, s);
+    }
+    out[i] = _mm512_reduce_add_ps(s);
+  }
+}
+
+// Rows of halves, four at a time: sixteen halves widened per vcvtph2ps
+// (AVX-512F), then (q - x)^2 summed by FMA; the tail under a 16-bit-element
+// mask (AVX-512BW), so no load passes a row's last code.
+void L2SqrFp16Rows(const float* q, const uint16_t* codes, int64_t n, int d, float* out) {
+  const int full = d & ~15;
+  const int rest = d & 15;
+  const __mmask16 tail = __mmask16((1u << rest) - 1u);
+  auto widen = [](const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  };
+  // A 512-bit masked load of 16-bit elements (the 256-bit form needs VL).
+  const __mmask32 tail_halves = __mmask32((1u << rest) - 1u);
+  auto widen_tail = [tail_halves](const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_maskz_loadu_epi16(tail_halves, p)));
+  };
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const uint16_t* r = codes + i * d;
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    __m512 s2 = _mm512_setzero_ps(), s3 = _mm512_setzero_ps();
+    for (int t = 0; t < full; t += 16) {
+      const __m512 x = _mm512_loadu_ps(q + t);
+      const __m512 e0 = _mm512_sub_ps(x, widen(r + t));
+      const __m512 e1 = _mm512_sub_ps(x, widen(r + d + t));
+      const __m512 e2 = _mm512_sub_ps(x, widen(r + 2 * d + t));
+      const __m512 e3 = _mm512_sub_ps(x, widen(r + 3 * d + t));
+      s0 = _mm512_fmadd_ps(e0, e0, s0);
+      s1 = _mm512_fmadd_ps(e1, e1, s1);
+      s2 = _mm512_fmadd_ps(e2, e2, s2);
+      s3 = _mm512_fmadd_ps(e3, e3, s3);
+    }
+    if (rest != 0) {
+      const __m512 x = _mm512_maskz_loadu_ps(tail, q + full);
+      const __m512 e0 = _mm512_sub_ps(x, widen_tail(r + full));
+      const __m512 e1 = _mm512_sub_ps(x, widen_tail(r + d + full));
+      const __m512 e2 = _mm512_sub_ps(x, widen_tail(r + 2 * d + full));
+      const __m512 e3 = _mm512_sub_ps(x, widen_tail(r + 3 * d + full));
+      s0 = _mm512_fmadd_ps(e0, e0, s0);
+      s1 = _mm512_fmadd_ps(e1, e1, s1);
+      s2 = _mm512_fmadd_ps(e2, e2, s2);
+      s3 = _mm512_fmadd_ps(e3, e3, s3);
+    }
+    out[i] = _mm512_reduce_add_ps(s0);
+    out[i + 1] = _mm512_reduce_add_ps(s1);
+    out[i + 2] = _mm512_reduce_add_ps(s2);
+    out[i + 3] = _mm512_reduce_add_ps(s3);
+  }
+  for (; i < n; ++i) {
+    const uint16_t* r = codes + i * d;
+    __m512 s = _mm512_setzero_ps();
+    for (int t = 0; t < full; t += 16) {
+      const __m512 e = _mm512_sub_ps(_mm512_loadu_ps(q + t), widen(r + t));
+      s = _mm512_fmadd_ps(e, e, s);
+    }
+    if (rest != 0) {
+      const __m512 e = _mm512_sub_ps(_mm512_maskz_loadu_ps(tail, q + full), widen_tail(r + full));
       s = _mm512_fmadd_ps(e, e, s);
     }
     out[i] = _mm512_reduce_add_ps(s);

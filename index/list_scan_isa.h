@@ -18,6 +18,10 @@ using L2SqrColumnsFn = void (*)(const float* q, int nq, const float* columns, in
 // (list_scan.h, L2SqrSq8Rows, folds the SQ8 decoding into a and b).
 using L2SqrSq8RowsFn = void (*)(const float* a, const float* b, const uint8_t* codes, int64_t n,
                                 int d, float* out);
+// (q_t - x_t)^2 summed over t < d for n contiguous rows of d IEEE half
+// floats, x_t the half widened to float (exact).
+using L2SqrFp16RowsFn = void (*)(const float* q, const uint16_t* codes, int64_t n, int d,
+                                 float* out);
 
 namespace portable {
 void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out);
@@ -25,6 +29,7 @@ void L2SqrColumns(const float* q, int nq, const float* columns, int64_t stride, 
                   float* out);
 void L2SqrSq8Rows(const float* a, const float* b, const uint8_t* codes, int64_t n, int d,
                   float* out);
+void L2SqrFp16Rows(const float* q, const uint16_t* codes, int64_t n, int d, float* out);
 }  // namespace portable
 namespace avx2 {
 void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out);
@@ -32,6 +37,9 @@ void L2SqrColumns(const float* q, int nq, const float* columns, int64_t stride, 
                   float* out);
 void L2SqrSq8Rows(const float* a, const float* b, const uint8_t* codes, int64_t n, int d,
                   float* out);
+// Uses F16C beyond the level (its own target attribute): reached only where
+// the CPU has it (list_scan.cc, ActiveL2SqrFp16Rows).
+void L2SqrFp16Rows(const float* q, const uint16_t* codes, int64_t n, int d, float* out);
 }  // namespace avx2
 namespace avx512 {
 void L2SqrRows(const float* q, const float* rows, int64_t n, int d, float* out);
@@ -39,6 +47,7 @@ void L2SqrColumns(const float* q, int nq, const float* columns, int64_t stride, 
                   float* out);
 void L2SqrSq8Rows(const float* a, const float* b, const uint8_t* codes, int64_t n, int d,
                   float* out);
+void L2SqrFp16Rows(const float* q, const uint16_t* codes, int64_t n, int d, float* out);
 }  // namespace avx512
 
 }  // namespace index

@@ -77,8 +77,8 @@ TEST(FactoryStringTest, DangerousStringsAreRefusedAtCreate) {
 TEST(FactoryStringTest, EveryAcceptedFormIngestsSearchesRemovesAndReopens) {
   TempDir dir;
   const std::vector<std::string> accepted = {
-      "Flat",        "HNSW8",           "HNSW8,SQ8", "IVF4,Flat", "IVF4,SQ8",
-      "IVF4,SQfp16", "IVF4_HNSW8,Flat", "PQ3x4",     "SQ8",       "SQ4"};
+      "Flat",  "HNSW8", "HNSW8,SQ8", "IVF4,Flat", "IVF4,SQ8", "IVF4,SQfp16", "IVF4_HNSW8,Flat",
+      "PQ3x4", "SQ8",   "SQ4",       "SQfp16"};
   Batch items;
   {
     auto db = OpenDb(dir.path());

@@ -857,7 +857,8 @@ TEST(DBTest, EmptyBatchesAndKnobBounds) {
 // counting at the first one), so on a trained index no item with a negative
 // id was ever returned. Every index kind, top-k and threshold search.
 TEST(DBTest, ItemsWithNegativeIdsAreFoundByTwoStageSearch) {
-  for (const std::string factory : {"IVF4,Flat", "Flat", "HNSW8", "IVF4,SQ8"}) {
+  for (const std::string factory :
+       {"IVF4,Flat", "Flat", "HNSW8", "IVF4,SQ8", "IVF4,SQfp16", "SQfp16"}) {
     SCOPED_TRACE(factory);
     TempDir dir;
     auto db = OpenDb(dir.path());
@@ -910,7 +911,7 @@ TEST(DBTest, ItemsWithNegativeIdsAreFoundByTwoStageSearch) {
 // index without tombstones, the item came back many times (k = 50 gave 50
 // hits of id -1). It must come back once, and every hit's id once.
 TEST(DBTest, AnItemWithIdMinusOneComesBackOnceWhenStageOnePads) {
-  for (const std::string factory : {"IVF4,Flat", "IVF4,SQ8"}) {
+  for (const std::string factory : {"IVF4,Flat", "IVF4,SQ8", "IVF4,SQfp16"}) {
     SCOPED_TRACE(factory);
     TempDir dir;
     auto db = OpenDb(dir.path());

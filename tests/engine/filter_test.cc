@@ -89,7 +89,7 @@ TEST(FilterTest, SelectivitiesOnHundredThousandItems) {
 // that filter inside FAISS's scan (flat PQ, which filters afterwards, is
 // the codes collections' index: CodesCollection).
 TEST(FilterTest, FewerPassingThanKReturnsExactlyThem) {
-  for (const std::string factory : {"", "HNSW16", "Flat", "IVF16,SQ8"}) {
+  for (const std::string factory : {"", "HNSW16", "Flat", "IVF16,SQ8", "IVF16,SQfp16", "SQfp16"}) {
     SCOPED_TRACE("factory '" + factory + "'");
     TempDir dir;
     auto db = OpenDb(dir.path());

@@ -9,11 +9,14 @@
 #include <faiss/IndexIDMap.h>
 #include <faiss/IndexIVFFlat.h>
 #include <faiss/IndexScalarQuantizer.h>
+#include <faiss/impl/IDSelector.h>
+#include <faiss/utils/fp16.h>
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <stdexcept>
@@ -575,6 +578,166 @@ TEST_P(ListScanLevels, Sq8SearchEqualsBruteForceAndFaiss) {
                          "flat sq8 vs FAISS", kSq8Tol);
 }
 
+// Every half that FAISS's decode_fp16 widens (the tests build without F16C:
+// faiss/utils/fp16-inl.h's bit operations) has the value the reference's
+// field-by-field HalfToFloat gives it: bit for bit, NaN for NaN.
+TEST(ListScan, HalfToFloatEqualsFaissOnEveryHalf) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float want = faiss::decode_fp16(uint16_t(h));
+    const float got = reference::HalfToFloat(uint16_t(h));
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got)) << "half " << h;
+    } else {
+      EXPECT_EQ(std::memcmp(&want, &got, sizeof(float)), 0)
+          << "half " << h << ": " << want << " vs " << got;
+    }
+  }
+}
+
+// fp16 rows: the active kernel against the reference. Every finite half
+// (zeros, subnormals, the largest) is a code of some row, and each row is
+// scored against its own decoding: the distance is exactly 0 only if every
+// half was widened exactly, sign and all (a subnormal off by one ulp, 1e-8,
+// would not show in a tolerance). The other rows of the same call (four at a
+// time, and a remainder) and random rows on odd dimensions equal the
+// reference up to the summation order: kRelTol of the distance, a sum of
+// squares.
+TEST_P(ListScanLevels, Fp16RowsEqualTheReferenceUpToRounding) {
+  ScopedKernelIsa level(GetParam());
+  ASSERT_TRUE(level.ok());
+  std::vector<uint16_t> halves;
+  for (uint32_t h = 0; h < 65536; ++h) {
+    if (((h >> 10) & 0x1f) != 0x1f) halves.push_back(uint16_t(h));  // no inf or NaN
+  }
+  for (int d : {13, 16}) {
+    const int64_t rows = int64_t(halves.size()) / d;
+    std::vector<float> q(static_cast<size_t>(d));
+    for (int64_t i = 0; i < rows; ++i) {
+      const uint16_t* row = halves.data() + i * d;
+      for (int t = 0; t < d; ++t) q[size_t(t)] = reference::HalfToFloat(row[t]);
+      const int64_t n = std::min<int64_t>(i % 2 == 0 ? 4 : 3, rows - i);
+      std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n), -1.0f);
+      reference::L2SqrFp16Rows(q.data(), row, n, d, want.data());
+      L2SqrFp16Rows(q.data(), row, n, d, got.data());
+      ASSERT_EQ(got[0], 0.0f) << "d " << d << " row " << i;
+      for (int64_t r = 1; r < n; ++r) {
+        ASSERT_NEAR(got[size_t(r)], want[size_t(r)], kRelTol * want[size_t(r)])
+            << "d " << d << " row " << i + r;
+      }
+    }
+  }
+  for (int d : {1, 3, 7, 8, 9, 15, 17, 31, 64, 65}) {
+    for (int64_t n : {1, 3, 4, 5, 33}) {
+      const std::vector<float> q = Normal(d, 30 + d);
+      const std::vector<float> x = Normal(n * d, 31 + d, 2.0f);
+      std::vector<uint16_t> codes(size_t(n * d));
+      for (size_t i = 0; i < codes.size(); ++i) codes[i] = faiss::encode_fp16(x[i]);
+      std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n), -1.0f);
+      reference::L2SqrFp16Rows(q.data(), codes.data(), n, d, want.data());
+      L2SqrFp16Rows(q.data(), codes.data(), n, d, got.data());
+      for (int64_t i = 0; i < n; ++i) {
+        EXPECT_NEAR(got[size_t(i)], want[size_t(i)], kRelTol * want[size_t(i)])
+            << "d " << d << " n " << n << " row " << i;
+      }
+    }
+  }
+}
+
+// FAISS's filter for the ids EvenIds allows: `ids` maps an inner index's
+// positions to ids (null: the ids are the positions' labels).
+class EvenSelector : public faiss::IDSelector {
+ public:
+  explicit EvenSelector(const std::vector<faiss::Index::idx_t>* ids = nullptr) : ids_(ids) {}
+  bool is_member(faiss::Index::idx_t id) const override {
+    return (ids_ != nullptr ? (*ids_)[size_t(id)] : id) % 2 == 0;
+  }
+
+ private:
+  const std::vector<faiss::Index::idx_t>* ids_;
+};
+
+// IVF-SQfp16 (residual codes, as the factory string IVF<n>,SQfp16 builds,
+// and plain codes) and flat SQfp16 under an id map, searched by the list scan
+// against FAISS's own search, unfiltered and filtered (FAISS's IDSelector),
+// on odd dimensions and list sizes. Tolerance: the halves are widened
+// exactly on both sides, but FAISS scores the residual query (q - c) as the
+// list scan does in another summation order: 1e-5 of the distance (d <= 33).
+// The residual taken off the wrong side, or not at all, moves distances by
+// the centroids' norms; a decoding off by an ulp of a half (1e-3 relative)
+// moves them by far more than the tolerance too.
+TEST_P(ListScanLevels, Fp16SearchEqualsFaiss) {
+  ScopedKernelIsa level(GetParam());
+  ASSERT_TRUE(level.ok());
+  constexpr float kFp16Tol = 1e-5f;
+  const int64_t nq = 23, k = 10;
+  for (const int d : {7, 33}) {
+    const int nlist = 13;
+    const int64_t n = 2001;
+    std::vector<float> centers = Normal(10 * d, 40 + d, 4.0f), data = Normal(n * d, 41 + d);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int t = 0; t < d; ++t) data[size_t(i * d + t)] += centers[size_t((i % 10) * d + t)];
+    }
+    const std::vector<float> queries = Normal(nq * d, 42 + d, 4.0f);
+    std::vector<faiss::Index::idx_t> ids(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) ids[size_t(i)] = 5 * i + 2 + (i % 3);
+    EvenIds even;
+    EvenSelector even_ids;
+    for (const bool residual : {true, false}) {
+      faiss::IndexFlatL2 quantizer(d);
+      faiss::IndexIVFScalarQuantizer ivf(&quantizer, size_t(d), size_t(nlist),
+                                         faiss::ScalarQuantizer::QT_fp16, faiss::METRIC_L2,
+                                         residual);
+      ivf.train(n, data.data());
+      ivf.add_with_ids(n, data.data(), ids.data());
+      ASSERT_EQ(ScannableIvf(&ivf), &ivf);
+      for (int nprobe : {1, 4, nlist}) {
+        for (const bool filtered : {false, true}) {
+          SCOPED_TRACE(::testing::Message()
+                       << "d " << d << (residual ? " residual" : " plain") << " nprobe " << nprobe
+                       << (filtered ? " filtered" : ""));
+          faiss::SearchParametersIVF params;
+          params.nprobe = size_t(nprobe);
+          params.sel = filtered ? &even_ids : nullptr;
+          std::vector<float> want_d(size_t(nq * k));
+          std::vector<faiss::Index::idx_t> want(size_t(nq * k));
+          ivf.search(nq, queries.data(), k, want_d.data(), want.data(), &params);
+          std::vector<float> got_d(size_t(nq * k));
+          std::vector<int64_t> got(size_t(nq * k));
+          ListScanSearch(&ivf, nullptr, queries.data(), nq, k, nprobe, filtered ? &even : nullptr,
+                         got_d.data(), got.data());
+          ExpectSameUpToRounding(want_d, std::vector<int64_t>(want.begin(), want.end()), got_d, got,
+                                 k, "fp16 vs FAISS", kFp16Tol);
+          for (size_t i = 0; filtered && i < got.size(); ++i) {
+            ASSERT_TRUE(got[i] < 0 || got[i] % 2 == 0) << "entry " << i;
+          }
+        }
+      }
+    }
+    // Flat SQfp16 under an id map. FAISS's IndexIDMap passes no filter down,
+    // so the filtered search is the inner index's, over positions.
+    faiss::IndexIDMap idmap(new faiss::IndexScalarQuantizer(d, faiss::ScalarQuantizer::QT_fp16));
+    idmap.own_fields = true;
+    idmap.add_with_ids(n, data.data(), ids.data());
+    ASSERT_EQ(ScannableFlat(&idmap), &idmap);
+    EvenSelector even_positions(&idmap.id_map);
+    for (const bool filtered : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "flat d " << d << (filtered ? " filtered" : ""));
+      faiss::SearchParameters params;
+      params.sel = filtered ? &even_positions : nullptr;
+      std::vector<float> want_d(size_t(nq * k));
+      std::vector<faiss::Index::idx_t> want(size_t(nq * k));
+      idmap.index->search(nq, queries.data(), k, want_d.data(), want.data(), &params);
+      for (auto& label : want) label = label < 0 ? -1 : idmap.id_map[size_t(label)];
+      std::vector<float> got_d(size_t(nq * k));
+      std::vector<int64_t> got(size_t(nq * k));
+      ListScanSearch(nullptr, &idmap, queries.data(), nq, k, 0, filtered ? &even : nullptr,
+                     got_d.data(), got.data());
+      ExpectSameUpToRounding(want_d, std::vector<int64_t>(want.begin(), want.end()), got_d, got, k,
+                             "flat fp16 vs FAISS", kFp16Tol);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Levels, ListScanLevels, ::testing::ValuesIn(SupportedKernelIsas()),
                          KernelIsaParamName);
 
@@ -594,9 +757,17 @@ TEST(ListScan, OnlyPlainFloatIndexesAreScanned) {
   const std::vector<float> data = Normal(8 * 200, 19);
   sq4.train(200, data.data());
   EXPECT_EQ(ScannableIvf(&sq4), nullptr);
-  faiss::IndexIDMap fp16(new faiss::IndexScalarQuantizer(8, faiss::ScalarQuantizer::QT_fp16));
-  fp16.own_fields = true;
-  EXPECT_EQ(ScannableFlat(&fp16), nullptr);
+  faiss::IndexIDMap sq6(new faiss::IndexScalarQuantizer(8, faiss::ScalarQuantizer::QT_6bit));
+  sq6.own_fields = true;
+  sq6.train(200, data.data());
+  EXPECT_EQ(ScannableFlat(&sq6), nullptr);
+  // fp16 rows are scanned (Fp16SearchEqualsFaiss), but not under an inner
+  // product.
+  faiss::IndexFlatIP fp16_ip_quantizer(8);
+  faiss::IndexIVFScalarQuantizer fp16_ip(&fp16_ip_quantizer, 8, 4, faiss::ScalarQuantizer::QT_fp16,
+                                         faiss::METRIC_INNER_PRODUCT);
+  fp16_ip.train(200, data.data());
+  EXPECT_EQ(ScannableIvf(&fp16_ip), nullptr);
 }
 
 }  // namespace
