@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/half.h"
 #include "index/list_scan_isa.h"
 #include "index/nearest_centroid.h"
 #include "index/select_k.h"

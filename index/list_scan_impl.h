@@ -55,29 +55,10 @@ void L2SqrSq8Rows(const float* a, const float* b, const uint8_t* codes, int64_t 
 #endif
 
 #ifndef HEDGEDB_LIST_SCAN_OWN_FP16  // list_scan_avx2.cc and list_scan_avx512.cc write their own
-// A half's bits widened to a float's, exactly (IEEE 754 binary16 to
-// binary32, as FAISS's decode_fp16): normal numbers move their exponent's
-// bias, subnormals (exponent 0) are their 10-bit mantissa times 2^-24,
-// infinities and NaNs keep their mantissa under an all-ones exponent.
-// Selects, not branches, so the loops below stay vector loops. Static: the
-// per-ISA files must not share it with baseline code (cmake/hedgedb_simd.cmake).
-static inline float HalfBitsToFloat(uint16_t h) {
-  const uint32_t magnitude = uint32_t(h) & 0x7fffu;
-  const uint32_t exponent = magnitude >> 10;
-  uint32_t bits = (magnitude << 13) + ((127u - 15u) << 23);
-  bits = exponent == 31u ? bits + ((128u - 16u) << 23) : bits;
-  float value;
-  __builtin_memcpy(&value, &bits, sizeof value);
-  value = exponent == 0u ? float(int32_t(magnitude)) * 0x1p-24f : value;
-  uint32_t out;
-  __builtin_memcpy(&out, &value, sizeof out);
-  out |= (uint32_t(h) & 0x8000u) << 16;
-  __builtin_memcpy(&value, &out, sizeof value);
-  return value;
-}
-
 // L2SqrFp16Rows: sum_t (q_t - x_t)^2 over rows of d halves, each widened to
-// a float; four rows at a time as L2SqrRows.
+// a float by common/half.h's branch-free HalfToFloat (only the portable
+// level compiles this one: its inline function must not be built with a
+// per-ISA file's flags); four rows at a time as L2SqrRows.
 void L2SqrFp16Rows(const float* q, const uint16_t* codes, int64_t n, int d, float* out) {
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) {
@@ -88,8 +69,8 @@ void L2SqrFp16Rows(const float* q, const uint16_t* codes, int64_t n, int d, floa
     float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
 #pragma omp simd reduction(+ : s0, s1, s2, s3)
     for (int t = 0; t < d; ++t) {
-      const float e0 = q[t] - HalfBitsToFloat(r0[t]), e1 = q[t] - HalfBitsToFloat(r1[t]);
-      const float e2 = q[t] - HalfBitsToFloat(r2[t]), e3 = q[t] - HalfBitsToFloat(r3[t]);
+      const float e0 = q[t] - ::hedgedb::HalfToFloat(r0[t]), e1 = q[t] - ::hedgedb::HalfToFloat(r1[t]);
+      const float e2 = q[t] - ::hedgedb::HalfToFloat(r2[t]), e3 = q[t] - ::hedgedb::HalfToFloat(r3[t]);
       s0 += e0 * e0;
       s1 += e1 * e1;
       s2 += e2 * e2;
@@ -105,7 +86,7 @@ void L2SqrFp16Rows(const float* q, const uint16_t* codes, int64_t n, int d, floa
     float s = 0;
 #pragma omp simd reduction(+ : s)
     for (int t = 0; t < d; ++t) {
-      const float e = q[t] - HalfBitsToFloat(r[t]);
+      const float e = q[t] - ::hedgedb::HalfToFloat(r[t]);
       s += e * e;
     }
     out[i] = s;
