@@ -18,6 +18,7 @@ namespace hedgedb {
 // Limits of float16 (the values a collection of that format accepts).
 constexpr float kFloat16Max = 65504.0f;
 constexpr float kFloat16MinNormal = 6.103515625e-05f;  // 2^-14
+constexpr float kFloat16MinPositive = 5.9604644775390625e-08f;  // 2^-24, the smallest subnormal
 // Relative rounding error bounds (half a unit in the last place of a
 // normal number): float16 2^-11, bfloat16 2^-8.
 constexpr double kFloat16RelativeError = 1.0 / 2048;

@@ -55,11 +55,11 @@ bool IdMap::Erase(int64_t id) {
 }
 
 void IdMap::Reserve(size_t n) {
-  if (2 * n <= slots_.size()) return;
-  // 2n slots of 16 bytes must be addressable (a larger n is a caller's bug).
+  // 4n/3 slots of 16 bytes must be addressable (a larger n is a caller's bug).
   if (n > std::numeric_limits<size_t>::max() / 64) throw std::length_error("IdMap::Reserve");
+  if (Fits(n, slots_.size())) return;
   size_t capacity = 16;
-  while (capacity < 2 * n) capacity *= 2;
+  while (!Fits(n, capacity)) capacity *= 2;
   // Grow by doubling at least, so a stream of Sets rehashes O(log n) times.
   if (capacity < 2 * slots_.size()) capacity = 2 * slots_.size();
   Rehash(capacity);

@@ -230,15 +230,20 @@ TEST(RowFormatRangeTest, Float16RefusesWhatItCannotHold) {
             std::string::npos)
       << s.ToString();
   b = RandomBatch(spec, 3, 1, 1);
-  b.var[2] = 6.0e-5f;  // just below 2^-14
+  b.var[2] = 2.9e-8f;  // below 2^-25, half the smallest subnormal: it would round to 0
   s = db->Ingest("h", b.ingest(), nullptr);
   EXPECT_TRUE(s.IsInvalidArgument());
-  EXPECT_NE(s.ToString().find("variance 6e-05 of item 1 (element 0) is below the smallest normal"),
+  EXPECT_NE(s.ToString().find("variance 2.9e-08 of item 1 (element 0) rounds to 0 in the "
+                              "collection's row format float16 (smallest positive value "
+                              "5.96046e-08)"),
             std::string::npos)
       << s.ToString();
   EXPECT_EQ(StatsOf(db.get(), "h").items, 0);
-  // The limits themselves are taken.
-  b.var[2] = kFloat16MinNormal;
+  // The limits themselves are taken: the largest half, and variances down to
+  // the smallest subnormal (below the smallest normal, 2^-14, they are kept
+  // as subnormals).
+  b.var[2] = kFloat16MinPositive;
+  b.var[3] = 6.0e-5f;  // just below 2^-14: a subnormal
   b.mean[0] = kFloat16Max;
   ASSERT_TRUE(db->Ingest("h", b.ingest(), nullptr).ok());
   EXPECT_EQ(StatsOf(db.get(), "h").items, 3);
