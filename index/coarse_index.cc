@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -37,10 +38,15 @@ namespace {
 
 std::atomic<int> g_failing_adds{0};
 
-// A float as %g: 70000 prints as 70000, 1e+20 as 1e+20.
+// A float in the fewest significant digits (6 to 9) that read back as it:
+// 70000 prints as 70000, the float after 32736 as 32736.002, not as the
+// bound it exceeds.
 std::string FloatText(float v) {
   char text[32];
-  std::snprintf(text, sizeof(text), "%g", double(v));
+  for (int digits = 6; digits <= 9; ++digits) {
+    std::snprintf(text, sizeof(text), "%.*g", digits, double(v));
+    if (std::strtof(text, nullptr) == v) break;
+  }
   return text;
 }
 

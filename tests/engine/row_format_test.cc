@@ -321,7 +321,7 @@ TEST(CoarseRangeTest, HalfFloatIndexesRefuseCoarseValuesTheyCannotHold) {
     b = RandomBatch(spec, 3, 5000, 2);
     for (int d = 0; d < 4; ++d) b.var[4 + d] = 2e9f;
     refused(b.ingest(),
-            "square root of the summed variances 89442.7 of item id 5001 "
+            "square root of the summed variances 89442.72 of item id 5001 "
             "(coarse dimension 4)");
     // An upsert of an item that exists.
     Batch up = RandomBatch(spec, 2, 5, 3);  // ids 5, 6
