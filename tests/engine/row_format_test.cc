@@ -19,6 +19,7 @@
 #include "common/half.h"
 #include "common/row_layout.h"
 #include "engine_test_util.h"
+#include "storage/record_store.h"
 
 namespace hedgedb {
 namespace testing {
@@ -371,6 +372,67 @@ TEST(CoarseRangeTest, HalfFloatIndexesRefuseCoarseValuesTheyCannotHold) {
       EXPECT_EQ(r[0].hits[0].id, item);
     }
   }
+}
+
+// An item that reaches a half-float index without passing ingest's check (a
+// record written before it existed, here written into the store directly)
+// is not added as an infinity: the index's add refuses it, naming it, the
+// index is stale, and searches score every item exactly, the item included.
+TEST(CoarseRangeTest, AnItemThatReachesTheIndexOtherwiseLeavesItStaleNotWrong) {
+  TempDir dir;
+  const std::string path = dir.path() + "/db";
+  const CollectionSpec spec = MakeSpec("c", Kind::kPoint, 4, "SQfp16");
+  const Batch items = RandomBatch(spec, 1200, 0, 1);
+  {
+    auto db = OpenDb(path);
+    ASSERT_TRUE(db->CreateCollection(spec).ok());
+    ASSERT_TRUE(db->Ingest("c", items.ingest(), nullptr).ok());
+  }
+  const std::vector<float> far = {1.0f, 70000.0f, 1.0f, 1.0f};
+  {
+    std::unique_ptr<storage::RecordStore> store;
+    storage::StoreOptions so;
+    so.create_if_missing = false;
+    ASSERT_TRUE(storage::RecordStore::Open(so, path + "/store", &store).ok());
+    std::vector<storage::CollectionMeta> metas;
+    ASSERT_TRUE(store->LoadCatalog(&metas).ok());
+    ASSERT_EQ(ItemRowBytes(spec), far.size() * sizeof(float));
+    storage::RecordWrite w;
+    w.id = 7;
+    w.row = reinterpret_cast<const uint8_t*>(far.data());
+    ASSERT_TRUE(store
+                    ->PutRawRecordForTest(storage::RecordStore::RecordKey(metas[0].id, 7),
+                                          storage::RecordStore::EncodeRecord(metas[0].sequence, w,
+                                                                             ItemRowBytes(spec)))
+                    .ok());
+  }
+  // No index file or arena snapshot: the next open reads the records and
+  // builds the index from them.
+  for (const auto& e : std::filesystem::directory_iterator(path + "/index")) {
+    std::filesystem::remove(e.path());
+  }
+  auto db = OpenDb(path);
+  const CollectionStats st = StatsOf(db.get(), "c");
+  EXPECT_TRUE(st.index_stale);
+  EXPECT_NE(st.index_note.find("vector value 70000 of item id 7 (coarse dimension 1) is outside "
+                               "what index 'SQfp16' holds"),
+            std::string::npos)
+      << st.index_note;
+  SearchOptions o;
+  o.k = 3;
+  o.score = ScoreType::kL2;
+  o.with_uncertainty = false;
+  Batch q;
+  q.n = 2;
+  q.vec = far;
+  q.vec.insert(q.vec.end(), items.vec.begin() + 4 * 4, items.vec.begin() + 5 * 4);  // item 4
+  std::vector<SearchResult> r;
+  ASSERT_TRUE(db->Search("c", q.view(), o, &r).ok());
+  ASSERT_EQ(r.size(), 2u);
+  ASSERT_FALSE(r[0].hits.empty());
+  EXPECT_EQ(r[0].hits[0].id, 7);
+  ASSERT_FALSE(r[1].hits.empty());
+  EXPECT_EQ(r[1].hits[0].id, 4);
 }
 
 }  // namespace
