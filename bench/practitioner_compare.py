@@ -322,10 +322,12 @@ def main():
                 return np.asarray(r.ids)
             return f
 
-        def faiss_torch_run(nprobe, c):
+        def ivf_torch_run(index, nprobe, c):
+            # A FAISS IVF (float or 8-bit lists) for the candidates, PyTorch
+            # rescoring them.
             def f(lo, hi):
-                ivf.nprobe = nprobe
-                _, cand = ivf.search(qmean[lo:hi], c)
+                index.nprobe = nprobe
+                _, cand = index.search(qmean[lo:hi], c)
                 return rescore.top(qmean[lo:hi], qvar[lo:hi], cand, 10)[0]
             return f
 
@@ -334,13 +336,6 @@ def main():
                 hnsw.set_ef(max(ef, c))
                 cand, _ = hnsw.knn_query(qmean[lo:hi], k=c)
                 return rescore.top(qmean[lo:hi], qvar[lo:hi], cand.astype(np.int64), 10)[0]
-            return f
-
-        def faiss_sq8_torch_run(nprobe, c):
-            def f(lo, hi):
-                ivf_sq8.nprobe = nprobe
-                _, cand = ivf_sq8.search(qmean[lo:hi], c)
-                return rescore.top(qmean[lo:hi], qvar[lo:hi], cand, 10)[0]
             return f
 
         def means_run(nprobe):
@@ -353,10 +348,11 @@ def main():
         for nprobe in nprobes:
             for c in cands:
                 configs.append(("hedgedb", f"nprobe {nprobe}, candidates {c}", hedgedb_run(nprobe, c)))
-                configs.append(("faiss+torch", f"nprobe {nprobe}, C {c}", faiss_torch_run(nprobe, c)))
+                configs.append(("faiss+torch", f"nprobe {nprobe}, C {c}",
+                                ivf_torch_run(ivf, nprobe, c)))
                 if sq8:
                     configs.append(("faiss sq8+torch", f"nprobe {nprobe}, C {c}",
-                                    faiss_sq8_torch_run(nprobe, c)))
+                                    ivf_torch_run(ivf_sq8, nprobe, c)))
             configs.append(("faiss means", f"nprobe {nprobe}", means_run(nprobe)))
         for ef in efs:
             for c in cands:

@@ -12,12 +12,19 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
 
 #include "common/coding.h"
 #include "common/crc32c.h"
 #include "common/file_util.h"
+#include "common/half.h"
+#include "common/row_layout.h"
 #include "index/codes_index.h"
 #include "index/faiss_helpers.h"
 #include "index/index_file.h"
@@ -31,7 +38,57 @@ namespace {
 
 std::atomic<int> g_failing_adds{0};
 
+// A float in the fewest significant digits (6 to 9) that read back as it:
+// 70000 prints as 70000, the float after 32736 as 32736.002, not as the
+// bound it exceeds.
+std::string FloatText(float v) {
+  char text[32];
+  for (int digits = 6; digits <= 9; ++digits) {
+    std::snprintf(text, sizeof(text), "%.*g", digits, double(v));
+    if (std::strtof(text, nullptr) == v) break;
+  }
+  return text;
+}
+
+// What coarse dimension d of an item is (VectorIndex's coarse vectors).
+std::string CoarseValueName(const CollectionSpec& spec, int d) {
+  if (spec.kind == Kind::kPoint) return "vector value";
+  const bool mog = spec.kind == Kind::kMog;
+  if (d < spec.dim) return mog ? "mixture mean" : "mean";
+  return mog ? "square root of the mixture's summed variances"
+             : "square root of the summed variances";
+}
+
 }  // namespace
+
+Status CheckCoarseValues(const CollectionSpec& spec, const std::string& factory,
+                         const float* values, int64_t n, float limit, const int64_t* ids,
+                         bool residual) {
+  const int d = CoarseDimension(spec);
+  const size_t total = size_t(n) * size_t(d);
+  size_t j = 0;
+  while (j < total && !(std::fabs(values[j]) > limit)) ++j;
+  if (j == total) return Status::OK();
+  const int64_t item = int64_t(j / size_t(d));
+  const int dim = int(j % size_t(d));
+  std::string text =
+      CoarseValueName(spec, dim) + (residual ? " less its list's centroid" : "") + " " +
+      FloatText(values[j]) + " of item " +
+      (ids ? "id " + std::to_string(ids[item]) : std::to_string(item) + " of the batch") +
+      " (coarse dimension " + std::to_string(dim) + ") is outside what index '" + factory +
+      "' holds: it stores ";
+  if (residual || limit == kFloat16Max) {
+    text += "half floats (largest magnitude " + FloatText(kFloat16Max) + ")";
+  } else {
+    text += "each value less its list's centroid as a half float (largest magnitude " +
+            FloatText(kFloat16Max) + "), so values must lie within +-" + FloatText(limit);
+  }
+  std::string float_index = factory;
+  const size_t at = float_index.find("SQfp16");
+  if (at != std::string::npos) float_index.replace(at, 6, "Flat");
+  return Status::InvalidArgument(text + "; create the collection with float vectors (index '" +
+                                 float_index + "') to store such items");
+}
 
 CoarseIndex::CoarseIndex(const CollectionSpec& spec, const std::string& factory,
                          const FactoryShape& shape)
@@ -49,6 +106,21 @@ std::string CoarseIndex::FactoryFor(const CollectionSpec& spec) {
   // reaches recall@10 1.0 at ~1 ms on 100k Gaussians with ingest >50k/s;
   // HNSW32 is as fast to search but ingests ~10x slower; Flat is 5-10x slower.
   return spec.kind == Kind::kCodes ? "PQ" : "IVF1024,Flat";
+}
+
+Status CoarseIndex::CheckCoarseRange(const CollectionSpec& spec, const void* rows, int64_t n,
+                                     const int64_t* ids) {
+  if (spec.kind == Kind::kCodes || n <= 0) return Status::OK();
+  const std::string factory = FactoryFor(spec);
+  // Most indexes hold any finite value: no parse of the string per batch.
+  if (factory.find("SQfp16") == std::string::npos) return Status::OK();
+  FactoryShape shape;
+  HEDGEDB_RETURN_IF_ERROR(CheckFactoryString(spec, factory, &shape));
+  const float limit = CoarseValueLimit(shape);
+  if (std::isinf(limit)) return Status::OK();
+  std::vector<float> x;
+  CoarseVectorsOf(spec, RowShapeOf(spec), rows, n, &x);
+  return CheckCoarseValues(spec, factory, x.data(), n, limit, ids, /*residual=*/false);
 }
 
 Status CoarseIndex::Create(const CollectionSpec& spec, std::unique_ptr<CoarseIndex>* out) {

@@ -40,6 +40,16 @@ namespace index {
 
 class CentroidCache;  // index/list_scan.h
 
+// The first of n coarse vectors (coarse_dim values each) with a value beyond
+// `limit` in magnitude, as InvalidArgument naming the item (its id ids[i],
+// or without ids its place in the batch), the coarse dimension and the
+// value, and why index `factory` cannot hold it; OK if there is none.
+// `residual`: the values checked are residuals against IVF centroids (the
+// index's add), not the items' own (ingest, against a bound for them).
+Status CheckCoarseValues(const CollectionSpec& spec, const std::string& factory,
+                         const float* values, int64_t n, float limit, const int64_t* ids,
+                         bool residual);
+
 struct CoarseSearchKnobs {
   int nprobe = 0;     // IVF: lists probed (0: the index's default)
   int ef_search = 0;  // HNSW: search breadth (0: the index's default)
@@ -78,6 +88,14 @@ class CoarseIndex {
                      std::string* upkeep = nullptr);
   // The canonical factory string for a spec (fills in the default).
   static std::string FactoryFor(const CollectionSpec& spec);
+  // Refuses n item rows (stored layout, as the index would add them) whose
+  // coarse vector holds a value beyond CoarseValueLimit of the spec's index
+  // (index/factory_rules.h): an SQfp16 index would store an infinity. For
+  // ingest, before anything is written. `ids` are the batch's ids, or null
+  // (ids assigned later: items are named by their place in the batch).
+  // InvalidArgument naming the item, the coarse dimension and the value.
+  static Status CheckCoarseRange(const CollectionSpec& spec, const void* rows, int64_t n,
+                                 const int64_t* ids);
 
   virtual ~CoarseIndex();
 

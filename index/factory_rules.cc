@@ -1,7 +1,10 @@
 #include "index/factory_rules.h"
 
 #include <algorithm>
+#include <limits>
 #include <regex>
+
+#include "common/half.h"
 
 namespace hedgedb {
 namespace index {
@@ -11,6 +14,16 @@ constexpr int64_t kMaxIvfLists = 262144;  // 2^18: FAISS's largest billion-scale
 constexpr int64_t kMaxCodeIvfLists = 65536;
 constexpr int kMinHnswM = 4, kMaxHnswM = 256;
 constexpr int kMaxPqBits = 12;
+
+// Coarse values of an IVF with half-float lists: |x| <= 32736 keeps every
+// residual |x - c| <= 65504. A centroid is the mean of training vectors
+// that passed this bound (|c| <= 32736), except that FAISS's k-means splits
+// an empty cluster by scaling a centroid by 1 +- 1/1024; so |x - c| <=
+// 32736 x (2 + 1/1024) = 65503.97. (Float rounding of the mean moves c by
+// far less, in practice, than the 16 between 65504 and 65520, where halves
+// overflow; VectorIndex's add checks the residuals themselves as well.)
+// Half of 65504, 32752, would not do: x (2 + 1/1024) reaches 65536.
+constexpr float kFloat16ResidualLimit = 32736.0f;
 
 int NextPowerOfTwo(int k) {
   int p = 2;
@@ -37,7 +50,10 @@ Status CheckEncoding(const std::string& enc, int coarse_dim, bool under_ivf,
   static const std::regex kPq("PQ([0-9]+)(x([0-9]+))?");
   static const std::regex kSq("SQ(4|6|8|fp16)");
   std::smatch m;
-  if (enc == "Flat" || std::regex_match(enc, kSq)) return Status::OK();
+  if (enc == "Flat" || std::regex_match(enc, kSq)) {
+    shape->half_codes = enc == "SQfp16";
+    return Status::OK();
+  }
   if (std::regex_match(enc, m, kPq)) {
     int64_t pq_m = 0, bits = 8;
     HEDGEDB_RETURN_IF_ERROR(
@@ -66,6 +82,12 @@ Status CheckEncoding(const std::string& enc, int coarse_dim, bool under_ivf,
 }
 
 }  // namespace
+
+float CoarseValueLimit(const FactoryShape& shape) {
+  if (!shape.half_codes) return std::numeric_limits<float>::infinity();
+  // FAISS builds IVF<n>,SQfp16 (IndexIVFScalarQuantizer) by residual.
+  return shape.ivf_lists > 0 ? kFloat16ResidualLimit : kFloat16Max;
+}
 
 int CoarseDimension(const CollectionSpec& spec) {
   switch (spec.kind) {
@@ -131,6 +153,7 @@ Status CheckFactoryString(const CollectionSpec& spec, const std::string& factory
         return Status::InvalidArgument("index factory '" + factory +
                                        "': HNSW stores vectors as Flat, SQ4, SQ6, SQ8 or SQfp16");
       }
+      shape.half_codes = m[3].str() == "SQfp16";
     }
   } else if (std::regex_match(factory, m, kIvf)) {
     HEDGEDB_RETURN_IF_ERROR(

@@ -32,6 +32,7 @@ struct FactoryShape {
   int hnsw_m = 0;         // 0: no HNSW graph (an IVF's HNSW quantizer counts)
   int pq_m = 0;           // 0: no product quantizer
   int pq_bits = 0;
+  bool half_codes = false;  // SQfp16: each coarse value stored as a half float
 
   // An HNSW graph without inverted lists (not an IVF's HNSW quantizer).
   bool graph_only() const { return ivf_lists == 0 && hnsw_m > 0; }
@@ -41,6 +42,17 @@ struct FactoryShape {
 // collection of this spec; fills *shape when not null.
 Status CheckFactoryString(const CollectionSpec& spec, const std::string& factory,
                           FactoryShape* shape);
+
+// The largest magnitude a value of a coarse vector may have so that what an
+// index of this shape stores stays finite; +inf (any finite value) unless it
+// stores half floats (SQfp16). FAISS encodes a half beyond 65504 as an
+// infinity, and nothing downstream notices: the item's coarse distances are
+// infinite or NaN and it is never a candidate. A flat or HNSW store encodes
+// the value itself: 65504. An IVF encodes the residual, the value less its
+// list's centroid: the limit is then kFloat16ResidualLimit (factory_rules.cc
+// says why), which bounds the residual whatever list the item joins, even
+// before the index is trained (when no centroid exists to check against).
+float CoarseValueLimit(const FactoryShape& shape);
 
 // The dimension of the vectors the coarse index holds: D for points, D + 1
 // for gaussian/mog ([mu, sqrt(tr S)]), d * (k rounded up to a power of two)

@@ -19,6 +19,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "common/half.h"
 #include "common/row_layout.h"
 #include "index/faiss_helpers.h"
 #include "index/nearest_centroid.h"
@@ -101,10 +102,11 @@ int64_t VectorIndex::train_rows_wanted() const {
   return wanted > 0 ? wanted : 1000;  // scalar quantizers: ranges per dimension
 }
 
-void VectorIndex::CoarseVectors(const RowShape& shape, const void* rows, int64_t n,
-                                std::vector<float>* out) const {
-  const size_t D = size_t(spec_.dim), stride = shape.item_row_bytes();
-  out->resize(size_t(n) * coarse_dim_);
+void CoarseVectorsOf(const CollectionSpec& spec, const RowShape& shape, const void* rows, int64_t n,
+                     std::vector<float>* out) {
+  const size_t D = size_t(spec.dim), stride = shape.item_row_bytes();
+  const size_t coarse_dim = size_t(CoarseDimension(spec));
+  out->resize(size_t(n) * coarse_dim);
   std::vector<double> mean(D), var(D);
   std::vector<float> widened(shape.compact() ? shape.item_row_size() : 0);
   for (int64_t i = 0; i < n; ++i) {
@@ -114,8 +116,8 @@ void VectorIndex::CoarseVectors(const RowShape& shape, const void* rows, int64_t
       WidenItemRow(shape, stored, widened.data());
       r = widened.data();
     }
-    float* v = out->data() + size_t(i) * coarse_dim_;
-    if (spec_.kind == Kind::kPoint) {
+    float* v = out->data() + size_t(i) * coarse_dim;
+    if (spec.kind == Kind::kPoint) {
       std::memcpy(v, r, sizeof(float) * D);
       continue;
     }
@@ -167,22 +169,58 @@ Status VectorIndex::AddRows(const void* rows, int64_t n, const int64_t* ids) {
   // Other indexes (HNSW) do their real work in OpenMP loops: keep them.
   const int saved_threads = omp_get_max_threads();
   if (dynamic_cast<faiss::IndexIVF*>(Innermost(index_.get()))) omp_set_num_threads(1);
+  Status s;
   try {
     if (faiss::IndexIVF* ivf = PlainIvfOverFlatL2(index_.get())) {
       const faiss::IndexFlat* quantizer = FlatL2Quantizer(ivf);
       std::vector<faiss::Index::idx_t> lists(static_cast<size_t>(n));
       NearestCentroids(x.data(), n, quantizer->get_xb(), quantizer->ntotal, coarse_dim_,
                        lists.data(), nullptr);
-      ivf->add_core(n, x.data(), ids, lists.data());
+      s = CheckEncodable(x.data(), n, ids, lists.data());
+      if (s.ok()) ivf->add_core(n, x.data(), ids, lists.data());
+    } else if (auto* ivf = dynamic_cast<faiss::IndexIVF*>(index_.get()); ivf && shape_.half_codes) {
+      // IndexIVF::add_with_ids as FAISS 1.7.3 has it (assign, then
+      // add_core), with the residuals checked in between.
+      std::vector<faiss::Index::idx_t> lists(static_cast<size_t>(n));
+      ivf->quantizer->assign(n, x.data(), lists.data());
+      s = CheckEncodable(x.data(), n, ids, lists.data());
+      if (s.ok()) ivf->add_core(n, x.data(), ids, lists.data());
     } else {
-      index_->add_with_ids(n, x.data(), ids);
+      s = CheckEncodable(x.data(), n, ids, nullptr);
+      if (s.ok()) index_->add_with_ids(n, x.data(), ids);
     }
     omp_set_num_threads(saved_threads);
   } catch (const std::exception& e) {
     omp_set_num_threads(saved_threads);
     return FromFaiss(e, "adding to index '" + factory_ + "'");
   }
-  return Status::OK();
+  return s;
+}
+
+Status VectorIndex::CheckEncodable(const float* x, int64_t n, const int64_t* ids,
+                                   const int64_t* lists) const {
+  if (!shape_.half_codes) return Status::OK();
+  const auto* ivf = dynamic_cast<const faiss::IndexIVFScalarQuantizer*>(index_.get());
+  if (!ivf || !ivf->by_residual || !lists) {
+    return CheckCoarseValues(spec_, factory_, x, n, kFloat16Max, ids, /*residual=*/false);
+  }
+  // What the lists store: each vector less its list's centroid.
+  const size_t d = size_t(coarse_dim_);
+  const faiss::IndexFlat* flat = FlatL2Quantizer(ivf);
+  std::vector<float> residuals(size_t(n) * d);
+  for (int64_t i = 0; i < n; ++i) {
+    if (lists[i] < 0) continue;  // FAISS adds nothing for it
+    const float* xi = x + size_t(i) * d;
+    float* r = residuals.data() + size_t(i) * d;
+    if (flat) {
+      const float* c = flat->get_xb() + size_t(lists[i]) * d;
+      for (size_t k = 0; k < d; ++k) r[k] = xi[k] - c[k];
+    } else {
+      ivf->quantizer->compute_residual(xi, r, lists[i]);
+    }
+  }
+  return CheckCoarseValues(spec_, factory_, residuals.data(), n, kFloat16Max, ids,
+                           /*residual=*/true);
 }
 
 bool VectorIndex::tunable() const {

@@ -15,6 +15,12 @@
 namespace hedgedb {
 namespace index {
 
+// n rows of `shape` (stored item rows of `spec`: RowShapeOf(spec); query
+// rows: its FloatRowShape) -> n coarse vectors (CoarseDimension(spec)
+// floats each): z, or [mu, sqrt(tr S)] (a mixture's first two moments).
+void CoarseVectorsOf(const CollectionSpec& spec, const RowShape& shape, const void* rows, int64_t n,
+                     std::vector<float>* out);
+
 class VectorIndex final : public CoarseIndex {
  public:
   VectorIndex(const CollectionSpec& spec, const std::string& factory, const FactoryShape& shape)
@@ -36,10 +42,18 @@ class VectorIndex final : public CoarseIndex {
   Status Exercise() override;
 
  private:
-  // n rows of `shape` (stored item rows: RowShapeOf(spec_); query rows:
-  // its FloatRowShape) -> n coarse vectors (coarse_dim_ floats each).
+  // CoarseVectorsOf for this index's spec.
   void CoarseVectors(const RowShape& shape, const void* rows, int64_t n,
-                     std::vector<float>* out) const;
+                     std::vector<float>* out) const {
+    CoarseVectorsOf(spec_, shape, rows, n, out);
+  }
+  // Where the index stores half floats (SQfp16): InvalidArgument for the
+  // first of n coarse vectors x whose encoded value (under an IVF its
+  // residual against the list `lists` assigns it) a half cannot hold.
+  // Ingest refuses such items (CheckCoarseRange); this keeps any that came
+  // another way (records written before that check) from becoming
+  // infinities: the add fails and the collection searches exactly instead.
+  Status CheckEncodable(const float* x, int64_t n, const int64_t* ids, const int64_t* lists) const;
   // What TuneKnobs and MeasureRecall measure against: up to 100 evenly
   // spread rows as queries (their item rows, and as coarse vectors) and the
   // ids of the exact coarse top-k of each over all n rows.

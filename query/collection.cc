@@ -14,6 +14,7 @@
 #include "common/crc32c.h"
 #include "common/row_layout.h"
 #include "common/spec_limits.h"
+#include "index/coarse_index.h"
 #include "index/factory_rules.h"
 #include "query/arena_file.h"
 #include "query/row_checks.h"
@@ -454,6 +455,11 @@ Status Collection::Ingest(const IngestBatch& batch, std::vector<int64_t>* ids_ou
   const int64_t n = batch.data.n;
   std::vector<uint8_t> rows(size_t(n) * row_bytes_);
   for (int64_t i = 0; i < n; ++i) PackItemRow(batch.data, i, rows.data() + i * row_bytes_);
+  // The coarse vectors of the rows as stored (a compact row format's
+  // rounded values), as the index will encode them: a half-float index
+  // (SQfp16) cannot hold every finite value.
+  HEDGEDB_RETURN_IF_ERROR(
+      index::CoarseIndex::CheckCoarseRange(meta_.spec, rows.data(), n, batch.ids));
   uint32_t content_crc = 0;
   if (!batch.token.empty()) {  // everything the batch writes
     if (batch.ids) content_crc = Crc32c(batch.ids, size_t(n) * sizeof(int64_t));

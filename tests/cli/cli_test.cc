@@ -642,6 +642,61 @@ TEST_F(CliErrorTest, InvalidValuesAreRejectedByTheDatabase) {
   ExpectMentionsOneOf(r, {"nan", "finite"});
 }
 
+// A half-float coarse index would store a coarse value beyond what a half
+// holds as an infinity: ingest and upsert refuse the batch (exit 1), naming
+// the item's id, the coarse dimension and the value, and nothing is written.
+// Under an IVF the bound is 32736 (the lists store residuals); values up to
+// it are taken and found.
+TEST_F(CliErrorTest, HalfFloatIndexesRefuseCoarseValuesTheyCannotHold) {
+  Create("h", K::kGaussian, "IVF4,SQfp16");
+  const std::string ids = Write("h.ids.npy", MakeNpy(std::vector<int64_t>{0, 1, 2}, {3}));
+  Ok(Concat(Cmd("ingest", "h", {"--ids", ids}),
+            ItemFlags(K::kGaussian, MakeItems(K::kGaussian, 0, 3), "h0")));
+  const std::string new_ids = Write("h.new.npy", MakeNpy(std::vector<int64_t>{10, 11}, {2}));
+  Items far = MakeItems(K::kGaussian, 10, 2);
+  far.mean[kDim + 2] = 70000.0f;  // item id 11, coarse dimension 2
+  Fails(Concat(Cmd("ingest", "h", {"--ids", new_ids}), ItemFlags(K::kGaussian, far, "h1")), 1,
+        {"mean 70000 of item id 11 (coarse dimension 2) is outside what index 'IVF4,SQfp16' "
+         "holds",
+         "within +-32736", "index 'IVF4,Flat'"});
+  far.mean[kDim + 2] = -70000.0f;
+  Fails(Concat(Cmd("ingest", "h", {"--ids", new_ids}), ItemFlags(K::kGaussian, far, "h2")), 1,
+        {"mean -70000 of item id 11 (coarse dimension 2)"});
+  // An upsert of existing items, past the bound by one float.
+  far = MakeItems(K::kGaussian, 20, 3);
+  far.mean[0] = std::nextafter(32736.0f, 1e9f);
+  Fails(Concat(Cmd("ingest", "h", {"--ids", ids, "--upsert"}), ItemFlags(K::kGaussian, far, "h3")),
+        1, {"mean 32736.002 of item id 0 (coarse dimension 0)"});
+  EXPECT_EQ(ItemCount("h"), 3);
+  const std::vector<json> records =
+      Ok(Cmd("get", "h", {"--ids", Write("g.npy", MakeNpy(std::vector<int64_t>{0, 11}, {2}))}))
+          .JsonLines();
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_FLOAT_EQ(records[0]["mean"][0].get<float>(), MakeItems(K::kGaussian, 0, 1).mean[0]);
+  EXPECT_EQ(records[1]["found"], false) << records[1].dump();
+  // At the bound: taken and found.
+  Items edge = MakeItems(K::kGaussian, 30, 1);
+  edge.mean[1] = -32736.0f;
+  Ok(Concat(
+      Cmd("ingest", "h", {"--ids", Write("h.edge.npy", MakeNpy(std::vector<int64_t>{30}, {1}))}),
+      ItemFlags(K::kGaussian, edge, "h4")));
+  EXPECT_EQ(ItemCount("h"), 4);
+  const std::vector<json> lines = Ok(Concat(Cmd("search", "h", {"--k", "2", "--score", "l2"}),
+                                            ItemFlags(K::kGaussian, edge, "q")))
+                                      .JsonLines();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["results"][0]["id"], 30);
+  // A flat half-float store: the bound is 65504 itself.
+  Create("f", K::kGaussian, "SQfp16");
+  edge.mean[1] = -65504.0f;
+  Ok(Concat(Cmd("ingest", "f"), ItemFlags(K::kGaussian, edge, "f1")));
+  edge.mean[1] = -70000.0f;
+  Fails(Concat(Cmd("ingest", "f"), ItemFlags(K::kGaussian, edge, "f2")), 1,
+        {"mean -70000 of item 0 of the batch (coarse dimension 1) is outside what index 'SQfp16' "
+         "holds: it stores half floats (largest magnitude 65504)"});
+  EXPECT_EQ(ItemCount("f"), 1);
+}
+
 // --std, --log-var and --log-std are converted to the same stored variances
 // as --var; a bad value names the file, the form and the item.
 TEST_F(CliErrorTest, VarianceFormsConvertOnceAndAreChecked) {

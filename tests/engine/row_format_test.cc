@@ -3,9 +3,11 @@
 // (records and arena alike), and scores exactly as a float32 collection of
 // the rounded values does, bitwise, through ingest, upsert, delete, reopen
 // from the arena snapshot and from the records; verify checks its files;
-// values the format cannot hold are refused and nothing is written.
+// values the format cannot hold are refused and nothing is written; so are
+// coarse values that a half-float index (SQfp16) cannot hold.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +19,7 @@
 #include "common/half.h"
 #include "common/row_layout.h"
 #include "engine_test_util.h"
+#include "storage/record_store.h"
 
 namespace hedgedb {
 namespace testing {
@@ -270,6 +273,171 @@ TEST(RowFormatRangeTest, Float16RefusesWhatItCannotHold) {
   s = db->CreateCollection(codes);
   EXPECT_TRUE(s.IsInvalidArgument());
   EXPECT_NE(s.ToString().find("codes are stored as bytes"), std::string::npos) << s.ToString();
+}
+
+// A half-float coarse index (SQfp16) would store a coarse value beyond 65504
+// as an infinity, and searches would miss the item silently. Ingest and
+// upsert refuse the whole batch instead, naming the item, the coarse
+// dimension and the value, and the store stays as it was. The limit: 65504
+// where the index stores the values (flat, HNSW), 32736 under an IVF, which
+// stores the value less its list's centroid (index/factory_rules.cc).
+TEST(CoarseRangeTest, HalfFloatIndexesRefuseCoarseValuesTheyCannotHold) {
+  struct Case {
+    std::string factory;
+    float limit;
+  };
+  for (const Case& c :
+       {Case{"SQfp16", 65504.0f}, Case{"HNSW8,SQfp16", 65504.0f}, Case{"IVF4,SQfp16", 32736.0f}}) {
+    SCOPED_TRACE(c.factory);
+    TempDir dir;
+    auto db = OpenDb(dir.path() + "/db");
+    CollectionSpec spec = MakeSpec("c", Kind::kGaussian, 4, c.factory);
+    ASSERT_TRUE(db->CreateCollection(spec).ok());
+    // ids 0..1199: IVF4 trains at 156 items, scalar quantizers at 1,000.
+    // One variance for all: the mutual likelihood score then ranks by the
+    // distance of the means, so each item's own mean finds it first.
+    Batch first = RandomBatch(spec, 1200, 0, 1);
+    std::fill(first.var.begin(), first.var.end(), 0.1f);
+    ASSERT_TRUE(db->Ingest("c", first.ingest(), nullptr).ok());
+    ASSERT_TRUE(db->Flush().ok());
+    ASSERT_TRUE(StatsOf(db.get(), "c").index_trained);
+
+    auto refused = [&](const IngestBatch& b, const std::string& expected) {
+      Status s = db->Ingest("c", b, nullptr);
+      EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+      EXPECT_NE(s.ToString().find(expected), std::string::npos) << s.ToString();
+      const std::string why = c.limit == kFloat16Max
+                                  ? "it stores half floats (largest magnitude 65504)"
+                                  : "so values must lie within +-32736";
+      EXPECT_NE(s.ToString().find(why), std::string::npos) << s.ToString();
+    };
+    Batch b = RandomBatch(spec, 3, 5000, 2);
+    b.mean[1 * 4 + 2] = 70000.0f;  // item id 5001, coarse dimension 2
+    refused(b.ingest(), "mean 70000 of item id 5001 (coarse dimension 2) is outside what index '" +
+                            c.factory + "' holds");
+    b.mean[1 * 4 + 2] = -70000.0f;
+    refused(b.ingest(), "mean -70000 of item id 5001 (coarse dimension 2)");
+    // The limit's next float, without ids: named by the place in the batch.
+    b = RandomBatch(spec, 3, 5000, 2);
+    b.mean[2 * 4 + 0] = -std::nextafter(c.limit, 1e9f);
+    IngestBatch no_ids = b.ingest();
+    no_ids.ids = nullptr;
+    refused(no_ids, "of item 2 of the batch (coarse dimension 0)");
+    // The last coarse dimension, sqrt(tr S): variances summing past 65504^2.
+    b = RandomBatch(spec, 3, 5000, 2);
+    for (int d = 0; d < 4; ++d) b.var[4 + d] = 2e9f;
+    refused(b.ingest(),
+            "square root of the summed variances 89442.72 of item id 5001 "
+            "(coarse dimension 4)");
+    // An upsert of an item that exists.
+    Batch up = RandomBatch(spec, 2, 5, 3);  // ids 5, 6
+    up.mean[4 + 3] = 70000.0f;
+    IngestBatch upsert = up.ingest();
+    upsert.upsert = true;
+    refused(upsert, "mean 70000 of item id 6 (coarse dimension 3)");
+
+    // Nothing of those batches was written; the items are as they were.
+    CollectionStats st = StatsOf(db.get(), "c");
+    EXPECT_EQ(st.items, 1200);
+    EXPECT_FALSE(st.index_stale);
+    std::vector<Record> records;
+    const int64_t ids[] = {5, 6, 5001};
+    ASSERT_TRUE(db->Get("c", ids, 3, &records).ok());
+    EXPECT_TRUE(records[0].found);
+    EXPECT_TRUE(records[1].found);
+    EXPECT_FALSE(records[2].found);
+    EXPECT_EQ(records[1].mean[3], first.mean[6 * 4 + 3]);
+
+    // Values up to the limit are taken, indexed, and found by a two-stage
+    // search (the index holds them, not infinities).
+    Batch edge = RandomBatch(spec, 2, 6000, 4);
+    std::fill(edge.var.begin(), edge.var.end(), 0.1f);
+    edge.mean[0] = c.limit;
+    edge.mean[4 + 1] = -c.limit;
+    Status s = db->Ingest("c", edge.ingest(), nullptr);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    st = StatsOf(db.get(), "c");
+    EXPECT_EQ(st.items, 1202);
+    EXPECT_EQ(st.index_vectors, 1202);
+    EXPECT_FALSE(st.index_stale) << st.index_note;
+    SearchOptions o;
+    o.k = 10;
+    o.with_uncertainty = false;
+    o.score = ScoreType::kMls;
+    for (const int64_t item : {int64_t(6000), int64_t(6001), int64_t(7)}) {
+      const Batch& from = item == 7 ? first : edge;
+      const int64_t row = item == 7 ? 7 : item - 6000;
+      EmbeddingView q = from.view();
+      q.mean += row * 4;
+      q.var += row * 4;
+      q.n = 1;
+      std::vector<SearchResult> r;
+      ASSERT_TRUE(db->Search("c", q, o, &r).ok());
+      ASSERT_FALSE(r[0].hits.empty());
+      EXPECT_EQ(r[0].hits[0].id, item);
+    }
+  }
+}
+
+// An item that reaches a half-float index without passing ingest's check (a
+// record written before it existed, here written into the store directly)
+// is not added as an infinity: the index's add refuses it, naming it, the
+// index is stale, and searches score every item exactly, the item included.
+TEST(CoarseRangeTest, AnItemThatReachesTheIndexOtherwiseLeavesItStaleNotWrong) {
+  TempDir dir;
+  const std::string path = dir.path() + "/db";
+  const CollectionSpec spec = MakeSpec("c", Kind::kPoint, 4, "SQfp16");
+  const Batch items = RandomBatch(spec, 1200, 0, 1);
+  {
+    auto db = OpenDb(path);
+    ASSERT_TRUE(db->CreateCollection(spec).ok());
+    ASSERT_TRUE(db->Ingest("c", items.ingest(), nullptr).ok());
+  }
+  const std::vector<float> far = {1.0f, 70000.0f, 1.0f, 1.0f};
+  {
+    std::unique_ptr<storage::RecordStore> store;
+    storage::StoreOptions so;
+    so.create_if_missing = false;
+    ASSERT_TRUE(storage::RecordStore::Open(so, path + "/store", &store).ok());
+    std::vector<storage::CollectionMeta> metas;
+    ASSERT_TRUE(store->LoadCatalog(&metas).ok());
+    ASSERT_EQ(ItemRowBytes(spec), far.size() * sizeof(float));
+    storage::RecordWrite w;
+    w.id = 7;
+    w.row = reinterpret_cast<const uint8_t*>(far.data());
+    ASSERT_TRUE(store
+                    ->PutRawRecordForTest(storage::RecordStore::RecordKey(metas[0].id, 7),
+                                          storage::RecordStore::EncodeRecord(metas[0].sequence, w,
+                                                                             ItemRowBytes(spec)))
+                    .ok());
+  }
+  // No index file or arena snapshot: the next open reads the records and
+  // builds the index from them.
+  for (const auto& e : std::filesystem::directory_iterator(path + "/index")) {
+    std::filesystem::remove(e.path());
+  }
+  auto db = OpenDb(path);
+  const CollectionStats st = StatsOf(db.get(), "c");
+  EXPECT_TRUE(st.index_stale);
+  EXPECT_NE(st.index_note.find("vector value 70000 of item id 7 (coarse dimension 1) is outside "
+                               "what index 'SQfp16' holds"),
+            std::string::npos)
+      << st.index_note;
+  SearchOptions o;
+  o.k = 3;
+  o.score = ScoreType::kL2;
+  o.with_uncertainty = false;
+  Batch q;
+  q.n = 2;
+  q.vec = far;
+  q.vec.insert(q.vec.end(), items.vec.begin() + 4 * 4, items.vec.begin() + 5 * 4);  // item 4
+  std::vector<SearchResult> r;
+  ASSERT_TRUE(db->Search("c", q.view(), o, &r).ok());
+  ASSERT_EQ(r.size(), 2u);
+  ASSERT_FALSE(r[0].hits.empty());
+  EXPECT_EQ(r[0].hits[0].id, 7);
+  ASSERT_FALSE(r[1].hits.empty());
+  EXPECT_EQ(r[1].hits[0].id, 4);
 }
 
 }  // namespace

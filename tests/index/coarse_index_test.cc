@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <random>
 #include <set>
 
@@ -311,6 +312,88 @@ TEST(VectorIndexTest, SavedFlatIndexesLoad) {
     Status s = CoarseIndex::Load(spec, path, 9, &loaded, &sequence);
     ASSERT_TRUE(s.ok()) << KindName(kind) << ": " << s.ToString();
     EXPECT_EQ(loaded->ntotal(), 10);
+  }
+}
+
+// What a half-float index (SQfp16) would store as an infinity, its add
+// refuses, naming the item's id (the ingest check keeps such items out; this
+// keeps out any that reach the index otherwise, e.g. records written before
+// that check). An IVF checks what it stores: the residual against the
+// item's list centroid, which can exceed 65504 when the value does not.
+TEST(VectorIndexTest, HalfFloatIndexesRefuseToAddWhatTheyCannotEncode) {
+  for (const std::string factory : {"SQfp16", "HNSW8,SQfp16", "IVF2,SQfp16"}) {
+    SCOPED_TRACE(factory);
+    const bool ivf = factory.rfind("IVF", 0) == 0;
+    CollectionSpec spec = ::hedgedb::testing::MakeSpec("p", Kind::kPoint, 4, factory);
+    std::unique_ptr<CoarseIndex> index;
+    ASSERT_TRUE(CoarseIndex::Create(spec, &index).ok());
+    // Trained on points around -30000: the IVF's centroids lie there.
+    std::mt19937_64 rng(5);
+    std::normal_distribution<float> normal;
+    const int64_t n = 1000;
+    std::vector<float> rows(size_t(n) * 4);
+    std::vector<int64_t> ids(static_cast<size_t>(n));
+    for (float& v : rows) v = -30000.0f + normal(rng);
+    for (int64_t i = 0; i < n; ++i) ids[size_t(i)] = i;
+    if (!index->is_trained()) {
+      ASSERT_TRUE(index->Train(rows.data(), n).ok());
+    }
+    ASSERT_TRUE(index->Add(rows.data(), n, ids.data()).ok());
+    // 40000: a half holds it, but not its residual (about 70000) under an IVF.
+    std::vector<float> far = {1.0f, 40000.0f, 1.0f, 1.0f};
+    const int64_t far_id = 77;
+    Status s = index->Add(far.data(), 1, &far_id);
+    if (ivf) {
+      EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+      EXPECT_NE(s.ToString().find("vector value less its list's centroid 7000"), std::string::npos)
+          << s.ToString();
+      EXPECT_NE(s.ToString().find("of item id 77 (coarse dimension 1)"), std::string::npos)
+          << s.ToString();
+      EXPECT_EQ(index->ntotal(), n);
+    } else {
+      EXPECT_TRUE(s.ok()) << s.ToString();
+      EXPECT_EQ(index->ntotal(), n + 1);
+    }
+    far[1] = -65505.0f;  // beyond a half even as it is (residual 35505 under the IVF)
+    far[2] = 70000.0f;   // beyond either way
+    const int64_t far_id2 = 78;
+    s = index->Add(far.data(), 1, &far_id2);
+    EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+    EXPECT_NE(s.ToString().find(ivf ? "of item id 78 (coarse dimension 2)"
+                                    : "vector value -65505 of item id 78 (coarse dimension 1)"),
+              std::string::npos)
+        << s.ToString();
+    EXPECT_NE(s.ToString().find("largest magnitude 65504"), std::string::npos) << s.ToString();
+  }
+}
+
+// The ingest check's bound (CheckCoarseRange): 65504 for a flat or HNSW
+// half-float store, 32736 under an IVF (the residual is at most about twice
+// the value); any finite value for float and 8-bit encodings.
+TEST(VectorIndexTest, CoarseRangeBoundsPerFactory) {
+  struct Case {
+    std::string factory;
+    float limit;
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const Case& c : {Case{"SQfp16", 65504.0f}, Case{"HNSW8,SQfp16", 65504.0f},
+                        Case{"IVF2,SQfp16", 32736.0f}, Case{"IVF2_HNSW8,SQfp16", 32736.0f},
+                        Case{"IVF2,Flat", inf}, Case{"IVF2,SQ8", inf}, Case{"HNSW8", inf}}) {
+    SCOPED_TRACE(c.factory);
+    CollectionSpec spec = ::hedgedb::testing::MakeSpec("p", Kind::kPoint, 4, c.factory);
+    FactoryShape shape;
+    ASSERT_TRUE(CheckFactoryString(spec, c.factory, &shape).ok());
+    EXPECT_EQ(CoarseValueLimit(shape), c.limit);
+    const float at = std::isinf(c.limit) ? 1e30f : c.limit;
+    std::vector<float> row = {0.0f, -at, at, 0.0f};
+    const int64_t id = 9;
+    EXPECT_TRUE(CoarseIndex::CheckCoarseRange(spec, row.data(), 1, &id).ok());
+    if (std::isinf(c.limit)) continue;
+    row[2] = std::nextafter(c.limit, inf);
+    Status s = CoarseIndex::CheckCoarseRange(spec, row.data(), 1, &id);
+    EXPECT_TRUE(s.IsInvalidArgument());
+    EXPECT_NE(s.ToString().find("of item id 9 (coarse dimension 2)"), std::string::npos)
+        << s.ToString();
   }
 }
 

@@ -5,7 +5,8 @@ bit what np.float16 gives and what an independent bfloat16 reference gives;
 get returns them widened exactly; searches (exhaustive and two-stage) score
 the rounded rows as NumPy does; everything holds across a reopen (the arena
 snapshot) and a reopen from the records. The CLI and Python refuse a bad
-format, and float16 refuses values it cannot hold, naming them.
+format, and float16 refuses values it cannot hold, naming them; so does a
+half-float coarse index (SQfp16), of the coarse values it would store.
 """
 
 import json
@@ -218,6 +219,45 @@ def test_float16_refuses_what_it_cannot_hold_and_bfloat16_takes_it(tmp_path):
         with pytest.raises(hedgedb.InvalidArgumentError, match="codes are stored as bytes"):
             db.create_collection("x", kind="codes", dim=2, code_k=4, row_format="float16")
         assert "x" not in db.list_collections()
+
+
+@pytest.mark.parametrize("index,limit", [("SQfp16", 65504.0), ("IVF4,SQfp16", 32736.0)])
+def test_half_float_indexes_refuse_coarse_values_they_cannot_hold(tmp_path, index, limit):
+    """An SQfp16 index would store a coarse value beyond a half's range as an
+    infinity: ingest and upsert raise, naming the item id, the coarse
+    dimension and the value, and nothing is stored. Under an IVF the bound is
+    32736 (its lists store residuals). Values up to the bound are taken and
+    found."""
+    rng = np.random.default_rng(3)
+    with hedgedb.open(str(tmp_path / "db")) as db:
+        db.create_collection("c", kind="gaussian", match_b=2.0, dim=4, index=index)
+        mean = rng.standard_normal((1200, 4)).astype(np.float32)
+        var = np.full((1200, 4), 0.1, np.float32)
+        db.ingest("c", ids=np.arange(1200), mean=mean, var=var)  # trains at the next search
+        db.search("c", mean=mean[:1], var=var[:1], k=1)
+        assert db.stats("c")["index_trained"]
+        for big in (70000.0, -70000.0):
+            far = mean[:3].copy()
+            far[1, 2] = big
+            with pytest.raises(hedgedb.InvalidArgumentError,
+                               match=rf"mean {big:g} of item id 5001 \(coarse dimension 2\) "
+                                     rf"is outside what index '{index}' holds"):
+                db.ingest("c", ids=[5000, 5001, 5002], mean=far, var=var[:3])
+            with pytest.raises(hedgedb.InvalidArgumentError, match=r"of item id 1 \(coarse"):
+                db.ingest("c", upsert=True, ids=[0, 1], mean=far[:2], var=var[:2])
+        assert db.stats("c")["items"] == 1200
+        got = db.get("c", ids=[1, 5001])
+        np.testing.assert_array_equal(got[0]["mean"], mean[1])
+        assert not got[1]["found"]
+        # At the bound: stored, indexed (not stale) and found by a two-stage search.
+        edge = rng.standard_normal((2, 4)).astype(np.float32)
+        edge[0, 0] = limit
+        edge[1, 3] = -limit
+        db.ingest("c", ids=[6000, 6001], mean=edge, var=var[:2])
+        st = db.stats("c")
+        assert st["items"] == 1202 and st["index_vectors"] == 1202 and not st["index_stale"]
+        r = db.search("c", mean=edge, var=var[:2], k=1, score="mls")
+        assert r.ids[:, 0].tolist() == [6000, 6001]
 
 
 def test_cli_create_row_format(tmp_path):
