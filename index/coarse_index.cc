@@ -23,6 +23,7 @@
 #include "common/coding.h"
 #include "common/crc32c.h"
 #include "common/file_util.h"
+#include "common/float_text.h"
 #include "common/half.h"
 #include "common/row_layout.h"
 #include "index/codes_index.h"
@@ -37,18 +38,6 @@ namespace index {
 namespace {
 
 std::atomic<int> g_failing_adds{0};
-
-// A float in the fewest significant digits (6 to 9) that read back as it:
-// 70000 prints as 70000, the float after 32736 as 32736.002, not as the
-// bound it exceeds.
-std::string FloatText(float v) {
-  char text[32];
-  for (int digits = 6; digits <= 9; ++digits) {
-    std::snprintf(text, sizeof(text), "%.*g", digits, double(v));
-    if (std::strtof(text, nullptr) == v) break;
-  }
-  return text;
-}
 
 // What coarse dimension d of an item is (VectorIndex's coarse vectors).
 std::string CoarseValueName(const CollectionSpec& spec, int d) {

@@ -4,16 +4,11 @@
 #include <cstdio>
 #include <string>
 
+#include "common/float_text.h"
+
 namespace hedgedb {
 namespace query {
 namespace {
-
-// A float as %g: 1e-40 prints as 1e-40, not as 0.000000.
-std::string FloatText(float v) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%g", double(v));
-  return text;
-}
 
 // Finite, and > 0 where positive is set.
 Status CheckFloats(const float* p, size_t n, size_t per_row, const char* what, bool positive,

@@ -238,7 +238,7 @@ TEST(RowFormatRangeTest, Float16RefusesWhatItCannotHold) {
   EXPECT_TRUE(s.IsInvalidArgument());
   EXPECT_NE(s.ToString().find("variance 2.9e-08 of item 1 (element 0) rounds to 0 in the "
                               "collection's row format float16 (smallest positive value "
-                              "5.96046e-08)"),
+                              "5.9604645e-08)"),
             std::string::npos)
       << s.ToString();
   EXPECT_EQ(StatsOf(db.get(), "h").items, 0);
