@@ -208,7 +208,8 @@ def upkeep_fields(stats):
     out = {k: stats[k] for k in keys if k in stats}
     for k, v in stats.items():
         if k.startswith("index_upkeep") or k.startswith("index_checked") or \
-                k.startswith("index_retrain") or k.startswith("index_changes"):
+                k.startswith("index_retrain") or k.startswith("index_changes") or \
+                k.startswith("index_imbalance"):
             out[k] = v
     return out
 
@@ -358,6 +359,8 @@ def main():
                 row.update({"fresh_" + k: v for k, v in fresh.items() if k != "samples"})
                 row["fresh_nprobe"] = fstats.get("index_nprobe")
                 row["fresh_recall_estimate"] = fstats.get("index_recall_estimate")
+                if "index_imbalance" in fstats:
+                    row["fresh_imbalance"] = fstats["index_imbalance"]
                 row.update(ratio_fields(times[0], times[1]))
             print(json.dumps(row), flush=True)
             rows.append(row)

@@ -222,6 +222,35 @@ Status CoarseIndex::Ids(std::vector<int64_t>* ids) const {
   return Status::NotSupported("index '" + factory_ + "' does not list its ids");
 }
 
+Status CoarseIndex::ListSizes(std::vector<int64_t>* sizes) const {
+  sizes->clear();
+  auto* ivf = dynamic_cast<const faiss::IndexIVF*>(index_.get());
+  if (!ivf) return Status::NotSupported("index '" + factory_ + "' has no inverted lists");
+  sizes->reserve(ivf->nlist);
+  for (size_t list = 0; list < ivf->nlist; ++list) {
+    sizes->push_back(int64_t(ivf->invlists->list_size(list)));
+  }
+  return Status::OK();
+}
+
+double CoarseIndex::ListImbalance() const {
+  std::vector<int64_t> sizes;
+  if (!ListSizes(&sizes).ok()) return std::numeric_limits<double>::quiet_NaN();
+  return ImbalanceFactor(sizes);
+}
+
+double ImbalanceFactor(const std::vector<int64_t>& sizes) {
+  // In doubles: the squares of 10^7-vector lists overflow nothing there, and
+  // the ratio needs no more than double precision.
+  double sum = 0, squares = 0;
+  for (int64_t n : sizes) {
+    sum += double(n);
+    squares += double(n) * double(n);
+  }
+  if (sizes.empty() || !(sum > 0)) return std::numeric_limits<double>::quiet_NaN();
+  return double(sizes.size()) * squares / (sum * sum);
+}
+
 CoarseSearchKnobs CoarseIndex::KnobsFor(const CoarseSearchKnobs& asked) const {
   CoarseSearchKnobs knobs = default_knobs_;
   if (asked.nprobe > 0) knobs.nprobe = asked.nprobe;

@@ -68,6 +68,13 @@ class IdFilter {
   virtual bool Allows(int64_t id) const = 0;
 };
 
+// How unevenly vectors fill the lists: nlist * sum(size_i^2) / (sum size_i)^2,
+// FAISS's InvertedLists::imbalance_factor. A query whose probes land on the
+// lists in proportion to their sizes scans this many times n / nlist
+// vectors per probe: 1 for even lists, more as some lists grow. NaN for no
+// lists or no vectors.
+double ImbalanceFactor(const std::vector<int64_t>& sizes);
+
 class CoarseIndex {
  public:
   // Builds an empty index for the spec (spec.index_factory, or the kind's
@@ -131,6 +138,12 @@ class CoarseIndex {
   // Every id the index holds (removed ones included where removal leaves a
   // tombstone), in no particular order: for verify.
   Status Ids(std::vector<int64_t>* ids) const;
+  // An IVF index's list sizes (vectors per list, in list order);
+  // NotSupported for other indexes.
+  Status ListSizes(std::vector<int64_t>* sizes) const;
+  // ImbalanceFactor of ListSizes; NaN where that fails or the lists are
+  // empty. Thread-safe with searches (it reads the sizes only).
+  double ListImbalance() const;
   const std::string& factory() const { return factory_; }
   // What the factory string builds (IVF lists, HNSW M, PQ).
   const FactoryShape& shape() const { return shape_; }

@@ -1,5 +1,6 @@
 #include "index/index_file.h"
 
+#include <cmath>
 #include <cstring>
 #include <utility>
 
@@ -19,7 +20,9 @@ uint32_t FileCrc(std::string_view header, std::initializer_list<std::string_view
   return crc;
 }
 
-constexpr uint32_t kUpkeepRecordVersion = 1;
+constexpr uint32_t kUpkeepRecordVersion = 2;
+// Records of version 1 end after oversampling (no imbalances).
+constexpr uint32_t kOldestUpkeepRecordVersion = 1;
 
 void PutString(std::string* out, const std::string& s) {
   PutFixed<uint32_t>(out, uint32_t(s.size()));
@@ -153,10 +156,12 @@ uint32_t EqualUpkeepFields(const IndexUpkeep& a, const IndexUpkeep& b) {
   // added to IndexUpkeep fails to compile here until it is compared.
   const auto& [a_changes, a_checked_sequence, a_checked_time, a_checked_recall,
                a_retrained_sequence, a_retrained_time, a_retrains, a_fitted_knob, a_fitted_recall,
-               a_retrain_reason, a_note, a_coarse_recall, a_oversampling] = a;
+               a_retrain_reason, a_note, a_coarse_recall, a_oversampling, a_fitted_imbalance,
+               a_checked_imbalance] = a;
   const auto& [b_changes, b_checked_sequence, b_checked_time, b_checked_recall,
                b_retrained_sequence, b_retrained_time, b_retrains, b_fitted_knob, b_fitted_recall,
-               b_retrain_reason, b_note, b_coarse_recall, b_oversampling] = b;
+               b_retrain_reason, b_note, b_coarse_recall, b_oversampling, b_fitted_imbalance,
+               b_checked_imbalance] = b;
   uint32_t equal = 0;
   int field = 0;
   auto compare = [&](const auto& x, const auto& y) {
@@ -176,6 +181,8 @@ uint32_t EqualUpkeepFields(const IndexUpkeep& a, const IndexUpkeep& b) {
   compare(a_note, b_note);
   compare(a_coarse_recall, b_coarse_recall);
   compare(a_oversampling, b_oversampling);
+  compare(a_fitted_imbalance, b_fitted_imbalance);
+  compare(a_checked_imbalance, b_checked_imbalance);
   return field == kIndexUpkeepFields ? equal : 0;
 }
 
@@ -195,6 +202,8 @@ std::string EncodeIndexUpkeep(const IndexUpkeep& u) {
   PutString(&out, u.note);
   PutFixed<double>(&out, u.coarse_recall);
   PutFixed<int32_t>(&out, int32_t(u.oversampling));
+  PutFixed<double>(&out, u.fitted_imbalance);
+  PutFixed<double>(&out, u.checked_imbalance);
   return out;
 }
 
@@ -203,14 +212,19 @@ Status DecodeIndexUpkeep(std::string_view record, const std::string& path, Index
   IndexUpkeep u;
   uint32_t version = 0;
   int32_t knob = 0, oversampling = 0;
-  const bool ok = r.Get(&version) && version >= kUpkeepRecordVersion &&
+  const bool ok = r.Get(&version) && version >= kOldestUpkeepRecordVersion &&
                   r.Get(&u.changes_since_check) && r.Get(&u.checked_sequence) &&
                   r.Get(&u.checked_time) && r.Get(&u.checked_recall) &&
                   r.Get(&u.retrained_sequence) && r.Get(&u.retrained_time) && r.Get(&u.retrains) &&
                   r.Get(&knob) && r.Get(&u.fitted_recall) && r.GetString(&u.retrain_reason) &&
-                  r.GetString(&u.note) && r.Get(&u.coarse_recall) && r.Get(&oversampling);
+                  r.GetString(&u.note) && r.Get(&u.coarse_recall) && r.Get(&oversampling) &&
+                  (version < 2 || (r.Get(&u.fitted_imbalance) && r.Get(&u.checked_imbalance)));
+  // An imbalance is NaN (not measured) or a finite ratio >= 1 (a damaged
+  // one would retrain, or never, at every check).
+  auto bad_imbalance = [](double x) { return !std::isnan(x) && !(x >= 0 && std::isfinite(x)); };
   if (!ok || u.changes_since_check < 0 || u.retrains < 0 || knob < 0 || oversampling < 0 ||
-      oversampling > (1 << 20)) {
+      oversampling > (1 << 20) || bad_imbalance(u.fitted_imbalance) ||
+      bad_imbalance(u.checked_imbalance)) {
     return Status::Corruption("index file " + path + " has a damaged upkeep record");
   }
   u.fitted_knob = knob;

@@ -90,11 +90,17 @@ struct IndexUpkeep {
   // and the fitted candidates per result (0: none fitted).
   double coarse_recall = std::numeric_limits<double>::quiet_NaN();
   int oversampling = 0;
+  // The IVF lists' imbalance (ImbalanceFactor, query/index_keeper.h) right
+  // after the index was trained, the baseline a check compares with
+  // (Options::index_retrain_imbalance), and at the last check. NaN: not
+  // measured (not IVF, or a record of version 1).
+  double fitted_imbalance = std::numeric_limits<double>::quiet_NaN();
+  double checked_imbalance = std::numeric_limits<double>::quiet_NaN();
 };
 
 // IndexUpkeep's fields, in order (a field added to the struct stops
 // EqualUpkeepFields compiling until it is counted and compared there).
-inline constexpr int kIndexUpkeepFields = 13;
+inline constexpr int kIndexUpkeepFields = 15;
 static_assert(kIndexUpkeepFields < 32, "EqualUpkeepFields: one bit per field");
 // Which fields of `a` and `b` are equal: bit i for the i-th field in
 // declaration order. Doubles compare as their bits (a NaN, "not measured",
@@ -108,9 +114,11 @@ inline bool operator==(const IndexUpkeep& a, const IndexUpkeep& b) {
 }
 inline bool operator!=(const IndexUpkeep& a, const IndexUpkeep& b) { return !(a == b); }
 
-// Record version u32 (1), then the fields in order: integers as they are,
+// Record version u32 (2), then the fields in order: integers as they are,
 // doubles as IEEE bits, strings as u32 length + bytes. A reader takes the
 // fields it knows and ignores bytes after them (a later version appends).
+// Version 1 ended at oversampling: read, its imbalances are NaN (the next
+// open measures the loaded index's as the baseline).
 std::string EncodeIndexUpkeep(const IndexUpkeep& upkeep);
 // Corruption (naming `path`) if the record is short or of version 0.
 Status DecodeIndexUpkeep(std::string_view record, const std::string& path, IndexUpkeep* out);

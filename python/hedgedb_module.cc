@@ -1244,10 +1244,11 @@ PYBIND11_MODULE(_hedgedb, m) {
       "open",
       [](const std::string& path, bool create_if_missing, bool error_if_exists, bool sync,
          int threads, bool read_only, double index_recheck_fraction, double index_retrain_recall,
-         bool index_upkeep_inline) {
+         double index_retrain_imbalance, bool index_upkeep_inline) {
         Options options;
         options.index_recheck_fraction = index_recheck_fraction;
         options.index_retrain_recall = index_retrain_recall;
+        options.index_retrain_imbalance = index_retrain_imbalance;
         options.index_upkeep_inline = index_upkeep_inline;
         options.read_only = read_only;
         options.create_if_missing = create_if_missing;
@@ -1268,10 +1269,12 @@ PYBIND11_MODULE(_hedgedb, m) {
       py::arg("read_only") = false,
       py::arg("index_recheck_fraction") = Options().index_recheck_fraction,
       py::arg("index_retrain_recall") = Options().index_retrain_recall,
+      py::arg("index_retrain_imbalance") = Options().index_retrain_imbalance,
       py::arg("index_upkeep_inline") = false,
       "Open (or create) the database in directory `path`; use as a context manager. "
       "read_only=True: open an existing database beside the process that writes it (search, "
       "get, stats; catch_up() to see later writes); writes raise. index_recheck_fraction, "
-      "index_retrain_recall, index_upkeep_inline: how an IVF index is checked and retrained "
+      "index_retrain_recall, index_retrain_imbalance, index_upkeep_inline: how an IVF index is "
+      "checked and retrained "
       "as items come and go (hedgedb::Options; docs/concepts.md, Coarse indexes).");
 }

@@ -212,6 +212,10 @@ void Collection::RunUpkeep() {
   std::unique_ptr<index::CoarseIndex> fresh;
   if (UpkeepStopping()) s = Status::Internal("the collection was closed");
   if (s.ok()) s = IndexKeeper::BuildIndex(spec, rows, ids, &fresh);
+  // The baseline of the lists' balance is what k-means left on the items it
+  // clustered: under fast churn the writes caught up below may already have
+  // moved the data on, which is growth the next check should see.
+  if (s.ok()) check.trained_imbalance = fresh->ListImbalance();
   std::vector<uint8_t>().swap(rows);
   AtUpkeepStep("trained");
   // The new index misses what happened since the rows were gathered: the

@@ -366,6 +366,7 @@ class DBImpl : public DB, private query::BackupSource {
     query::UpkeepPolicy upkeep;
     upkeep.recheck_fraction = options_.index_recheck_fraction;
     upkeep.retrain_recall = options_.index_retrain_recall;
+    upkeep.retrain_imbalance = options_.index_retrain_imbalance;
     upkeep.run_inline = options_.index_upkeep_inline;
     upkeep.threads = options_.threads;
     auto c = std::make_shared<query::Collection>(
@@ -479,6 +480,12 @@ Status DB::Open(const Options& options, const std::string& path, std::unique_ptr
   if (!(options.index_retrain_recall >= 0 && options.index_retrain_recall <= 1)) {
     return Status::InvalidArgument("index_retrain_recall must be in [0, 1], got " +
                                    std::to_string(options.index_retrain_recall));
+  }
+  if (!(options.index_retrain_imbalance == 0 ||
+        (options.index_retrain_imbalance >= 1 && std::isfinite(options.index_retrain_imbalance)))) {
+    return Status::InvalidArgument(
+        "index_retrain_imbalance must be 0 (never) or a finite number >= 1, got " +
+        std::to_string(options.index_retrain_imbalance));
   }
   auto impl = std::make_unique<DBImpl>(options, path);
   HEDGEDB_RETURN_IF_ERROR(impl->Init());

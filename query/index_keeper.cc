@@ -48,15 +48,35 @@ std::string Fixed(double v, int digits) {
   return buf;
 }
 
-// Why a check acted: "recall estimate 0.71 < 0.90 after 120,000 changes".
+// The imbalance part of a check's reason: "list imbalance 2.113 > 1.845
+// (index_retrain_imbalance 1.5 x 1.230 after training)".
+std::string ImbalanceReason(const UpkeepCheck& c, double factor) {
+  return "list imbalance " + Fixed(c.imbalance, 3) + " > " + Fixed(c.imbalance_limit, 3) +
+         " (index_retrain_imbalance " + Fixed(factor, 2) + " x " + Fixed(c.imbalance_baseline, 3) +
+         " after training)";
+}
+
+// Why a check acted: "recall estimate 0.71 < 0.90 after 120,000 changes",
+// or for lists grown unbalanced while the recall holds "list imbalance
+// 2.113 > 1.845 (index_retrain_imbalance 1.5 x 1.230 after training) after
+// 120,000 changes (100,000 live items); recall estimate 0.981 at nprobe 16".
 std::string Reason(const UpkeepCheck& c) {
+  const double factor = c.imbalance_limit / c.imbalance_baseline;
+  if (!c.low_recall && c.unbalanced) {
+    return ImbalanceReason(c, factor) + " after " + Grouped(c.changes) + " changes (" +
+           Grouped(c.live) + " live items); recall estimate " + Fixed(c.recall, 3) + " at nprobe " +
+           std::to_string(c.knob);
+  }
   // index_retrain_recall 1 retrains at every check (RepairBelow's infinite
   // threshold), which "< inf" would not say.
   const std::string bar = std::isinf(c.threshold)
                               ? " (index_retrain_recall 1: every check retrains)"
                               : " < " + Fixed(c.threshold, 3);
-  return "recall estimate " + Fixed(c.recall, 3) + bar + " at nprobe " + std::to_string(c.knob) +
-         " after " + Grouped(c.changes) + " changes (" + Grouped(c.live) + " live items)";
+  std::string reason = "recall estimate " + Fixed(c.recall, 3) + bar + " at nprobe " +
+                       std::to_string(c.knob) + " after " + Grouped(c.changes) + " changes (" +
+                       Grouped(c.live) + " live items)";
+  if (c.unbalanced) reason += "; " + ImbalanceReason(c, factor);
+  return reason;
 }
 
 }  // namespace
@@ -146,6 +166,7 @@ void IndexKeeper::IndexFitted() {
   upkeep_.changes_since_check = 0;
   upkeep_.fitted_knob = index_->default_knobs().nprobe;
   upkeep_.fitted_recall = index_->coarse_recall();
+  upkeep_.fitted_imbalance = index_->ListImbalance();
 }
 
 double IndexKeeper::RepairBelow(const UpkeepPolicy& policy) const {
@@ -335,6 +356,9 @@ void IndexKeeper::FillStats(CollectionStats* st) const {
   st->index_retraining = retraining_;
   st->index_upkeep_note = upkeep_.note;
   st->index_retrain_reason = upkeep_.retrain_reason;
+  st->index_imbalance =
+      index_->is_trained() ? index_->ListImbalance() : std::numeric_limits<double>::quiet_NaN();
+  st->index_imbalance_baseline = upkeep_.fitted_imbalance;
 }
 
 bool IndexKeeper::CheckDue(const UpkeepPolicy& policy) const {
@@ -383,8 +407,20 @@ Status IndexKeeper::Measure(const std::vector<uint8_t>& rows, const std::vector<
   check->threshold = RepairBelow(policy);
   check->best_knob = ladder.back().nprobe;
   check->best_recall = recalls.back();
-  if (check->recall >= check->threshold) return Status::OK();
-  check->retrain = true;
+  // The lists' balance: at the same nprobe, a query scans about imbalance x
+  // n / nlist vectors per probe, so lists grown unevenly since the training
+  // cost search time even where the recall holds.
+  check->imbalance = index_->ListImbalance();
+  check->imbalance_baseline = upkeep_.fitted_imbalance;
+  if (policy.retrain_imbalance > 0 && std::isfinite(check->imbalance_baseline) &&
+      check->imbalance_baseline > 0) {
+    check->imbalance_limit = policy.retrain_imbalance * check->imbalance_baseline;
+    check->unbalanced = check->imbalance > check->imbalance_limit;
+  }
+  check->low_recall = check->recall < check->threshold;
+  check->retrain = check->low_recall || check->unbalanced;
+  // Recall that holds needs no wider probe while the new index trains.
+  if (!check->low_recall) return Status::OK();
   // Above the tuning target (or what the fit left, if lower) the old index
   // serves well enough while the new one trains; below it, a wider probe
   // holds recall meanwhile.
@@ -427,11 +463,16 @@ void IndexKeeper::RecordCheck(const UpkeepCheck& check, const std::string& faile
   upkeep_.checked_sequence = check.sequence;
   upkeep_.checked_time = int64_t(std::time(nullptr));
   upkeep_.checked_recall = check.recall;
+  upkeep_.checked_imbalance = check.imbalance;
   if (!check.retrain) {
     index_->set_coarse_recall(check.recall);
     upkeep_.note = "checked at sequence " + std::to_string(check.sequence) + ": recall estimate " +
                    Fixed(check.recall, 3) + " at nprobe " + std::to_string(check.knob) + " after " +
                    Grouped(check.changes) + " changes";
+    if (!std::isnan(check.imbalance)) {
+      upkeep_.note += "; list imbalance " + Fixed(check.imbalance, 3) + " (" +
+                      Fixed(check.imbalance_baseline, 3) + " after training)";
+    }
     return;
   }
   upkeep_.note = "checked at sequence " + std::to_string(check.sequence) + ": " + Reason(check) +
@@ -479,6 +520,12 @@ index::IndexUpkeep IndexKeeper::AfterRetrain(const index::CoarseIndex& fresh,
   u.checked_sequence = u.retrained_sequence = meta_->sequence;
   u.checked_time = u.retrained_time = now;
   u.checked_recall = check.recall;
+  u.checked_imbalance = check.imbalance;
+  // The imbalance over the items the new lists were trained on (a retrain
+  // in the background) or hold (inline, the same).
+  const double adopted_imbalance = fresh.ListImbalance();
+  u.fitted_imbalance =
+      std::isnan(check.trained_imbalance) ? adopted_imbalance : check.trained_imbalance;
   u.retrain_reason = Reason(check);
   if (check.best_knob > check.knob) {
     u.retrain_reason +=
@@ -487,6 +534,12 @@ index::IndexUpkeep IndexKeeper::AfterRetrain(const index::CoarseIndex& fresh,
   u.note = "retrained at sequence " + std::to_string(meta_->sequence) + ": " + u.retrain_reason +
            "; the new index finds " + Fixed(fresh.coarse_recall(), 3) + " at nprobe " +
            std::to_string(fresh.default_knobs().nprobe);
+  if (!std::isnan(u.fitted_imbalance)) {
+    u.note += ", list imbalance " + Fixed(u.fitted_imbalance, 3) + " on its training items";
+    if (std::fabs(adopted_imbalance - u.fitted_imbalance) >= 0.0005) {
+      u.note += " (" + Fixed(adopted_imbalance, 3) + " with the writes made meanwhile)";
+    }
+  }
   return u;
 }
 
@@ -523,6 +576,10 @@ void IndexKeeper::LoadUpkeep(const std::string& record, uint64_t file_sequence) 
     u.fitted_knob = upkeep_.fitted_knob;
     u.fitted_recall = upkeep_.fitted_recall;
   }
+  // A record from before the imbalance (version 1) takes the loaded index's
+  // as the baseline: what it has become since its training is not known, so
+  // only a further growth counts.
+  if (std::isnan(u.fitted_imbalance)) u.fitted_imbalance = upkeep_.fitted_imbalance;
   upkeep_ = std::move(u);
 }
 

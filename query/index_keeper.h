@@ -32,7 +32,8 @@ namespace hedgedb {
 namespace query {
 
 // How a collection keeps a trained IVF index fit for its items as they change
-// (Options::index_recheck_fraction, index_retrain_recall).
+// (Options::index_recheck_fraction, index_retrain_recall,
+// index_retrain_imbalance).
 struct UpkeepPolicy {
   // Check once inserted + removed vectors since the last check (or training)
   // reach this fraction of the live items; 0: never.
@@ -43,6 +44,10 @@ struct UpkeepPolicy {
   // the fit's coarse recall, if lower), nprobe is raised (up to twice the
   // fitted one) where that reaches it.
   double retrain_recall = 0.97;
+  // Lists more than this many times as unbalanced (CoarseIndex::
+  // ListImbalance) as right after the last training are retrained too,
+  // whatever the recall; 0: never for imbalance.
+  double retrain_imbalance = 1.5;
   // Run a due check (and retrain) inside the write that made it due.
   bool run_inline = false;
   // OpenMP threads of the upkeep thread (Options::threads; 0: the default).
@@ -60,7 +65,19 @@ struct UpkeepCheck {
   double retuned_recall = 0;
   int best_knob = 0;  // the widest nprobe tried, and its recall
   double best_recall = 0;
-  bool retrain = false;   // below the threshold: train a new index
+  // The lists' imbalance at the check, the baseline (right after the last
+  // training) and the policy's limit (retrain_imbalance x baseline; NaN:
+  // none); unbalanced: above the limit.
+  double imbalance = std::numeric_limits<double>::quiet_NaN();
+  double imbalance_baseline = std::numeric_limits<double>::quiet_NaN();
+  double imbalance_limit = std::numeric_limits<double>::quiet_NaN();
+  bool unbalanced = false;
+  bool low_recall = false;  // below the threshold
+  // A retrain's new index's imbalance over the rows it was trained on,
+  // before the writes made during the training join it (the collection sets
+  // it after BuildIndex): the next baseline. NaN: use the adopted index's.
+  double trained_imbalance = std::numeric_limits<double>::quiet_NaN();
+  bool retrain = false;   // low_recall or unbalanced: train a new index
   uint64_t sequence = 0;  // the collection's sequence at the check
 };
 
@@ -154,8 +171,10 @@ class IndexKeeper {
   // the newest rows as queries (the newest recheck_fraction of them, at
   // least 1,000), at the current
   // nprobe and on a doubling ladder up to twice the nprobe fitted at the
-  // last training, and decides: nothing (recall >= RepairBelow), or a
-  // retrain, with a re-tune meanwhile if a rung reaches the tuning target.
+  // last training, and the lists' imbalance, and decides: nothing (recall
+  // >= RepairBelow and the imbalance within the policy's limit), or a
+  // retrain, with a re-tune meanwhile if the recall is low and a rung
+  // reaches the tuning target.
   // State lock shared: searches go on.
   Status Measure(const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids,
                  const UpkeepPolicy& policy, UpkeepCheck* check) const;

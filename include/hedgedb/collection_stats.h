@@ -114,6 +114,14 @@ struct CollectionStats {
   // Why the last retrain happened (the part of the note after "retrained
   // at sequence N: ").
   std::string index_retrain_reason;
+  // The IVF lists' imbalance now (nlist * sum(size^2) / (sum size)^2,
+  // FAISS's imbalance_factor: the vectors a query scans per probe, over
+  // n / nlist; 1 for even lists), and right after the last training, the
+  // baseline that Options::index_retrain_imbalance multiplies. NaN: not an
+  // IVF index, or not trained; the baseline of an index file whose record
+  // predates it is the loaded index's.
+  double index_imbalance = std::numeric_limits<double>::quiet_NaN();
+  double index_imbalance_baseline = std::numeric_limits<double>::quiet_NaN();
   // Calibrations stored for the collection's scores (DB::Calibrate), and a
   // note when one is damaged (it is then not used).
   std::vector<CalibrationInfo> calibrations;

@@ -147,6 +147,8 @@ void VisitFields(const CollectionStats& stats, Visitor&& visit) {
   visit("index_retraining", bool(stats.index_retraining));
   visit("index_upkeep_note", stats.index_upkeep_note);
   visit("index_retrain_reason", stats.index_retrain_reason);
+  visit("index_imbalance", double(stats.index_imbalance));
+  visit("index_imbalance_baseline", double(stats.index_imbalance_baseline));
   visit("lost_writes", stats.lost_writes);
   visit("index_description", stats.index_description);
   visit("arena_source", stats.arena_source);

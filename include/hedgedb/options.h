@@ -52,6 +52,25 @@ struct Options {
   // retrain while the old index still serves 0.95: in bench/churn_run.py
   // the estimate fell about 0.01 per 10% of the items replaced.
   double index_retrain_recall = 0.97;
+  // A check also retrains the index (the same background retrain) when its
+  // IVF lists have become more than this many times as unbalanced as right
+  // after the last training, whatever the recall. The imbalance is FAISS's
+  // imbalance_factor, nlist * sum(size^2) / (sum size)^2: what a query
+  // whose probes land on lists in proportion to their sizes scans, over
+  // n / nlist (1 for even lists). The baseline is its value on the items
+  // k-means clustered (CollectionStats::index_imbalance_baseline): 1.13 in
+  // tests/engine/churn_test.cc, 1.18-1.28 in bench/churn_run.py, where a
+  // fresh index of the same items had 1.18-1.30. As the data moves, lists
+  // trained on older items fill unevenly: recall can hold while every
+  // search scans more vectors at the same nprobe (the 5M churn runbook: p50
+  // 1.1-1.4 times a fresh index's; its 1M run reached imbalances of 1.3-3.0
+  // with recall-only retrains). The default,
+  // 1.5, retrains once a query scans half as much again as on the fresh
+  // lists: the churn runbook allows 1.5 times a fresh index's latency, and
+  // a retrain (k-means over the live items) should buy back more than the
+  // spread between trainings (the baselines of successive retrains there
+  // differed by up to 0.1). 0: never for imbalance; otherwise >= 1.
+  double index_retrain_imbalance = 1.5;
   // Run a due check, and the retrain it may start, inside the write that
   // made it due, before that write returns, instead of in the collection's
   // background thread: deterministic, for tests and benchmarks.

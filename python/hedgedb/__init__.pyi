@@ -136,6 +136,10 @@ def open(
     sync: bool = False,
     threads: int = 0,
     read_only: bool = False,
+    index_recheck_fraction: float = 0.1,
+    index_retrain_recall: float = 0.97,
+    index_retrain_imbalance: float = 1.5,
+    index_upkeep_inline: bool = False,
 ) -> DB: ...
 def fuse_gaussians(
     mean: ArrayLike,

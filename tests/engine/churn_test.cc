@@ -3,6 +3,9 @@
 // index_retrain_recall, index_upkeep_inline; query/index_keeper.h): recall
 // falls without the upkeep and is restored with it; searches and writes go
 // on during a background retrain; closing during one loses nothing.
+#include <faiss/IndexIVF.h>
+#include <faiss/impl/io.h>
+#include <faiss/index_io.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -55,10 +58,11 @@ struct Drift {
     for (int i = 0; i < 30 * kDim; ++i) before.push_back(normal(rng));
     for (int i = 0; i < 30 * kDim; ++i) after.push_back(normal(rng));
   }
-  Batch Draw(const std::vector<float>& centres, int64_t n, int64_t first_id) {
+  // From the first `clusters` of the centres (all 30 by default).
+  Batch Draw(const std::vector<float>& centres, int64_t n, int64_t first_id, int clusters = 30) {
     std::normal_distribution<float> normal(0.0f, 0.3f);
     std::uniform_real_distribution<float> var(0.02f, 0.2f);
-    std::uniform_int_distribution<int> cluster(0, 29);
+    std::uniform_int_distribution<int> cluster(0, clusters - 1);
     Batch b;
     b.n = n;
     for (int64_t i = 0; i < n; ++i) {
@@ -324,6 +328,13 @@ TEST_F(ChurnTest, OptionsOutOfRangeAreRefused) {
   s = DB::Open(options, dir.path(), &db);
   EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
   EXPECT_NE(s.message().find("index_retrain_recall"), std::string::npos);
+  for (double bad : {0.5, -1.0, std::nan(""), HUGE_VAL}) {
+    options = Options();
+    options.index_retrain_imbalance = bad;
+    s = DB::Open(options, dir.path(), &db);
+    EXPECT_TRUE(s.IsInvalidArgument()) << bad << ": " << s.ToString();
+    EXPECT_NE(s.message().find("index_retrain_imbalance"), std::string::npos);
+  }
 }
 
 // Each item of `b` is its own nearest neighbour: a search for it finds it
@@ -647,6 +658,181 @@ TEST_F(ChurnTest, RemovalsAfterTheLastSaveCountAfterACrash) {
   const CollectionStats st = StatsOf(db.get(), "drift");
   EXPECT_EQ(st.items, kLive - kRemoved);
   EXPECT_EQ(st.index_changes_since_check, kRemoved);
+}
+
+// Lists that grow unevenly while the recall holds (Options::
+// index_retrain_imbalance): the items keep to the 30 centres the lists were
+// trained on, but come from fewer and fewer of them (the first 6), so that
+// the lists of those centres fill and the others empty while each list still
+// fits its items. kLive items of all 30 (trained on at the flush), then up
+// to kRounds rounds that each insert a tenth from the 6 and remove the
+// oldest tenth, stopping after the first retrain; the stats after the flush
+// and after each round.
+constexpr int kSkewClusters = 6;
+
+std::vector<CollectionStats> RunSkew(DB* db, Drift* drift) {
+  EXPECT_TRUE(db->CreateCollection(DriftSpec()).ok());
+  Ingest(db, drift->Draw(drift->before, kLive, 0));
+  EXPECT_TRUE(db->Flush().ok());
+  std::vector<CollectionStats> rounds = {StatsOf(db, "drift")};
+  const int64_t step = kLive / kRounds;
+  for (int r = 0; r < kRounds && rounds.back().index_retrains == 0; ++r) {
+    Ingest(db, drift->Draw(drift->before, step, kLive + r * step, kSkewClusters));
+    RemoveRange(db, r * step, step);
+    rounds.push_back(StatsOf(db, "drift"));
+  }
+  return rounds;
+}
+
+std::string Imbalances(const std::vector<CollectionStats>& rounds) {
+  std::string out;
+  for (const auto& st : rounds) {
+    out += " " + std::to_string(st.index_imbalance) + "/" +
+           std::to_string(st.index_imbalance_baseline) + " (recall " +
+           std::to_string(st.index_coarse_recall) + ")";
+  }
+  return "imbalance/baseline per round:" + out;
+}
+
+// With the option off the lists end unbalanced past the default limit while
+// every check finds the recall above index_retrain_recall (no retrain); with
+// the default the index is retrained for the imbalance, and stats say so.
+TEST_F(ChurnTest, UnbalancedListsAreRetrainedThoughTheRecallHolds) {
+  Options options;
+  options.index_upkeep_inline = true;  // deterministic: inside the write
+  const double limit = options.index_retrain_imbalance;
+  ASSERT_EQ(limit, 1.5);
+  std::vector<CollectionStats> off, on;
+  {
+    TempDir dir;
+    Options disabled = options;
+    disabled.index_retrain_imbalance = 0;
+    auto db = OpenDb(dir.path(), disabled);
+    Drift drift;
+    off = RunSkew(db.get(), &drift);
+  }
+  {
+    TempDir dir;
+    auto db = OpenDb(dir.path(), options);
+    Drift drift;
+    on = RunSkew(db.get(), &drift);
+  }
+  std::printf("option off: %s\ndefault: %s\nreason: %s\n", Imbalances(off).c_str(),
+              Imbalances(on).c_str(), on.back().index_retrain_reason.c_str());
+  // Trained at the flush: the baseline is the imbalance then.
+  ASSERT_TRUE(std::isfinite(off.front().index_imbalance));
+  EXPECT_EQ(off.front().index_imbalance_baseline, off.front().index_imbalance);
+  EXPECT_GE(off.front().index_imbalance, 1.0);
+  // Off: checked every round, never retrained, and the lists ended well
+  // past the limit, with the recall held.
+  ASSERT_EQ(off.size(), size_t(kRounds + 1)) << Imbalances(off);
+  const CollectionStats& end = off.back();
+  EXPECT_EQ(end.index_retrains, 0) << end.index_upkeep_note;
+  EXPECT_GT(end.index_checked_sequence, 0u);
+  EXPECT_EQ(end.index_imbalance_baseline, off.front().index_imbalance_baseline);
+  EXPECT_GT(end.index_imbalance, 2 * limit * end.index_imbalance_baseline) << Imbalances(off);
+  EXPECT_NE(end.index_upkeep_note.find("list imbalance"), std::string::npos)
+      << end.index_upkeep_note;
+  // Default: retrained once the lists passed the limit, for that alone.
+  ASSERT_GE(on.size(), 2u);
+  const CollectionStats& st = on.back();
+  ASSERT_EQ(st.index_retrains, 1) << Imbalances(on);
+  EXPECT_LT(on.size(), off.size());
+  const CollectionStats& before = on[on.size() - 2];
+  EXPECT_LE(before.index_imbalance, limit * before.index_imbalance_baseline) << Imbalances(on);
+  EXPECT_EQ(st.index_retrain_reason.rfind("list imbalance ", 0), 0u) << st.index_retrain_reason;
+  EXPECT_NE(st.index_retrain_reason.find("(index_retrain_imbalance 1.50 x "), std::string::npos)
+      << st.index_retrain_reason;
+  EXPECT_NE(st.index_retrain_reason.find("; recall estimate "), std::string::npos)
+      << st.index_retrain_reason;
+  EXPECT_NE(st.index_upkeep_note.find("list imbalance"), std::string::npos) << st.index_upkeep_note;
+  // The new lists were trained on the skewed items: balanced again, and
+  // the new baseline.
+  EXPECT_NE(st.index_imbalance_baseline, off.front().index_imbalance_baseline);
+  EXPECT_LT(st.index_imbalance, limit * st.index_imbalance_baseline) << Imbalances(on);
+  EXPECT_LT(st.index_imbalance_baseline, limit * off.front().index_imbalance_baseline);
+  EXPECT_EQ(st.index_vectors, st.items);
+}
+
+// The imbalance stats report is FAISS's imbalance_factor of the index's
+// lists, computed here from the index file's FAISS index; the baseline and
+// the last check's value ride in the upkeep record and survive a reopen.
+TEST_F(ChurnTest, TheImbalanceIsTheListsImbalanceFactor) {
+  Options options;
+  options.index_upkeep_inline = true;
+  options.index_retrain_imbalance = 0;  // drift on the same lists
+  CollectionStats st;
+  {
+    auto db = OpenDb(dir_.path(), options);
+    RunSkew(db.get(), &drift_);
+    ASSERT_TRUE(db->Flush().ok());
+    st = StatsOf(db.get(), "drift");
+  }
+  std::string path;
+  for (const auto& e : std::filesystem::directory_iterator(dir_.path() + "/index")) {
+    if (e.path().extension() == ".hidx") path = e.path().string();
+  }
+  ASSERT_FALSE(path.empty());
+  std::ifstream in(path, std::ios::binary);
+  const std::string file(std::istreambuf_iterator<char>(in), {});
+  index::IndexFileHeader h;
+  ASSERT_TRUE(index::ParseIndexFileHeader(
+                  std::string_view(file).substr(0, index::kIndexHeaderBytes), file.size(), path, &h)
+                  .ok());
+  ASSERT_EQ(h.sequence, st.sequence);
+  std::string_view record, blob;
+  ASSERT_TRUE(index::SplitIndexPayload(h, std::string_view(file).substr(index::kIndexHeaderBytes),
+                                       path, &record, &blob)
+                  .ok());
+  faiss::VectorIOReader reader;
+  reader.data.assign(blob.begin(), blob.end());
+  std::unique_ptr<faiss::Index> loaded(faiss::read_index(&reader));
+  auto* ivf = dynamic_cast<faiss::IndexIVF*>(loaded.get());
+  ASSERT_NE(ivf, nullptr);
+  double sum = 0, squares = 0;
+  for (size_t l = 0; l < ivf->nlist; ++l) {
+    const double n = double(ivf->invlists->list_size(l));
+    sum += n;
+    squares += n * n;
+  }
+  ASSERT_EQ(int64_t(sum), st.index_vectors);
+  const double expected = double(ivf->nlist) * squares / (sum * sum);
+  EXPECT_NEAR(st.index_imbalance, expected, 1e-9 * expected);
+  EXPECT_NEAR(st.index_imbalance, ivf->invlists->imbalance_factor(), 1e-9 * expected);
+  EXPECT_GT(st.index_imbalance, 1.5 * st.index_imbalance_baseline);  // the skew shows
+  index::IndexUpkeep u;
+  ASSERT_TRUE(index::DecodeIndexUpkeep(record, path, &u).ok());
+  EXPECT_EQ(u.fitted_imbalance, st.index_imbalance_baseline);
+  EXPECT_TRUE(std::isfinite(u.checked_imbalance));
+  EXPECT_GT(u.checked_imbalance, u.fitted_imbalance);
+  // A reopen (writer or reader) reports the same baseline and imbalance.
+  for (bool read_only : {false, true}) {
+    Options again = options;
+    again.read_only = read_only;
+    auto db = OpenDb(dir_.path(), again);
+    const CollectionStats back = StatsOf(db.get(), "drift");
+    EXPECT_EQ(back.index_imbalance_baseline, st.index_imbalance_baseline) << read_only;
+    EXPECT_NEAR(back.index_imbalance, st.index_imbalance, 1e-9 * expected) << read_only;
+  }
+}
+
+// The baseline of a background retrain is the new lists' imbalance over the
+// items k-means clustered: writes that come while it trains (here all into
+// one cluster) are growth the next check counts, not part of the baseline.
+TEST_F(ChurnTest, TheBaselineIsTheImbalanceOverTheTrainingItems) {
+  StepGate gate("trained");
+  auto db = DriftUntilRetraining(&gate);
+  Ingest(db.get(), drift_.Draw(drift_.after, kLive / 2, 5000000, /*clusters=*/1));
+  gate.Release();
+  ASSERT_TRUE(gate.WaitFor("adopted"));
+  const CollectionStats st = StatsOf(db.get(), "drift");
+  ASSERT_EQ(st.index_retrains, 1) << st.index_upkeep_note;
+  EXPECT_EQ(st.index_vectors, st.items);
+  EXPECT_GT(st.index_imbalance, 1.2 * st.index_imbalance_baseline) << st.index_upkeep_note;
+  EXPECT_NE(st.index_upkeep_note.find(" on its training items ("), std::string::npos)
+      << st.index_upkeep_note;
+  EXPECT_NE(st.index_upkeep_note.find(" with the writes made meanwhile)"), std::string::npos)
+      << st.index_upkeep_note;
 }
 
 }  // namespace

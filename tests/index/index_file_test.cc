@@ -72,6 +72,8 @@ IndexUpkeep EveryField() {
   u.note = "checked at sequence 17";
   u.coarse_recall = 0.8712;
   u.oversampling = 40;
+  u.fitted_imbalance = 1.234;
+  u.checked_imbalance = 2.5;
   return u;
 }
 
@@ -94,7 +96,7 @@ TEST(IndexFileTest, UpkeepEqualityComparesEveryField) {
   EXPECT_TRUE(IndexUpkeep() == IndexUpkeep());  // NaN, "not measured", equals itself
   EXPECT_FALSE(all == IndexUpkeep());
   IndexUpkeep other = all;
-  other.oversampling = 41;  // the last field
+  other.checked_imbalance = 2.25;  // the last field
   EXPECT_EQ(EqualUpkeepFields(all, other), (1u << (kIndexUpkeepFields - 1)) - 1);
   other = all;
   other.checked_recall = -0.0;
@@ -134,6 +136,20 @@ TEST(IndexFileTest, SplitsTheUpkeepRecordAndReadsVersionTwo) {
   overlong[2] = char(0x7F);  // a record length past the payload
   EXPECT_TRUE(SplitIndexPayload(parsed, overlong, "x.hidx", &record, &blob).IsCorruption());
   EXPECT_TRUE(SplitIndexPayload(parsed, "ab", "x.hidx", &record, &blob).IsCorruption());
+
+  // A record of version 1 ends after oversampling: read, with no imbalances.
+  std::string v1 = std::string(record.substr(0, record.size() - 16));
+  v1[0] = 1;
+  ASSERT_TRUE(DecodeIndexUpkeep(v1, "x.hidx", &back).ok());
+  IndexUpkeep expected = u;
+  expected.fitted_imbalance = expected.checked_imbalance = IndexUpkeep().fitted_imbalance;
+  EXPECT_TRUE(back == expected) << Differing(back, expected);
+  // A version-2 record must hold them, and a damaged one is refused.
+  EXPECT_TRUE(DecodeIndexUpkeep(std::string(record.substr(0, record.size() - 8)), "x.hidx", &back)
+                  .IsCorruption());
+  IndexUpkeep negative = u;
+  negative.fitted_imbalance = -1;
+  EXPECT_TRUE(DecodeIndexUpkeep(EncodeIndexUpkeep(negative), "x.hidx", &back).IsCorruption());
 
   const std::string old = EncodeIndexFileHeader(9500, 12, 77, kBlob, 2) + kBlob;
   ASSERT_TRUE(Check(old, 77, &parsed).ok());

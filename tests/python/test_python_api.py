@@ -564,9 +564,45 @@ def test_index_upkeep_retrains_a_drifted_collection_and_stats_say_so(tmp_path):
         assert cli[key] == on_stats[key], key
     assert cli["index_retraining"] is False
     # Out-of-range settings are refused as the C++ API refuses them.
-    for bad in ({"index_recheck_fraction": -1.0}, {"index_retrain_recall": 1.5}):
+    for bad in ({"index_recheck_fraction": -1.0}, {"index_retrain_recall": 1.5},
+                {"index_retrain_imbalance": 0.5}):
         with pytest.raises(hedgedb.Error, match=next(iter(bad))):
             hedgedb.open(str(tmp_path / "bad"), **bad)
+
+
+def test_the_lists_imbalance_is_reported_and_its_retrain_option_taken(tmp_path):
+    # index_retrain_imbalance (hedgedb::Options; tests/engine/churn_test.cc
+    # retrains for it): stats report the IVF lists' imbalance now and right
+    # after the training (its baseline), as the CLI does; the option is a
+    # keyword of open, 0 turns it off, a value under 1 is refused.
+    path = str(tmp_path / "db")
+    mean, var = gaussians(2000, 8, seed=4)
+    with hedgedb.open(path, index_retrain_imbalance=2.0, index_recheck_fraction=0) as db:
+        db.create_collection("c", kind="gaussian", dim=8, index="IVF16,Flat", match_a=1.0,
+                             match_b=5.0)
+        db.ingest("c", mean=mean, var=var, ids=np.arange(2000))
+        db.flush()
+        st = db.stats("c")
+        assert st["index_trained"]
+        assert st["index_imbalance"] >= 1.0
+        assert st["index_imbalance_baseline"] == st["index_imbalance"]  # just trained
+        db.remove("c", np.arange(0, 2000, 3))
+        assert db.stats("c")["index_imbalance_baseline"] == st["index_imbalance_baseline"]
+        now = db.stats("c")["index_imbalance"]
+    out = subprocess.run([HEDGEDB, "stats", "--db", path],
+                         capture_output=True, text=True, check=True).stdout
+    cli = json.loads(out)["collections"][0]
+    assert cli["index_imbalance_baseline"] == st["index_imbalance_baseline"]
+    assert cli["index_imbalance"] == pytest.approx(now, rel=1e-9)
+    with hedgedb.open(path, index_retrain_imbalance=0) as db:
+        assert db.stats("c")["index_imbalance"] == pytest.approx(now, rel=1e-9)
+    with pytest.raises(hedgedb.Error, match="index_retrain_imbalance"):
+        hedgedb.open(path, index_retrain_imbalance=0.5)
+    with hedgedb.open(str(tmp_path / "flat")) as db:  # no lists: not measured
+        db.create_collection("c", kind="gaussian", dim=8, index="Flat", match_a=1.0, match_b=5.0)
+        db.ingest("c", mean=mean, var=var, ids=np.arange(2000))
+        db.flush()
+        assert np.isnan(db.stats("c")["index_imbalance"])
 
 
 def test_default_search_uses_the_fitted_candidates_and_explicit_ones_win(tmp_path):
