@@ -21,8 +21,12 @@ constexpr int kMaxPqBits = 12;
 // an empty cluster by scaling a centroid by 1 +- 1/1024; so |x - c| <=
 // 32736 x (2 + 1/1024) = 65503.97. (Float rounding of the mean moves c by
 // far less, in practice, than the 16 between 65504 and 65520, where halves
-// overflow; VectorIndex's add checks the residuals themselves as well.)
-// Half of 65504, 32752, would not do: x (2 + 1/1024) reaches 65536.
+// overflow.) Half of 65504, 32752, would not do: x (2 + 1/1024) reaches
+// 65536. This is a bound for one split per centroid, not a proof: FAISS
+// may split the same centroid again in one pass (the factors compound) and
+// sums the means in float. So VectorIndex's add checks the residuals
+// themselves: an item past them is refused there, and the index is left
+// stale (searches exact) rather than holding an infinity.
 constexpr float kFloat16ResidualLimit = 32736.0f;
 
 int NextPowerOfTwo(int k) {

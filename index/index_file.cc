@@ -219,8 +219,9 @@ Status DecodeIndexUpkeep(std::string_view record, const std::string& path, Index
                   r.Get(&knob) && r.Get(&u.fitted_recall) && r.GetString(&u.retrain_reason) &&
                   r.GetString(&u.note) && r.Get(&u.coarse_recall) && r.Get(&oversampling) &&
                   (version < 2 || (r.Get(&u.fitted_imbalance) && r.Get(&u.checked_imbalance)));
-  // An imbalance is NaN (not measured) or a finite ratio >= 1 (a damaged
-  // one would retrain, or never, at every check).
+  // An imbalance is NaN (not measured) or a finite ratio, >= 1 when
+  // measured (>= 0 is what is checked: a damaged value must not retrain, or
+  // never, at every check; a written one is never below 1).
   auto bad_imbalance = [](double x) { return !std::isnan(x) && !(x >= 0 && std::isfinite(x)); };
   if (!ok || u.changes_since_check < 0 || u.retrains < 0 || knob < 0 || oversampling < 0 ||
       oversampling > (1 << 20) || bad_imbalance(u.fitted_imbalance) ||

@@ -1120,7 +1120,7 @@ PYBIND11_MODULE(_hedgedb, m) {
            "Monte Carlo K per side (0: 8, mog 4C); row_format: float32, float16 or bfloat16, "
            "how item rows store means and variances (half the memory; values rounded to "
            "nearest, get returns the rounded values; float16 refuses values beyond its range "
-           "and variances below 6.1e-5).")
+           "and variances that would round to 0, at or below 2^-25).")
       .def(
           "drop_collection",
           [](PyDB& self, const std::string& name) { Check(self.Enter()->DropCollection(name)); },

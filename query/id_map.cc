@@ -55,7 +55,8 @@ bool IdMap::Erase(int64_t id) {
 }
 
 void IdMap::Reserve(size_t n) {
-  // 4n/3 slots of 16 bytes must be addressable (a larger n is a caller's bug).
+  // At least 4n/3 slots (up to 8n/3 once rounded up to a power of two) of 16
+  // bytes must be addressable (a larger n is a caller's bug).
   if (n > std::numeric_limits<size_t>::max() / 64) throw std::length_error("IdMap::Reserve");
   if (Fits(n, slots_.size())) return;
   size_t capacity = 16;

@@ -13,8 +13,9 @@
 // map was a fifth of a compact collection's serving memory (54 of 302 bytes
 // per item at 311,470 ids, bench/RESULTS.md "Compact rows"); linear probing
 // at 3/4 reads 2.5 slots per found id on average (Knuth), 40 bytes, mostly
-// one cache line, and Fibonacci hashing of ids counting up spreads them
-// nearly evenly, which keeps the runs shorter than that bound.
+// one cache line (an id that is not there, as Insert of a new id finds, 8.5),
+// and Fibonacci hashing of ids counting up spreads them nearly evenly, which
+// keeps the runs shorter than those bounds.
 // Not thread-safe for writes; concurrent Finds are fine.
 #pragma once
 

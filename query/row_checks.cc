@@ -53,7 +53,7 @@ Status CheckWeights(const float* w, int64_t n, int C, const char* row_word) {
 // Variances must stay positive: below the format's smallest normal (float16
 // 2^-14) they are stored as subnormals, with an absolute error of at most
 // half the smallest subnormal (float16 2^-25, 3e-8) instead of a relative
-// one, and below that they would round to 0, which no score can use. The
+// one, and at or below that they would round to 0, which no score can use. The
 // subnormals are taken, not refused: a trained encoder gives a few of them
 // (42 of 10 million values on the real-embedding collection of
 // bench/RESULTS.md, "Compact rows", which float16 otherwise could not hold

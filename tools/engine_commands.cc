@@ -121,7 +121,7 @@ void RegisterCreate(CLI::App& app) {
   cmd->add_option("--row-format", args->row_format,
                   "How item rows store means and variances: float32, or float16/bfloat16 at half "
                   "the memory and disk (rounded to nearest; float16 refuses values beyond its "
-                  "range, variances below 6.1e-5 included; codes ignore it)")
+                  "range and variances that would round to 0 (at or below 2^-25); codes ignore it)")
       ->capture_default_str()
       ->check(CLI::IsMember(kRowFormatNames));
   cmd->add_option("--index", args->spec.index_factory,

@@ -69,7 +69,7 @@ struct Options {
   // lists: the churn runbook allows 1.5 times a fresh index's latency, and
   // a retrain (k-means over the live items) should buy back more than the
   // spread between trainings (the baselines of successive retrains there
-  // differed by up to 0.1). 0: never for imbalance; otherwise >= 1.
+  // differed by up to 0.08). 0: never for imbalance; otherwise >= 1.
   double index_retrain_imbalance = 1.5;
   // Run a due check, and the retrain it may start, inside the write that
   // made it due, before that write returns, instead of in the collection's
