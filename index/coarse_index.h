@@ -157,6 +157,13 @@ class CoarseIndex {
 
   // Whether TuneKnobs applies (IVF and HNSW over vectors).
   virtual bool tunable() const { return false; }
+  // Whether the collection fits its default search to this index
+  // (query/knob_fit.h): the tunable ones (knob and candidates), and flat
+  // indexes over vectors (Flat, SQ, PQ without lists or graph: the
+  // candidates alone, as stage 1 scans every vector), whose coarse order
+  // differs from the score's as an IVF's does. Not codes: their stage 1
+  // scores the exact DIMCO score.
+  virtual bool fits_default_search() const { return false; }
   // A coarse fit, kept for measuring stage 1 alone (the collection fits its
   // defaults to the final recall instead: query/knob_fit.h).
   // Picks the default stage-1 knob (IVF nprobe, HNSW efSearch) for the data:
@@ -195,8 +202,10 @@ class CoarseIndex {
   void RestoreFit(int oversampling, double recall, double coarse_recall);
   // The final recall@k of a default search that the fit estimated (the
   // fraction of the exact top-k by the collection's default score that the
-  // fitted knobs and candidates find); NaN if never fitted (codes, Flat, an
-  // untrained index, or a file saved before the fit measured it).
+  // fitted knobs and candidates find); NaN if never fitted (codes, an
+  // untrained index, an untrained-at-birth index (HNSW,
+  // Flat) not yet saved with 1,000 items (IndexKeeper::Save), or a file saved before the fit
+  // measured it).
   double recall_estimate() const { return recall_estimate_; }
   // The fitted oversampling (0: none fitted: searches use 10).
   int default_oversampling() const { return default_oversampling_; }

@@ -229,6 +229,10 @@ bool VectorIndex::tunable() const {
          dynamic_cast<faiss::IndexHNSW*>(inner) != nullptr;
 }
 
+bool VectorIndex::fits_default_search() const {
+  return tunable() || (shape_.ivf_lists == 0 && shape_.hnsw_m == 0);
+}
+
 void VectorIndex::ExactCoarseTop(const void* rows, const int64_t* ids, int64_t n,
                                  int64_t candidates, int64_t query_first, ExactTop* out) const {
   const size_t stride = ItemRowBytes(spec_);

@@ -29,6 +29,7 @@ class VectorIndex final : public CoarseIndex {
   int64_t train_rows_wanted() const override;
   Status Train(const void* rows, int64_t n) override;
   bool tunable() const override;
+  bool fits_default_search() const override;
   Status TuneKnobs(const void* rows, const int64_t* ids, int64_t n, int64_t candidates,
                    double target) override;
   Status MeasureRecall(const void* rows, const int64_t* ids, int64_t n, int64_t candidates,

@@ -17,7 +17,8 @@ namespace {
 // meanwhile restores, or the one the fit left if that is lower. (The fit
 // itself targets the final recall: query/knob_fit.h.)
 constexpr double kTargetStageOneRecall = 0.95;
-// Below this many items an untrained-at-birth index (HNSW) is not fitted yet.
+// Below this many items an untrained-at-birth index (HNSW, Flat) is not
+// fitted yet.
 constexpr int64_t kMinRowsToTune = 1000;
 
 // Upkeep: while a retrain runs, nprobe may be raised to at most twice the one
@@ -308,9 +309,10 @@ Status IndexKeeper::Save() {
     Status s = Rebuild();
     if (!s.ok()) return Status::OK();  // stale now; the next open rebuilds
   }
-  if (index_->tunable() && index_->is_trained() && std::isnan(index_->recall_estimate()) &&
-      table_->live_count() >= kMinRowsToTune) {
-    // Indexes that need no training (HNSW) are fitted at their first save.
+  if (index_->fits_default_search() && index_->is_trained() &&
+      std::isnan(index_->recall_estimate()) && table_->live_count() >= kMinRowsToTune) {
+    // Indexes that need no training (HNSW, Flat) are fitted at their first
+    // save with enough items; so is one loaded from a file without a fit.
     std::vector<uint8_t> rows;
     std::vector<int64_t> ids;
     table_->GatherLive(&rows, &ids, 0);

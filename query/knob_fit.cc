@@ -131,6 +131,9 @@ double DefaultSearchCost(const index::FactoryShape& shape, int64_t n,
   } else if (shape.hnsw_m > 0) {
     stage_one = double(std::max<int64_t>(knobs.ef_search, candidates)) * kHnswNeighboursPerM *
                 double(shape.hnsw_m);
+  } else {
+    // Flat: every vector, whatever the candidates (their cost alone varies).
+    stage_one = double(n);
   }
   return stage_one + kCandidateCost * double(candidates);
 }
@@ -141,7 +144,9 @@ Status WalkFitLadder(const index::FactoryShape& shape, int64_t n,
   fit->rungs.clear();
   fit->fitted = false;
   const bool ivf = shape.ivf_lists > 0;
-  if (n < 2 || (!ivf && shape.hnsw_m <= 0)) return Status::OK();
+  // Flat (no lists, no graph): no knob, one row along the candidates.
+  const bool flat = !ivf && shape.hnsw_m <= 0;
+  if (n < 2) return Status::OK();
   const SearchOptions defaults;
   const int64_t first_candidates = std::min<int64_t>(int64_t(defaults.k) * 10, n);
   const int64_t last_candidates = std::min<int64_t>(kFitCandidateSteps * defaults.k * 10, n);
@@ -172,8 +177,11 @@ Status WalkFitLadder(const index::FactoryShape& shape, int64_t n,
   // HNSW: FAISS's walk returns at most efSearch items, so efSearch starts at
   // the first candidate count and a rung of c candidates searches with
   // efSearch at least c (that is its default then, as the cost counts it).
-  int knob = ivf ? 1 : std::max<int>(static_knobs.ef_search, int(first_candidates));
-  const int last = ivf ? int(shape.ivf_lists) : kMaxFitEfSearch;
+  // Flat: one row at knob 0 (the index's defaults: there are none), which
+  // stops at the fewest candidates reaching the target (the cost grows
+  // with the candidates alone) or where a doubling gains nothing.
+  int knob = flat ? 0 : ivf ? 1 : std::max<int>(static_knobs.ef_search, int(first_candidates));
+  const int last = flat ? 0 : ivf ? int(shape.ivf_lists) : kMaxFitEfSearch;
   knob = std::min(knob, last);
   // From this knob on, a doubling that gains nothing ends the ladder.
   const int steady = std::min(ivf ? static_knobs.nprobe : knob, last);
@@ -181,7 +189,7 @@ Status WalkFitLadder(const index::FactoryShape& shape, int64_t n,
     index::CoarseSearchKnobs knobs;
     if (ivf) {
       knobs.nprobe = value;
-    } else {
+    } else if (!flat) {
       knobs.ef_search = value;
     }
     return knobs;
@@ -198,7 +206,7 @@ Status WalkFitLadder(const index::FactoryShape& shape, int64_t n,
     for (int64_t c = first_candidates;; c = std::min(2 * c, last_candidates)) {
       FitRung rung;
       rung.knobs = knobs;
-      if (!ivf) rung.knobs.ef_search = std::max<int>(knob, int(c));
+      if (!ivf && !flat) rung.knobs.ef_search = std::max<int>(knob, int(c));
       rung.candidates = c;
       rung.cost = DefaultSearchCost(shape, n, rung.knobs, c);
       HEDGEDB_RETURN_IF_ERROR(recall_at(rung.knobs, c, &rung.recall));
@@ -249,10 +257,7 @@ Status FitDefaultSearch(const CollectionSpec& spec, const index::CoarseIndex& in
   *fit = SearchFit();
   const int64_t n = int64_t(ids.size());
   const index::FactoryShape& shape = index.shape();
-  const bool ivf = shape.ivf_lists > 0;
-  if (!index.tunable() || !index.is_trained() || n < 2 || (!ivf && shape.hnsw_m <= 0)) {
-    return Status::OK();
-  }
+  if (!index.fits_default_search() || !index.is_trained() || n < 2) return Status::OK();
   const SearchOptions defaults;
   const int64_t k = std::min<int64_t>(defaults.k, n - 1);
 
@@ -307,11 +312,14 @@ Status FitDefaultSearch(const CollectionSpec& spec, const index::CoarseIndex& in
   HEDGEDB_RETURN_IF_ERROR(WalkFitLadder(shape, n, index.StaticKnobs(), recall_at, fit));
   if (!fit->fitted) return Status::OK();
   fit->queries = nq;
-  // Stage 1's own recall at the chosen knobs, the upkeep's baseline.
-  std::vector<double> coarse;
-  HEDGEDB_RETURN_IF_ERROR(index.MeasureRecall(rows.data(), ids.data(), n, int64_t(defaults.k) * 10,
-                                              0, {fit->knobs}, &coarse));
-  fit->coarse_recall = coarse.empty() ? std::numeric_limits<double>::quiet_NaN() : coarse.front();
+  // Stage 1's own recall at the chosen knobs, the upkeep's baseline (a
+  // flat index has no knob to measure it at, nor an upkeep that checks it).
+  if (index.tunable()) {
+    std::vector<double> coarse;
+    HEDGEDB_RETURN_IF_ERROR(index.MeasureRecall(
+        rows.data(), ids.data(), n, int64_t(defaults.k) * 10, 0, {fit->knobs}, &coarse));
+    fit->coarse_recall = coarse.empty() ? std::numeric_limits<double>::quiet_NaN() : coarse.front();
+  }
   fit->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return Status::OK();
 }

@@ -13,7 +13,9 @@
 // of the truth in the index's top-c (the query itself not counted) at p. The fit measures that over
 // a ladder (WalkFitLadder: p doubling from 1 for IVF, from the first candidate count for HNSW; c
 // doubling from k x 10 up to 16 times that) and picks the cheapest pair by a fixed cost model
-// (DefaultSearchCost) whose recall reaches kTargetFinalRecall.
+// (DefaultSearchCost) whose recall reaches kTargetFinalRecall. A flat index (Flat, SQ, PQ: stage 1
+// scans every coarse vector) has no knob: its fit is the candidate count alone, the fewest on the
+// same ladder that reach the target, as its coarse order differs from the score's as an IVF's.
 //
 // Measured at 10M items (bench/RESULTS.md, "Ten million items, second
 // measurement"): a fit of stage 1 alone (95% of the exact coarse top-100)
@@ -62,7 +64,7 @@ struct FitRung {
 
 // What FitDefaultSearch measured and chose.
 struct SearchFit {
-  bool fitted = false;  // false: the index has no knobs to fit, or no rows
+  bool fitted = false;  // false: the index fits no default search, or no rows
   index::CoarseSearchKnobs knobs;
   int64_t candidates = 0;  // at k = SearchOptions().k
   int oversampling = 0;    // candidates per result: ceil(candidates / k)
@@ -90,7 +92,8 @@ using RungRecall = std::function<Status(const index::CoarseSearchKnobs& knobs, i
 // `shape` holding n items whose static knobs (CoarseIndex::StaticKnobs) are
 // `static_knobs`, measuring each with `recall_at`, and fills fit's rungs,
 // fitted, knobs, candidates, oversampling and recall (the rest is
-// FitDefaultSearch's). Not fitted where n < 2 or the shape has no knob.
+// FitDefaultSearch's). Not fitted where n < 2. A flat shape (no lists, no
+// graph) has no knob: its ladder is one row along the candidates.
 // For FitDefaultSearch, and for tests of the ladder on given recall curves.
 Status WalkFitLadder(const index::FactoryShape& shape, int64_t n,
                      const index::CoarseSearchKnobs& static_knobs, const RungRecall& recall_at,
@@ -100,7 +103,8 @@ Status WalkFitLadder(const index::FactoryShape& shape, int64_t n,
 // holds `rows` (packed live item rows, ItemRowBytes(spec) apart) with ids
 // `ids`. Reads the index only (its Search and MeasureRecall); the caller
 // adopts the result (CoarseIndex::AdoptFit). Not fitted (OK) where the
-// index is not tunable or untrained, or there are no rows.
+// index fits no default search (CoarseIndex::fits_default_search) or is
+// untrained, or there are no rows. A flat index's coarse_recall stays NaN.
 Status FitDefaultSearch(const CollectionSpec& spec, const index::CoarseIndex& index,
                         const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids,
                         SearchFit* fit);

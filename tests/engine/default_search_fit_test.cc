@@ -8,7 +8,8 @@
 // lists than the static nprobe (its ladder starts at one list), and the
 // recall it records is what a search at its knobs finds; an index file from
 // before the fit (format version 2) still opens, searches with 10 x k, and
-// is fitted at its next save.
+// is fitted at its next save; a flat coarse index (Flat, SQ8) has its
+// candidates fitted alone.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -333,6 +334,84 @@ TEST(DefaultSearchFitTest, AnIndexFileFromBeforeTheFitOpensAndIsFittedAtItsNextS
   index::IndexUpkeep upkeep;
   ASSERT_TRUE(index::DecodeIndexUpkeep(record, path, &upkeep).ok());
   EXPECT_EQ(upkeep.oversampling * 10, refit.index_candidates);
+}
+
+// A flat coarse index (stage 1 scans every coarse vector: Flat, SQ8) has
+// no knob, but its coarse order misses the true top-10 as an IVF probing
+// every list does: the collection fits the candidates alone (Flat at its
+// first save with 1,000 items, SQ8 at its training), a default search uses
+// them and reaches the target, and they are saved with the index.
+class FlatFitTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FlatFitTest, FitsTheCandidatesWhereTheCoarseOrderMissesTheTopTen) {
+  TempDir dir;
+  Options options;
+  options.index_recheck_fraction = 0;
+  auto db = OpenDb(dir.path(), options);
+  CollectionSpec spec = DenseSpec();
+  spec.index_factory = GetParam();
+  ASSERT_TRUE(db->CreateCollection(spec).ok());
+  const Batch items = Dense(kItems, 0, 3);
+  ASSERT_TRUE(db->Ingest("dense", items.ingest(), nullptr).ok());
+  ASSERT_TRUE(db->Flush().ok());  // (trains,) fits, saves
+  const Queries queries = QueriesOf(items);
+
+  // The static count (10 x k) misses the true top-10: exhaustive stage 1
+  // ranks by the coarse distance, not by the score.
+  const double at_static = RecallAt10(db.get(), queries.fresh, Candidates(100));
+  EXPECT_LT(at_static, 0.98);
+
+  const CollectionStats st = StatsOf(db.get(), "dense");
+  EXPECT_TRUE(st.index_trained);
+  EXPECT_EQ(st.index_nprobe, 0);
+  EXPECT_EQ(st.index_ef_search, 0);
+  EXPECT_GT(st.index_candidates, 100);
+  EXPECT_LE(st.index_candidates, 1600);
+  EXPECT_EQ(st.index_candidates % 10, 0);
+  EXPECT_GE(st.index_recall_estimate, query::kTargetFinalRecall);
+  EXPECT_GT(st.index_fit_seconds, 0);
+  EXPECT_TRUE(std::isnan(st.index_coarse_recall));  // no knob to measure it at
+
+  // The default search uses the fitted candidates and reaches the target on
+  // queries the fit did not see, against the exhaustive search.
+  const double by_default = RecallAt10(db.get(), queries.fresh, SearchOptions());
+  EXPECT_GE(by_default, 0.98);
+  EXPECT_GE(RecallAt10(db.get(), queries.own, SearchOptions()), 0.98);
+  SearchOptions defaults;
+  defaults.with_uncertainty = false;
+  std::vector<SearchResult> res;
+  ASSERT_TRUE(db->Search("dense", queries.fresh.view(), defaults, &res).ok());
+  EXPECT_EQ(res[0].scored, st.index_candidates);
+  RecordProperty("recall_at_100_candidates", std::to_string(at_static));
+  RecordProperty("fitted_candidates", std::to_string(st.index_candidates));
+  RecordProperty("recall_by_default", std::to_string(by_default));
+
+  // Saved with the index: a reopen loads it (not fitted again).
+  db.reset();
+  db = OpenDb(dir.path(), options);
+  const CollectionStats again = StatsOf(db.get(), "dense");
+  EXPECT_EQ(again.index_note, "");
+  EXPECT_EQ(again.index_candidates, st.index_candidates);
+  EXPECT_EQ(again.index_recall_estimate, st.index_recall_estimate);
+  EXPECT_EQ(again.index_fit_seconds, 0);
+  EXPECT_DOUBLE_EQ(RecallAt10(db.get(), queries.fresh, SearchOptions()), by_default);
+}
+
+INSTANTIATE_TEST_SUITE_P(Flat, FlatFitTest, ::testing::Values("Flat", "SQ8"));
+
+// A flat index below 1,000 items is not fitted yet (as HNSW): its searches
+// use 10 x k.
+TEST(DefaultSearchFitTest, ASmallFlatCollectionIsNotFittedYet) {
+  TempDir dir;
+  auto db = OpenDb(dir.path(), Options());
+  CollectionSpec spec = DenseSpec();
+  spec.index_factory = "Flat";
+  ASSERT_TRUE(db->CreateCollection(spec).ok());
+  ASSERT_TRUE(db->Ingest("dense", Dense(500, 0, 3).ingest(), nullptr).ok());
+  ASSERT_TRUE(db->Flush().ok());
+  const CollectionStats st = StatsOf(db.get(), "dense");
+  EXPECT_EQ(st.index_candidates, 0);
+  EXPECT_TRUE(std::isnan(st.index_recall_estimate));
 }
 
 }  // namespace

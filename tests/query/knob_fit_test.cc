@@ -4,7 +4,8 @@
 // below the static nprobe a doubling that gains little does not end the
 // ladder (unclustered data, where few lists hold little of the truth, still
 // climbs to the lists it needs); from the static nprobe up, a doubling that
-// gains nothing ends it as before; HNSW's efSearch ladder starts where it did.
+// gains nothing ends it as before; HNSW's efSearch ladder starts where it did;
+// a flat index's ladder is the candidates alone.
 #include "query/knob_fit.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <cmath>
 #include <map>
 #include <utility>
+#include <vector>
 
 namespace hedgedb {
 namespace query {
@@ -130,6 +132,38 @@ TEST(FitLadderTest, HnswStartsAtTheFirstCandidateCount) {
   EXPECT_EQ(measured.begin()->first, std::make_pair(100, int64_t(100)));
   EXPECT_EQ(fit.knobs.ef_search, 800);  // 0.99
   EXPECT_EQ(fit.candidates, 100);
+}
+
+// A flat index (no lists, no graph) has no knob: one row along the
+// candidates, from k x 10 doubling, ending at the fewest that reach the
+// target; its cost is every vector plus the candidates' rescoring.
+TEST(FitLadderTest, FlatFitsTheCandidatesAlone) {
+  const index::FactoryShape flat;
+  std::map<std::pair<int, int64_t>, double> measured;
+  // Each doubling of the candidates halves what is missed (100: 0.92).
+  const SearchFit fit = Fit(
+      flat, index::CoarseSearchKnobs(),
+      [](int knob, int64_t c) { return knob == 0 ? 1.0 - 8.0 / double(c) : 0.0; }, &measured);
+  ASSERT_TRUE(fit.fitted);
+  EXPECT_EQ(fit.knobs.nprobe, 0);
+  EXPECT_EQ(fit.knobs.ef_search, 0);
+  EXPECT_EQ(fit.candidates, 800);  // 0.99
+  EXPECT_EQ(fit.oversampling, 80);
+  EXPECT_DOUBLE_EQ(fit.recall, 0.99);
+  std::vector<int64_t> ladder;
+  for (const auto& m : measured) ladder.push_back(m.first.second);
+  EXPECT_EQ(ladder, (std::vector<int64_t>{100, 200, 400, 800}));
+  for (const FitRung& r : fit.rungs) {
+    EXPECT_DOUBLE_EQ(r.cost, DefaultSearchCost(flat, kItems, r.knobs, r.candidates));
+  }
+  EXPECT_DOUBLE_EQ(DefaultSearchCost(flat, kItems, {}, 800), double(kItems) + 50.0 * 800);
+
+  // A row that stops gaining before the target: the cheapest rung within a
+  // doubling's gain of the best.
+  const SearchFit stuck =
+      Fit(flat, index::CoarseSearchKnobs(), [](int, int64_t c) { return c >= 200 ? 0.95 : 0.90; });
+  ASSERT_TRUE(stuck.fitted);
+  EXPECT_EQ(stuck.candidates, 200);
 }
 
 }  // namespace
