@@ -400,18 +400,32 @@ TEST_P(FlatFitTest, FitsTheCandidatesWhereTheCoarseOrderMissesTheTopTen) {
 INSTANTIATE_TEST_SUITE_P(Flat, FlatFitTest, ::testing::Values("Flat", "SQ8"));
 
 // A flat index below 1,000 items is not fitted yet (as HNSW): its searches
-// use 10 x k.
-TEST(DefaultSearchFitTest, ASmallFlatCollectionIsNotFittedYet) {
+// use 10 x k. Its file, saved without a fit (as every flat index file from
+// before flat fits), opens as it is and is fitted at the first save with
+// enough items.
+TEST(DefaultSearchFitTest, ASmallFlatCollectionIsFittedOnceItHoldsEnoughItems) {
   TempDir dir;
-  auto db = OpenDb(dir.path(), Options());
   CollectionSpec spec = DenseSpec();
   spec.index_factory = "Flat";
-  ASSERT_TRUE(db->CreateCollection(spec).ok());
-  ASSERT_TRUE(db->Ingest("dense", Dense(500, 0, 3).ingest(), nullptr).ok());
+  {
+    auto db = OpenDb(dir.path(), Options());
+    ASSERT_TRUE(db->CreateCollection(spec).ok());
+    ASSERT_TRUE(db->Ingest("dense", Dense(500, 0, 3).ingest(), nullptr).ok());
+    ASSERT_TRUE(db->Flush().ok());
+    const CollectionStats st = StatsOf(db.get(), "dense");
+    EXPECT_EQ(st.index_candidates, 0);
+    EXPECT_TRUE(std::isnan(st.index_recall_estimate));
+  }
+  auto db = OpenDb(dir.path(), Options());
+  const CollectionStats old = StatsOf(db.get(), "dense");
+  EXPECT_EQ(old.index_note, "");
+  EXPECT_EQ(old.index_candidates, 0);
+  ASSERT_TRUE(db->Ingest("dense", Dense(kItems, 500, 4).ingest(), nullptr).ok());
   ASSERT_TRUE(db->Flush().ok());
   const CollectionStats st = StatsOf(db.get(), "dense");
-  EXPECT_EQ(st.index_candidates, 0);
-  EXPECT_TRUE(std::isnan(st.index_recall_estimate));
+  EXPECT_GT(st.index_candidates, 100);
+  EXPECT_GE(st.index_recall_estimate, query::kTargetFinalRecall);
+  EXPECT_GT(st.index_fit_seconds, 0);
 }
 
 }  // namespace
