@@ -203,9 +203,9 @@ class CoarseIndex {
   // The final recall@k of a default search that the fit estimated (the
   // fraction of the exact top-k by the collection's default score that the
   // fitted knobs and candidates find); NaN if never fitted (codes, an
-  // untrained index, an untrained-at-birth index (HNSW,
-  // Flat) not yet saved with 1,000 items (IndexKeeper::Save), or a file saved before the fit
-  // measured it).
+  // untrained index, an index that needs no training (HNSW, Flat) not yet
+  // saved with 1,000 items (IndexKeeper::Save), or a file saved before the
+  // fit measured it).
   double recall_estimate() const { return recall_estimate_; }
   // The fitted oversampling (0: none fitted: searches use 10).
   int default_oversampling() const { return default_oversampling_; }
