@@ -25,12 +25,21 @@ seed, evaluates it with a paper protocol of `hedgedb evaluate`, and writes:
                        the most uncertain dropped (eta), per model
 
 A run is resumable: a model or evaluation whose JSON exists is not redone,
-so a larger --budget needs a new OUT. The binary and its libraries are copied
+so a larger budget needs a new OUT. The binary and its libraries are copied
 into OUT/bin first, so rebuilding the tree does not change a running
 reproduction. Needs python3-numpy and python3-matplotlib (Debian).
 
   bench/reproduce_papers.py --build build --out /tmp/repro --budget 60
   bench/reproduce_papers.py --out /tmp/repro --summarize-only
+
+The papers' own setting (issue 33) trains a fixed number of iterations with
+each paper's preset (--presets: hib-ndigit for point, contrastive and the
+HIB models, spe-ndigit for spe and pn; --setup then applies to the models
+without one), --jobs trainings at a time, each checkpointed every 10 minutes
+and resumed from its checkpoint when the command is run again after a stop:
+
+  bench/reproduce_papers.py --out DIR --data mnist --composite-layout hib-scaled \
+      --presets --setup "" --iterations 36000 --jobs 2 --models point,hib1,hib2
 
 bench/RESULTS.md ("Paper reproduction") holds a run and its command.
 """
@@ -66,6 +75,9 @@ POINT = ["point", "contrastive", "pn", "fstat", "fstat-d30"]  # point embeddings
 DISENTANGLE = POINT + ["hib1", "hib1-beta0", "spe"]  # point vectors or Gaussian means
 EXTRA = DISENTANGLE + ["dimco"]  # models that get the extra evaluation
 EPISODIC = ["point", "pn", "spe"]  # SPE's Table 2: episodic accuracy (point: PN's rule)
+# The paper's own training settings (train --preset), for --presets.
+PRESETS = {m: "hib-ndigit" for m in ("point", "contrastive", "hib1", "hib2", "hib1-beta0")}
+PRESETS.update({m: "spe-ndigit" for m in ("spe", "pn")})
 DIMCO_BITS = 16  # `train --method dimco` defaults: 4 dimensions of k = 16
 
 
@@ -83,7 +95,16 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build", default="build", help="build directory with bin/hedgedb (default: build)")
     p.add_argument("--out", required=True, help="output directory (resumable)")
-    p.add_argument("--budget", type=float, default=60, help="seconds of training per model and seed (default 60)")
+    p.add_argument("--budget", type=float, default=60,
+                   help="seconds of training per model and seed (default 60; see --iterations)")
+    p.add_argument("--iterations", type=int, default=0,
+                   help="train this many iterations per model and seed instead of --budget seconds, "
+                        "checkpointed and resumed from the checkpoint after a stop (default 0: --budget)")
+    p.add_argument("--presets", action="store_true",
+                   help="train with each paper's preset (%s); --setup applies to the other models" %
+                        ", ".join("%s: %s" % (preset, " ".join(m for m in MODELS if PRESETS.get(m) == preset))
+                                  for preset in sorted(set(PRESETS.values()))))
+    p.add_argument("--jobs", type=int, default=1, help="models trained and evaluated at a time (default 1)")
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="training seeds (default 1 2 3)")
     p.add_argument("--items", type=int, nargs="+", default=[2], help="digits per composite N (default 2; HIB: 2 3)")
     p.add_argument("--dims", type=int, nargs="+", default=[2], help="embedding dimensions D (default 2; HIB: 2 3)")
@@ -107,13 +128,18 @@ def parse_args():
     return p.parse_args()
 
 
-def run(cmd, stdout_path, log_path):
-    """Runs cmd; its stdout (JSON) goes to stdout_path only when it succeeds."""
+class Failed(Exception):
+    pass
+
+
+def run(cmd, stdout_path, log_path, append=False):
+    """Runs cmd; its stdout (JSON) goes to stdout_path only when it succeeds
+    (else Failed). append: add to the log (a resumed training's earlier parts)."""
     started = time.time()
-    with open(log_path, "w") as log:
+    with open(log_path, "a" if append else "w") as log:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
     if proc.returncode != 0:
-        sys.exit("failed (exit %d, see %s): %s" % (proc.returncode, log_path, " ".join(cmd)))
+        raise Failed("failed (exit %d, see %s): %s" % (proc.returncode, log_path, " ".join(cmd)))
     with open(stdout_path + ".tmp", "w") as f:
         f.write(proc.stdout)
     os.replace(stdout_path + ".tmp", stdout_path)
@@ -160,49 +186,48 @@ def data_flags(args, n):
     return ["--data", args.data, "--items", str(n), "--composite-layout", args.composite_layout]
 
 
+def budget_text(args):
+    """The training budget and setting, for the tables' headers."""
+    if args.iterations > 0:
+        budget = "%d iterations of training per model and seed" % args.iterations
+    else:
+        budget = "%.0f s of training per model and seed" % args.budget
+    setting = []
+    if args.presets:
+        setting.append("each paper's `--preset` (%s)" % ", ".join(
+            "%s: %s" % (m, p) for m, p in PRESETS.items()))
+    if args.setup.strip():
+        setting.append(("otherwise " if args.presets else "") + "`%s`" % args.setup.strip())
+    return budget + (" (%s)" % "; ".join(setting) if setting else "")
+
+
+def train_flags(args, model):
+    """The model's flags beyond the method and --dim: its paper's preset
+    (--presets) or --setup."""
+    if args.presets and model in PRESETS:
+        return ["--preset", PRESETS[model]]
+    return args.setup.split()
+
+
 def train_and_evaluate(args, binary):
     todo = [(n, d, m, s) for n, d, m in cells(args) for s in args.seeds]
-    print("%d models, %.0f s of training each: about %.0f min of training plus evaluation" %
-          (len(todo), args.budget, len(todo) * args.budget / 60), flush=True)
-    for n, d, model, seed in todo:
-        base = os.path.join(args.out, "%s-s%d" % (cell_name(n, d, model), seed))
-        data = data_flags(args, n)
-        if not os.path.exists(base + ".train.json"):
-            flags = MODELS[model][0].split() + (["--dim", str(d)] if d else [])
-            cmd = [binary, "train"] + data + flags + args.setup.split() + [
-                "--max-seconds", str(args.budget), "--iterations", "100000000", "--eval-every", "1000",
-                "--threads", str(args.threads), "--seed", str(seed), "--progress-seconds", "1000",
-                "--out", base + ".model"]
-            secs = run(cmd, base + ".train.json", base + ".train.log")
-            print("trained %s seed %d (%.0f s)" % (cell_name(n, d, model), seed, secs), flush=True)
-        if not os.path.exists(base + ".eval.json"):
-            cmd = [binary, "evaluate"] + data + ["--model", base + ".model", "--protocol", args.protocol,
-                                                 "--pairs", "10000", "--seed", str(seed),
-                                                 "--threads", str(args.threads)]
-            if args.mc_repeats > 0:
-                cmd += ["--mc-repeats", str(args.mc_repeats)]
-            if args.max_items > 0:
-                cmd += ["--max-items", str(args.max_items)]
-            secs = run(cmd, base + ".eval.json", base + ".eval.log")
-            print("evaluated %s seed %d (%.0f s)" % (cell_name(n, d, model), seed, secs), flush=True)
-        if model in EXTRA and not os.path.exists(base + ".extra.json"):
-            spec = json.load(open(base + ".train.json"))["create_flags"]["dim"]
-            cmd = [binary, "evaluate"] + data + ["--model", base + ".model", "--protocol", args.protocol,
-                                                 "--mc-repeats", "1", "--pairs", "10000", "--seed", str(seed),
-                                                 "--threads", str(args.threads)]
-            if model in DISENTANGLE:
-                cmd += ["--disentanglement"]
-            if model in POINT:
-                cmd += ["--pq", pq_spec(int(spec))]
-            if model in EPISODIC:
-                cmd += ["--episodes", "1000"]  # SPE's Table 2
-            if args.extra_items > 0:
-                cmd += ["--max-items", str(args.extra_items)]
-            secs = run(cmd, base + ".extra.json", base + ".extra.log")
-            parts = [name for name, models in (("disentanglement", DISENTANGLE), ("PQ", POINT),
-                                               ("episodes", EPISODIC)) if model in models]
-            print("evaluated %s seed %d: extra (%s) (%.0f s)" % (
-                cell_name(n, d, model), seed, ", ".join(parts) or "retrieval", secs), flush=True)
+    if args.iterations > 0:
+        print("%d models of %d iterations each, %d at a time" % (len(todo), args.iterations, args.jobs),
+              flush=True)
+    else:
+        print("%d models, %.0f s of training each, %d at a time: about %.0f min of training plus "
+              "evaluation" % (len(todo), args.budget, args.jobs,
+                              len(todo) * args.budget / 60 / args.jobs), flush=True)
+    if args.jobs <= 1:
+        for job in todo:
+            train_and_evaluate_one(args, binary, *job)
+    else:
+        import concurrent.futures
+        with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            futures = [pool.submit(train_and_evaluate_one, args, binary, *job) for job in todo]
+            failures = [str(f.exception()) for f in futures if f.exception() is not None]
+        if failures:
+            raise Failed("\n".join(failures))
     # Embeddings for the ellipse picture: the first seed's 2-D MoG-1 model.
     for n in args.items:
         if 2 not in args.dims or "hib1" not in [m.strip() for m in args.models.split(",")]:
@@ -216,6 +241,60 @@ def train_and_evaluate(args, binary):
                    "--split", "test-seen", "--max-items", "400", "--out", prefix,
                    "--threads", str(args.threads)] + (["--corrupt"] if corrupt else [])
             run(cmd, prefix + ".embed.json", prefix + ".embed.log")
+
+
+def train_and_evaluate_one(args, binary, n, d, model, seed):
+    """Trains (or resumes) one model of one seed and runs its evaluations,
+    each skipped when its JSON exists."""
+    base = os.path.join(args.out, "%s-s%d" % (cell_name(n, d, model), seed))
+    data = data_flags(args, n)
+    if not os.path.exists(base + ".train.json"):
+        flags = MODELS[model][0].split() + (["--dim", str(d)] if d else [])
+        cmd = [binary, "train"] + data + flags + train_flags(args, model)
+        resumed = False
+        if args.iterations > 0:
+            # A stop (the end of a working session, a reboot) loses at most
+            # ten minutes: the next run of this command resumes.
+            cmd += ["--iterations", str(args.iterations), "--checkpoint-seconds", "600"]
+            resumed = os.path.exists(base + ".model.ckpt")
+            if resumed:
+                cmd += ["--resume", base + ".model.ckpt"]
+        else:
+            cmd += ["--max-seconds", str(args.budget), "--iterations", "100000000"]
+        cmd += ["--eval-every", "1000", "--threads", str(args.threads), "--seed", str(seed),
+                "--progress-seconds", "1000" if args.iterations <= 0 else "60", "--out", base + ".model"]
+        print("%s %s seed %d" % ("resuming" if resumed else "training", cell_name(n, d, model), seed),
+              flush=True)
+        secs = run(cmd, base + ".train.json", base + ".train.log", append=resumed)
+        print("trained %s seed %d (%.0f s)" % (cell_name(n, d, model), seed, secs), flush=True)
+    if not os.path.exists(base + ".eval.json"):
+        cmd = [binary, "evaluate"] + data + ["--model", base + ".model", "--protocol", args.protocol,
+                                             "--pairs", "10000", "--seed", str(seed),
+                                             "--threads", str(args.threads)]
+        if args.mc_repeats > 0:
+            cmd += ["--mc-repeats", str(args.mc_repeats)]
+        if args.max_items > 0:
+            cmd += ["--max-items", str(args.max_items)]
+        secs = run(cmd, base + ".eval.json", base + ".eval.log")
+        print("evaluated %s seed %d (%.0f s)" % (cell_name(n, d, model), seed, secs), flush=True)
+    if model in EXTRA and not os.path.exists(base + ".extra.json"):
+        spec = json.load(open(base + ".train.json"))["create_flags"]["dim"]
+        cmd = [binary, "evaluate"] + data + ["--model", base + ".model", "--protocol", args.protocol,
+                                             "--mc-repeats", "1", "--pairs", "10000", "--seed", str(seed),
+                                             "--threads", str(args.threads)]
+        if model in DISENTANGLE:
+            cmd += ["--disentanglement"]
+        if model in POINT:
+            cmd += ["--pq", pq_spec(int(spec))]
+        if model in EPISODIC:
+            cmd += ["--episodes", "1000"]  # SPE's Table 2
+        if args.extra_items > 0:
+            cmd += ["--max-items", str(args.extra_items)]
+        secs = run(cmd, base + ".extra.json", base + ".extra.log")
+        parts = [name for name, models in (("disentanglement", DISENTANGLE), ("PQ", POINT),
+                                           ("episodes", EPISODIC)) if model in models]
+        print("evaluated %s seed %d: extra (%s) (%.0f s)" % (
+            cell_name(n, d, model), seed, ", ".join(parts) or "retrieval", secs), flush=True)
 
 
 # ----------------------------------------------------------------- summary
@@ -302,8 +381,8 @@ def per_seed(runs, cell, path):
 
 def tables(runs, args):
     lines = ["# Paper reproduction: every metric", "",
-             "Data: %s. Budget %.0f s of training per model and seed (%s), seeds %s; `evaluate --protocol %s%s`. "
-             "Mean ± sd over seeds." % (data_text(args), args.budget, args.setup, " ".join(map(str, args.seeds)), args.protocol,
+             "Data: %s. Budget %s, seeds %s; `evaluate --protocol %s%s`. "
+             "Mean ± sd over seeds." % (data_text(args), budget_text(args), " ".join(map(str, args.seeds)), args.protocol,
                                          " --mc-repeats %d" % args.mc_repeats if args.mc_repeats else ""), ""]
     cellnames = sorted({c for c, _ in runs})
     lines.append("| model | seeds | " + " | ".join(name for name, _ in METRICS) + " |")
@@ -410,10 +489,10 @@ def hib_table1(runs, args):
                 rows.append("| N = %d, D = %d | %s | %s | %.3f | %s | %d | %s |" % (
                     n, d, label, metric_label, paper, fmt(ours), ours[2], diff))
     head = ["# HIB Table 1 side by side", "",
-            "Data: %s; `evaluate --protocol %s%s`. Ours: mean ± sd over the seeds (n); "
+            "Data: %s; %s; `evaluate --protocol %s%s`. Ours: mean ± sd over the seeds (n); "
             "difference: ours minus the paper's. KNN corrupt: clean probes against the "
             "corrupt gallery, as HIB Table 1." % (
-                data_text(args), args.protocol,
+                data_text(args), budget_text(args), args.protocol,
                 " --mc-repeats %d" % args.mc_repeats if args.mc_repeats else ""), "",
             "| cell | model | metric | HIB Table 1 | ours | n | difference |",
             "|---|---|---|---:|---:|---:|---:|"]
@@ -547,13 +626,13 @@ def claims(runs, args):
           s("fstat", ex), s("contrastive", ex), compare(s("fstat", ex), s("contrastive", ex)),
           "explicitness, vs margin contrastive")
     head = ["# Paper reproduction: claims", "",
-            "Data: %s. N = %d, D = %d; %.0f s of training per model and seed (%s), seeds %s; "
+            "Data: %s. N = %d, D = %d; %s, seeds %s; "
             "`evaluate --protocol %s%s`. "
             "Ours: mean ± sd over seeds, the side claimed better first. Difference: claimed minus other, ± its "
             "standard error (unpaired across models, paired over seeds within one model). Verdict: holds when "
             "the difference exceeds two standard errors, does not hold when it is below minus two, else "
             "within noise." % (
-                data_text(args), n, d, args.budget, args.setup, " ".join(map(str, args.seeds)), args.protocol,
+                data_text(args), n, d, budget_text(args), " ".join(map(str, args.seeds)), args.protocol,
                 " --mc-repeats %d" % args.mc_repeats if args.mc_repeats else ""), "",
             "| claim | paper | ours (metric) | difference | verdict |", "|---|---|---|---|---|"]
     return "\n".join(head + rows) + "\n"
@@ -639,7 +718,10 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     if not args.summarize_only:
         binary = snapshot_binary(args.build, args.out)
-        train_and_evaluate(args, binary)
+        try:
+            train_and_evaluate(args, binary)
+        except Failed as e:
+            sys.exit(str(e))
     runs = load(args.out)
     if not runs:
         sys.exit("no finished evaluations in " + args.out)

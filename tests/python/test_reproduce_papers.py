@@ -64,3 +64,91 @@ def test_hib_table1_side_by_side(tmp_path):
     assert "| N = 2, D = 2 | point | AP clean | 0.987 | 0.987 ± 0.000 | 2 | +0.000 |" in table, table
     assert "| N = 2, D = 2 | point | KNN corrupt | 0.583 | 0.500 ± 0.000 | 2 | -0.083 |" in table, table
     assert not [line for line in table if "MoG-1" in line], "no MoG-1 model in this run: no row"
+
+
+# A stand-in for bin/hedgedb that records each call and answers in JSON, so
+# that the script's command lines can be checked without training.
+FAKE_HEDGEDB = """#!/bin/sh
+echo "$@" >> "$(dirname "$0")/../calls.txt"
+case "$1" in
+  train) echo '{"iterations": 5, "create_flags": {"dim": 2}}' ;;
+  evaluate) echo '{"items": 10, "retrieval": {"clean": {"knn_accuracy": 0.5}}}' ;;
+  *) echo '{}' ;;
+esac
+exit ${FAKE_EXIT:-0}
+"""
+
+
+def fake_build(tmp_path):
+    build = tmp_path / "build"
+    (build / "bin").mkdir(parents=True)
+    fake = build / "bin" / "hedgedb"
+    fake.write_text(FAKE_HEDGEDB)
+    fake.chmod(0o755)
+    return build
+
+
+def reproduce(build, out, *flags, env=None):
+    return subprocess.run([sys.executable, str(SCRIPT), "--build", str(build), "--out", str(out),
+                           "--data", "mnist", "--composite-layout", "hib-scaled", "--seeds", "1",
+                           *flags], capture_output=True, text=True, env=env)
+
+
+def train_calls(out):
+    return {line.split("--method ")[1].split()[0] + ("" if "--components" not in line else
+            line.split("--components ")[1].split()[0]): line.split()
+            for line in (out / "calls.txt").read_text().splitlines() if line.startswith("train ")}
+
+
+def test_iterations_presets_and_jobs(tmp_path):
+    # The papers' setting: a fixed number of iterations, each paper's preset
+    # (--setup only for a model without one), two models at a time.
+    out = tmp_path / "out"
+    done = reproduce(fake_build(tmp_path), out, "--presets", "--setup", "--arch mlp",
+                     "--iterations", "36000", "--jobs", "2", "--models", "point,hib2,spe,dimco")
+    assert done.returncode == 0, done.stderr
+    calls = train_calls(out)
+    assert sorted(calls) == ["dimco", "hib2", "point", "spe"], calls
+    for method, argv in calls.items():
+        assert argv[argv.index("--iterations") + 1] == "36000", argv
+        assert argv[argv.index("--checkpoint-seconds") + 1] == "600", argv
+        assert "--max-seconds" not in argv and "--resume" not in argv, argv
+    assert calls["point"][calls["point"].index("--preset") + 1] == "hib-ndigit"
+    assert calls["hib2"][calls["hib2"].index("--preset") + 1] == "hib-ndigit"
+    assert calls["spe"][calls["spe"].index("--preset") + 1] == "spe-ndigit"
+    assert "--arch" not in calls["point"], "a preset's model does not get --setup"
+    assert "--preset" not in calls["dimco"] and "--arch" in calls["dimco"], calls["dimco"]
+    for cell in ("n2-d2-point", "n2-d2-hib2", "n2-d2-spe", "n2-own-dimco"):
+        assert (out / (cell + "-s1.train.json")).exists() and (out / (cell + "-s1.eval.json")).exists()
+    assert "36000 iterations of training per model and seed" in (out / "tables.md").read_text()
+    assert "hib1: hib-ndigit" in (out / "hib_table1.md").read_text()
+
+
+def test_a_stopped_training_resumes_from_its_checkpoint(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "n2-d2-point-s1.model.ckpt").write_text("checkpoint")
+    (out / "n2-d2-point-s1.train.log").write_text("the first part's log\n")
+    build = fake_build(tmp_path)
+    done = reproduce(build, out, "--presets", "--iterations", "100", "--models", "point")
+    assert done.returncode == 0, done.stderr
+    argv = train_calls(out)["point"]
+    assert argv[argv.index("--resume") + 1] == str(out / "n2-d2-point-s1.model.ckpt"), argv
+    assert (out / "n2-d2-point-s1.train.log").read_text().startswith("the first part's log\n")
+    assert "resuming n2-d2-point seed 1" in done.stdout
+    # Without --iterations (a wall-time budget) there is no checkpoint to resume.
+    out2 = tmp_path / "out2"
+    done = reproduce(build, out2, "--budget", "5", "--models", "point")
+    assert done.returncode == 0, done.stderr
+    argv = train_calls(out2)["point"]
+    assert argv[argv.index("--max-seconds") + 1] == "5.0" and "--resume" not in argv, argv
+
+
+def test_a_failed_training_stops_the_run_with_its_command(tmp_path):
+    out = tmp_path / "out"
+    env = dict(__import__("os").environ, FAKE_EXIT="3")
+    done = reproduce(fake_build(tmp_path), out, "--iterations", "10", "--jobs", "2",
+                     "--models", "point,hib1", env=env)
+    assert done.returncode != 0
+    assert "failed (exit 3" in done.stderr and "bin/hedgedb train " in done.stderr, done.stderr
+    assert not list(out.glob("*.train.json")), "a failed training leaves no report"
