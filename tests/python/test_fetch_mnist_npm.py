@@ -153,6 +153,38 @@ def test_split_is_seeded_and_stratified(tmp_path):
     assert a.shape == c.shape and not np.array_equal(a, c)
 
 
+def test_train_fraction_keeps_a_nested_share_of_each_class_and_the_same_test_split(tmp_path):
+    tarball = package_tarball()
+    full = fetch.convert(tarball, tmp_path / "full", seed=1, integrity="x")
+    half = fetch.convert(tarball, tmp_path / "half", seed=1, integrity="x", train_fraction=0.5)
+    quarter = fetch.convert(tarball, tmp_path / "quarter", seed=1, integrity="x", train_fraction=0.25)
+    train = full["counts"]["train"]["per_class"]  # 24, 25, 26, 26, 27, 28, 29, 30, 30, 31
+    # Hand count: floor(m * F + 0.5) per class.
+    assert half["counts"]["train"]["per_class"] == [12, 13, 13, 13, 14, 14, 15, 15, 15, 16]
+    assert half["counts"]["train"]["per_class"] == [int(np.floor(m * 0.5 + 0.5)) for m in train]
+    assert quarter["counts"]["train"]["per_class"] == [int(np.floor(m * 0.25 + 0.5)) for m in train]
+    assert half["train_fraction"] == 0.5 and "train_fraction" in half["split"]
+    # The test split is byte for byte the full run's.
+    for name in ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+        assert (tmp_path / "half" / name).read_bytes() == (tmp_path / "full" / name).read_bytes()
+    # Kept digits: a subset of the full training split, the quarter's of the
+    # half's, each with its label, in package order within a class.
+    def kept(run):
+        images = read_idx(tmp_path / run / "train-images-idx3-ubyte")
+        labels = read_idx(tmp_path / run / "train-labels-idx1-ubyte")
+        assert np.all(np.diff(labels.astype(int)) >= 0)
+        for d in range(10):
+            order = [int(img[0, 1]) for img, lab in zip(images, labels) if lab == d]  # pixel 1 is i
+            assert order == sorted(order), "package order within a class"
+        return {(int(lab), img.tobytes()) for img, lab in zip(images, labels)}
+    assert kept("quarter") < kept("half") < kept("full")
+    # And the script refuses a fraction outside (0, 1].
+    for bad in ("0", "1.5", "-0.1"):
+        done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path / "bad"),
+                               "--train-fraction", bad], capture_output=True, text=True)
+        assert done.returncode == 2 and "--train-fraction must lie in (0, 1]" in done.stderr
+
+
 def test_second_run_is_a_no_op_unless_files_changed(tmp_path):
     tarball = package_tarball()
     fetch.convert(tarball, tmp_path, integrity="x")
