@@ -210,7 +210,10 @@ def train_flags(args, model):
 
 
 def train_and_evaluate(args, binary):
-    todo = [(n, d, m, s) for n, d, m in cells(args) for s in args.seeds]
+    # Seed by seed: every model has its first seed before any has a second,
+    # so a run stopped part-way (a long one spans several sessions) leaves
+    # every column of the tables filled.
+    todo = [(n, d, m, s) for s in args.seeds for n, d, m in cells(args)]
     if args.iterations > 0:
         print("%d models of %d iterations each, %d at a time" % (len(todo), args.iterations, args.jobs),
               flush=True)

@@ -124,6 +124,15 @@ def test_iterations_presets_and_jobs(tmp_path):
     assert "hib1: hib-ndigit" in (out / "hib_table1.md").read_text()
 
 
+def test_models_are_trained_seed_by_seed(tmp_path):
+    out = tmp_path / "out"
+    done = reproduce(fake_build(tmp_path), out, "--iterations", "10", "--models", "point,hib1",
+                     "--seeds", "1", "2")
+    assert done.returncode == 0, done.stderr
+    trained = [line.split()[1:4:2] for line in done.stdout.splitlines() if line.startswith("training ")]
+    assert trained == [["n2-d2-point", "1"], ["n2-d2-hib1", "1"], ["n2-d2-point", "2"], ["n2-d2-hib1", "2"]]
+
+
 def test_a_stopped_training_resumes_from_its_checkpoint(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
