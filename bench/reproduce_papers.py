@@ -105,6 +105,9 @@ def parse_args():
                         ", ".join("%s: %s" % (preset, " ".join(m for m in MODELS if PRESETS.get(m) == preset))
                                   for preset in sorted(set(PRESETS.values()))))
     p.add_argument("--jobs", type=int, default=1, help="models trained and evaluated at a time (default 1)")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                   help="train --precision of every model (default fp32; bf16: the backbone's steps in "
+                        "bfloat16, bench/RESULTS.md 'bfloat16 training')")
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="training seeds (default 1 2 3)")
     p.add_argument("--items", type=int, nargs="+", default=[2], help="digits per composite N (default 2; HIB: 2 3)")
     p.add_argument("--dims", type=int, nargs="+", default=[2], help="embedding dimensions D (default 2; HIB: 2 3)")
@@ -198,6 +201,8 @@ def budget_text(args):
             "%s: %s" % (m, p) for m, p in PRESETS.items()))
     if args.setup.strip():
         setting.append(("otherwise " if args.presets else "") + "`%s`" % args.setup.strip())
+    if args.precision != "fp32":
+        setting.append("`--precision %s`" % args.precision)
     return budget + (" (%s)" % "; ".join(setting) if setting else "")
 
 
@@ -253,7 +258,7 @@ def train_and_evaluate_one(args, binary, n, d, model, seed):
     data = data_flags(args, n)
     if not os.path.exists(base + ".train.json"):
         flags = MODELS[model][0].split() + (["--dim", str(d)] if d else [])
-        cmd = [binary, "train"] + data + flags + train_flags(args, model)
+        cmd = [binary, "train"] + data + flags + train_flags(args, model) + ["--precision", args.precision]
         resumed = False
         if args.iterations > 0:
             # A stop (the end of a working session, a reboot) loses at most

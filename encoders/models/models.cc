@@ -1,5 +1,6 @@
 #include "encoders/models/models.h"
 
+#include <ATen/autocast_mode.h>
 #include <torch/script.h>
 
 #include <cmath>
@@ -317,8 +318,48 @@ torch::Tensor EncoderImpl::features(torch::Tensor x) {
   return backbone_.forward(x);
 }
 
-EncoderOutput EncoderImpl::forward(torch::Tensor x) {
-  torch::Tensor f = features(std::move(x));
+namespace {
+
+// CPU autocast to bfloat16 for its scope, as torch.autocast("cpu",
+// torch.bfloat16) does: the previous state comes back at the end, and the
+// cast weights cached inside the scope are dropped when the outermost scope
+// ends.
+class CpuBf16Autocast {
+ public:
+  CpuBf16Autocast()
+      : was_enabled_(at::autocast::is_cpu_enabled()),
+        was_dtype_(at::autocast::get_autocast_cpu_dtype()) {
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    at::autocast::increment_nesting();
+  }
+  ~CpuBf16Autocast() {
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_cpu_enabled(was_enabled_);
+    at::autocast::set_autocast_cpu_dtype(was_dtype_);
+  }
+  CpuBf16Autocast(const CpuBf16Autocast&) = delete;
+  CpuBf16Autocast& operator=(const CpuBf16Autocast&) = delete;
+
+ private:
+  bool was_enabled_;
+  at::ScalarType was_dtype_;
+};
+
+}  // namespace
+
+EncoderOutput EncoderImpl::forward(torch::Tensor x, bool bf16_backbone) {
+  torch::Tensor f;
+  if (bf16_backbone) {
+    CpuBf16Autocast autocast;
+    f = features(std::move(x));
+  } else {
+    f = features(std::move(x));
+  }
+  // The heads (and every loss after them) in the model's own precision: D
+  // is small and the variances span decades that bfloat16's 8-bit mantissa
+  // would round.
+  if (bf16_backbone) f = f.to(match_b_.dtype());
   EncoderOutput out;
   out.kind = spec_.kind;
   switch (spec_.kind) {

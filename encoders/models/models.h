@@ -186,7 +186,12 @@ class EncoderImpl : public torch::nn::Module {
 
   // x: [B, input_shape...] raw inputs (e.g. pixels in [0, 1]); normalised
   // here with the spec's mean/std so callers never have to repeat it.
-  EncoderOutput forward(torch::Tensor x);
+  // bf16_backbone: the backbone runs in bfloat16 under CPU autocast (its
+  // weights stay float32; autocast casts them per call and the gradients
+  // come back in float32), its features return as float32, and the heads
+  // run in float32. For training steps (TrainOptions::bf16); what a model
+  // embeds and validates is always float32.
+  EncoderOutput forward(torch::Tensor x, bool bf16_backbone = false);
   // Backbone features only (after normalisation): [B, feature_dim].
   torch::Tensor features(torch::Tensor x);
 

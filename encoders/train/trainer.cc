@@ -578,7 +578,8 @@ class TrainingRun {
          " iterations" +
          (state_.iteration > 0 ? ", resuming at " + std::to_string(state_.iteration) : "") +
          (validating_ ? ", validating on " + std::to_string(val_items_.size()) + " items" : "") +
-         ", " + std::to_string(torch::get_num_threads()) + " threads");
+         ", " + std::to_string(torch::get_num_threads()) + " threads" +
+         (options_.bf16 ? ", bfloat16 backbone" : ""));
     return Status::OK();
   }
 
@@ -655,7 +656,7 @@ class TrainingRun {
     const torch::Tensor x = torch::from_blob(pixels_.data(), sizes, torch::kFloat32);
 
     optimizer_->zero_grad();
-    const EncoderOutput out = encoder_->forward(x);
+    const EncoderOutput out = encoder_->forward(x, options_.bf16);
     const LossOutput loss = ComputeLoss(options_, method_->method, encoder_, out, batch);
     const double loss_value = loss.loss.item<double>();
     if (!std::isfinite(loss_value)) {

@@ -640,6 +640,68 @@ TEST_F(EncoderCliTest, TrainPresetSetsThePapersSettingsAndExplicitFlagsWin) {
   EXPECT_FALSE(fs::exists(Path("x.model")));
 }
 
+// --precision bf16 reaches the training steps (the same seed trains other
+// weights than fp32) and is reported; the model file is an ordinary float32
+// one; another value is refused before any data is read.
+TEST_F(EncoderCliTest, TrainPrecisionBf16RunsTheBackboneInBfloat16) {
+  WriteIdxDir(Path("mnist"), 20, 10);
+  auto train = [&](const std::string& precision, const std::string& out) {
+    std::vector<std::string> args = {"train",
+                                     "--data",
+                                     "idx:" + Path("mnist"),
+                                     "--items",
+                                     "2",
+                                     "--train-total",
+                                     "300",
+                                     "--test-total",
+                                     "60",
+                                     "--method",
+                                     "hib",
+                                     "--conv1",
+                                     "4",
+                                     "--conv2",
+                                     "4",
+                                     "--cnn-hidden",
+                                     "16",
+                                     "--iterations",
+                                     "3",
+                                     "--batch-size",
+                                     "16",
+                                     "--threads",
+                                     "1",
+                                     "--seed",
+                                     "5",
+                                     "--out",
+                                     out};
+    if (!precision.empty()) {
+      args.push_back("--precision");
+      args.push_back(precision);
+    }
+    return args;
+  };
+  const auto fp32 = train("", Path("fp32.model"));
+  const Output a = Run(fp32);
+  ASSERT_EQ(a.exit_code, 0) << Describe(fp32, a);
+  EXPECT_EQ(a.Json()["precision"], "fp32");
+  EXPECT_EQ(a.err.find("bfloat16"), std::string::npos) << a.err;
+  const auto bf16 = train("bf16", Path("bf16.model"));
+  const Output b = Run(bf16);
+  ASSERT_EQ(b.exit_code, 0) << Describe(bf16, b);
+  EXPECT_EQ(b.Json()["precision"], "bf16");
+  EXPECT_NE(b.err.find(", bfloat16 backbone"), std::string::npos) << b.err;
+  EXPECT_NE(Slurp(Path("fp32.model")), Slurp(Path("bf16.model")))
+      << "the bf16 steps train other weights from the same seed";
+  EXPECT_EQ(ModelHeader(Path("bf16.model"))["backbone"],
+            ModelHeader(Path("fp32.model"))["backbone"]);
+  const auto again = train("bf16", Path("bf16_again.model"));
+  ASSERT_EQ(Run(again).exit_code, 0);
+  EXPECT_EQ(Slurp(Path("bf16.model")), Slurp(Path("bf16_again.model")))
+      << "a bf16 run is as deterministic for its seed as an fp32 one";
+
+  Fails(train("fp16", Path("x.model")), {"--precision must be fp32 or bf16, got 'fp16'"}, 2);
+  EXPECT_FALSE(fs::exists(Path("x.model")));
+}
+
 TEST_F(EncoderCliTest, BadInputFailsClearly) {
   const std::string data = WriteFeatures();
   // Unknown method: a usage error.

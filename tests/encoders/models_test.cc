@@ -2,6 +2,7 @@
 // and the model file (round trip, corruption, mismatch).
 #include "encoders/models/models.h"
 
+#include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 #include <torch/script.h>
 #include <torch/torch.h>
@@ -211,6 +212,37 @@ TEST_F(ModelsTest, HeadShapesForEveryKind) {
     Encoder e = MustMake(CnnSpec(Method::kSpe, Kind::kGaussian));
     EXPECT_EQ(e->forward(x).mean.sizes(), c10::IntArrayRef({3, 3}));
   }
+}
+
+// A training step's bfloat16 backbone: the outputs are float32 and close to
+// the float32 forward's (bfloat16 keeps 8 significant bits), but not equal
+// (the backbone really ran in bfloat16); the weights keep float32 gradients;
+// the autocast state is as before afterwards.
+TEST_F(ModelsTest, Bf16BackboneRunsInBfloat16AndReturnsFloat32) {
+  torch::manual_seed(3);
+  torch::Tensor x = torch::rand({8, 1, 28, 56});
+  Encoder e = MustMake(CnnSpec(Method::kHib, Kind::kGaussian));
+  const EncoderOutput full = e->forward(x);
+  const EncoderOutput half = e->forward(x, /*bf16_backbone=*/true);
+  ASSERT_EQ(half.mean.scalar_type(), torch::kFloat32);
+  ASSERT_EQ(half.var.scalar_type(), torch::kFloat32);
+  EXPECT_FALSE(torch::equal(full.mean, half.mean));
+  // Tolerance: a few bfloat16 roundings (2^-8 relative each) through two
+  // conv layers and the hidden layer.
+  const double scale = full.mean.abs().max().item<double>();
+  EXPECT_LT((full.mean - half.mean).abs().max().item<double>(), 0.05 * scale + 1e-3);
+  EXPECT_TRUE(torch::allclose(full.var, half.var, 0.1, 1e-4));
+  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+
+  (half.mean.sum() + half.var.sum()).backward();
+  int with_grad = 0;
+  for (const auto& p : e->parameters()) {
+    if (!p.grad().defined()) continue;
+    EXPECT_EQ(p.scalar_type(), torch::kFloat32);
+    EXPECT_EQ(p.grad().scalar_type(), torch::kFloat32);
+    ++with_grad;
+  }
+  EXPECT_GT(with_grad, 4);  // the conv layers, the hidden layer, the heads
 }
 
 TEST_F(ModelsTest, BackboneSizes) {

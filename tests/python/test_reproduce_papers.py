@@ -105,7 +105,8 @@ def test_iterations_presets_and_jobs(tmp_path):
     # (--setup only for a model without one), two models at a time.
     out = tmp_path / "out"
     done = reproduce(fake_build(tmp_path), out, "--presets", "--setup", "--arch mlp",
-                     "--iterations", "36000", "--jobs", "2", "--models", "point,hib2,spe,dimco")
+                     "--iterations", "36000", "--jobs", "2", "--models", "point,hib2,spe,dimco",
+                     "--precision", "bf16")
     assert done.returncode == 0, done.stderr
     calls = train_calls(out)
     assert sorted(calls) == ["dimco", "hib2", "point", "spe"], calls
@@ -113,6 +114,7 @@ def test_iterations_presets_and_jobs(tmp_path):
         assert argv[argv.index("--iterations") + 1] == "36000", argv
         assert argv[argv.index("--checkpoint-seconds") + 1] == "600", argv
         assert "--max-seconds" not in argv and "--resume" not in argv, argv
+        assert argv[argv.index("--precision") + 1] == "bf16", argv
     assert calls["point"][calls["point"].index("--preset") + 1] == "hib-ndigit"
     assert calls["hib2"][calls["hib2"].index("--preset") + 1] == "hib-ndigit"
     assert calls["spe"][calls["spe"].index("--preset") + 1] == "spe-ndigit"
@@ -121,6 +123,7 @@ def test_iterations_presets_and_jobs(tmp_path):
     for cell in ("n2-d2-point", "n2-d2-hib2", "n2-d2-spe", "n2-own-dimco"):
         assert (out / (cell + "-s1.train.json")).exists() and (out / (cell + "-s1.eval.json")).exists()
     assert "36000 iterations of training per model and seed" in (out / "tables.md").read_text()
+    assert "`--precision bf16`" in (out / "tables.md").read_text()
     assert "hib1: hib-ndigit" in (out / "hib_table1.md").read_text()
 
 
