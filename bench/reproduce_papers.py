@@ -44,6 +44,7 @@ and resumed from its checkpoint when the command is run again after a stop:
 bench/RESULTS.md ("Paper reproduction") holds a run and its command.
 """
 import argparse
+import filecmp
 import glob
 import json
 import math
@@ -51,6 +52,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 # name -> (train flags, whether --dim applies). The paper each tests:
@@ -135,14 +137,67 @@ class Failed(Exception):
     pass
 
 
+_say_lock = threading.Lock()
+
+
+def say(text):
+    """One progress line, whole, whichever --jobs worker prints it."""
+    with _say_lock:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+
+# The settings a run's models were trained and evaluated with, kept in
+# OUT/run.json: a later part must use the same ones (its tables say so).
+RUN_SETTINGS = ["data", "composite_layout", "budget", "iterations", "presets", "precision", "setup",
+                "protocol", "mc_repeats", "max_items", "extra_items"]
+
+
+def check_run_settings(args):
+    """Writes OUT/run.json at a run's first part; exits when a later part's
+    settings differ from it (its models would not be the tables' models)."""
+    path = os.path.join(args.out, "run.json")
+    mine = {k: getattr(args, k) for k in RUN_SETTINGS}
+    if args.iterations > 0:
+        mine["budget"] = None  # not used
+    if os.path.exists(path):
+        kept = json.load(open(path))
+        differ = ["--%s %r (this run) vs %r (%s)" % (k.replace("_", "-"), mine[k], kept.get(k), path)
+                  for k in RUN_SETTINGS if kept.get(k) != mine[k]]
+        if differ:
+            sys.exit("%s was trained with other settings: %s; continue it with the same flags, or "
+                     "choose a new --out" % (args.out, "; ".join(differ)))
+        return
+    with open(path + ".tmp", "w") as f:
+        json.dump(mine, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
+def load_run_settings(args):
+    """--summarize-only: the settings OUT/run.json recorded, for the headers."""
+    path = os.path.join(args.out, "run.json")
+    if os.path.exists(path):
+        for k, v in json.load(open(path)).items():
+            if k in RUN_SETTINGS and v is not None:
+                setattr(args, k, v)
+
+
 def run(cmd, stdout_path, log_path, append=False):
     """Runs cmd; its stdout (JSON) goes to stdout_path only when it succeeds
-    (else Failed). append: add to the log (a resumed training's earlier parts)."""
+    (else Failed). append: add to the log (a resumed training's earlier parts).
+    A training that was interrupted (Ctrl-C reaches every job) exits 0 with
+    "interrupted": its checkpoint, not a report, is what it leaves."""
     started = time.time()
     with open(log_path, "a" if append else "w") as log:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
     if proc.returncode != 0:
         raise Failed("failed (exit %d, see %s): %s" % (proc.returncode, log_path, " ".join(cmd)))
+    try:
+        interrupted = json.loads(proc.stdout).get("interrupted", False)
+    except (ValueError, AttributeError):
+        interrupted = False
+    if interrupted:
+        raise Failed("stopped (interrupted; the next run resumes it, see %s): %s" % (log_path, " ".join(cmd)))
     with open(stdout_path + ".tmp", "w") as f:
         f.write(proc.stdout)
     os.replace(stdout_path + ".tmp", stdout_path)
@@ -150,14 +205,24 @@ def run(cmd, stdout_path, log_path, append=False):
 
 
 def snapshot_binary(build, out):
-    """OUT/bin/hedgedb and OUT/lib/*.so*: a rebuild of the tree leaves the run alone."""
+    """OUT/bin/hedgedb and OUT/lib/*.so*, copied at a run's first part and
+    kept for the later ones: a rebuild of the tree leaves the run alone (a
+    run spanning sessions trains every model with one binary; remove OUT/bin
+    and OUT/lib to take a new build)."""
     bindir, libdir = os.path.join(out, "bin"), os.path.join(out, "lib")
-    os.makedirs(bindir, exist_ok=True)
-    os.makedirs(libdir, exist_ok=True)
-    shutil.copy2(os.path.join(build, "bin", "hedgedb"), bindir)
-    for lib in glob.glob(os.path.join(build, "**", "libhedgedb*.so*"), recursive=True):
-        if "CMakeFiles" not in lib:
-            shutil.copy2(lib, libdir, follow_symlinks=True)
+    if not os.path.exists(os.path.join(bindir, "hedgedb")):
+        os.makedirs(bindir, exist_ok=True)
+        os.makedirs(libdir, exist_ok=True)
+        for lib in glob.glob(os.path.join(build, "**", "libhedgedb*.so*"), recursive=True):
+            if "CMakeFiles" not in lib:
+                shutil.copy2(lib, libdir, follow_symlinks=True)
+        # The binary last, atomically: its presence marks a complete copy.
+        shutil.copy2(os.path.join(build, "bin", "hedgedb"), os.path.join(bindir, "hedgedb.tmp"))
+        os.replace(os.path.join(bindir, "hedgedb.tmp"), os.path.join(bindir, "hedgedb"))
+    elif not filecmp.cmp(os.path.join(build, "bin", "hedgedb"), os.path.join(bindir, "hedgedb"),
+                         shallow=False):
+        say("note: %s keeps the binary of its first part (%s differs; remove %s and %s to use it)" % (
+            out, os.path.join(build, "bin", "hedgedb"), bindir, libdir))
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = libdir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     os.environ.update(env)
@@ -196,9 +261,10 @@ def budget_text(args):
     else:
         budget = "%.0f s of training per model and seed" % args.budget
     setting = []
-    if args.presets:
+    chosen = [m.strip() for m in args.models.split(",") if m.strip()]
+    if args.presets and any(m in PRESETS for m in chosen):
         setting.append("each paper's `--preset` (%s)" % ", ".join(
-            "%s: %s" % (m, p) for m, p in PRESETS.items()))
+            "%s: %s" % (m, PRESETS[m]) for m in chosen if m in PRESETS))
     if args.setup.strip():
         setting.append(("otherwise " if args.presets else "") + "`%s`" % args.setup.strip())
     if args.precision != "fp32":
@@ -231,9 +297,30 @@ def train_and_evaluate(args, binary):
             train_and_evaluate_one(args, binary, *job)
     else:
         import concurrent.futures
-        with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            futures = [pool.submit(train_and_evaluate_one, args, binary, *job) for job in todo]
-            failures = [str(f.exception()) for f in futures if f.exception() is not None]
+        stop = threading.Event()  # after Ctrl-C or a failure: start no more jobs
+
+        def job(n, d, model, seed):
+            if stop.is_set():
+                return None
+            try:
+                train_and_evaluate_one(args, binary, n, d, model, seed)
+                return None
+            except Exception as e:  # reported at once, with the model, not hours later
+                stop.set()
+                text = "%s seed %d: %s%s" % (cell_name(n, d, model), seed,
+                                             "" if isinstance(e, Failed) else type(e).__name__ + ": ", e)
+                say(text)
+                return text
+
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs)
+        try:
+            futures = [pool.submit(job, *j) for j in todo]
+            failures = [f.result() for f in futures if f.result() is not None]
+        except KeyboardInterrupt:
+            stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
         if failures:
             raise Failed("\n".join(failures))
     # Embeddings for the ellipse picture: the first seed's 2-D MoG-1 model.
@@ -264,17 +351,24 @@ def train_and_evaluate_one(args, binary, n, d, model, seed):
             # A stop (the end of a working session, a reboot) loses at most
             # ten minutes: the next run of this command resumes.
             cmd += ["--iterations", str(args.iterations), "--checkpoint-seconds", "600"]
-            resumed = os.path.exists(base + ".model.ckpt")
+            ckpt = base + ".model.ckpt"
+            if os.path.exists(ckpt) and not os.path.exists(ckpt + ".state"):
+                # Killed while writing its first checkpoint (the trainer
+                # writes the weights, then the optimizer state): start over.
+                say("note: %s has no %s.state (a checkpoint cut short): training %s seed %d afresh" % (
+                    ckpt, ckpt, cell_name(n, d, model), seed))
+                for stale in glob.glob(ckpt + "*"):
+                    os.remove(stale)
+            resumed = os.path.exists(ckpt)
             if resumed:
-                cmd += ["--resume", base + ".model.ckpt"]
+                cmd += ["--resume", ckpt]
         else:
             cmd += ["--max-seconds", str(args.budget), "--iterations", "100000000"]
         cmd += ["--eval-every", "1000", "--threads", str(args.threads), "--seed", str(seed),
                 "--progress-seconds", "1000" if args.iterations <= 0 else "60", "--out", base + ".model"]
-        print("%s %s seed %d" % ("resuming" if resumed else "training", cell_name(n, d, model), seed),
-              flush=True)
+        say("%s %s seed %d" % ("resuming" if resumed else "training", cell_name(n, d, model), seed))
         secs = run(cmd, base + ".train.json", base + ".train.log", append=resumed)
-        print("trained %s seed %d (%.0f s)" % (cell_name(n, d, model), seed, secs), flush=True)
+        say("trained %s seed %d (%.0f s)" % (cell_name(n, d, model), seed, secs))
     if not os.path.exists(base + ".eval.json"):
         cmd = [binary, "evaluate"] + data + ["--model", base + ".model", "--protocol", args.protocol,
                                              "--pairs", "10000", "--seed", str(seed),
@@ -284,7 +378,7 @@ def train_and_evaluate_one(args, binary, n, d, model, seed):
         if args.max_items > 0:
             cmd += ["--max-items", str(args.max_items)]
         secs = run(cmd, base + ".eval.json", base + ".eval.log")
-        print("evaluated %s seed %d (%.0f s)" % (cell_name(n, d, model), seed, secs), flush=True)
+        say("evaluated %s seed %d (%.0f s)" % (cell_name(n, d, model), seed, secs))
     if model in EXTRA and not os.path.exists(base + ".extra.json"):
         spec = json.load(open(base + ".train.json"))["create_flags"]["dim"]
         cmd = [binary, "evaluate"] + data + ["--model", base + ".model", "--protocol", args.protocol,
@@ -301,8 +395,8 @@ def train_and_evaluate_one(args, binary, n, d, model, seed):
         secs = run(cmd, base + ".extra.json", base + ".extra.log")
         parts = [name for name, models in (("disentanglement", DISENTANGLE), ("PQ", POINT),
                                            ("episodes", EPISODIC)) if model in models]
-        print("evaluated %s seed %d: extra (%s) (%.0f s)" % (
-            cell_name(n, d, model), seed, ", ".join(parts) or "retrieval", secs), flush=True)
+        say("evaluated %s seed %d: extra (%s) (%.0f s)" % (
+            cell_name(n, d, model), seed, ", ".join(parts) or "retrieval", secs))
 
 
 # ----------------------------------------------------------------- summary
@@ -724,7 +818,10 @@ def pictures(runs, args):
 def main():
     args = parse_args()
     os.makedirs(args.out, exist_ok=True)
-    if not args.summarize_only:
+    if args.summarize_only:
+        load_run_settings(args)
+    else:
+        check_run_settings(args)
         binary = snapshot_binary(args.build, args.out)
         try:
             train_and_evaluate(args, binary)

@@ -71,7 +71,8 @@ def test_hib_table1_side_by_side(tmp_path):
 FAKE_HEDGEDB = """#!/bin/sh
 echo "$@" >> "$(dirname "$0")/../calls.txt"
 case "$1" in
-  train) echo '{"iterations": 5, "create_flags": {"dim": 2}}' ;;
+  train) if [ -n "$FAKE_INTERRUPTED" ]; then echo '{"interrupted": true, "iterations": 2}';
+         else echo '{"iterations": 5, "create_flags": {"dim": 2}}'; fi ;;
   evaluate) echo '{"items": 10, "retrieval": {"clean": {"knn_accuracy": 0.5}}}' ;;
   *) echo '{}' ;;
 esac
@@ -124,7 +125,9 @@ def test_iterations_presets_and_jobs(tmp_path):
         assert (out / (cell + "-s1.train.json")).exists() and (out / (cell + "-s1.eval.json")).exists()
     assert "36000 iterations of training per model and seed" in (out / "tables.md").read_text()
     assert "`--precision bf16`" in (out / "tables.md").read_text()
-    assert "hib1: hib-ndigit" in (out / "hib_table1.md").read_text()
+    header = (out / "hib_table1.md").read_text()
+    assert "hib2: hib-ndigit" in header and "spe: spe-ndigit" in header, header
+    assert "hib1: hib-ndigit" not in header, "only the presets of the models in the run"
 
 
 def test_models_are_trained_seed_by_seed(tmp_path):
@@ -140,6 +143,7 @@ def test_a_stopped_training_resumes_from_its_checkpoint(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "n2-d2-point-s1.model.ckpt").write_text("checkpoint")
+    (out / "n2-d2-point-s1.model.ckpt.state").write_text("optimizer state")
     (out / "n2-d2-point-s1.train.log").write_text("the first part's log\n")
     build = fake_build(tmp_path)
     done = reproduce(build, out, "--presets", "--iterations", "100", "--models", "point")
@@ -164,3 +168,48 @@ def test_a_failed_training_stops_the_run_with_its_command(tmp_path):
     assert done.returncode != 0
     assert "failed (exit 3" in done.stderr and "bin/hedgedb train " in done.stderr, done.stderr
     assert not list(out.glob("*.train.json")), "a failed training leaves no report"
+
+
+def test_an_interrupted_training_is_not_taken_for_a_finished_one(tmp_path):
+    # Ctrl-C reaches every job's hedgedb, which exits 0 with "interrupted":
+    # no report is written (the next run resumes), and no further job starts.
+    out = tmp_path / "out"
+    env = dict(__import__("os").environ, FAKE_INTERRUPTED="1")
+    done = reproduce(fake_build(tmp_path), out, "--iterations", "10", "--jobs", "2",
+                     "--models", "point,hib1,hib2,spe", env=env)
+    assert done.returncode != 0
+    assert "stopped (interrupted; the next run resumes it" in done.stderr, done.stderr
+    assert not list(out.glob("*.train.json"))
+    assert len(train_calls(out)) == 2, "the two running jobs stop; the queued ones never start"
+
+
+def test_a_later_part_must_use_the_run_settings_and_the_summary_reads_them(tmp_path):
+    out = tmp_path / "out"
+    build = fake_build(tmp_path)
+    done = reproduce(build, out, "--iterations", "10", "--presets", "--precision", "bf16",
+                     "--models", "point")
+    assert done.returncode == 0, done.stderr
+    settings = json.loads((out / "run.json").read_text())
+    assert settings["iterations"] == 10 and settings["precision"] == "bf16" and settings["presets"]
+    done = reproduce(build, out, "--iterations", "20", "--presets", "--precision", "bf16",
+                     "--models", "point")
+    assert done.returncode != 0
+    assert "--iterations 20 (this run) vs 10" in done.stderr and "choose a new --out" in done.stderr
+    # The summary alone, without the training flags, still states them.
+    done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--summarize-only",
+                           "--seeds", "1", "--models", "point"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    tables = (out / "tables.md").read_text()
+    assert "10 iterations of training per model and seed" in tables, tables
+    assert "`--precision bf16`" in tables and "point: hib-ndigit" in tables, tables
+
+
+def test_a_checkpoint_without_its_state_is_trained_afresh(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "n2-d2-point-s1.model.ckpt").write_text("weights, but the state never written")
+    done = reproduce(fake_build(tmp_path), out, "--iterations", "10", "--models", "point")
+    assert done.returncode == 0, done.stderr
+    assert "a checkpoint cut short" in done.stdout, done.stdout
+    assert "--resume" not in train_calls(out)["point"]
+    assert not (out / "n2-d2-point-s1.model.ckpt").exists()
