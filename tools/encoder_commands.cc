@@ -474,9 +474,8 @@ void RegisterTrain(CLI::App& app) {
   cmd->add_option("--threads", t.threads, "Torch threads (default: hardware cores)");
   cmd->add_option("--precision", args->precision,
                   "Training steps' backbone: fp32, or bf16 (bfloat16 under CPU autocast; weights, "
-                  "heads, loss, validation and the model stay float32): about 2x the CNN's "
-                  "iterations per second on CPUs with AVX512-BF16 (AMD Zen 4/5, Intel Sapphire "
-                  "Rapids), slower on others")
+                  "heads, loss, validation and the model stay float32): faster on CPUs with "
+                  "native bfloat16, slower on others (docs/cli.md, \"Faster steps\")")
       ->capture_default_str();
   cmd->add_option("--beta", t.hib.beta, "hib: KL weight")->capture_default_str();
   cmd->add_option("--hib-likelihood", args->hib_likelihood,

@@ -94,9 +94,7 @@ struct TrainOptions {
   int threads = 0;         // 0: hardware cores
   // The backbone of each training step in bfloat16 (CPU autocast; the
   // weights, the heads, the loss, validation and the model file stay
-  // float32): about twice the iterations per second of the CNN on a CPU
-  // with native bfloat16 (AVX512-BF16: AMD Zen 4 and 5, Intel Sapphire
-  // Rapids), slower on one without. bench/RESULTS.md, "bfloat16 training".
+  // float32). Speed and where it pays: docs/cli.md, "Faster steps".
   bool bf16 = false;
   double max_seconds = 0;  // stop after this wall time (0: no limit)
 

@@ -234,6 +234,21 @@ TEST_F(ModelsTest, Bf16BackboneRunsInBfloat16AndReturnsFloat32) {
   EXPECT_TRUE(torch::allclose(full.var, half.var, 0.1, 1e-4));
   EXPECT_FALSE(at::autocast::is_cpu_enabled());
 
+  // Inside a caller's own autocast scope (nesting 1), the caller's state
+  // comes back whole: enabled, and its nesting. (LibTorch 1.13's CPU autocast
+  // takes no dtype but bfloat16, so a restored dtype cannot be told apart.)
+  at::autocast::set_cpu_enabled(true);
+  at::autocast::increment_nesting();
+  {
+    torch::NoGradGuard no_grad;
+    e->forward(x, /*bf16_backbone=*/true);
+  }
+  EXPECT_TRUE(at::autocast::is_cpu_enabled());
+  EXPECT_EQ(at::autocast::get_autocast_cpu_dtype(), at::kBFloat16);
+  EXPECT_EQ(at::autocast::decrement_nesting(), 0);
+  at::autocast::set_cpu_enabled(false);
+  at::autocast::clear_cache();
+
   (half.mean.sum() + half.var.sum()).backward();
   int with_grad = 0;
   for (const auto& p : e->parameters()) {

@@ -192,8 +192,11 @@ def test_second_run_is_a_no_op_unless_files_changed(tmp_path):
     before = target.stat().st_mtime_ns
     assert fetch.convert(tarball, tmp_path, integrity="x")["written"] is False
     assert target.stat().st_mtime_ns == before
-    # Another seed, or a damaged file, writes them again.
-    assert fetch.convert(tarball, tmp_path, seed=5, integrity="x")["written"] is True
+    # Another seed replaces them only when forced; a damaged file is written again.
+    with pytest.raises(ValueError, match="holds the digits of other settings: seed 0 .asked: 5.; --force"):
+        fetch.convert(tarball, tmp_path, seed=5, integrity="x")
+    assert target.stat().st_mtime_ns == before
+    assert fetch.convert(tarball, tmp_path, seed=5, integrity="x", force=True)["written"] is True
     target.write_bytes(b"\0")
     assert fetch.convert(tarball, tmp_path, seed=5, integrity="x")["written"] is True
     assert read_idx(target).shape == (sum(int(np.floor(n * 0.2 + 0.5)) for n in COUNTS),)
@@ -309,3 +312,17 @@ def test_checksum_mismatch_is_refused_and_the_file_removed(tmp_path):
 def test_integrity_string_is_sha512_base64():
     assert fetch.sri_sha512(b"abc") == ("sha512-3a81oZNherrMQXNJriBBMRLm+k6JqX6iCp7u5ktV05ohkpkqJ0/BqDa6PCOj/"
                                         "uu9RU1EI2Q86A4qmslPpUyknw==")
+
+
+def test_a_directory_from_before_train_fraction_is_up_to_date(tmp_path):
+    # SOURCE.json of a directory written before --train-fraction has no such
+    # key: it held every training digit, so fraction 1 finds it up to date,
+    # and another fraction is refused there without --force.
+    tarball = package_tarball()
+    fetch.convert(tarball, tmp_path, integrity="x")
+    source = json.loads((tmp_path / "SOURCE.json").read_text())
+    del source["train_fraction"]
+    (tmp_path / "SOURCE.json").write_text(json.dumps(source))
+    assert fetch.convert(tarball, tmp_path, integrity="x")["written"] is False
+    with pytest.raises(ValueError, match=r"train_fraction 1.0 \(asked: 0.5\)"):
+        fetch.convert(tarball, tmp_path, integrity="x", train_fraction=0.5)
