@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <system_error>
 #include <thread>
 
 #include "encoders/data/batch_samplers.h"
@@ -632,8 +633,14 @@ class TrainingRun {
     }
     // Checkpoints written only because time passed served a run that could
     // have been killed; it completed, so they go (iteration-count ones stay,
-    // as asked, and so does the one a stop request wrote).
-    if (timed_checkpoint_ && !r_.interrupted && options_.checkpoint_every == 0) {
+    // as asked, and so does the one a stop request wrote). So does the
+    // checkpoint this run resumed from, when it is the run's own (a resumed
+    // run that completes within checkpoint_seconds writes none of its own).
+    std::error_code same_error;
+    const bool resumed_own =
+        !options_.resume.empty() &&
+        std::filesystem::equivalent(options_.resume, checkpoint_path_, same_error);
+    if ((timed_checkpoint_ || resumed_own) && !r_.interrupted && options_.checkpoint_every == 0) {
       RemoveCheckpoint(checkpoint_path_);
     }
     if (window_count_ > 0) r_.loss_curve.emplace_back(t, window_sum_ / window_count_);

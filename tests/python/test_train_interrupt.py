@@ -65,6 +65,16 @@ def test_ctrl_c_keeps_the_best_model_and_a_checkpoint(tmp_path):
                              cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["start_iteration"] == report["iterations"]
+    # Into another model file, the checkpoint is not that run's: it stays.
+    assert checkpoint.exists() and pathlib.Path(str(checkpoint) + ".state").exists()
+    # Resumed into its own model file and completed, the run's checkpoint has
+    # served (as timed ones do when a run completes): it goes, whole.
+    resumed = subprocess.run([HEDGEDB, "train", *SMALL, "--iterations",
+                              str(report["iterations"] + 10), "--resume", str(checkpoint),
+                              "--out", str(model)],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert not list(tmp_path.glob("m.hdbm.ckpt*")), list(tmp_path.iterdir())
 
 
 def test_timed_checkpoints_go_when_the_run_completes(tmp_path):
