@@ -36,6 +36,8 @@ struct FactoryShape {
 
   // An HNSW graph without inverted lists (not an IVF's HNSW quantizer).
   bool graph_only() const { return ivf_lists == 0 && hnsw_m > 0; }
+  // Neither lists nor graph (Flat, SQ, PQ): stage 1 scans every vector.
+  bool flat() const { return ivf_lists == 0 && hnsw_m <= 0; }
 };
 
 // Checks `factory` (already defaulted) against the grammar above for a

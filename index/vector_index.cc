@@ -229,9 +229,7 @@ bool VectorIndex::tunable() const {
          dynamic_cast<faiss::IndexHNSW*>(inner) != nullptr;
 }
 
-bool VectorIndex::fits_default_search() const {
-  return tunable() || (shape_.ivf_lists == 0 && shape_.hnsw_m == 0);
-}
+bool VectorIndex::fits_default_search() const { return tunable() || shape_.flat(); }
 
 void VectorIndex::ExactCoarseTop(const void* rows, const int64_t* ids, int64_t n,
                                  int64_t candidates, int64_t query_first, ExactTop* out) const {

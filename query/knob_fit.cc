@@ -145,7 +145,7 @@ Status WalkFitLadder(const index::FactoryShape& shape, int64_t n,
   fit->fitted = false;
   const bool ivf = shape.ivf_lists > 0;
   // Flat (no lists, no graph): no knob, one row along the candidates.
-  const bool flat = !ivf && shape.hnsw_m <= 0;
+  const bool flat = shape.flat();
   if (n < 2) return Status::OK();
   const SearchOptions defaults;
   const int64_t first_candidates = std::min<int64_t>(int64_t(defaults.k) * 10, n);
