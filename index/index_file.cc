@@ -20,8 +20,9 @@ uint32_t FileCrc(std::string_view header, std::initializer_list<std::string_view
   return crc;
 }
 
-constexpr uint32_t kUpkeepRecordVersion = 2;
-// Records of version 1 end after oversampling (no imbalances).
+constexpr uint32_t kUpkeepRecordVersion = 3;
+// Records of version 1 end after oversampling (no imbalances); of version 2
+// after the imbalances (no fitted_items).
 constexpr uint32_t kOldestUpkeepRecordVersion = 1;
 
 void PutString(std::string* out, const std::string& s) {
@@ -157,11 +158,11 @@ uint32_t EqualUpkeepFields(const IndexUpkeep& a, const IndexUpkeep& b) {
   const auto& [a_changes, a_checked_sequence, a_checked_time, a_checked_recall,
                a_retrained_sequence, a_retrained_time, a_retrains, a_fitted_knob, a_fitted_recall,
                a_retrain_reason, a_note, a_coarse_recall, a_oversampling, a_fitted_imbalance,
-               a_checked_imbalance] = a;
+               a_checked_imbalance, a_fitted_items] = a;
   const auto& [b_changes, b_checked_sequence, b_checked_time, b_checked_recall,
                b_retrained_sequence, b_retrained_time, b_retrains, b_fitted_knob, b_fitted_recall,
                b_retrain_reason, b_note, b_coarse_recall, b_oversampling, b_fitted_imbalance,
-               b_checked_imbalance] = b;
+               b_checked_imbalance, b_fitted_items] = b;
   uint32_t equal = 0;
   int field = 0;
   auto compare = [&](const auto& x, const auto& y) {
@@ -183,6 +184,7 @@ uint32_t EqualUpkeepFields(const IndexUpkeep& a, const IndexUpkeep& b) {
   compare(a_oversampling, b_oversampling);
   compare(a_fitted_imbalance, b_fitted_imbalance);
   compare(a_checked_imbalance, b_checked_imbalance);
+  compare(a_fitted_items, b_fitted_items);
   return field == kIndexUpkeepFields ? equal : 0;
 }
 
@@ -204,6 +206,7 @@ std::string EncodeIndexUpkeep(const IndexUpkeep& u) {
   PutFixed<int32_t>(&out, int32_t(u.oversampling));
   PutFixed<double>(&out, u.fitted_imbalance);
   PutFixed<double>(&out, u.checked_imbalance);
+  PutFixed<int64_t>(&out, u.fitted_items);
   return out;
 }
 
@@ -218,13 +221,14 @@ Status DecodeIndexUpkeep(std::string_view record, const std::string& path, Index
                   r.Get(&u.retrained_sequence) && r.Get(&u.retrained_time) && r.Get(&u.retrains) &&
                   r.Get(&knob) && r.Get(&u.fitted_recall) && r.GetString(&u.retrain_reason) &&
                   r.GetString(&u.note) && r.Get(&u.coarse_recall) && r.Get(&oversampling) &&
-                  (version < 2 || (r.Get(&u.fitted_imbalance) && r.Get(&u.checked_imbalance)));
+                  (version < 2 || (r.Get(&u.fitted_imbalance) && r.Get(&u.checked_imbalance))) &&
+                  (version < 3 || r.Get(&u.fitted_items));
   // An imbalance is NaN (not measured) or a finite ratio, >= 1 when
   // measured (>= 0 is what is checked: a damaged value must not retrain, or
   // never, at every check; a written one is never below 1).
   auto bad_imbalance = [](double x) { return !std::isnan(x) && !(x >= 0 && std::isfinite(x)); };
   if (!ok || u.changes_since_check < 0 || u.retrains < 0 || knob < 0 || oversampling < 0 ||
-      oversampling > (1 << 20) || bad_imbalance(u.fitted_imbalance) ||
+      u.fitted_items < 0 || oversampling > (1 << 20) || bad_imbalance(u.fitted_imbalance) ||
       bad_imbalance(u.checked_imbalance)) {
     return Status::Corruption("index file " + path + " has a damaged upkeep record");
   }

@@ -96,11 +96,15 @@ struct IndexUpkeep {
   // measured (not IVF, or a record of version 1).
   double fitted_imbalance = std::numeric_limits<double>::quiet_NaN();
   double checked_imbalance = std::numeric_limits<double>::quiet_NaN();
+  // Live items when the default search was last fitted (0: unknown, a
+  // record before version 3): an index without lists is fitted again once
+  // the collection has grown well past it (IndexKeeper::Save).
+  int64_t fitted_items = 0;
 };
 
 // IndexUpkeep's fields, in order (a field added to the struct stops
 // EqualUpkeepFields compiling until it is counted and compared there).
-inline constexpr int kIndexUpkeepFields = 15;
+inline constexpr int kIndexUpkeepFields = 16;
 static_assert(kIndexUpkeepFields < 32, "EqualUpkeepFields: one bit per field");
 // Which fields of `a` and `b` are equal: bit i for the i-th field in
 // declaration order. Doubles compare as their bits (a NaN, "not measured",

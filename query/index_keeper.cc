@@ -20,6 +20,12 @@ constexpr double kTargetStageOneRecall = 0.95;
 // Below this many items an untrained-at-birth index (HNSW, Flat) is not
 // fitted yet.
 constexpr int64_t kMinRowsToTune = 1000;
+// An index without lists (Flat, SQ, PQ, HNSW: no upkeep retrains it) is
+// fitted again at a save once the collection holds this many times the
+// items of its fit: a fit at 1,000 items chose among candidate counts that
+// cover much of the collection, and the coarse order's misses grow with
+// the items at nearly the same coarse distance.
+constexpr int64_t kRefitGrowth = 4;
 
 // Upkeep: while a retrain runs, nprobe may be raised to at most twice the one
 // fitted at training, where that restores the tuning target, so that recall
@@ -110,6 +116,15 @@ Status IndexKeeper::Tune(const CollectionSpec& spec, index::CoarseIndex* index,
   if (!fit.fitted) return Status::OK();
   index->AdoptFit(fit.knobs, fit.oversampling, fit.recall, fit.coarse_recall);
   index->set_fit_seconds(fit.seconds);
+  return Status::OK();
+}
+
+Status IndexKeeper::Tune(const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids) {
+  HEDGEDB_RETURN_IF_ERROR(Tune(meta_->spec, index_.get(), rows, ids));
+  if (!std::isnan(index_->recall_estimate())) {
+    upkeep_.fitted_items = int64_t(ids.size());
+    upkeep_unsaved_ = true;
+  }
   return Status::OK();
 }
 
@@ -309,10 +324,15 @@ Status IndexKeeper::Save() {
     Status s = Rebuild();
     if (!s.ok()) return Status::OK();  // stale now; the next open rebuilds
   }
-  if (index_->fits_default_search() && index_->is_trained() &&
-      std::isnan(index_->recall_estimate()) && table_->live_count() >= kMinRowsToTune) {
+  const int64_t live = table_->live_count();
+  const bool unfitted = std::isnan(index_->recall_estimate());
+  const bool outgrown = index_->shape().ivf_lists == 0 && upkeep_.fitted_items > 0 &&
+                        live >= kRefitGrowth * upkeep_.fitted_items;
+  if (index_->fits_default_search() && index_->is_trained() && (unfitted || outgrown) &&
+      live >= kMinRowsToTune) {
     // Indexes that need no training (HNSW, Flat) are fitted at their first
-    // save with enough items; so is one loaded from a file without a fit.
+    // save with enough items; so is one loaded from a file without a fit,
+    // and one without lists that has outgrown its fit (kRefitGrowth).
     std::vector<uint8_t> rows;
     std::vector<int64_t> ids;
     table_->GatherLive(&rows, &ids, 0);

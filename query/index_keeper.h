@@ -215,9 +215,9 @@ class IndexKeeper {
   // (query/knob_fit.h).
   static Status Tune(const CollectionSpec& spec, index::CoarseIndex* index,
                      const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids);
-  Status Tune(const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids) {
-    return Tune(meta_->spec, index_.get(), rows, ids);
-  }
+  // The collection's own index: also records how many items it was fitted
+  // on (IndexUpkeep::fitted_items).
+  Status Tune(const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids);
   // The index is new or freshly trained: the count restarts and the ladder's
   // budget is its fitted nprobe.
   void IndexFitted();

@@ -428,6 +428,41 @@ TEST(DefaultSearchFitTest, ASmallFlatCollectionIsFittedOnceItHoldsEnoughItems) {
   EXPECT_GT(st.index_fit_seconds, 0);
 }
 
+// A flat index fitted at 1,000 items chose among candidate counts covering
+// much of the collection: it is fitted again at the first save once the
+// collection holds four times the items of its fit (not before), and the
+// count of its fit survives a reopen.
+TEST(DefaultSearchFitTest, AFlatIndexIsFittedAgainOnceTheCollectionHasGrownFourfold) {
+  TempDir dir;
+  CollectionSpec spec = DenseSpec();
+  spec.index_factory = "Flat";
+  {
+    auto db = OpenDb(dir.path(), Options());
+    ASSERT_TRUE(db->CreateCollection(spec).ok());
+    ASSERT_TRUE(db->Ingest("dense", Dense(1000, 0, 3).ingest(), nullptr).ok());
+    ASSERT_TRUE(db->Flush().ok());
+    EXPECT_GT(StatsOf(db.get(), "dense").index_fit_seconds, 0);  // fitted at 1,000
+  }
+  auto db = OpenDb(dir.path(), Options());
+  EXPECT_EQ(StatsOf(db.get(), "dense").index_fit_seconds, 0);  // loaded, not fitted
+  ASSERT_TRUE(db->Ingest("dense", Dense(2999, 1000, 4).ingest(), nullptr).ok());
+  ASSERT_TRUE(db->Flush().ok());
+  EXPECT_EQ(StatsOf(db.get(), "dense").index_fit_seconds, 0) << "3,999 items: not yet";
+  ASSERT_TRUE(db->Ingest("dense", Dense(1, 3999, 5).ingest(), nullptr).ok());
+  ASSERT_TRUE(db->Flush().ok());
+  const CollectionStats refit = StatsOf(db.get(), "dense");
+  EXPECT_GT(refit.index_fit_seconds, 0) << "4,000 items: fitted again";
+  EXPECT_GE(refit.index_recall_estimate, query::kTargetFinalRecall);
+  // Reopened, the second fit (4,000 items) is the baseline: growing to
+  // 15,999 does not fit again.
+  db.reset();
+  db = OpenDb(dir.path(), Options());
+  EXPECT_EQ(StatsOf(db.get(), "dense").index_candidates, refit.index_candidates);
+  ASSERT_TRUE(db->Ingest("dense", Dense(11999, 4000, 6).ingest(), nullptr).ok());
+  ASSERT_TRUE(db->Flush().ok());
+  EXPECT_EQ(StatsOf(db.get(), "dense").index_fit_seconds, 0);
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace hedgedb

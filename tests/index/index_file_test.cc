@@ -74,6 +74,7 @@ IndexUpkeep EveryField() {
   u.oversampling = 40;
   u.fitted_imbalance = 1.234;
   u.checked_imbalance = 2.5;
+  u.fitted_items = 123456;
   return u;
 }
 
@@ -96,7 +97,7 @@ TEST(IndexFileTest, UpkeepEqualityComparesEveryField) {
   EXPECT_TRUE(IndexUpkeep() == IndexUpkeep());  // NaN, "not measured", equals itself
   EXPECT_FALSE(all == IndexUpkeep());
   IndexUpkeep other = all;
-  other.checked_imbalance = 2.25;  // the last field
+  other.fitted_items = 7;  // the last field
   EXPECT_EQ(EqualUpkeepFields(all, other), (1u << (kIndexUpkeepFields - 1)) - 1);
   other = all;
   other.checked_recall = -0.0;
@@ -137,18 +138,31 @@ TEST(IndexFileTest, SplitsTheUpkeepRecordAndReadsVersionTwo) {
   EXPECT_TRUE(SplitIndexPayload(parsed, overlong, "x.hidx", &record, &blob).IsCorruption());
   EXPECT_TRUE(SplitIndexPayload(parsed, "ab", "x.hidx", &record, &blob).IsCorruption());
 
+  // A record of version 2 ends after the imbalances: read, with no
+  // fitted_items (0, unknown).
+  std::string v2 = std::string(record.substr(0, record.size() - 8));
+  v2[0] = 2;
+  ASSERT_TRUE(DecodeIndexUpkeep(v2, "x.hidx", &back).ok());
+  IndexUpkeep expected = u;
+  expected.fitted_items = 0;
+  EXPECT_TRUE(back == expected) << Differing(back, expected);
   // A record of version 1 ends after oversampling: read, with no imbalances.
-  std::string v1 = std::string(record.substr(0, record.size() - 16));
+  std::string v1 = std::string(record.substr(0, record.size() - 24));
   v1[0] = 1;
   ASSERT_TRUE(DecodeIndexUpkeep(v1, "x.hidx", &back).ok());
-  IndexUpkeep expected = u;
   expected.fitted_imbalance = expected.checked_imbalance = IndexUpkeep().fitted_imbalance;
   EXPECT_TRUE(back == expected) << Differing(back, expected);
-  // A version-2 record must hold them, and a damaged one is refused.
-  EXPECT_TRUE(DecodeIndexUpkeep(std::string(record.substr(0, record.size() - 8)), "x.hidx", &back)
+  // A version-2 record must hold the imbalances, a version-3 one
+  // fitted_items, and a damaged one is refused.
+  EXPECT_TRUE(
+      DecodeIndexUpkeep(std::string(v2.substr(0, v2.size() - 8)), "x.hidx", &back).IsCorruption());
+  EXPECT_TRUE(DecodeIndexUpkeep(std::string(record.substr(0, record.size() - 4)), "x.hidx", &back)
                   .IsCorruption());
   IndexUpkeep negative = u;
   negative.fitted_imbalance = -1;
+  EXPECT_TRUE(DecodeIndexUpkeep(EncodeIndexUpkeep(negative), "x.hidx", &back).IsCorruption());
+  negative = u;
+  negative.fitted_items = -5;
   EXPECT_TRUE(DecodeIndexUpkeep(EncodeIndexUpkeep(negative), "x.hidx", &back).IsCorruption());
 
   const std::string old = EncodeIndexFileHeader(9500, 12, 77, kBlob, 2) + kBlob;
