@@ -399,19 +399,26 @@ TEST_P(FlatFitTest, FitsTheCandidatesWhereTheCoarseOrderMissesTheTopTen) {
 
 INSTANTIATE_TEST_SUITE_P(Flat, FlatFitTest, ::testing::Values("Flat", "SQ8"));
 
+// A database in `dir` with a Flat collection "dense" of `n` Dense items,
+// flushed (so saved, and fitted from 1,000 items on).
+std::unique_ptr<DB> FlatDb(const std::string& dir, int64_t n) {
+  CollectionSpec spec = DenseSpec();
+  spec.index_factory = "Flat";
+  auto db = OpenDb(dir, Options());
+  EXPECT_TRUE(db->CreateCollection(spec).ok());
+  EXPECT_TRUE(db->Ingest("dense", Dense(n, 0, 3).ingest(), nullptr).ok());
+  EXPECT_TRUE(db->Flush().ok());
+  return db;
+}
+
 // A flat index below 1,000 items is not fitted yet (as HNSW): its searches
 // use 10 x k. Its file, saved without a fit (as every flat index file from
 // before flat fits), opens as it is and is fitted at the first save with
 // enough items.
 TEST(DefaultSearchFitTest, ASmallFlatCollectionIsFittedOnceItHoldsEnoughItems) {
   TempDir dir;
-  CollectionSpec spec = DenseSpec();
-  spec.index_factory = "Flat";
   {
-    auto db = OpenDb(dir.path(), Options());
-    ASSERT_TRUE(db->CreateCollection(spec).ok());
-    ASSERT_TRUE(db->Ingest("dense", Dense(500, 0, 3).ingest(), nullptr).ok());
-    ASSERT_TRUE(db->Flush().ok());
+    auto db = FlatDb(dir.path(), 500);
     const CollectionStats st = StatsOf(db.get(), "dense");
     EXPECT_EQ(st.index_candidates, 0);
     EXPECT_TRUE(std::isnan(st.index_recall_estimate));
@@ -434,13 +441,8 @@ TEST(DefaultSearchFitTest, ASmallFlatCollectionIsFittedOnceItHoldsEnoughItems) {
 // count of its fit survives a reopen.
 TEST(DefaultSearchFitTest, AFlatIndexIsFittedAgainOnceTheCollectionHasGrownFourfold) {
   TempDir dir;
-  CollectionSpec spec = DenseSpec();
-  spec.index_factory = "Flat";
   {
-    auto db = OpenDb(dir.path(), Options());
-    ASSERT_TRUE(db->CreateCollection(spec).ok());
-    ASSERT_TRUE(db->Ingest("dense", Dense(1000, 0, 3).ingest(), nullptr).ok());
-    ASSERT_TRUE(db->Flush().ok());
+    auto db = FlatDb(dir.path(), 1000);
     EXPECT_GT(StatsOf(db.get(), "dense").index_fit_seconds, 0);  // fitted at 1,000
   }
   auto db = OpenDb(dir.path(), Options());

@@ -6,6 +6,7 @@ retrieval.<split>.eta_calibration) appear side by side for the probabilistic
 model only, with the claim that rejecting by eta beats chance."""
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -89,6 +90,11 @@ def fake_build(tmp_path):
     return build
 
 
+def fake_env(**answers):
+    """The environment with the fake binary's answers (FAKE_EXIT, FAKE_INTERRUPTED)."""
+    return dict(os.environ, **answers)
+
+
 def reproduce(build, out, *flags, env=None):
     return subprocess.run([sys.executable, str(SCRIPT), "--build", str(build), "--out", str(out),
                            "--data", "mnist", "--composite-layout", "hib-scaled", "--seeds", "1",
@@ -162,9 +168,8 @@ def test_a_stopped_training_resumes_from_its_checkpoint(tmp_path):
 
 def test_a_failed_training_stops_the_run_with_its_command(tmp_path):
     out = tmp_path / "out"
-    env = dict(__import__("os").environ, FAKE_EXIT="3")
     done = reproduce(fake_build(tmp_path), out, "--iterations", "10", "--jobs", "2",
-                     "--models", "point,hib1", env=env)
+                     "--models", "point,hib1", env=fake_env(FAKE_EXIT="3"))
     assert done.returncode != 0
     assert "failed (exit 3" in done.stderr and "bin/hedgedb train " in done.stderr, done.stderr
     assert not list(out.glob("*.train.json")), "a failed training leaves no report"
@@ -174,9 +179,8 @@ def test_an_interrupted_training_is_not_taken_for_a_finished_one(tmp_path):
     # Ctrl-C reaches every job's hedgedb, which exits 0 with "interrupted":
     # no report is written (the next run resumes), and no further job starts.
     out = tmp_path / "out"
-    env = dict(__import__("os").environ, FAKE_INTERRUPTED="1")
     done = reproduce(fake_build(tmp_path), out, "--iterations", "10", "--jobs", "2",
-                     "--models", "point,hib1,hib2,spe", env=env)
+                     "--models", "point,hib1,hib2,spe", env=fake_env(FAKE_INTERRUPTED="1"))
     assert done.returncode != 0
     assert "stopped (interrupted; the next run resumes it" in done.stderr, done.stderr
     assert not list(out.glob("*.train.json"))
