@@ -106,6 +106,22 @@ std::string IndexFile(const std::string& dir) {
   return "";
 }
 
+// Reopens *db and expects the fit `st` of "dense" loaded with the index
+// file, not fitted again in this process.
+void ExpectFitReloaded(std::unique_ptr<DB>* db, const std::string& dir, const Options& options,
+                       const CollectionStats& st) {
+  db->reset();
+  *db = OpenDb(dir, options);
+  const CollectionStats again = StatsOf(db->get(), "dense");
+  auto same = [](double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; };
+  EXPECT_EQ(again.index_note, "");
+  EXPECT_EQ(again.index_candidates, st.index_candidates);
+  EXPECT_EQ(again.index_nprobe, st.index_nprobe);
+  EXPECT_TRUE(same(again.index_recall_estimate, st.index_recall_estimate));
+  EXPECT_TRUE(same(again.index_coarse_recall, st.index_coarse_recall));
+  EXPECT_EQ(again.index_fit_seconds, 0);
+}
+
 TEST(DefaultSearchFitTest, FitsMoreCandidatesWhereTheCoarseOrderMissesTheTopTen) {
   TempDir dir;
   Options options;
@@ -167,15 +183,7 @@ TEST(DefaultSearchFitTest, FitsMoreCandidatesWhereTheCoarseOrderMissesTheTopTen)
   EXPECT_TRUE(db->Search("dense", queries.fresh.view(), one, &res).IsInvalidArgument());
 
   // The fit is saved with the index: a reopen loads it.
-  db.reset();
-  db = OpenDb(dir.path(), options);
-  const CollectionStats again = StatsOf(db.get(), "dense");
-  EXPECT_EQ(again.index_note, "");
-  EXPECT_EQ(again.index_candidates, st.index_candidates);
-  EXPECT_EQ(again.index_nprobe, st.index_nprobe);
-  EXPECT_EQ(again.index_recall_estimate, st.index_recall_estimate);
-  EXPECT_EQ(again.index_coarse_recall, st.index_coarse_recall);
-  EXPECT_EQ(again.index_fit_seconds, 0);  // not fitted in this process
+  ExpectFitReloaded(&db, dir.path(), options, st);
   EXPECT_DOUBLE_EQ(RecallAt10(db.get(), queries.fresh, SearchOptions()), by_default);
 }
 
@@ -387,13 +395,7 @@ TEST_P(FlatFitTest, FitsTheCandidatesWhereTheCoarseOrderMissesTheTopTen) {
   RecordProperty("recall_by_default", std::to_string(by_default));
 
   // Saved with the index: a reopen loads it (not fitted again).
-  db.reset();
-  db = OpenDb(dir.path(), options);
-  const CollectionStats again = StatsOf(db.get(), "dense");
-  EXPECT_EQ(again.index_note, "");
-  EXPECT_EQ(again.index_candidates, st.index_candidates);
-  EXPECT_EQ(again.index_recall_estimate, st.index_recall_estimate);
-  EXPECT_EQ(again.index_fit_seconds, 0);
+  ExpectFitReloaded(&db, dir.path(), options, st);
   EXPECT_DOUBLE_EQ(RecallAt10(db.get(), queries.fresh, SearchOptions()), by_default);
 }
 
