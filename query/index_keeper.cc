@@ -106,13 +106,15 @@ Status IndexKeeper::Rebuild() {
 }
 
 Status IndexKeeper::Tune(const CollectionSpec& spec, index::CoarseIndex* index,
-                         const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids) {
+                         const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids,
+                         bool* fitted) {
   // Fit the default nprobe / efSearch and candidate count to this data, for
   // the final recall of a default search: random, unclustered embeddings
   // need far more lists probed than clustered ones, and many close items
   // (10M of them) more candidates than the coarse order's top-100.
   SearchFit fit;
   HEDGEDB_RETURN_IF_ERROR(FitDefaultSearch(spec, *index, rows, ids, &fit));
+  if (fitted != nullptr) *fitted = fit.fitted;
   if (!fit.fitted) return Status::OK();
   index->AdoptFit(fit.knobs, fit.oversampling, fit.recall, fit.coarse_recall);
   index->set_fit_seconds(fit.seconds);
@@ -120,8 +122,9 @@ Status IndexKeeper::Tune(const CollectionSpec& spec, index::CoarseIndex* index,
 }
 
 Status IndexKeeper::Tune(const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids) {
-  HEDGEDB_RETURN_IF_ERROR(Tune(meta_->spec, index_.get(), rows, ids));
-  if (!std::isnan(index_->recall_estimate())) {
+  bool fitted = false;
+  HEDGEDB_RETURN_IF_ERROR(Tune(meta_->spec, index_.get(), rows, ids, &fitted));
+  if (fitted) {
     upkeep_.fitted_items = int64_t(ids.size());
     upkeep_unsaved_ = true;
   }

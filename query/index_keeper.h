@@ -212,9 +212,11 @@ class IndexKeeper {
   void SaveOnOpen();
   // Fits the index's default search knobs and candidate count to these rows
   // (all live rows) for the final recall of a default search
-  // (query/knob_fit.h).
+  // (query/knob_fit.h). *fitted (where given) says whether a fit was made
+  // and adopted: none where the index fits no default search or n < 2.
   static Status Tune(const CollectionSpec& spec, index::CoarseIndex* index,
-                     const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids);
+                     const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids,
+                     bool* fitted = nullptr);
   // The collection's own index: also records how many items it was fitted
   // on (IndexUpkeep::fitted_items).
   Status Tune(const std::vector<uint8_t>& rows, const std::vector<int64_t>& ids);

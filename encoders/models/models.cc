@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -350,16 +351,15 @@ class CpuBf16Autocast {
 
 EncoderOutput EncoderImpl::forward(torch::Tensor x, bool bf16_backbone) {
   torch::Tensor f;
-  if (bf16_backbone) {
-    CpuBf16Autocast autocast;
-    f = features(std::move(x));
-  } else {
+  {
+    std::optional<CpuBf16Autocast> autocast;
+    if (bf16_backbone) autocast.emplace();
     f = features(std::move(x));
   }
   // The heads (and every loss after them) in the model's own precision: D
   // is small and the variances span decades that bfloat16's 8-bit mantissa
-  // would round.
-  if (bf16_backbone) f = f.to(match_b_.dtype());
+  // would round. (A no-op for a float32 backbone.)
+  f = f.to(match_b_.dtype());
   EncoderOutput out;
   out.kind = spec_.kind;
   switch (spec_.kind) {
