@@ -1,5 +1,6 @@
 #include "tools/process_memory.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -13,21 +14,29 @@
 namespace hedgedb {
 namespace cli {
 
+bool MallocTunedByUser() {
+  for (const char* name : {"MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_",
+                           "MALLOC_TOP_PAD_"}) {
+    if (std::getenv(name) != nullptr) return true;
+  }
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  return tunables != nullptr && std::strstr(tunables, "glibc.malloc.") != nullptr;
+}
+
 bool KeepFreedMemoryForReuse() {
 #ifdef __GLIBC__
   const char* choice = std::getenv("HEDGEDB_MALLOC");
   if (choice != nullptr && std::strcmp(choice, "glibc") == 0) return false;
-  // A user's own tuning of glibc's malloc wins over ours.
-  for (const char* name : {"MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_",
-                           "MALLOC_TOP_PAD_"}) {
-    if (std::getenv(name) != nullptr) return false;
+  if (choice != nullptr && *choice != '\0') {
+    std::fprintf(stderr, "hedgedb: warning: HEDGEDB_MALLOC=%s ignored (the one value is 'glibc')\n",
+                 choice);
   }
-  const char* tunables = std::getenv("GLIBC_TUNABLES");
-  if (tunables != nullptr && std::strstr(tunables, "glibc.malloc.") != nullptr) return false;
-  // Every block from the heap (none mapped on its own), and the heap's top
-  // kept up to 2 GiB free: both stop the fault-in of every step's pages.
-  // Each setting also ends glibc's dynamic threshold.
-  return mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1;
+  if (MallocTunedByUser()) return false;  // the user's own tuning wins over ours
+  // Blocks up to kMaxMmapThreshold from the heap, and the heap's top kept up
+  // to INT_MAX bytes free. Either setting alone would not do: each one ends
+  // glibc's self-adjusting thresholds, leaving the other at its 128 KiB.
+  return mallopt(M_MMAP_THRESHOLD, kMaxMmapThreshold) == 1 &&
+         mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1;
 #else
   return false;
 #endif

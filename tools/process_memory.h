@@ -3,27 +3,40 @@
 // commands) keep the blocks they free for their next allocations.
 #pragma once
 
+#include <cstddef>
+
 namespace hedgedb {
 namespace cli {
 
-// Keeps freed memory in the process for reuse: no block is served by its
-// own mapping, and the heap's top is not given back. glibc otherwise maps
-// every block above its mmap threshold (128 KiB, rising with use to at most
-// 32 MiB) afresh and unmaps it at free, so a training step, which allocates
-// and frees the same activations every iteration (25 MiB for one layer of
-// the hib-ndigit CNN at batch 128), faults in all their pages again: 14% of
-// its time went to the kernel, and train ran 1.17-1.20x the items per second
-// with this (bench/train_malloc.py; the trained weights are bit for bit the
-// same). The cost: the process keeps its peak heap until it ends, which a
-// command that runs once and exits can afford.
+// The largest mmap threshold glibc accepts on 64-bit (half its 64 MiB
+// arena heap): blocks above it are still mapped on their own, and given
+// back to the system when freed.
+constexpr size_t kMaxMmapThreshold = size_t(32) << 20;
+
+// Keeps freed memory in the process for reuse: blocks up to
+// kMaxMmapThreshold come from the heap, and the heap's top is not given
+// back. Under glibc's defaults a training step gave its memory back and
+// faulted it in again at every iteration: the heap's top is trimmed
+// whenever more than twice the largest block freed so far is free there
+// (its self-adjusting trim threshold, about 50 MiB behind a 25 MiB layer of
+// the hib-ndigit CNN at batch 128), and a step frees all its activations.
+// 15% of train's time went to the kernel; with this setting train runs
+// 1.16-1.46x the items per second on one torch thread (bench/train_malloc.py;
+// the trained weights are bit for bit the same). The cost: the process keeps
+// the peak of its heap (up to INT_MAX bytes free at its top) until it ends,
+// which a command that runs once and exits can afford.
 //
-// Leaves malloc as it is, and returns false, where the environment sets
-// HEDGEDB_MALLOC=glibc or any of glibc's own tunings (MALLOC_MMAP_MAX_,
-// MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, MALLOC_TOP_PAD_,
-// glibc.malloc.* in GLIBC_TUNABLES), or where the C library is not glibc. Process-wide: for a
-// program's own main, never for a library (the library leaves its host's
-// allocator alone).
+// Leaves malloc as it is, and returns false, where HEDGEDB_MALLOC=glibc,
+// where MallocTunedByUser(), or where the C library is not glibc (another
+// value of HEDGEDB_MALLOC is ignored with a warning on stderr).
+// Process-wide: for a program's own main, never for a library (the library
+// leaves its host's allocator alone).
 bool KeepFreedMemoryForReuse();
+
+// Whether the environment tunes glibc's malloc itself: MALLOC_MMAP_MAX_,
+// MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, MALLOC_TOP_PAD_, or
+// glibc.malloc.* in GLIBC_TUNABLES (glibc reads them at start-up).
+bool MallocTunedByUser();
 
 }  // namespace cli
 }  // namespace hedgedb

@@ -358,7 +358,8 @@ EncoderOutput EncoderImpl::forward(torch::Tensor x, bool bf16_backbone) {
   }
   // The heads (and every loss after them) in the model's own precision: D
   // is small and the variances span decades that bfloat16's 8-bit mantissa
-  // would round. (A no-op for a float32 backbone.)
+  // would round. (A no-op for a float32 backbone; a TorchScript backbone
+  // that returns another type is cast to the heads' here too.)
   f = f.to(match_b_.dtype());
   EncoderOutput out;
   out.kind = spec_.kind;

@@ -1,13 +1,16 @@
-// KeepFreedMemoryForReuse (tools/process_memory.h): after it, a large block
-// comes from the heap rather than a mapping of its own, and stays in the
-// process once freed; the user's own malloc tuning, or HEDGEDB_MALLOC=glibc,
-// leaves glibc's settings alone. Each case runs in a forked child, so the
-// settings it makes never reach the other tests.
+// KeepFreedMemoryForReuse (tools/process_memory.h): after it, a block the
+// size of a training step's activations comes from the heap rather than a
+// mapping of its own and stays in the process once freed, while a block
+// above glibc's largest mmap threshold is still mapped and given back; the
+// user's own malloc tuning, or HEDGEDB_MALLOC=glibc, leaves glibc's settings
+// alone. Each case runs in a child process (a death test), so the settings
+// it makes never reach the other tests. glibc reads its own environment at
+// start-up only: the variables a case sets change what the function reads,
+// not how glibc behaves.
 #include "tools/process_memory.h"
 
 #include <gtest/gtest.h>
-#include <malloc.h>
-#include <unistd.h>
+#include <stdlib.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -15,11 +18,17 @@
 
 #include "tests/sanitizer.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 namespace hedgedb {
 namespace cli {
 namespace {
 
-constexpr size_t kBlock = size_t(64) << 20;  // above glibc's largest mmap threshold
+#ifdef __GLIBC__
+constexpr size_t kActivations = size_t(24) << 20;  // one CNN layer at batch 128
+constexpr size_t kHuge = size_t(64) << 20;         // above kMaxMmapThreshold
 
 void ClearMallocEnvironment() {
   for (const char* name : {"HEDGEDB_MALLOC", "MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_",
@@ -28,45 +37,67 @@ void ClearMallocEnvironment() {
   }
 }
 
-// In the child: 0 where `kept` says how the block was held (not mapped, and
-// its bytes still free in the heap after free), else a code naming the fault.
-int AllocateAndFree(bool want_kept) {
+enum Want { kKept, kMapped };
+
+// In the child: 0 where a block of `bytes` was held as `want` says (kept:
+// not mapped, and its bytes still free in the heap after free; mapped: a
+// mapping of its own), else a code naming the fault.
+int AllocateAndFree(size_t bytes, Want want) {
   const size_t mapped_before = mallinfo2().hblks;
-  char* block = static_cast<char*>(std::malloc(kBlock));
+  char* block = static_cast<char*>(std::malloc(bytes));
   if (block == nullptr) return 10;
-  std::memset(block, 1, kBlock);  // touch it: the pages exist
+  std::memset(block, 1, bytes);  // touch it: the pages exist
   const bool mapped = mallinfo2().hblks > mapped_before;
   std::free(block);
-  const bool kept = mallinfo2().fordblks >= kBlock;
-  if (want_kept) return mapped ? 11 : kept ? 0 : 12;
+  const bool kept = mallinfo2().fordblks >= bytes;
+  if (want == kKept) return mapped ? 11 : kept ? 0 : 12;
   return mapped ? 0 : 13;
 }
+#endif
 
 class ProcessMemoryTest : public ::testing::Test {
  protected:
   void SetUp() override {
+#ifndef __GLIBC__
+    GTEST_SKIP() << "the setting is glibc's";
+#endif
     if (testing_util::kSanitized) GTEST_SKIP() << "the sanitizer replaces malloc";
+    // The control cases need glibc's defaults in this process.
+    if (MallocTunedByUser()) GTEST_SKIP() << "the environment tunes glibc's malloc";
     GTEST_FLAG_SET(death_test_style, "threadsafe");
   }
 };
 
-TEST_F(ProcessMemoryTest, LargeBlocksComeFromTheHeapAndStayThereWhenFreed) {
+#ifdef __GLIBC__
+TEST_F(ProcessMemoryTest, ActivationSizedBlocksComeFromTheHeapAndStayThereWhenFreed) {
   EXPECT_EXIT(
       {
         ClearMallocEnvironment();
         if (!KeepFreedMemoryForReuse()) std::_Exit(9);
-        std::_Exit(AllocateAndFree(/*want_kept=*/true));
+        // Twice: the second block reuses the first's pages.
+        const int first = AllocateAndFree(kActivations, kKept);
+        std::_Exit(first != 0 ? first : AllocateAndFree(kActivations, kKept));
       },
       ::testing::ExitedWithCode(0), "");
 }
 
-TEST_F(ProcessMemoryTest, WithoutItALargeBlockIsMappedOnItsOwn) {
-  // The control: glibc's defaults map such a block, so the test above
-  // measures the setting and not the allocator's habits.
+TEST_F(ProcessMemoryTest, BlocksAboveTheLargestThresholdAreStillMappedAndGivenBack) {
   EXPECT_EXIT(
       {
         ClearMallocEnvironment();
-        std::_Exit(AllocateAndFree(/*want_kept=*/false));
+        if (!KeepFreedMemoryForReuse()) std::_Exit(9);
+        std::_Exit(AllocateAndFree(kHuge, kMapped));
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST_F(ProcessMemoryTest, WithoutItSuchABlockIsMappedOnItsOwn) {
+  // The control: glibc's defaults map the first such block, so the first
+  // test measures the setting and not the allocator's habits.
+  EXPECT_EXIT(
+      {
+        ClearMallocEnvironment();
+        std::_Exit(AllocateAndFree(kActivations, kMapped));
       },
       ::testing::ExitedWithCode(0), "");
 }
@@ -84,7 +115,7 @@ TEST_F(ProcessMemoryTest, TheUsersOwnTuningOrHedgedbMallocGlibcLeavesMallocAlone
           ClearMallocEnvironment();
           setenv(setting[0], setting[1], 1);
           if (KeepFreedMemoryForReuse()) std::_Exit(9);
-          std::_Exit(AllocateAndFree(/*want_kept=*/false));
+          std::_Exit(AllocateAndFree(kActivations, kMapped));
         },
         ::testing::ExitedWithCode(0), "")
         << setting[0] << "=" << setting[1];
@@ -94,10 +125,21 @@ TEST_F(ProcessMemoryTest, TheUsersOwnTuningOrHedgedbMallocGlibcLeavesMallocAlone
       {
         ClearMallocEnvironment();
         setenv("GLIBC_TUNABLES", "glibc.cpu.hwcaps=-AVX512F", 1);
-        std::_Exit(KeepFreedMemoryForReuse() ? AllocateAndFree(/*want_kept=*/true) : 9);
+        std::_Exit(KeepFreedMemoryForReuse() ? AllocateAndFree(kActivations, kKept) : 9);
       },
       ::testing::ExitedWithCode(0), "");
 }
+
+TEST_F(ProcessMemoryTest, AnotherValueOfHedgedbMallocIsIgnoredWithAWarning) {
+  EXPECT_EXIT(
+      {
+        ClearMallocEnvironment();
+        setenv("HEDGEDB_MALLOC", "jemalloc", 1);
+        std::_Exit(KeepFreedMemoryForReuse() ? AllocateAndFree(kActivations, kKept) : 9);
+      },
+      ::testing::ExitedWithCode(0), "HEDGEDB_MALLOC=jemalloc ignored");
+}
+#endif
 
 }  // namespace
 }  // namespace cli
