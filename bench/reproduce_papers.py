@@ -795,7 +795,7 @@ def pictures(runs, args):
                 continue
             arr = np.array(curves)
             x = np.arange(arr.shape[1]) / arr.shape[1]
-            ax.plot(x, arr.mean(0), label="%s (%d seeds)" % (model, len(curves)))
+            ax.plot(x, arr.mean(0), label="%s (%d seed%s)" % (model, len(curves), "" if len(curves) == 1 else "s"))
             if len(curves) > 1:
                 ax.fill_between(x, arr.mean(0) - arr.std(0, ddof=1), arr.mean(0) + arr.std(0, ddof=1), alpha=0.2)
             drew = True
