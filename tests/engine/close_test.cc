@@ -42,9 +42,11 @@ TEST(CloseTest, SearchesAndGetsWhileFlushSavesWhatACloseSaves) {
   std::atomic<bool> done{false};
   std::atomic<int> failures{0};
   std::atomic<int64_t> calls{0};
+  testing::FirstCalls first_calls;
   std::vector<std::thread> threads;
   for (int t = 0; t < 3; ++t) {
     threads.emplace_back([&, t] {
+      bool made = false;
       const testing::Batch q = QueryBatch(spec, 2, 50 + t);
       std::vector<int64_t> ids(2 * kBatch);  // there from the start
       std::iota(ids.begin(), ids.end(), 0);
@@ -65,9 +67,11 @@ TEST(CloseTest, SearchesAndGetsWhileFlushSavesWhatACloseSaves) {
           }
         }
         ++calls;
+        first_calls.Made(&made);
       }
     });
   }
+  first_calls.WaitFor(3);
   for (int b = 2; b < 8; ++b) {
     ASSERT_TRUE(db->Ingest("c", RandomBatch(spec, kBatch, b * kBatch, b).ingest(), nullptr).ok());
     const Status s = db->Flush();

@@ -25,9 +25,11 @@ TEST(ConcurrencyTest, SearchersWhileWriting) {
   std::atomic<bool> done{false};
   std::atomic<int> failures{0};
   std::atomic<int64_t> searches{0};
+  testing::FirstCalls first_calls;
   std::vector<std::thread> readers;
   for (int t = 0; t < 4; ++t) {
     readers.emplace_back([&, t] {
+      bool made = false;
       testing::Batch q = testing::QueryBatch(spec, 2, 100 + t);
       SearchOptions opt;
       opt.k = 5;
@@ -42,9 +44,11 @@ TEST(ConcurrencyTest, SearchersWhileWriting) {
           }
         }
         ++searches;
+        first_calls.Made(&made);
       }
     });
   }
+  first_calls.WaitFor(4);
   for (int b = 1; b <= 20; ++b) {
     ASSERT_TRUE(
         db->Ingest("c", RandomBatch(spec, 50, 500 + 50 * (b - 1), b).ingest(), nullptr).ok());

@@ -6,12 +6,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "batches.h"
@@ -96,6 +98,26 @@ inline double RecallAgainstExhaustive(DB* db, const std::string& collection, con
   }
   return total ? double(hits) / double(total) : 1.0;
 }
+
+// The threads of a concurrency test that have made their first call: the
+// main thread waits for all of them before its writes, so that the writes
+// run beside calls however a loaded machine schedules the threads (six
+// flushes can otherwise end before any thread has run).
+class FirstCalls {
+ public:
+  // After each call of a thread; `made` is the thread's own flag.
+  void Made(bool* made) {
+    if (*made) return;
+    *made = true;
+    ++count_;
+  }
+  void WaitFor(int threads) const {
+    while (count_.load() < threads) std::this_thread::yield();
+  }
+
+ private:
+  std::atomic<int> count_{0};
+};
 
 }  // namespace testing
 }  // namespace hedgedb
