@@ -70,9 +70,17 @@ def test_hib_table1_side_by_side(tmp_path):
 # A stand-in for bin/hedgedb that records each call and answers in JSON, so
 # that the script's command lines can be checked without training.
 FAKE_HEDGEDB = """#!/bin/sh
-echo "$@" >> "$(dirname "$0")/../calls.txt"
+calls="$(dirname "$0")/../calls.txt"
+echo "$@" >> "$calls"
 case "$1" in
-  train) if [ -n "$FAKE_INTERRUPTED" ]; then echo '{"interrupted": true, "iterations": 2}';
+  train) if [ -n "$FAKE_INTERRUPTED" ]; then
+           # Ctrl-C reaches the jobs that run: this many trainings start
+           # before any answers (up to 30 s), however the threads are scheduled.
+           i=0
+           while [ "$(grep -c '^train' "$calls")" -lt "$FAKE_INTERRUPTED" ] && [ $i -lt 300 ]; do
+             sleep 0.1; i=$((i + 1))
+           done
+           echo '{"interrupted": true, "iterations": 2}'
          else echo '{"iterations": 5, "create_flags": {"dim": 2}}'; fi ;;
   evaluate) echo '{"items": 10, "retrieval": {"clean": {"knn_accuracy": 0.5}}}' ;;
   *) echo '{}' ;;
@@ -91,7 +99,8 @@ def fake_build(tmp_path):
 
 
 def fake_env(**answers):
-    """The environment with the fake binary's answers (FAKE_EXIT, FAKE_INTERRUPTED)."""
+    """The environment with the fake binary's answers (FAKE_EXIT; FAKE_INTERRUPTED=N: every
+    training answers "interrupted" once N trainings have started)."""
     return dict(os.environ, **answers)
 
 
@@ -180,7 +189,7 @@ def test_an_interrupted_training_is_not_taken_for_a_finished_one(tmp_path):
     # no report is written (the next run resumes), and no further job starts.
     out = tmp_path / "out"
     done = reproduce(fake_build(tmp_path), out, "--iterations", "10", "--jobs", "2",
-                     "--models", "point,hib1,hib2,spe", env=fake_env(FAKE_INTERRUPTED="1"))
+                     "--models", "point,hib1,hib2,spe", env=fake_env(FAKE_INTERRUPTED="2"))
     assert done.returncode != 0
     assert "stopped (interrupted; the next run resumes it" in done.stderr, done.stderr
     assert not list(out.glob("*.train.json"))
