@@ -4,8 +4,8 @@
     HEDGEDB_MNIST_DIR=DIR /usr/bin/python3 bench/train_malloc.py --hedgedb build/bin/hedgedb
 
 The encoder commands keep the blocks they free for their next allocations
-(tools/process_memory.h): no block mapped on its own, the heap's top never
-given back. This runs the same short training (default: the HIB MoG-2 model
+(tools/process_memory.h): blocks up to 32 MiB from the heap, and the heap's
+top not given back. This runs the same short training (default: the HIB MoG-2 model
 of the `hib-ndigit` preset on MNIST digit pairs, batch 128, one thread, the
 reproduction's model) with that setting and with glibc's defaults
 (HEDGEDB_MALLOC=glibc), alternated over --rounds in one run, and prints per
