@@ -23,6 +23,9 @@ seed, evaluates it with a paper protocol of `hedgedb evaluate`, and writes:
   claims.md asks whether that area is below chance)
   OUT/uncertainty.png  KNN accuracy of the inputs kept against the share of
                        the most uncertain dropped (eta), per model
+  OUT/learning_curves.png  validation MAP@R against iterations (train
+                       --eval-every), per cell, model and seed; tables.md
+                       gives the gain over the last third of each training
 
 A run is resumable: a model or evaluation whose JSON exists is not redone,
 so a larger budget needs a new OUT. The binary and its libraries are copied
@@ -49,6 +52,7 @@ import glob
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -495,6 +499,7 @@ def tables(runs, args):
                for name, path in METRICS]
         lines.append("| %s | %d | %s |" % (cell, seeds, " | ".join(row)))
     lines += [""] + uncertainty_table(runs, cellnames)
+    lines += [""] + learning_table(runs, args)
     lines += ["", "Disentanglement (F-statistic paper, section 4; factors: the items at each position) and "
               "product quantization at DIMCO's %d bits (point models; clean probes, ADC), and SPE's "
               "episodic accuracy (1,000 episodes, 5 shots, 5 queries; point models by PN's rule), from one "
@@ -524,6 +529,63 @@ def tables(runs, args):
                 cell, fmt(mean_sd(per_seed(runs, cell, "dimco.factorised_information_batches.mean_bits")), 2),
                 math.log2(5)))
     return "\n".join(lines + [""] + extra) + "\n"
+
+
+VALIDATION = re.compile(r"^\[train [^]]*\] iter (\d+) validation MAP@R ([0-9.]+)")
+
+
+def learning_curve(out, cell, seed):
+    """[(iteration, validation MAP@R)] of a training's log, in order. A resumed
+    training repeats the iterations after its checkpoint; the last value of an
+    iteration wins (a run is deterministic for its seed, so they agree)."""
+    curve = {}
+    try:
+        with open(os.path.join(out, "%s-s%d.train.log" % (cell, seed))) as f:
+            for line in f:
+                m = VALIDATION.match(line)
+                if m:
+                    curve[int(m.group(1))] = float(m.group(2))
+    except OSError:
+        pass
+    return sorted(curve.items())
+
+
+def last_third_gain(curve):
+    """Mean validation MAP@R over the last third of the iterations minus the
+    mean over the middle third: near 0 when the curve has flattened."""
+    if not curve:
+        return None
+    end = curve[-1][0]
+    middle = [v for i, v in curve if end / 3 < i <= 2 * end / 3]
+    last = [v for i, v in curve if i > 2 * end / 3]
+    if not middle or not last:
+        return None
+    return sum(last) / len(last) - sum(middle) / len(middle)
+
+
+def learning_table(runs, args):
+    """Per model: where its validation MAP@R stood at a third, two thirds and
+    the end of its training, its best, and the gain over the last third."""
+    lines = ["Learning curves (validation MAP@R, `train --eval-every`; mean ± sd over seeds; the gain is the "
+             "mean over the last third of the iterations minus the mean over the middle third):", "",
+             "| model | seeds | iterations | MAP@R at 1/3 | at 2/3 | at the end | best | gain, last third |",
+             "|---|---|---|---|---|---|---|---|"]
+    for cell in sorted({c for c, _ in runs}):
+        curves = [learning_curve(args.out, cell, seed) for c, seed in sorted(runs) if c == cell]
+        curves = [c for c in curves if c]
+        if not curves:
+            continue
+
+        def at(curve, share):  # the last validation at or before share of the iterations
+            before = [v for i, v in curve if i <= share * curve[-1][0]]
+            return before[-1] if before else None
+
+        lines.append("| %s | %d | %s | %s | %s | %s | %s | %s |" % (
+            cell, len(curves), fmt(mean_sd([c[-1][0] for c in curves]), 0),
+            fmt(mean_sd([at(c, 1 / 3) for c in curves])), fmt(mean_sd([at(c, 2 / 3) for c in curves])),
+            fmt(mean_sd([c[-1][1] for c in curves])), fmt(mean_sd([max(v for _, v in c) for c in curves])),
+            fmt(mean_sd([last_third_gain(c) for c in curves]))))
+    return lines if len(lines) > 4 else []
 
 
 ERC_SPLITS = [("clean", "clean probes, clean gallery"), ("corrupt_probe", "corrupt probes, clean gallery")]
@@ -779,6 +841,10 @@ def pictures(runs, args):
         plt.close(fig)
         written.append(path)
 
+    path = learning_picture(runs, args, plt)
+    if path:
+        written.append(path)
+
     fig, axes = plt.subplots(1, 2, figsize=(12, 5), sharey=True)
     drew = False
     for ax, (split, title) in zip(axes, (("clean", "clean probes"), ("corrupt_probe", "corrupt probes"))):
@@ -813,6 +879,41 @@ def pictures(runs, args):
         written.append(path)
     plt.close(fig)
     return written
+
+
+def learning_picture(runs, args, plt):
+    """Validation MAP@R against iterations: one panel per N x D cell, one
+    colour per model, one line per seed (learning_curves.png)."""
+    by_panel = {}
+    for cell, seed in sorted(runs):
+        curve = learning_curve(args.out, cell, seed)
+        if curve:
+            panel, model = cell.split("-", 2)[:2], cell.split("-", 2)[2]
+            by_panel.setdefault("-".join(panel), {}).setdefault(model, []).append((seed, curve))
+    if not by_panel:
+        return None
+    panels = sorted(by_panel)
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), sharey=True, squeeze=False)
+    cmap = plt.get_cmap("tab10")
+    for ax, panel in zip(axes[0], panels):
+        for k, model in enumerate(sorted(by_panel[panel])):
+            for j, (seed, curve) in enumerate(by_panel[panel][model]):
+                ax.plot([i for i, _ in curve], [v for _, v in curve], color=cmap(k % 10), linewidth=1,
+                        alpha=0.8, label="%s (%d seed%s)" % (model, len(by_panel[panel][model]),
+                                                             "" if len(by_panel[panel][model]) == 1 else "s")
+                        if j == 0 else None)
+        n, d = panel.split("-")
+        ax.set_title("N = %s, %s" % (n[1:], "D = " + d[1:] if d.startswith("d") else "own D"))
+        ax.set_xlabel("training iterations")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0][0].set_ylabel("validation MAP@R (one line per seed)")
+    fig.suptitle("Learning curves: %s" % data_text(args).replace("`", ""))
+    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    path = os.path.join(args.out, "learning_curves.png")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
 
 
 def main():

@@ -67,6 +67,38 @@ def test_hib_table1_side_by_side(tmp_path):
     assert not [line for line in table if "MoG-1" in line], "no MoG-1 model in this run: no row"
 
 
+def test_learning_curves_from_the_training_logs(tmp_path):
+    # Two seeds of the point model, validated every 1,000 of 6,000 iterations.
+    # Seed 1 was resumed: its log repeats 5,000 and 6,000 after the restart,
+    # and the last value of an iteration wins (0.9 was cut off by the stop).
+    # Seed 1: at 2,000 0.2, at 4,000 0.4, end 0.5, best 0.5, gain: mean of
+    # (4k, 6k] 0.5 minus mean of (2k, 4k] 0.35 = 0.15. Seed 2: 0.3, 0.5, 0.4,
+    # best 0.6, gain 0.5 - 0.4 = 0.1.
+    logs = {1: [(1, .1), (2, .2), (3, .3), (4, .4), (5, .5), (6, .9), "resuming at 4002", (5, .5), (6, .5)],
+            2: [(1, .1), (2, .3), (3, .3), (4, .5), (5, .6), (6, .4)]}
+    for seed, entries in logs.items():
+        base = tmp_path / ("n2-d2-point-s%d" % seed)
+        (base.parent / (base.name + ".train.json")).write_text(json.dumps({"iterations": 6000}))
+        (base.parent / (base.name + ".eval.json")).write_text(json.dumps({"retrieval": {}}))
+        text = ["[train softcon] mnist 2-item composites"]
+        for e in entries:
+            text += ["[train softcon] %s" % e] if isinstance(e, str) else [
+                "[train softcon] iter %d/6000 loss 0.2" % (e[0] * 1000 - 7),
+                "[train softcon] iter %d validation MAP@R %.4f%s" % (e[0] * 1000, e[1], " (best, saved)")]
+        (base.parent / (base.name + ".train.log")).write_text("\n".join(text) + "\n")
+    done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path), "--summarize-only",
+                           "--seeds", "1", "2"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    tables = (tmp_path / "tables.md").read_text().splitlines()
+    assert "| n2-d2-point | 2 | 6000 ± 0 | 0.250 ± 0.071 | 0.450 ± 0.071 | 0.450 ± 0.071 | 0.550 ± 0.071 " \
+           "| 0.125 ± 0.035 |" in tables, tables
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    assert (tmp_path / "learning_curves.png").stat().st_size > 1000
+
+
 # A stand-in for bin/hedgedb that records each call and answers in JSON, so
 # that the script's command lines can be checked without training.
 FAKE_HEDGEDB = """#!/bin/sh
