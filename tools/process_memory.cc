@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <initializer_list>
 
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -15,8 +14,7 @@ namespace hedgedb {
 namespace cli {
 
 bool MallocTunedByUser() {
-  for (const char* name : {"MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_",
-                           "MALLOC_TOP_PAD_"}) {
+  for (const char* name : kGlibcMallocVariables) {
     if (std::getenv(name) != nullptr) return true;
   }
   const char* tunables = std::getenv("GLIBC_TUNABLES");

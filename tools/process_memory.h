@@ -33,9 +33,14 @@ constexpr size_t kMaxMmapThreshold = size_t(32) << 20;
 // leaves its host's allocator alone).
 bool KeepFreedMemoryForReuse();
 
-// Whether the environment tunes glibc's malloc itself: MALLOC_MMAP_MAX_,
-// MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, MALLOC_TOP_PAD_, or
-// glibc.malloc.* in GLIBC_TUNABLES (glibc reads them at start-up).
+// The environment variables of glibc's malloc that MallocTunedByUser()
+// honours (glibc reads them at start-up; GLIBC_TUNABLES is checked apart,
+// for its glibc.malloc.* entries).
+inline constexpr const char* kGlibcMallocVariables[] = {
+    "MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_"};
+
+// Whether the environment tunes glibc's malloc itself: one of
+// kGlibcMallocVariables, or glibc.malloc.* in GLIBC_TUNABLES.
 bool MallocTunedByUser();
 
 }  // namespace cli

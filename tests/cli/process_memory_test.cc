@@ -31,10 +31,9 @@ constexpr size_t kActivations = size_t(24) << 20;  // one CNN layer at batch 128
 constexpr size_t kHuge = size_t(64) << 20;         // above kMaxMmapThreshold
 
 void ClearMallocEnvironment() {
-  for (const char* name : {"HEDGEDB_MALLOC", "MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_",
-                           "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "GLIBC_TUNABLES"}) {
-    unsetenv(name);
-  }
+  for (const char* name : kGlibcMallocVariables) unsetenv(name);
+  unsetenv("HEDGEDB_MALLOC");
+  unsetenv("GLIBC_TUNABLES");
 }
 
 enum Want { kKept, kMapped };
