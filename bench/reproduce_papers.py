@@ -23,8 +23,8 @@ seed, evaluates it with a paper protocol of `hedgedb evaluate`, and writes:
   claims.md asks whether that area is below chance)
   OUT/uncertainty.png  KNN accuracy of the inputs kept against the share of
                        the most uncertain dropped (eta), per model
-  OUT/learning_curves.png  validation MAP@R against iterations (train
-                       --eval-every), per cell, model and seed; tables.md
+  OUT/learning_curves.png  validation MAP@R against the training images seen
+                       (train --eval-every), per cell, model and seed; tables.md
                        gives the gain over the last third of each training
 
 A run is resumable: a model or evaluation whose JSON exists is not redone,
@@ -85,6 +85,12 @@ EPISODIC = ["point", "pn", "spe"]  # SPE's Table 2: episodic accuracy (point: PN
 PRESETS = {m: "hib-ndigit" for m in ("point", "contrastive", "hib1", "hib2", "hib1-beta0")}
 PRESETS.update({m: "spe-ndigit" for m in ("spe", "pn")})
 DIMCO_BITS = 16  # `train --method dimco` defaults: 4 dimensions of k = 16
+# --iterations counts batches of hib-ndigit's 128 items. The episodic models
+# (an episode of spe-ndigit holds all 70 classes x 10 items for N = 2) get the
+# same number of training items instead (`train --budget-items`): the same
+# compute, where the same count of episodes would be 5.5 times the images.
+ITERATION_ITEMS = 128
+EPISODIC_TRAINING = ["spe", "pn"]
 
 
 def pq_spec(dim):
@@ -262,6 +268,10 @@ def budget_text(args):
     """The training budget and setting, for the tables' headers."""
     if args.iterations > 0:
         budget = "%d iterations of training per model and seed" % args.iterations
+        if any(m.strip() in EPISODIC_TRAINING for m in args.models.split(",")):
+            budget += " (%s: as many training images, %d, in episodes)" % (
+                ", ".join(m for m in EPISODIC_TRAINING if m in args.models.split(",")),
+                args.iterations * ITERATION_ITEMS)
     else:
         budget = "%.0f s of training per model and seed" % args.budget
     setting = []
@@ -354,7 +364,11 @@ def train_and_evaluate_one(args, binary, n, d, model, seed):
         if args.iterations > 0:
             # A stop (the end of a working session, a reboot) loses at most
             # ten minutes: the next run of this command resumes.
-            cmd += ["--iterations", str(args.iterations), "--checkpoint-seconds", "600"]
+            if model in EPISODIC_TRAINING:
+                cmd += ["--budget-items", str(args.iterations * ITERATION_ITEMS)]
+            else:
+                cmd += ["--iterations", str(args.iterations)]
+            cmd += ["--checkpoint-seconds", "600"]
             ckpt = base + ".model.ckpt"
             if os.path.exists(ckpt) and not os.path.exists(ckpt + ".state"):
                 # Killed while writing its first checkpoint (the trainer
@@ -368,7 +382,9 @@ def train_and_evaluate_one(args, binary, n, d, model, seed):
                 cmd += ["--resume", ckpt]
         else:
             cmd += ["--max-seconds", str(args.budget), "--iterations", "100000000"]
-        cmd += ["--eval-every", "1000", "--threads", str(args.threads), "--seed", str(seed),
+        if model not in EPISODIC_TRAINING or args.iterations <= 0:
+            cmd += ["--eval-every", "1000"]  # episodic: train's default, 20 validations a run
+        cmd += ["--threads", str(args.threads), "--seed", str(seed),
                 "--progress-seconds", "1000" if args.iterations <= 0 else "60", "--out", base + ".model"]
         say("%s %s seed %d" % ("resuming" if resumed else "training", cell_name(n, d, model), seed))
         secs = run(cmd, base + ".train.json", base + ".train.log", append=resumed)
@@ -532,6 +548,21 @@ def tables(runs, args):
 
 
 VALIDATION = re.compile(r"^\[train [^]]*\] iter (\d+) validation MAP@R ([0-9.]+)")
+BATCH_ITEMS = re.compile(r"^\[train [^]]*\] .*, (\d+) items/batch, ")
+
+
+def batch_items(out, cell, seed):
+    """Training items per iteration (an episode's support and query), from
+    the training log's outline; None where the log does not say."""
+    try:
+        with open(os.path.join(out, "%s-s%d.train.log" % (cell, seed))) as f:
+            for line in f:
+                m = BATCH_ITEMS.match(line)
+                if m:
+                    return int(m.group(1))
+    except OSError:
+        pass
+    return None
 
 
 def learning_curve(out, cell, seed):
@@ -958,27 +989,32 @@ def pictures(runs, args):
 def learning_picture(runs, args, plt):
     """Validation MAP@R against iterations: one panel per N x D cell, one
     colour per model, one line per seed (learning_curves.png)."""
-    by_panel = {}
+    by_panel, per_batch = {}, {}
     for cell, seed in sorted(runs):
         curve = learning_curve(args.out, cell, seed)
         if curve:
             panel, model = cell.split("-", 2)[:2], cell.split("-", 2)[2]
             by_panel.setdefault("-".join(panel), {}).setdefault(model, []).append((seed, curve))
+            per_batch[(cell, seed)] = batch_items(args.out, cell, seed)
     if not by_panel:
         return None
+    # One axis for batches of pairs and episodes: the training images seen
+    # (iterations where a log does not give its batch size).
+    by_items = all(per_batch.values())
     panels = sorted(by_panel)
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), sharey=True, squeeze=False)
     cmap = plt.get_cmap("tab10")
     for ax, panel in zip(axes[0], panels):
         for k, model in enumerate(sorted(by_panel[panel])):
             for j, (seed, curve) in enumerate(by_panel[panel][model]):
-                ax.plot([i for i, _ in curve], [v for _, v in curve], color=cmap(k % 10), linewidth=1,
+                scale = per_batch[("%s-%s" % (panel, model), seed)] / 1e6 if by_items else 1
+                ax.plot([i * scale for i, _ in curve], [v for _, v in curve], color=cmap(k % 10), linewidth=1,
                         alpha=0.8, label="%s (%d seed%s)" % (model, len(by_panel[panel][model]),
                                                              "" if len(by_panel[panel][model]) == 1 else "s")
                         if j == 0 else None)
         n, d = panel.split("-")
         ax.set_title("N = %s, %s" % (n[1:], "D = " + d[1:] if d.startswith("d") else "own D"))
-        ax.set_xlabel("training iterations")
+        ax.set_xlabel("training images seen (millions)" if by_items else "training iterations")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     axes[0][0].set_ylabel("validation MAP@R (one line per seed)")

@@ -308,6 +308,10 @@ json ApplyTrainPreset(const std::string& name, const std::string& method, int it
     if (s.items > 0 && s.items != items) continue;
     CLI::Option* option = cmd->get_option(s.flag);
     if (option->count() > 0) continue;  // explicit flags win
+    if (s.flag == std::string("--iterations") &&
+        (cmd->count("--epochs") > 0 || cmd->count("--budget-items") > 0)) {
+      continue;  // the run's length is given another way
+    }
     try {
       option->add_result(s.value);
       option->run_callback();
@@ -349,6 +353,7 @@ std::string WithTrainFlags(const std::string& message) {
       {"code_k", "--code-k"},
       {"iterations", "--iterations"},
       {"epochs", "--epochs"},
+      {"budget_items", "--budget-items"},
       {"max_seconds", "--max-seconds"},
       {"batch_size", "--batch-size"},
       {"lr", "--lr"},
@@ -466,6 +471,10 @@ void RegisterTrain(CLI::App& app) {
   cmd->add_option("--iterations", t.iterations,
                   "Training iterations (default: from --epochs, else 10000)");
   cmd->add_option("--epochs", t.epochs, "Passes over the training items");
+  cmd->add_option("--budget-items", t.budget_items,
+                  "Training items seen in all: iterations = this over the items per batch (an "
+                  "episode's support and query counted), so pair and episodic methods get the "
+                  "same compute");
   cmd->add_option("--max-seconds", t.max_seconds, "Stop after this wall time");
   cmd->add_option("--batch-size", t.batch_size,
                   "Batch size (point/hib: 128; dimco/fstat: classes x 10 items)");

@@ -551,9 +551,11 @@ class TrainingRun {
     HEDGEDB_RETURN_IF_ERROR(
         BatchSource::Create(options_, method_->family, data_.train.labels, &source_));
     total_ = options_.iterations;
-    if (total_ <= 0 && options_.epochs > 0) {
-      total_ = static_cast<int64_t>(
-          std::ceil(options_.epochs * data_.train.size() / source_->items_per_batch()));
+    const double per_batch = static_cast<double>(source_->items_per_batch());
+    if (options_.budget_items > 0) {
+      total_ = static_cast<int64_t>(std::ceil(options_.budget_items / per_batch));
+    } else if (options_.epochs > 0) {
+      total_ = static_cast<int64_t>(std::ceil(options_.epochs * data_.train.size() / per_batch));
     }
     if (total_ <= 0) total_ = 10000;
     if (state_.iteration > total_) {
@@ -913,8 +915,12 @@ Status ResolveTrainOptions(TrainOptions* o) {
   }
   if (o->lr == 0) o->lr = m->lr;
   if (!(o->lr > 0) || !std::isfinite(o->lr)) return Status::InvalidArgument("lr must be > 0");
-  if (o->iterations < 0 || o->epochs < 0) {
-    return Status::InvalidArgument("iterations and epochs must be >= 0");
+  if (o->iterations < 0) return Status::InvalidArgument("iterations must be >= 0");
+  if (o->budget_items < 0) return Status::InvalidArgument("budget_items must be >= 0");
+  if (o->epochs < 0) return Status::InvalidArgument("epochs must be >= 0");
+  if ((o->iterations > 0) + (o->budget_items > 0) + (o->epochs > 0) > 1) {
+    return Status::InvalidArgument(
+        "iterations and budget_items and epochs must not be combined: each sets the run's length");
   }
   if (o->samples < 1) return Status::InvalidArgument("samples must be >= 1");
   if (m->mixtures && o->samples % o->components != 0) {

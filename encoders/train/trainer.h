@@ -86,7 +86,13 @@ struct TrainOptions {
   int64_t components = 1;
   int64_t code_dims = 0;
   int64_t code_k = 0;
-  int64_t iterations = 0;  // 0: from epochs, or 10000 when neither is given
+  // The run's length, one of three (two given is an error): iterations; or
+  // budget_items, training items seen in all (iterations = budget_items
+  // over the items per batch, an episode's support and query counted), so
+  // that pair and episodic methods get the same compute; or epochs, passes
+  // over the training items. None: 10000 iterations.
+  int64_t iterations = 0;
+  int64_t budget_items = 0;
   double epochs = 0;
   int batch_size = 0;
   double lr = 0;

@@ -633,6 +633,31 @@ TEST_F(EncoderCliTest, TrainPresetSetsThePapersSettingsAndExplicitFlagsWin) {
   EXPECT_FALSE(applied.contains("--n-support"));
   EXPECT_FALSE(applied.contains("--conv1"));
 
+  // --budget-items sets the length in items seen (an episode of 70 x (2 + 5)
+  // = 490 items: 1000 items are ceil(1000 / 490) = 3 episodes), and the
+  // preset's 500000 iterations then stay out, as they do for --epochs.
+  const std::vector<std::string> budget = train(
+      {"--method", "spe", "--preset", "spe-ndigit", "--n-support", "2", "--conv1", "4", "--conv2",
+       "4", "--cnn-hidden", "16", "--budget-items", "1000", "--out", Path("budget.model")});
+  const Output b = Run(budget);
+  ASSERT_EQ(b.exit_code, 0) << Describe(budget, b);
+  EXPECT_EQ(b.Json()["iterations"], 3);
+  EXPECT_NE(b.err.find(" 490 items/batch, 3 iterations"), std::string::npos) << b.err;
+  EXPECT_FALSE(b.Json()["preset"]["applied"].contains("--iterations"));
+  const std::vector<std::string> epochs =
+      train({"--method", "hib", "--preset", "hib-ndigit", "--conv1", "4", "--conv2", "4",
+             "--cnn-hidden", "16", "--epochs", "0.2", "--out", Path("epochs.model")});
+  const Output e = Run(epochs);
+  ASSERT_EQ(e.exit_code, 0) << Describe(epochs, e);
+  EXPECT_FALSE(e.Json()["preset"]["applied"].contains("--iterations"));
+  EXPECT_LE(e.Json()["iterations"].get<int64_t>(), 2)
+      << "0.2 of at most 700 composites, 128 a batch";
+  Fails(train({"--method", "hib", "--iterations", "5", "--budget-items", "100", "--out",
+               Path("x.model")}),
+        {"--iterations and --budget-items and --epochs must not be combined"}, 2);
+  Fails(train({"--method", "hib", "--budget-items", "-1", "--out", Path("x.model")}),
+        {"--budget-items must be >= 0"}, 2);
+
   Fails(train({"--method", "spe", "--preset", "hib-ndigit", "--out", Path("x.model")}),
         {"--preset hib-ndigit is for --method point, softcon, contrastive, hib", "'spe'"}, 2);
   Fails(train({"--method", "hib", "--preset", "hib-table1", "--out", Path("x.model")}),

@@ -142,7 +142,8 @@ def test_learning_curves_from_the_training_logs(tmp_path):
         base = tmp_path / ("n2-d2-point-s%d" % seed)
         (base.parent / (base.name + ".train.json")).write_text(json.dumps({"iterations": 6000}))
         (base.parent / (base.name + ".eval.json")).write_text(json.dumps({"retrieval": {}}))
-        text = ["[train softcon] mnist 2-item composites"]
+        text = ["[train softcon] mnist 2-item composites: 43890 training items, 70 classes, 128 items/batch, "
+                "6000 iterations, validating on 1000 items, 1 threads"]
         for e in entries:
             text += ["[train softcon] %s" % e] if isinstance(e, str) else [
                 "[train softcon] iter %d/6000 loss 0.2" % (e[0] * 1000 - 7),
@@ -221,7 +222,12 @@ def test_iterations_presets_and_jobs(tmp_path):
     calls = train_calls(out)
     assert sorted(calls) == ["dimco", "hib2", "point", "spe"], calls
     for method, argv in calls.items():
-        assert argv[argv.index("--iterations") + 1] == "36000", argv
+        if method == "spe":  # episodic: as many training images as 36000 batches of 128
+            assert argv[argv.index("--budget-items") + 1] == "4608000" and "--iterations" not in argv, argv
+            assert "--eval-every" not in argv, "train's default: 20 validations over the run"
+        else:
+            assert argv[argv.index("--iterations") + 1] == "36000", argv
+            assert argv[argv.index("--eval-every") + 1] == "1000", argv
         assert argv[argv.index("--checkpoint-seconds") + 1] == "600", argv
         assert "--max-seconds" not in argv and "--resume" not in argv, argv
         assert argv[argv.index("--precision") + 1] == "bf16", argv
@@ -232,7 +238,8 @@ def test_iterations_presets_and_jobs(tmp_path):
     assert "--preset" not in calls["dimco"] and "--arch" in calls["dimco"], calls["dimco"]
     for cell in ("n2-d2-point", "n2-d2-hib2", "n2-d2-spe", "n2-own-dimco"):
         assert (out / (cell + "-s1.train.json")).exists() and (out / (cell + "-s1.eval.json")).exists()
-    assert "36000 iterations of training per model and seed" in (out / "tables.md").read_text()
+    assert "36000 iterations of training per model and seed (spe: as many training images, 4608000, in " \
+           "episodes)" in (out / "tables.md").read_text()
     assert "`--precision bf16`" in (out / "tables.md").read_text()
     header = (out / "side_by_side.md").read_text()
     assert "hib2: hib-ndigit" in header and "spe: spe-ndigit" in header, header
