@@ -223,9 +223,16 @@ def snapshot_binary(build, out):
     if not os.path.exists(os.path.join(bindir, "hedgedb")):
         os.makedirs(bindir, exist_ok=True)
         os.makedirs(libdir, exist_ok=True)
+        # The newest file of each name: a build tree also holds older copies
+        # (a pip build's setuptools/ directory) that must not win.
+        newest = {}
         for lib in glob.glob(os.path.join(build, "**", "libhedgedb*.so*"), recursive=True):
-            if "CMakeFiles" not in lib:
-                shutil.copy2(lib, libdir, follow_symlinks=True)
+            name = os.path.basename(lib)
+            if "CMakeFiles" not in lib and (name not in newest or
+                                            os.path.getmtime(lib) > os.path.getmtime(newest[name])):
+                newest[name] = lib
+        for lib in newest.values():
+            shutil.copy2(lib, libdir, follow_symlinks=True)
         # The binary last, atomically: its presence marks a complete copy.
         shutil.copy2(os.path.join(build, "bin", "hedgedb"), os.path.join(bindir, "hedgedb.tmp"))
         os.replace(os.path.join(bindir, "hedgedb.tmp"), os.path.join(bindir, "hedgedb"))

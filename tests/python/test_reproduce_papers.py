@@ -10,6 +10,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "bench" / "reproduce_papers.py"
 
@@ -244,6 +245,24 @@ def test_iterations_presets_and_jobs(tmp_path):
     header = (out / "side_by_side.md").read_text()
     assert "hib2: hib-ndigit" in header and "spe: spe-ndigit" in header, header
     assert "hib1: hib-ndigit" not in header, "only the presets of the models in the run"
+
+
+def test_the_snapshot_takes_the_newest_library_of_each_name(tmp_path):
+    # A pip build leaves an older copy of the libraries in build/setuptools/;
+    # found after the fresh one, it must not replace it in OUT/lib. Twenty
+    # older copies, so that the fresh one is not the last found in any
+    # directory order but by a 1-in-21 chance.
+    build = fake_build(tmp_path)
+    for where, text, age in [("encoders", "fresh", 0)] + [
+            ("setuptools%d/lib/hedgedb" % i, "stale", 3600 + i) for i in range(20)]:
+        lib = build / where / "libhedgedb_encoders.so"
+        lib.parent.mkdir(parents=True)
+        lib.write_text(text)
+        os.utime(lib, (time.time() - age, time.time() - age))
+    out = tmp_path / "out"
+    done = reproduce(build, out, "--iterations", "10", "--models", "point")
+    assert done.returncode == 0, done.stderr
+    assert (out / "lib" / "libhedgedb_encoders.so").read_text() == "fresh"
 
 
 def test_models_are_trained_seed_by_seed(tmp_path):
