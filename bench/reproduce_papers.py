@@ -85,10 +85,12 @@ EPISODIC = ["point", "pn", "spe"]  # SPE's Table 2: episodic accuracy (point: PN
 PRESETS = {m: "hib-ndigit" for m in ("point", "contrastive", "hib1", "hib2", "hib1-beta0")}
 PRESETS.update({m: "spe-ndigit" for m in ("spe", "pn")})
 DIMCO_BITS = 16  # `train --method dimco` defaults: 4 dimensions of k = 16
-# --iterations counts batches of hib-ndigit's 128 items. The episodic models
-# (an episode of spe-ndigit holds all 70 classes x 10 items for N = 2) get the
-# same number of training items instead (`train --budget-items`): the same
-# compute, where the same count of episodes would be 5.5 times the images.
+# --iterations counts batches of hib-ndigit's 128 items (point, contrastive
+# and the HIB models). The episodic models (an episode of spe-ndigit holds all
+# 70 classes x 10 items for N = 2) get the same number of training items
+# instead (`train --budget-items`): the same compute, where the same count of
+# episodes would be 5.5 times the images. (dimco and fstat, outside the
+# papers' N-digit tables, count their own batches.)
 ITERATION_ITEMS = 128
 EPISODIC_TRAINING = ["spe", "pn"]
 
@@ -160,18 +162,31 @@ def say(text):
 # The settings a run's models were trained and evaluated with, kept in
 # OUT/run.json: a later part must use the same ones (its tables say so).
 RUN_SETTINGS = ["data", "composite_layout", "budget", "iterations", "presets", "precision", "setup",
-                "protocol", "mc_repeats", "max_items", "extra_items"]
+                "protocol", "mc_repeats", "max_items", "extra_items", "episodic_budget"]
 
 
 def check_run_settings(args):
     """Writes OUT/run.json at a run's first part; exits when a later part's
     settings differ from it (its models would not be the tables' models)."""
     path = os.path.join(args.out, "run.json")
-    mine = {k: getattr(args, k) for k in RUN_SETTINGS}
+    mine = {k: getattr(args, k, None) for k in RUN_SETTINGS}
     if args.iterations > 0:
         mine["budget"] = None  # not used
+        mine["episodic_budget"] = "items"  # spe and pn: --iterations x ITERATION_ITEMS images
     if os.path.exists(path):
         kept = json.load(open(path))
+        if "episodic_budget" not in kept and args.iterations > 0:
+            # A run begun before spe and pn counted training images: theirs
+            # would be of the other kind, unless none has begun.
+            begun = [f for m in EPISODIC_TRAINING for f in glob.glob(os.path.join(args.out, "*-%s-s*" % m))]
+            if begun:
+                sys.exit("%s trained spe/pn for %d episodes before episodic models got the same training "
+                         "images (--budget-items); choose a new --out (found %s)" % (
+                             args.out, args.iterations, os.path.basename(begun[0])))
+            kept["episodic_budget"] = mine["episodic_budget"]
+            with open(path + ".tmp", "w") as f:
+                json.dump(kept, f, indent=1)
+            os.replace(path + ".tmp", path)
         differ = ["--%s %r (this run) vs %r (%s)" % (k.replace("_", "-"), mine[k], kept.get(k), path)
                   for k in RUN_SETTINGS if kept.get(k) != mine[k]]
         if differ:
@@ -275,10 +290,10 @@ def budget_text(args):
     """The training budget and setting, for the tables' headers."""
     if args.iterations > 0:
         budget = "%d iterations of training per model and seed" % args.iterations
-        if any(m.strip() in EPISODIC_TRAINING for m in args.models.split(",")):
+        episodic = [m for m in EPISODIC_TRAINING if m in [c.strip() for c in args.models.split(",")]]
+        if episodic:
             budget += " (%s: as many training images, %d, in episodes)" % (
-                ", ".join(m for m in EPISODIC_TRAINING if m in args.models.split(",")),
-                args.iterations * ITERATION_ITEMS)
+                ", ".join(episodic), args.iterations * ITERATION_ITEMS)
     else:
         budget = "%.0f s of training per model and seed" % args.budget
     setting = []
@@ -555,6 +570,7 @@ def tables(runs, args):
 
 
 VALIDATION = re.compile(r"^\[train [^]]*\] iter (\d+) validation MAP@R ([0-9.]+)")
+RESUMING = re.compile(r"^\[train [^]]*\] .*, resuming at (\d+), ")
 BATCH_ITEMS = re.compile(r"^\[train [^]]*\] .*, (\d+) items/batch, ")
 
 
@@ -583,6 +599,10 @@ def learning_curve(out, cell, seed):
                 m = VALIDATION.match(line)
                 if m:
                     curve[int(m.group(1))] = float(m.group(2))
+                    continue
+                m = RESUMING.match(line)
+                if m:  # what the stopped part logged after its checkpoint is redone (or not reached)
+                    curve = {i: v for i, v in curve.items() if i <= int(m.group(1))}
     except OSError:
         pass
     return sorted(curve.items())
@@ -606,7 +626,8 @@ def learning_table(runs, args):
     the end of its training, its best, and the gain over the last third."""
     lines = ["Learning curves (validation MAP@R, `train --eval-every`; mean ± sd over seeds; the gain is the "
              "mean over the last third of the iterations minus the mean over the middle third):", "",
-             "| model | seeds | iterations | MAP@R at 1/3 | at 2/3 | at the end | best | gain, last third |",
+             "| model | seeds | iterations (spe, pn: episodes) | MAP@R at 1/3 | at 2/3 | at the end | best "
+             "| gain, last third |",
              "|---|---|---|---|---|---|---|---|"]
     for cell in sorted({c for c, _ in runs}):
         curves = [learning_curve(args.out, cell, seed) for c, seed in sorted(runs) if c == cell]
@@ -796,6 +817,8 @@ def claims(runs, args):
     rows = []
     first = (args.items[0], args.dims[0])
     found = {(int(c.split("-")[0][1:]), int(c.split("-")[1][1:])) for c, _ in runs if c.split("-")[1] != "own"}
+    if found and first not in found:
+        first = min(found)  # a summary of an OUT without the default cell
     for n, d in [first] + sorted(found - {first}):  # a summary holds every cell of OUT
         rows += cell_claims(runs, n, d, (n, d) == first)
     head = ["# Paper reproduction: claims", "",

@@ -100,7 +100,9 @@ def main():
                  "--image-size", args.image_size, "--method", args.method, "--dim", args.dim,
                  "--out", model]
         for flag, value in defaults:
-            if flag not in given:
+            # --epochs and --budget-items set the run's length as --iterations does.
+            length_given = flag == "--iterations" and given & {"--epochs", "--budget-items"}
+            if flag not in given and not length_given:
                 train += [flag, value]
         if args.bbox:
             train.append("--bbox")

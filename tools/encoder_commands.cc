@@ -308,8 +308,11 @@ json ApplyTrainPreset(const std::string& name, const std::string& method, int it
     if (s.items > 0 && s.items != items) continue;
     CLI::Option* option = cmd->get_option(s.flag);
     if (option->count() > 0) continue;  // explicit flags win
+    const auto given_positive = [cmd](const char* flag) {
+      return cmd->count(flag) > 0 && cmd->get_option(flag)->as<double>() > 0;
+    };
     if (s.flag == std::string("--iterations") &&
-        (cmd->count("--epochs") > 0 || cmd->count("--budget-items") > 0)) {
+        (given_positive("--epochs") || given_positive("--budget-items"))) {
       continue;  // the run's length is given another way
     }
     try {
@@ -469,7 +472,7 @@ void RegisterTrain(CLI::App& app) {
   cmd->add_option("--code-dim", t.code_dims, "dimco: code length d (default 4)");
   cmd->add_option("--code-k", t.code_k, "dimco: alphabet size k (default 16)");
   cmd->add_option("--iterations", t.iterations,
-                  "Training iterations (default: from --epochs, else 10000)");
+                  "Training iterations (default: from --epochs or --budget-items, else 10000)");
   cmd->add_option("--epochs", t.epochs, "Passes over the training items");
   cmd->add_option("--budget-items", t.budget_items,
                   "Training items seen in all: iterations = this over the items per batch (an "

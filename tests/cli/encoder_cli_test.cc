@@ -652,6 +652,14 @@ TEST_F(EncoderCliTest, TrainPresetSetsThePapersSettingsAndExplicitFlagsWin) {
   EXPECT_FALSE(e.Json()["preset"]["applied"].contains("--iterations"));
   EXPECT_LE(e.Json()["iterations"].get<int64_t>(), 2)
       << "0.2 of at most 700 composites, 128 a batch";
+  // An explicit 0 is no length: the preset's iterations stand (and are cut
+  // short by --max-seconds here).
+  const std::vector<std::string> zero = train(
+      {"--method", "hib", "--preset", "hib-ndigit", "--conv1", "4", "--conv2", "4", "--cnn-hidden",
+       "16", "--epochs", "0", "--max-seconds", "0.5", "--out", Path("zero.model")});
+  const Output z = Run(zero);
+  ASSERT_EQ(z.exit_code, 0) << Describe(zero, z);
+  EXPECT_EQ(z.Json()["preset"]["applied"]["--iterations"], "500000");
   Fails(train({"--method", "hib", "--iterations", "5", "--budget-items", "100", "--out",
                Path("x.model")}),
         {"--iterations and --budget-items and --epochs must not be combined"}, 2);

@@ -121,9 +121,10 @@ def test_every_cell_and_table_in_the_papers_direction(tmp_path):
     assert row("SPE T2: PN beats SPE on clean").endswith("| +0.010 ± 0.014 | within noise |")
     assert len([c for c in claims if "| N = 3, D = 3 | SPE T2" in c]) == 3, "one claim per condition"
     assert len([c for c in claims if "| N = 3, D = 3 | HIB T5" in c]) == 8, "one per metric of Table 5"
-    # The first cell of the run (N = 2, D = 2 by default) lists its claims
-    # as not in this run; no cell is invented beyond it and N = 3, D = 3.
-    assert {c.split(" | ")[0] for c in claims if c.startswith("| N = ")} == {"| N = 2, D = 2", "| N = 3, D = 3"}
+    # An OUT without the default first cell (N = 2, D = 2): its own cell is
+    # the first, and no other cell is invented.
+    assert {c.split(" | ")[0] for c in claims if c.startswith("| N = ")} == {"| N = 3, D = 3"}
+    assert row("HIB App. B: soft contrastive beats the margin loss (AP)").endswith("| not in this run |")
     side = (tmp_path / "side_by_side.md").read_text().splitlines()
     assert "| N = 3, D = 3 | MoG-1, beta 0 | tau KNN clean | -0.080 | - | 0 | - |" in side, side
     assert "| N = 3, D = 3 | SPE | episodic corrupt query | 0.481 | 0.510 ± 0.014 | 2 | +0.029 |" in side, side
@@ -137,8 +138,13 @@ def test_learning_curves_from_the_training_logs(tmp_path):
     # Seed 1: at 2,000 0.2, at 4,000 0.4, end 0.5, best 0.5, gain: mean of
     # (4k, 6k] 0.5 minus mean of (2k, 4k] 0.35 = 0.15. Seed 2: 0.3, 0.5, 0.4,
     # best 0.6, gain 0.5 - 0.4 = 0.1.
-    logs = {1: [(1, .1), (2, .2), (3, .3), (4, .4), (5, .5), (6, .9), "resuming at 4002", (5, .5), (6, .5)],
-            2: [(1, .1), (2, .3), (3, .3), (4, .5), (5, .6), (6, .4)]}
+    # Seed 2's first part ran with a larger total and logged 7,000 before
+    # its stop; the part that resumed at 6,000 ended there: 7,000 is not
+    # part of the run.
+    resumed = ("mnist 2-item composites: 43890 training items, 70 classes, 128 items/batch, 6000 iterations, "
+               "resuming at 6000, validating on 1000 items, 1 threads")
+    logs = {1: [(1, .1), (2, .2), (3, .3), (4, .4), (5, .5), (6, .9), "stopped", (5, .5), (6, .5)],
+            2: [(1, .1), (2, .3), (3, .3), (4, .5), (5, .6), (6, .4), (7, .99), resumed]}
     for seed, entries in logs.items():
         base = tmp_path / ("n2-d2-point-s%d" % seed)
         (base.parent / (base.name + ".train.json")).write_text(json.dumps({"iterations": 6000}))
@@ -335,6 +341,29 @@ def test_a_later_part_must_use_the_run_settings_and_the_summary_reads_them(tmp_p
     tables = (out / "tables.md").read_text()
     assert "10 iterations of training per model and seed" in tables, tables
     assert "`--precision bf16`" in tables and "point: hib-ndigit" in tables, tables
+
+
+def test_a_run_begun_before_episodes_counted_images(tmp_path):
+    # run.json of a run begun before spe and pn trained on --budget-items:
+    # a later part goes on while no spe/pn model has begun (and records the
+    # rule), and refuses once one has (its episodes are of the other kind).
+    out = tmp_path / "out"
+    out.mkdir()
+    old = {"data": "mnist", "composite_layout": "hib-scaled", "budget": None, "iterations": 10, "presets": False,
+           "precision": "fp32", "setup": "", "protocol": "hib-table2", "mc_repeats": 3, "max_items": 0,
+           "extra_items": 2000}
+    (out / "run.json").write_text(json.dumps(old))
+    build = fake_build(tmp_path)
+    done = reproduce(build, out, "--iterations", "10", "--models", "point", "--setup", "",
+                     "--protocol", "hib-table2")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "run.json").read_text())["episodic_budget"] == "items"
+    (out / "run.json").write_text(json.dumps(old))
+    (out / "n2-d2-spe-s1.model.ckpt").write_text("36000 episodes' checkpoint")
+    done = reproduce(build, out, "--iterations", "10", "--models", "point,spe", "--setup", "",
+                     "--protocol", "hib-table2")
+    assert done.returncode != 0
+    assert "trained spe/pn for 10 episodes" in done.stderr and "n2-d2-spe-s1.model.ckpt" in done.stderr, done.stderr
 
 
 def test_a_checkpoint_without_its_state_is_trained_afresh(tmp_path):
