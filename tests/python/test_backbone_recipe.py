@@ -105,3 +105,9 @@ def test_benchmark_script_is_one_command_and_repeatable(cub, tmp_path):
     assert "hedgedb train" not in second.stderr
     again = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert again == summary
+    # --epochs (or --budget-items) after `--` sets the length: the script's
+    # default --iterations stays out (train refuses two lengths).
+    by_epochs = [a if a != "--iterations" else "--epochs" for a in args]
+    by_epochs[by_epochs.index("run")] = "run-epochs"
+    third = subprocess.run(by_epochs, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)
+    assert third.returncode == 0, third.stderr
