@@ -574,25 +574,13 @@ RESUMING = re.compile(r"^\[train [^]]*\] .*, resuming at (\d+), ")
 BATCH_ITEMS = re.compile(r"^\[train [^]]*\] .*, (\d+) items/batch, ")
 
 
-def batch_items(out, cell, seed):
-    """Training items per iteration (an episode's support and query), from
-    the training log's outline; None where the log does not say."""
-    try:
-        with open(os.path.join(out, "%s-s%d.train.log" % (cell, seed))) as f:
-            for line in f:
-                m = BATCH_ITEMS.match(line)
-                if m:
-                    return int(m.group(1))
-    except OSError:
-        pass
-    return None
-
-
-def learning_curve(out, cell, seed):
-    """[(iteration, validation MAP@R)] of a training's log, in order. A resumed
-    training repeats the iterations after its checkpoint; the last value of an
+def training_log(out, cell, seed):
+    """What a training's log says of its course: [(iteration, validation
+    MAP@R)] in order, and the training items per iteration (an episode's
+    support and query; None where the log does not say). A resumed training
+    repeats the iterations after its checkpoint; the last value of an
     iteration wins (a run is deterministic for its seed, so they agree)."""
-    curve = {}
+    curve, per_batch = {}, None
     try:
         with open(os.path.join(out, "%s-s%d.train.log" % (cell, seed))) as f:
             for line in f:
@@ -600,12 +588,15 @@ def learning_curve(out, cell, seed):
                 if m:
                     curve[int(m.group(1))] = float(m.group(2))
                     continue
+                m = BATCH_ITEMS.match(line)
+                if m and per_batch is None:
+                    per_batch = int(m.group(1))
                 m = RESUMING.match(line)
                 if m:  # what the stopped part logged after its checkpoint is redone (or not reached)
                     curve = {i: v for i, v in curve.items() if i <= int(m.group(1))}
     except OSError:
         pass
-    return sorted(curve.items())
+    return sorted(curve.items()), per_batch
 
 
 def last_third_gain(curve):
@@ -630,7 +621,7 @@ def learning_table(runs, args):
              "| gain, last third |",
              "|---|---|---|---|---|---|---|---|"]
     for cell in sorted({c for c, _ in runs}):
-        curves = [learning_curve(args.out, cell, seed) for c, seed in sorted(runs) if c == cell]
+        curves = [training_log(args.out, cell, seed)[0] for c, seed in sorted(runs) if c == cell]
         curves = [c for c in curves if c]
         if not curves:
             continue
@@ -1019,25 +1010,25 @@ def pictures(runs, args):
 def learning_picture(runs, args, plt):
     """Validation MAP@R against iterations: one panel per N x D cell, one
     colour per model, one line per seed (learning_curves.png)."""
-    by_panel, per_batch = {}, {}
+    by_panel, sizes = {}, []
     for cell, seed in sorted(runs):
-        curve = learning_curve(args.out, cell, seed)
+        curve, per_batch = training_log(args.out, cell, seed)
         if curve:
             panel, model = cell.split("-", 2)[:2], cell.split("-", 2)[2]
-            by_panel.setdefault("-".join(panel), {}).setdefault(model, []).append((seed, curve))
-            per_batch[(cell, seed)] = batch_items(args.out, cell, seed)
+            by_panel.setdefault("-".join(panel), {}).setdefault(model, []).append((curve, per_batch))
+            sizes.append(per_batch)
     if not by_panel:
         return None
     # One axis for batches of pairs and episodes: the training images seen
     # (iterations where a log does not give its batch size).
-    by_items = all(per_batch.values())
+    by_items = all(sizes)
     panels = sorted(by_panel)
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), sharey=True, squeeze=False)
     cmap = plt.get_cmap("tab10")
     for ax, panel in zip(axes[0], panels):
         for k, model in enumerate(sorted(by_panel[panel])):
-            for j, (seed, curve) in enumerate(by_panel[panel][model]):
-                scale = per_batch[("%s-%s" % (panel, model), seed)] / 1e6 if by_items else 1
+            for j, (curve, per_batch) in enumerate(by_panel[panel][model]):
+                scale = per_batch / 1e6 if by_items else 1
                 ax.plot([i * scale for i, _ in curve], [v for _, v in curve], color=cmap(k % 10), linewidth=1,
                         alpha=0.8, label="%s (%d seed%s)" % (model, len(by_panel[panel][model]),
                                                              "" if len(by_panel[panel][model]) == 1 else "s")

@@ -303,18 +303,17 @@ json ApplyTrainPreset(const std::string& name, const std::string& method, int it
     for (const char* m : preset->methods) methods += std::string(methods.empty() ? "" : ", ") + m;
     UsageError("--preset " + name + " is for --method " + methods + ", not '" + method + "'");
   }
+  const auto given_positive = [cmd](const char* flag) {
+    return cmd->count(flag) > 0 && cmd->get_option(flag)->as<double>() > 0;
+  };
+  // --epochs and --budget-items set the run's length as --iterations does.
+  const bool length_given = given_positive("--epochs") || given_positive("--budget-items");
   json applied = json::object();
   for (const PresetSetting& s : preset->settings) {
     if (s.items > 0 && s.items != items) continue;
     CLI::Option* option = cmd->get_option(s.flag);
     if (option->count() > 0) continue;  // explicit flags win
-    const auto given_positive = [cmd](const char* flag) {
-      return cmd->count(flag) > 0 && cmd->get_option(flag)->as<double>() > 0;
-    };
-    if (s.flag == std::string("--iterations") &&
-        (given_positive("--epochs") || given_positive("--budget-items"))) {
-      continue;  // the run's length is given another way
-    }
+    if (length_given && s.flag == std::string("--iterations")) continue;
     try {
       option->add_result(s.value);
       option->run_callback();
