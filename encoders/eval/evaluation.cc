@@ -174,19 +174,21 @@ json RetrievalJson(const RetrievalMetrics& m) {
 }
 
 json CalibrationJson(const UncertaintyCalibration& c) {
+  const auto number = [](double v) { return std::isnan(v) ? json(nullptr) : json(v); };
   json j;
-  j["kendall_tau"] = std::isnan(c.kendall_tau) ? json(nullptr) : json(c.kendall_tau);
+  j["binning"] = EtaBinningName(c.binning);
+  j["kendall_tau"] = number(c.kendall_tau);
   json perf = json::array(), eta = json::array();
   for (size_t i = 0; i < c.bin_performance.size(); ++i) {
-    perf.push_back(std::isnan(c.bin_performance[i]) ? json(nullptr) : json(c.bin_performance[i]));
-    eta.push_back(c.bin_mean_eta[i]);
+    perf.push_back(number(c.bin_performance[i]));
+    eta.push_back(number(c.bin_mean_eta[i]));
   }
   j["bin_performance"] = perf;
   j["bin_mean_eta"] = eta;
+  j["bin_sizes"] = c.bin_sizes;
   if (c.erc_queries > 0) {
     // Beside tau: the error-versus-reject area of recall@1 by eta, with the
     // two ends it lies between.
-    const auto number = [](double v) { return std::isnan(v) ? json(nullptr) : json(v); };
     j["erc_area"] = number(c.erc_area);
     j["erc_area_oracle"] = number(c.erc_area_oracle);
     j["erc_area_chance"] = number(c.erc_area_chance);
@@ -194,6 +196,40 @@ json CalibrationJson(const UncertaintyCalibration& c) {
   }
   return j;
 }
+
+namespace {
+
+// HIB 4.4's KNN calibration in both EtaBinnings: equal-count bins (with the
+// error-versus-reject area of recall@1) at the top level, equal-width bins
+// under "equal_width" (metrics.h says why both).
+Status AccuracyCalibrationJson(const std::vector<double>& eta, const RetrievalMetrics& metrics,
+                               int bins, json* out) {
+  UncertaintyCalibration count, width;
+  HEDGEDB_RETURN_IF_ERROR(
+      CalibrateAccuracy(eta, metrics.knn_correct, bins, EtaBinning::kEqualCount, &count));
+  HEDGEDB_RETURN_IF_ERROR(ErrorRejectOfRecallAt1(eta, metrics, &count));
+  HEDGEDB_RETURN_IF_ERROR(
+      CalibrateAccuracy(eta, metrics.knn_correct, bins, EtaBinning::kEqualWidth, &width));
+  *out = CalibrationJson(count);
+  (*out)["equal_width"] = CalibrationJson(width);
+  return Status::OK();
+}
+
+// The same for verification: AP per bin of the pairs' mean eta.
+Status AveragePrecisionCalibrationJson(const std::vector<double>& pair_eta,
+                                       const std::vector<double>& scores,
+                                       const std::vector<uint8_t>& matches, int bins, json* out) {
+  UncertaintyCalibration count, width;
+  HEDGEDB_RETURN_IF_ERROR(
+      CalibrateAveragePrecision(pair_eta, scores, matches, bins, EtaBinning::kEqualCount, &count));
+  HEDGEDB_RETURN_IF_ERROR(
+      CalibrateAveragePrecision(pair_eta, scores, matches, bins, EtaBinning::kEqualWidth, &width));
+  *out = CalibrationJson(count);
+  (*out)["equal_width"] = CalibrationJson(width);
+  return Status::OK();
+}
+
+}  // namespace
 
 Status SimilarityMatrix(const Similarity& similarity, const Embeddings& probes,
                         const Embeddings& gallery, std::vector<float>* matrix) {
@@ -369,14 +405,10 @@ Status EvaluateEmbeddings(const CollectionSpec& given, const EmbeddingView& quer
     for (const float e : eta) sum += e;
     out["mean_eta"] = sum / static_cast<double>(eta.size());
     if (queries.n >= options.eta_bins) {
-      UncertaintyCalibration calibration;
-      const std::vector<double> eta_values(eta.begin(), eta.end());
-      HEDGEDB_RETURN_IF_ERROR(
-          CalibrateAccuracy(eta_values, metrics.knn_correct, options.eta_bins, &calibration));
-      HEDGEDB_RETURN_IF_ERROR(ErrorRejectOfRecallAt1(eta_values, metrics, &calibration));
-      json c = CalibrationJson(calibration);
+      json c;
+      HEDGEDB_RETURN_IF_ERROR(AccuracyCalibrationJson(std::vector<double>(eta.begin(), eta.end()),
+                                                      metrics, options.eta_bins, &c));
       c["performance"] = "knn_accuracy";
-      c["bin_sizes"] = calibration.bin_sizes;
       out["eta_calibration"] = std::move(c);
     } else {
       out["eta_calibration_note"] = std::to_string(queries.n) + " queries cannot fill " +
@@ -666,10 +698,8 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
         for (const auto& p : pairs) {
           pair_eta.push_back(0.5 * ((*c.eta)[p.first] + (*c.eta)[p.second]));
         }
-        UncertaintyCalibration calibration;
-        HEDGEDB_RETURN_IF_ERROR(
-            CalibrateAveragePrecision(pair_eta, scores, matches, options.eta_bins, &calibration));
-        v["eta_calibration"] = CalibrationJson(calibration);
+        HEDGEDB_RETURN_IF_ERROR(AveragePrecisionCalibrationJson(
+            pair_eta, scores, matches, options.eta_bins, &v["eta_calibration"]));
       }
       run["verification"][c.name] = v;
     }
@@ -696,11 +726,8 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
       progress.End();
       json r = RetrievalJson(metrics);
       if (stochastic) {
-        UncertaintyCalibration calibration;
-        HEDGEDB_RETURN_IF_ERROR(
-            CalibrateAccuracy(*c.probe_eta, metrics.knn_correct, options.eta_bins, &calibration));
-        HEDGEDB_RETURN_IF_ERROR(ErrorRejectOfRecallAt1(*c.probe_eta, metrics, &calibration));
-        r["eta_calibration"] = CalibrationJson(calibration);
+        HEDGEDB_RETURN_IF_ERROR(AccuracyCalibrationJson(*c.probe_eta, metrics, options.eta_bins,
+                                                        &r["eta_calibration"]));
       }
       run["retrieval"][c.name] = r;
     }

@@ -160,8 +160,10 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
 
 // The JSON `hedgedb evaluate` prints for retrieval metrics (recall_at_K,
 // map_at_r, r_precision, knn_accuracy, queries, queries_with_relevant) and
-// for an uncertainty calibration (kendall_tau, bin_performance, bin_mean_eta;
-// null where NaN).
+// for an uncertainty calibration (binning, kendall_tau, bin_performance,
+// bin_mean_eta, bin_sizes, and the erc_area fields when measured; null where
+// NaN). The reports' "eta_calibration" objects hold the equal-count bins and,
+// under "equal_width", the same with bins of equal eta width (EtaBinning).
 nlohmann::json RetrievalJson(const RetrievalMetrics& metrics);
 nlohmann::json CalibrationJson(const UncertaintyCalibration& calibration);
 

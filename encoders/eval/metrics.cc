@@ -319,8 +319,8 @@ double KendallTauB(const std::vector<double>& x, const std::vector<double>& y) {
 
 namespace {
 
-// Item indices sorted by ascending eta (ties by index), cut into equal bins.
-Status BinByEta(const std::vector<double>& eta, int num_bins,
+// Item indices cut into eta bins (EtaBinning).
+Status BinByEta(const std::vector<double>& eta, int num_bins, EtaBinning binning,
                 std::vector<std::vector<size_t>>* bins) {
   if (num_bins < 2 || eta.size() < static_cast<size_t>(num_bins)) {
     return Status::InvalidArgument("uncertainty calibration: " + std::to_string(eta.size()) +
@@ -333,13 +333,25 @@ Status BinByEta(const std::vector<double>& eta, int num_bins,
                                      " is NaN");
     }
   }
+  bins->assign(num_bins, {});
+  if (binning == EtaBinning::kEqualWidth) {
+    const auto [lo, hi] = std::minmax_element(eta.begin(), eta.end());
+    const double range = *hi - *lo;
+    for (size_t i = 0; i < eta.size(); ++i) {
+      // (eta - min) / range * bins, in double: the maximum lands on num_bins
+      // exactly and is moved into the last bin.
+      const double position = range > 0 ? (eta[i] - *lo) / range * num_bins : 0.0;
+      const size_t b = std::min(static_cast<size_t>(num_bins - 1), static_cast<size_t>(position));
+      (*bins)[b].push_back(i);
+    }
+    return Status::OK();
+  }
   std::vector<size_t> order(eta.size());
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(),
             [&eta](size_t a, size_t b) { return eta[a] < eta[b] || (eta[a] == eta[b] && a < b); });
   const size_t base = eta.size() / num_bins;
   const size_t extra = eta.size() % num_bins;
-  bins->assign(num_bins, {});
   size_t next = 0;
   for (size_t b = 0; b < static_cast<size_t>(num_bins); ++b) {
     const size_t size = base + (b < extra ? 1 : 0);
@@ -360,7 +372,8 @@ void FinishCalibration(const std::vector<double>& eta, const std::vector<std::ve
     double sum = 0.0;
     for (const size_t i : bins[b]) sum += eta[i];
     calibration->bin_sizes.push_back(static_cast<int64_t>(bins[b].size()));
-    calibration->bin_mean_eta.push_back(sum / static_cast<double>(bins[b].size()));
+    calibration->bin_mean_eta.push_back(
+        bins[b].empty() ? kNaN : sum / static_cast<double>(bins[b].size()));
     if (!std::isnan(calibration->bin_performance[b])) {
       index.push_back(static_cast<double>(b));
       performance.push_back(calibration->bin_performance[b]);
@@ -372,20 +385,26 @@ void FinishCalibration(const std::vector<double>& eta, const std::vector<std::ve
 
 }  // namespace
 
+const char* EtaBinningName(EtaBinning binning) {
+  return binning == EtaBinning::kEqualWidth ? "equal_width" : "equal_count";
+}
+
 Status CalibrateAccuracy(const std::vector<double>& eta, const std::vector<uint8_t>& correct,
-                         int num_bins, UncertaintyCalibration* calibration) {
+                         int num_bins, EtaBinning binning, UncertaintyCalibration* calibration) {
   if (eta.size() != correct.size()) {
     return Status::InvalidArgument("uncertainty calibration: " + std::to_string(eta.size()) +
                                    " eta values for " + std::to_string(correct.size()) +
                                    " outcomes");
   }
   std::vector<std::vector<size_t>> bins;
-  HEDGEDB_RETURN_IF_ERROR(BinByEta(eta, num_bins, &bins));
+  HEDGEDB_RETURN_IF_ERROR(BinByEta(eta, num_bins, binning, &bins));
   UncertaintyCalibration out;
+  out.binning = binning;
   for (const std::vector<size_t>& bin : bins) {
     int64_t hits = 0;
     for (const size_t i : bin) hits += correct[i] != 0 ? 1 : 0;
-    out.bin_performance.push_back(static_cast<double>(hits) / static_cast<double>(bin.size()));
+    out.bin_performance.push_back(
+        bin.empty() ? kNaN : static_cast<double>(hits) / static_cast<double>(bin.size()));
   }
   FinishCalibration(eta, bins, &out);
   *calibration = std::move(out);
@@ -421,7 +440,7 @@ Status ErrorRejectOfRecallAt1(const std::vector<double>& eta, const RetrievalMet
 Status CalibrateAveragePrecision(const std::vector<double>& pair_eta,
                                  const std::vector<double>& scores,
                                  const std::vector<uint8_t>& matches, int num_bins,
-                                 UncertaintyCalibration* calibration) {
+                                 EtaBinning binning, UncertaintyCalibration* calibration) {
   if (pair_eta.size() != scores.size() || scores.size() != matches.size()) {
     return Status::InvalidArgument("uncertainty calibration: " + std::to_string(pair_eta.size()) +
                                    " eta values, " + std::to_string(scores.size()) +
@@ -429,8 +448,9 @@ Status CalibrateAveragePrecision(const std::vector<double>& pair_eta,
                                    " match labels");
   }
   std::vector<std::vector<size_t>> bins;
-  HEDGEDB_RETURN_IF_ERROR(BinByEta(pair_eta, num_bins, &bins));
+  HEDGEDB_RETURN_IF_ERROR(BinByEta(pair_eta, num_bins, binning, &bins));
   UncertaintyCalibration out;
+  out.binning = binning;
   for (const std::vector<size_t>& bin : bins) {
     std::vector<double> bin_scores;
     std::vector<uint8_t> bin_matches;

@@ -119,13 +119,30 @@ Status AveragePrecision(const std::vector<double>& scores, const std::vector<uin
 // O(n^2): meant for bins, not data sets.
 double KendallTauB(const std::vector<double>& x, const std::vector<double>& y);
 
-// Uncertainty calibration (HIB section 4.4): items are sorted by ascending eta
-// (ties by index) and cut into num_bins equal-sized bins (the first n % bins
-// bins get one extra item); a performance value is computed per bin, and tau =
+// How items are cut into eta bins. HIB section 4.4 says "20 equal-sized bins"
+// for verification pairs, but for KNN only that the 20 bins range "from the
+// lowest to highest range of uncertainty", which also reads as bins of equal
+// eta width. Eta is far from uniform (on hib-scaled 2-digit MNIST the
+// highest-eta twentieth of clean items spans more of eta's range than the
+// other nineteen together), so the two give different taus: equal-width bins
+// put nearly every item in the first bins and leave the others small or empty.
+enum class EtaBinning {
+  kEqualCount,  // items sorted by ascending eta (ties by index), num_bins
+                // equal-sized bins (the first n % bins bins get one extra item)
+  kEqualWidth,  // bin b holds min + [b, b + 1) * (max - min) / num_bins (the
+                // last bin closed); may leave bins empty; all in bin 0 if
+                // every eta is equal
+};
+const char* EtaBinningName(EtaBinning binning);  // "equal_count", "equal_width"
+
+// Uncertainty calibration (HIB section 4.4): items are cut into num_bins eta
+// bins (EtaBinning); a performance value is computed per bin, and tau =
 // -KendallTauB(bin index, performance): positive when performance falls as
-// uncertainty rises. Bins whose performance is undefined (AP of a bin without
-// a matching pair) are NaN and left out of tau.
+// uncertainty rises. Bins whose performance is undefined (an empty bin, AP of
+// a bin without a matching pair) are NaN and left out of tau; an empty bin's
+// mean eta is NaN.
 struct UncertaintyCalibration {
+  EtaBinning binning = EtaBinning::kEqualCount;
   std::vector<int64_t> bin_sizes;
   std::vector<double> bin_mean_eta;
   std::vector<double> bin_performance;
@@ -142,7 +159,7 @@ struct UncertaintyCalibration {
 // KNN (or any per-item 0/1 outcome): accuracy per eta bin.
 // Errors: size mismatch, num_bins < 2, fewer items than bins, NaN eta.
 Status CalibrateAccuracy(const std::vector<double>& eta, const std::vector<uint8_t>& correct,
-                         int num_bins, UncertaintyCalibration* calibration);
+                         int num_bins, EtaBinning binning, UncertaintyCalibration* calibration);
 // The area under the error-versus-reject curve of recall@1 ("Probabilistic
 // Embeddings Revisited", section 5), the queries ranked by -eta (least
 // uncertain first), computed by the calibration report's ErrorRejectArea
@@ -156,7 +173,7 @@ Status ErrorRejectOfRecallAt1(const std::vector<double>& eta, const RetrievalMet
 Status CalibrateAveragePrecision(const std::vector<double>& pair_eta,
                                  const std::vector<double>& scores,
                                  const std::vector<uint8_t>& matches, int num_bins,
-                                 UncertaintyCalibration* calibration);
+                                 EtaBinning binning, UncertaintyCalibration* calibration);
 
 }  // namespace encoders
 }  // namespace hedgedb

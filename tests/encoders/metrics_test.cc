@@ -288,13 +288,16 @@ TEST(KendallTauTest, HandComputedValuesWithTies) {
   EXPECT_TRUE(std::isnan(KendallTauB({1}, {1})));
 }
 
+constexpr EtaBinning kCount = EtaBinning::kEqualCount;
+constexpr EtaBinning kWidth = EtaBinning::kEqualWidth;
+
 TEST(CalibrationTest, AccuracyPerEtaBinAndFlippedTau) {
   // Sorted by eta the items are 1 5 | 3 6 | 2 7 | 4 0 (bins of 2); outcomes
   // give bin accuracies 1, 1/2, 1/2, 0.
   const std::vector<double> eta = {0.8, 0.1, 0.5, 0.3, 0.7, 0.2, 0.4, 0.6};
   const std::vector<uint8_t> correct = {0, 1, 0, 1, 0, 1, 0, 1};
   UncertaintyCalibration c;
-  ASSERT_TRUE(CalibrateAccuracy(eta, correct, 4, &c).ok());
+  ASSERT_TRUE(CalibrateAccuracy(eta, correct, 4, kCount, &c).ok());
   EXPECT_EQ(c.bin_sizes, (std::vector<int64_t>{2, 2, 2, 2}));
   EXPECT_EQ(c.bin_performance, (std::vector<double>{1.0, 0.5, 0.5, 0.0}));
   ASSERT_EQ(c.bin_mean_eta.size(), 4u);
@@ -306,7 +309,7 @@ TEST(CalibrationTest, AccuracyPerEtaBinAndFlippedTau) {
 
   // Accuracy rising with eta is negative.
   const std::vector<uint8_t> reversed = {1, 0, 1, 0, 1, 0, 1, 1};
-  ASSERT_TRUE(CalibrateAccuracy(eta, reversed, 4, &c).ok());
+  ASSERT_TRUE(CalibrateAccuracy(eta, reversed, 4, kCount, &c).ok());
   EXPECT_LT(c.kendall_tau, 0.0);
 }
 
@@ -315,14 +318,56 @@ TEST(CalibrationTest, UnequalBinsAndErrors) {
   std::vector<uint8_t> correct(10, 1);
   for (int i = 0; i < 10; ++i) eta[i] = i;
   UncertaintyCalibration c;
-  ASSERT_TRUE(CalibrateAccuracy(eta, correct, 4, &c).ok());
+  ASSERT_TRUE(CalibrateAccuracy(eta, correct, 4, kCount, &c).ok());
   EXPECT_EQ(c.bin_sizes, (std::vector<int64_t>{3, 3, 2, 2}));
   EXPECT_TRUE(std::isnan(c.kendall_tau)) << "constant accuracy has no rank correlation";
-  EXPECT_TRUE(CalibrateAccuracy(eta, correct, 11, &c).IsInvalidArgument());
-  EXPECT_TRUE(CalibrateAccuracy(eta, correct, 1, &c).IsInvalidArgument());
-  EXPECT_TRUE(CalibrateAccuracy(eta, std::vector<uint8_t>(9, 1), 4, &c).IsInvalidArgument());
+  EXPECT_TRUE(CalibrateAccuracy(eta, correct, 11, kCount, &c).IsInvalidArgument());
+  EXPECT_TRUE(CalibrateAccuracy(eta, correct, 1, kCount, &c).IsInvalidArgument());
+  EXPECT_TRUE(
+      CalibrateAccuracy(eta, std::vector<uint8_t>(9, 1), 4, kCount, &c).IsInvalidArgument());
   eta[3] = std::nan("");
-  EXPECT_TRUE(CalibrateAccuracy(eta, correct, 4, &c).IsInvalidArgument());
+  EXPECT_TRUE(CalibrateAccuracy(eta, correct, 4, kCount, &c).IsInvalidArgument());
+}
+
+TEST(CalibrationTest, EqualWidthBinsFollowEtaNotCounts) {
+  // eta in [0, 1], 4 bins of width 0.25: [0, .25) holds 0, .05, .1, .2, .24;
+  // [.25, .5) holds .25 (a left edge belongs to its bin); [.5, .75) none;
+  // [.75, 1] holds .8 and the maximum 1.
+  const std::vector<double> eta = {0.1, 1.0, 0.05, 0.25, 0.8, 0.0, 0.2, 0.24};
+  const std::vector<uint8_t> correct = {1, 0, 1, 0, 1, 1, 0, 1};
+  UncertaintyCalibration c;
+  ASSERT_TRUE(CalibrateAccuracy(eta, correct, 4, kWidth, &c).ok());
+  EXPECT_EQ(c.binning, kWidth);
+  EXPECT_EQ(c.bin_sizes, (std::vector<int64_t>{5, 1, 0, 2}));
+  ASSERT_EQ(c.bin_performance.size(), 4u);
+  EXPECT_DOUBLE_EQ(c.bin_performance[0], 0.8);  // items 0 2 5 6 7: 4 of 5
+  EXPECT_DOUBLE_EQ(c.bin_performance[1], 0.0);
+  EXPECT_TRUE(std::isnan(c.bin_performance[2])) << "an empty bin has no accuracy";
+  EXPECT_DOUBLE_EQ(c.bin_performance[3], 0.5);
+  EXPECT_NEAR(c.bin_mean_eta[0], 0.59 / 5, 1e-12);
+  EXPECT_TRUE(std::isnan(c.bin_mean_eta[2]));
+  EXPECT_NEAR(c.bin_mean_eta[3], 0.9, 1e-12);
+  // tau_b over bins 0, 1, 3 (accuracy .8, 0, .5): C = 1, D = 2, no ties:
+  // -1/3, flipped to 1/3. The equal-count bins of the same items (2 each:
+  // accuracies 1, 1/2, 1/2, 1/2) give tau_b = 3 / sqrt(6 * 3), flipped.
+  EXPECT_NEAR(c.kendall_tau, 1.0 / 3.0, 1e-12);
+  ASSERT_TRUE(CalibrateAccuracy(eta, correct, 4, kCount, &c).ok());
+  EXPECT_EQ(c.binning, kCount);
+  EXPECT_NEAR(c.kendall_tau, 3.0 / std::sqrt(18.0), 1e-12);
+
+  // Every eta equal: one full bin, tau undefined.
+  ASSERT_TRUE(CalibrateAccuracy(std::vector<double>(8, 0.3), correct, 4, kWidth, &c).ok());
+  EXPECT_EQ(c.bin_sizes, (std::vector<int64_t>{8, 0, 0, 0}));
+  EXPECT_TRUE(std::isnan(c.kendall_tau));
+
+  // Pairs: AP per equal-width bin of the pair eta.
+  const std::vector<double> pair_eta = {0.0, 0.1, 0.2, 0.9, 1.0};
+  const std::vector<double> scores = {0.9, 0.1, 0.5, 0.2, 0.8};
+  const std::vector<uint8_t> matches = {1, 0, 1, 1, 0};
+  ASSERT_TRUE(CalibrateAveragePrecision(pair_eta, scores, matches, 2, kWidth, &c).ok());
+  EXPECT_EQ(c.bin_sizes, (std::vector<int64_t>{3, 2}));
+  EXPECT_DOUBLE_EQ(c.bin_performance[0], 1.0);  // the matches rank first, second
+  EXPECT_DOUBLE_EQ(c.bin_performance[1], 0.5);  // the match ranks second
 }
 
 TEST(CalibrationTest, AveragePrecisionPerBinSkipsBinsWithoutMatches) {
@@ -331,7 +376,7 @@ TEST(CalibrationTest, AveragePrecisionPerBinSkipsBinsWithoutMatches) {
   const std::vector<double> scores = {0.9, 0.1, 0.2, 0.8, 0.7, 0.6};
   const std::vector<uint8_t> matches = {1, 0, 1, 0, 0, 0};
   UncertaintyCalibration c;
-  ASSERT_TRUE(CalibrateAveragePrecision(eta, scores, matches, 3, &c).ok());
+  ASSERT_TRUE(CalibrateAveragePrecision(eta, scores, matches, 3, kCount, &c).ok());
   ASSERT_EQ(c.bin_performance.size(), 3u);
   EXPECT_DOUBLE_EQ(c.bin_performance[0], 1.0);  // the match ranks first
   EXPECT_DOUBLE_EQ(c.bin_performance[1], 0.5);  // the match ranks second

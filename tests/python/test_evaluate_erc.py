@@ -6,7 +6,10 @@ nearest item is of that other class, and one lone item. Eta (1 - p(m|x,x))
 is near 1 - sigmoid(1) for the tight ones and near 1 for the broad ones
 whatever the Monte Carlo draws, so ranking by eta keeps the ten right
 answers first: the area equals the oracle's, computed here from its
-definition; chance is 1 - recall@1, and the lone item is left out."""
+definition; chance is 1 - recall@1, and the lone item is left out. The same
+two groups fill the first and the last of 4 bins of equal eta width
+(eta_calibration.equal_width), as NumPy's histogram of the two levels does,
+where the equal-count bins hold 4 items each."""
 
 import json
 import os
@@ -70,3 +73,17 @@ def test_erc_area_of_recall_at_1_by_eta(tmp_path):
     assert abs(c["erc_area_oracle"] - want) < 1e-12
     assert abs(c["erc_area_chance"] - 5 / 15) < 1e-12
     assert abs(want - sum((m - 10) / m for m in range(11, 16)) / 15) < 1e-15
+
+    # Equal-width bins: the 11 tight items (the lone one too: every query has
+    # an eta) in the first, the 5 broad ones in the last, two empty bins
+    # between (no accuracy, no mean eta).
+    assert c["binning"] == "equal_count" and c["bin_sizes"] == [4, 4, 4, 4]
+    width = c["equal_width"]
+    eta_levels = np.where(var[:, 0] < 1, 1 - 1 / (1 + np.exp(-1.0)), 1.0)
+    want_sizes, _ = np.histogram(eta_levels, bins=4, range=(eta_levels.min(), eta_levels.max()))
+    assert width["binning"] == "equal_width"
+    assert width["bin_sizes"] == want_sizes.tolist() == [11, 0, 0, 5], width
+    assert width["bin_performance"][1] is None and width["bin_performance"][2] is None
+    assert width["bin_mean_eta"][1] is None and width["bin_mean_eta"][2] is None
+    assert width["bin_mean_eta"][0] < 0.3 < 0.9 < width["bin_mean_eta"][3]
+    assert "erc_area" not in width, "the area does not depend on the bins: reported once"

@@ -18,7 +18,8 @@ SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "bench" / "reproduce_pape
 def eval_report(tau, erc, oracle, chance):
     split = {"knn_accuracy": 0.5, "recall_at_1": 1 - chance,
              "eta_calibration": {"kendall_tau": tau, "erc_area": erc, "erc_area_oracle": oracle,
-                                 "erc_area_chance": chance, "erc_queries": 100}}
+                                 "erc_area_chance": chance, "erc_queries": 100,
+                                 "equal_width": {"kendall_tau": tau - 0.5}}}
     return {"retrieval": {"clean": split, "corrupt_probe": split, "corrupt": split},
             "verification": {"clean": {"average_precision": 0.9}, "corrupt": {"average_precision": 0.8}},
             "mean_eta": {"clean": 0.1, "corrupt": 0.2}}
@@ -37,10 +38,11 @@ def test_tau_and_erc_side_by_side(tmp_path):
                            "--seeds", "1", "2"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     tables = (tmp_path / "tables.md").read_text()
-    assert "| model | tau clean | ERC clean | oracle | chance | tau corrupt_probe | ERC corrupt_probe" in tables
+    assert ("| model | tau clean | tau, equal-width bins | ERC clean | oracle | chance | tau corrupt_probe | "
+            "tau, equal-width bins | ERC corrupt_probe") in tables
     rows = [line for line in tables.splitlines() if line.startswith("| n2-d2-hib1 | 0.500")]
-    assert rows == ["| n2-d2-hib1 | 0.500 ± 0.141 | 0.350 ± 0.071 | 0.200 ± 0.000 | 0.510 ± 0.014 | "
-                    "0.500 ± 0.141 | 0.350 ± 0.071 | 0.200 ± 0.000 | 0.510 ± 0.014 |"], tables
+    assert rows == ["| n2-d2-hib1 | 0.500 ± 0.141 | 0.000 ± 0.141 | 0.350 ± 0.071 | 0.200 ± 0.000 | 0.510 ± 0.014 | "
+                    "0.500 ± 0.141 | 0.000 ± 0.141 | 0.350 ± 0.071 | 0.200 ± 0.000 | 0.510 ± 0.014 |"], tables
     assert not [line for line in tables.splitlines() if line.startswith("| n2-d2-point | -")], \
         "the point model has no eta: no row in the uncertainty table"
     claims = (tmp_path / "claims.md").read_text()
@@ -76,7 +78,9 @@ def test_every_cell_and_table_in_the_papers_direction(tmp_path):
     # difference. SPE Table 2's corrupt support: SPE 0.878 vs PN 0.827.
     def report(knn, ap_corrupt, tau_corrupt, episodic=None):
         r = {"retrieval": {"clean": {"knn_accuracy": knn},
-                           "corrupt": {"knn_accuracy": 0.5, "eta_calibration": {"kendall_tau": tau_corrupt}}},
+                           "corrupt": {"knn_accuracy": 0.5, "eta_calibration": {
+                               "kendall_tau": tau_corrupt,
+                               "equal_width": {"kendall_tau": None if tau_corrupt is None else tau_corrupt / 2}}}},
              "verification": {"clean": {"average_precision": 0.99},
                               "corrupt": {"average_precision": ap_corrupt}}}
         if episodic is not None:
@@ -129,6 +133,9 @@ def test_every_cell_and_table_in_the_papers_direction(tmp_path):
     assert "| N = 3, D = 3 | MoG-1, beta 0 | tau KNN clean | -0.080 | - | 0 | - |" in side, side
     assert "| N = 3, D = 3 | SPE | episodic corrupt query | 0.481 | 0.510 ± 0.014 | 2 | +0.029 |" in side, side
     assert "| N = 3, D = 3 | MoG-1 | tau KNN corrupt | 0.670 | 0.550 ± 0.071 | 2 | -0.120 |" in side, side
+    # The same paper figure against ours with equal-width eta bins.
+    assert ("| N = 3, D = 3 | MoG-1 | tau KNN corrupt, equal-width bins | 0.670 | 0.275 ± 0.035 | 2 | -0.395 |"
+            in side), side
 
 
 def test_learning_curves_from_the_training_logs(tmp_path):
