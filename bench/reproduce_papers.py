@@ -23,6 +23,8 @@ seed, evaluates it with a paper protocol of `hedgedb evaluate`, and writes:
   claims.md asks whether that area is below chance)
   OUT/uncertainty.png  KNN accuracy of the inputs kept against the share of
                        the most uncertain dropped (eta), per model
+  OUT/eta_bins.png     HIB Figure 5 for Table 2's KNN taus: KNN accuracy per
+                       eta bin, equal-count and equal-width bins, per model
   OUT/learning_curves.png  validation MAP@R against the training images seen
                        (train --eval-every), per cell, model and seed; tables.md
                        gives the gain over the last third of each training
@@ -983,9 +985,9 @@ def pictures(runs, args):
         plt.close(fig)
         written.append(path)
 
-    path = learning_picture(runs, args, plt)
-    if path:
-        written.append(path)
+    for path in (learning_picture(runs, args, plt), eta_bins_picture(runs, args, plt, n, d)):
+        if path:
+            written.append(path)
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 5), sharey=True)
     drew = False
@@ -1021,6 +1023,61 @@ def pictures(runs, args):
         written.append(path)
     plt.close(fig)
     return written
+
+
+def eta_bins_picture(runs, args, plt, n, d):
+    """HIB Figure 5 for Table 2's two KNN tests (clean probes against the
+    clean and the corrupt gallery): KNN accuracy per eta bin, equal-count
+    bins on top, equal-width bins below (marker area by the bin's share of
+    the probes; empty bins left out), one line per model, mean over seeds
+    (eta_bins.png). The two rows are why the two taus differ."""
+    import numpy as np
+    tests = (("clean", "clean gallery"), ("corrupt", "corrupt gallery"))
+    rows = (("", "equal-count bins"), ("equal_width", "equal-width bins"))
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharex=True, sharey=True)
+    cmap = plt.get_cmap("tab10")
+    drew = False
+    for r, (key, row_title) in enumerate(rows):
+        for col, (split, test_title) in enumerate(tests):
+            ax = axes[r][col]
+            for k, model in enumerate(UNCERTAIN):
+                perf, size, taus = [], [], []
+                for (cell, _), (_, e) in sorted(runs.items()):
+                    c = get(e, "retrieval.%s.eta_calibration" % split)
+                    if cell != cell_name(n, d, model) or not isinstance(c, dict):
+                        continue
+                    c = c.get(key, {}) if key else c
+                    if not c.get("bin_performance") or not c.get("bin_sizes"):
+                        continue
+                    perf.append([np.nan if value(x) is None else value(x) for x in c["bin_performance"]])
+                    size.append([value(x) for x in c["bin_sizes"]])
+                    taus.append(value(c.get("kendall_tau")))
+                if not perf:
+                    continue
+                with np.errstate(invalid="ignore"):  # a bin empty in every seed stays NaN
+                    mean_perf = np.nanmean(np.array(perf, dtype=float), axis=0)
+                share = np.mean(np.array(size, dtype=float), axis=0) / np.sum(size[0])
+                x = np.arange(len(mean_perf))
+                tau = [t for t in taus if t is not None]
+                label = "%s (%d seed%s), tau %s" % (model, len(perf), "" if len(perf) == 1 else "s",
+                                                    "%.2f" % np.mean(tau) if tau else "-")
+                ax.plot(x, mean_perf, color=cmap(k % 10), linewidth=1, label=label)
+                ax.scatter(x, mean_perf, s=4 + 400 * share, color=cmap(k % 10), alpha=0.6)
+                drew = True
+            ax.set_title("KNN accuracy, clean probes, %s: %s" % (test_title, row_title), fontsize=10)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+            if r == 1:
+                ax.set_xlabel("eta bin (least uncertain first)")
+        axes[r][0].set_ylabel("KNN accuracy in the bin")
+    fig.suptitle("Eta bins of HIB Table 2's KNN taus, N = %d, D = %d (marker area: share of the probes)" % (n, d))
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    path = None
+    if drew:
+        path = os.path.join(args.out, "eta_bins.png")
+        fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
 
 
 def learning_picture(runs, args, plt):

@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "bench" / "reproduce_papers.py"
 
 
@@ -48,6 +50,32 @@ def test_tau_and_erc_side_by_side(tmp_path):
     claims = (tmp_path / "claims.md").read_text()
     line = [c for c in claims.splitlines() if "hib1, clean probes, clean gallery" in c]
     assert len(line) == 1 and "+0.160 ± 0.040 | holds |" in line[0], line
+
+
+def test_eta_bins_picture_only_with_bins(tmp_path):
+    # HIB Figure 5's bins for both binnings, from a probabilistic model's
+    # report (an empty equal-width bin is null); a point model alone has no
+    # eta and gets no picture.
+    pytest.importorskip("matplotlib")
+    point = {"retrieval": {"clean": {"knn_accuracy": 0.8}}}
+    base = tmp_path / "n2-d2-point-s1"
+    (base.parent / (base.name + ".train.json")).write_text(json.dumps({"iterations": 10}))
+    (base.parent / (base.name + ".eval.json")).write_text(json.dumps(point))
+    summarize = [sys.executable, str(SCRIPT), "--out", str(tmp_path), "--summarize-only", "--seeds", "1"]
+    done = subprocess.run(summarize, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "eta_bins.png").exists()
+    bins = {"kendall_tau": 1.0, "bin_performance": [0.9, 0.8, 0.5, 0.4], "bin_sizes": [5, 5, 5, 5],
+            "equal_width": {"kendall_tau": 1.0, "bin_performance": [0.8, None, 0.5, 0.4], "bin_sizes": [12, 0, 4, 4]}}
+    hib = {"retrieval": {"clean": {"knn_accuracy": 0.7, "eta_calibration": bins},
+                         "corrupt": {"knn_accuracy": 0.5, "eta_calibration": bins}}}
+    base = tmp_path / "n2-d2-hib1-s1"
+    (base.parent / (base.name + ".train.json")).write_text(json.dumps({"iterations": 10}))
+    (base.parent / (base.name + ".eval.json")).write_text(json.dumps(hib))
+    done = subprocess.run(summarize, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "eta_bins.png" in done.stdout + done.stderr
+    assert (tmp_path / "eta_bins.png").stat().st_size > 1000
 
 
 def test_hib_table1_side_by_side(tmp_path):
