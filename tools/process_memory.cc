@@ -30,11 +30,10 @@ bool KeepFreedMemoryForReuse() {
                  choice);
   }
   if (MallocTunedByUser()) return false;  // the user's own tuning wins over ours
-  // Blocks up to kMaxMmapThreshold from the heap, and the heap's top kept up
-  // to INT_MAX bytes free. Either setting alone would not do: each one ends
-  // glibc's self-adjusting thresholds, leaving the other at its 128 KiB.
-  return mallopt(M_MMAP_THRESHOLD, kMaxMmapThreshold) == 1 &&
-         mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1;
+  // No block of the main arena mapped on its own, and the heap's top kept
+  // up to INT_MAX bytes free (setting the trim threshold also ends glibc's
+  // self-adjusting of it).
+  return mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1;
 #else
   return false;
 #endif
