@@ -658,7 +658,8 @@ def uncertainty_table(runs, cellnames):
              "error of the least uncertain m queries averaged over m; lower is better; between the oracle's "
              "and chance, 1 - R@1). `evaluate` reports both under retrieval.<split>.eta_calibration. Tau "
              "is over 20 bins of equal counts; the equal-width bins (eta_calibration.equal_width) cut "
-             "eta's range into 20 equal parts instead, the other reading of HIB section 4.4.", "",
+             "eta's range into 20 equal parts instead, the less likely reading of HIB section 4.4 (which sorts "
+             "the items first).", "",
              "| model | " + " | ".join("tau %s | tau, equal-width bins | ERC %s | oracle | chance" % (split, split)
                                       for split, _ in ERC_SPLITS) + " |",
              "|---" * (1 + 5 * len(ERC_SPLITS)) + "|"]
@@ -739,8 +740,9 @@ PAPER_TABLES = [
      "clean probes (their eta) against the corrupt gallery. N = 2, D = 2 from HIB's review draft."),
     ("HIB Table 2, KNN with equal-width eta bins", HIB_TABLE2_KNN, [("hib1", "MoG-1"), ("hib2", "MoG-2")],
      TABLE2_KNN_WIDTH_METRICS,
-     "Table 2's KNN taus against ours with 20 bins of equal eta width (HIB section 4.4 says its KNN bins range "
-     "\"from the lowest to highest range of uncertainty\"; for verification it says \"equal-sized\" bins). "
+     "Table 2's KNN taus against ours with 20 bins of equal eta width (HIB section 4.4 sorts the items by eta "
+     "and bins them \"ranging from the lowest to highest range of uncertainty\", the less likely reading; for "
+     "verification it says \"equal-sized\" bins). "
      "Eta is skewed, so most items fall in the first bin and the others are small or empty (left out)."),
     ("HIB Table 5", HIB_TABLE5, [("hib1-beta0", "MoG-1, beta 0"), ("hib1", "MoG-1, beta 1e-4")],
      TABLE1_METRICS + TABLE2_METRICS, "HIB appendix E: the KL term's weight."),

@@ -4,9 +4,9 @@
     HEDGEDB_MNIST_DIR=DIR /usr/bin/python3 bench/train_malloc.py --hedgedb build/bin/hedgedb
 
 The encoder commands keep the blocks they free for their next allocations
-(tools/process_memory.h): blocks up to 32 MiB from the heap, and the heap's
-top not given back. This runs the same short training (default: the HIB MoG-2 model
-of the `hib-ndigit` preset on MNIST digit pairs, batch 128, one thread, the
+(tools/process_memory.h): the main thread's blocks all come from the heap,
+none mapped on its own, and the heap's top is not given back. This runs the
+same short training (default: the HIB MoG-2 model of the `hib-ndigit` preset on MNIST digit pairs, batch 128, one thread, the
 reproduction's model) with that setting and with glibc's defaults
 (HEDGEDB_MALLOC=glibc), alternated over --rounds in one run, and prints per
 run the items per second of train's JSON line, the seconds spent in the

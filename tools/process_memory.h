@@ -17,13 +17,13 @@ namespace cli {
 // a 25 MiB layer of the hib-ndigit CNN at batch 128), a step frees all its
 // activations, and a block above the mmap threshold (at most 32 MiB, half
 // an arena's heap) is mapped and unmapped on every use: SPE's and PN's
-// episodes of 700 items have 140 MiB layers. 15% of a batch-128 training's
+// episodes of 700 items have 134 MiB layers. 15% of a batch-128 training's
 // time and half of an episodic one's went to the kernel; with this setting
 // train runs 1.16-1.46x the items per second at batch 128 and 1.9-2.0x with
 // episodes of 700, on one torch thread (bench/train_malloc.py; the trained
 // weights are bit for bit the same). The cost: the process keeps the peak of
 // its heap until it ends (up to INT_MAX bytes free at its top; an episodic
-// training's peak resident memory grew from 0.7 to 1.4 GiB, a batch-128
+// training's peak resident memory grew from 719 to 1,374 MiB, a batch-128
 // one's by 1-6%), which a command that runs once and exits can afford. Threads' own arenas still
 // map what does not fit in their 64 MiB heaps (glibc falls back to a mapping there).
 //

@@ -199,34 +199,30 @@ json CalibrationJson(const UncertaintyCalibration& c) {
 
 namespace {
 
-// HIB 4.4's KNN calibration in both EtaBinnings: equal-count bins (with the
-// error-versus-reject area of recall@1) at the top level, equal-width bins
-// under "equal_width" (metrics.h says why both).
-Status AccuracyCalibrationJson(const std::vector<double>& eta, const RetrievalMetrics& metrics,
-                               int bins, json* out) {
+// HIB 4.4's calibration in both EtaBinnings: `calibrate(binning, &c)` fills
+// one; the equal-count bins go at the top level, the equal-width ones under
+// "equal_width" (metrics.h says why both).
+Status BothBinningsJson(const std::function<Status(EtaBinning, UncertaintyCalibration*)>& calibrate,
+                        json* out) {
   UncertaintyCalibration count, width;
-  HEDGEDB_RETURN_IF_ERROR(
-      CalibrateAccuracy(eta, metrics.knn_correct, bins, EtaBinning::kEqualCount, &count));
-  HEDGEDB_RETURN_IF_ERROR(ErrorRejectOfRecallAt1(eta, metrics, &count));
-  HEDGEDB_RETURN_IF_ERROR(
-      CalibrateAccuracy(eta, metrics.knn_correct, bins, EtaBinning::kEqualWidth, &width));
+  HEDGEDB_RETURN_IF_ERROR(calibrate(EtaBinning::kEqualCount, &count));
+  HEDGEDB_RETURN_IF_ERROR(calibrate(EtaBinning::kEqualWidth, &width));
   *out = CalibrationJson(count);
   (*out)["equal_width"] = CalibrationJson(width);
   return Status::OK();
 }
 
-// The same for verification: AP per bin of the pairs' mean eta.
-Status AveragePrecisionCalibrationJson(const std::vector<double>& pair_eta,
-                                       const std::vector<double>& scores,
-                                       const std::vector<uint8_t>& matches, int bins, json* out) {
-  UncertaintyCalibration count, width;
-  HEDGEDB_RETURN_IF_ERROR(
-      CalibrateAveragePrecision(pair_eta, scores, matches, bins, EtaBinning::kEqualCount, &count));
-  HEDGEDB_RETURN_IF_ERROR(
-      CalibrateAveragePrecision(pair_eta, scores, matches, bins, EtaBinning::kEqualWidth, &width));
-  *out = CalibrationJson(count);
-  (*out)["equal_width"] = CalibrationJson(width);
-  return Status::OK();
+// KNN accuracy per eta bin, and beside the equal-count bins the
+// error-versus-reject area of recall@1 (it does not depend on the bins).
+Status AccuracyCalibrationJson(const std::vector<double>& eta, const RetrievalMetrics& metrics,
+                               int bins, json* out) {
+  return BothBinningsJson(
+      [&](EtaBinning binning, UncertaintyCalibration* c) {
+        HEDGEDB_RETURN_IF_ERROR(CalibrateAccuracy(eta, metrics.knn_correct, bins, binning, c));
+        return binning == EtaBinning::kEqualCount ? ErrorRejectOfRecallAt1(eta, metrics, c)
+                                                  : Status::OK();
+      },
+      out);
 }
 
 }  // namespace
@@ -535,19 +531,35 @@ json MergeRepeats(const std::vector<json>& runs) {
     }
     return merged;
   }
-  if (!first.is_number()) return first;
-  double sum = 0;
+  if (!first.is_number() && !first.is_null()) return first;
+  // Numbers, some of them null where a repeat had none (an equal-width eta
+  // bin that is empty in that repeat): the spread of the numbers, and how
+  // many repeats had none.
+  std::vector<double> values;
+  size_t missing = 0;
   bool all_equal = true;
   for (const json& run : runs) {
-    if (!run.is_number()) return first;
-    sum += run.get<double>();
-    all_equal = all_equal && run == first;
+    if (run.is_null()) {
+      ++missing;
+    } else if (run.is_number()) {
+      values.push_back(run.get<double>());
+      all_equal = all_equal && run == runs.front();
+    } else {
+      return first;
+    }
   }
-  if (all_equal) return first;
-  const double n = static_cast<double>(runs.size()), mean = sum / n;
+  if (values.empty() || (missing == 0 && all_equal)) return first;
+  const double n = static_cast<double>(values.size());
+  double sum = 0;
+  for (const double v : values) sum += v;
+  const double mean = sum / n;
   double squares = 0;
-  for (const json& run : runs) squares += (run.get<double>() - mean) * (run.get<double>() - mean);
-  return {{"mean", mean}, {"sd", std::sqrt(squares / (n - 1))}, {"repeats", runs.size()}};
+  for (const double v : values) squares += (v - mean) * (v - mean);
+  json merged = {{"mean", mean},
+                 {"sd", values.size() > 1 ? json(std::sqrt(squares / (n - 1))) : json(nullptr)},
+                 {"repeats", values.size()}};
+  if (missing > 0) merged["missing"] = missing;
+  return merged;
 }
 
 Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
@@ -698,8 +710,12 @@ Status EvaluateModel(const EncoderModel& model, const EncoderData& data,
         for (const auto& p : pairs) {
           pair_eta.push_back(0.5 * ((*c.eta)[p.first] + (*c.eta)[p.second]));
         }
-        HEDGEDB_RETURN_IF_ERROR(AveragePrecisionCalibrationJson(
-            pair_eta, scores, matches, options.eta_bins, &v["eta_calibration"]));
+        HEDGEDB_RETURN_IF_ERROR(BothBinningsJson(
+            [&](EtaBinning binning, UncertaintyCalibration* c) {
+              return CalibrateAveragePrecision(pair_eta, scores, matches, options.eta_bins, binning,
+                                               c);
+            },
+            &v["eta_calibration"]));
       }
       run["verification"][c.name] = v;
     }

@@ -141,8 +141,10 @@ Status DimcoBatchInformation(const Embeddings& codes, const std::vector<int64_t>
                              const BatchInformationOptions& options, BatchInformation* out);
 
 // The reports of several Monte Carlo repeats merged into one: a number that
-// differs between them becomes {"mean", "sd" (n - 1), "repeats"}; anything
-// else is the first report's. `runs` must not be empty.
+// differs between them becomes {"mean", "sd" (n - 1), "repeats"}; a number
+// that is null in some repeats (undefined there) becomes the same over the
+// repeats that have it ("sd" null with one), plus "missing": how many had
+// none; anything else is the first report's. `runs` must not be empty.
 nlohmann::json MergeRepeats(const std::vector<nlohmann::json>& runs);
 
 // Embeds the split (clean and, where the data has one, corrupt twin) and

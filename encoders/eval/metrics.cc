@@ -328,9 +328,10 @@ Status BinByEta(const std::vector<double>& eta, int num_bins, EtaBinning binning
                                    " bins (need >= 2 bins and an item per bin)");
   }
   for (size_t i = 0; i < eta.size(); ++i) {
-    if (std::isnan(eta[i])) {
+    if (!std::isfinite(eta[i])) {
+      // An infinite eta would also leave equal-width bins no range to cut.
       return Status::InvalidArgument("uncertainty calibration: eta of item " + std::to_string(i) +
-                                     " is NaN");
+                                     " is " + (std::isnan(eta[i]) ? "NaN" : "infinite"));
     }
   }
   bins->assign(num_bins, {});
@@ -339,7 +340,8 @@ Status BinByEta(const std::vector<double>& eta, int num_bins, EtaBinning binning
     const double range = *hi - *lo;
     for (size_t i = 0; i < eta.size(); ++i) {
       // (eta - min) / range * bins, in double: the maximum lands on num_bins
-      // exactly and is moved into the last bin.
+      // exactly and is moved into the last bin; a value on an inner edge may
+      // round into the bin below it.
       const double position = range > 0 ? (eta[i] - *lo) / range * num_bins : 0.0;
       const size_t b = std::min(static_cast<size_t>(num_bins - 1), static_cast<size_t>(position));
       (*bins)[b].push_back(i);

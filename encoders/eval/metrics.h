@@ -119,13 +119,14 @@ Status AveragePrecision(const std::vector<double>& scores, const std::vector<uin
 // O(n^2): meant for bins, not data sets.
 double KendallTauB(const std::vector<double>& x, const std::vector<double>& y);
 
-// How items are cut into eta bins. HIB section 4.4 says "20 equal-sized bins"
-// for verification pairs, but for KNN only that the 20 bins range "from the
-// lowest to highest range of uncertainty", which also reads as bins of equal
-// eta width. Eta is far from uniform (on hib-scaled 2-digit MNIST the
-// highest-eta twentieth of clean items spans more of eta's range than the
-// other nineteen together), so the two give different taus: equal-width bins
-// put nearly every item in the first bins and leave the others small or empty.
+// How items are cut into eta bins. HIB section 4.4 bins verification pairs
+// into "20 equal-sized bins"; of KNN it says "we sort all test input
+// examples according to eta(x), and bin examples into 20 bins ranging from
+// the lowest to highest range of uncertainty". The sort points to equal
+// counts; bins of equal eta width are the less likely reading, measured as
+// well because the two give very different taus: eta is skewed (most items
+// near the lowest eta), so equal-width bins put nearly every item in the
+// first bin and leave the others small or empty.
 enum class EtaBinning {
   kEqualCount,  // items sorted by ascending eta (ties by index), num_bins
                 // equal-sized bins (the first n % bins bins get one extra item)
@@ -157,7 +158,8 @@ struct UncertaintyCalibration {
 };
 
 // KNN (or any per-item 0/1 outcome): accuracy per eta bin.
-// Errors: size mismatch, num_bins < 2, fewer items than bins, NaN eta.
+// Errors: size mismatch, num_bins < 2, fewer items than bins, an eta that is
+// NaN or infinite.
 Status CalibrateAccuracy(const std::vector<double>& eta, const std::vector<uint8_t>& correct,
                          int num_bins, EtaBinning binning, UncertaintyCalibration* calibration);
 // The area under the error-versus-reject curve of recall@1 ("Probabilistic

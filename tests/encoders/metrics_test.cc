@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace hedgedb {
@@ -327,6 +328,13 @@ TEST(CalibrationTest, UnequalBinsAndErrors) {
       CalibrateAccuracy(eta, std::vector<uint8_t>(9, 1), 4, kCount, &c).IsInvalidArgument());
   eta[3] = std::nan("");
   EXPECT_TRUE(CalibrateAccuracy(eta, correct, 4, kCount, &c).IsInvalidArgument());
+  // An infinite eta: no range for equal widths, and refused for both.
+  eta[3] = std::numeric_limits<double>::infinity();
+  for (const EtaBinning binning : {kCount, kWidth}) {
+    const Status s = CalibrateAccuracy(eta, correct, 4, binning, &c);
+    EXPECT_TRUE(s.IsInvalidArgument());
+    EXPECT_NE(s.message().find("eta of item 3 is infinite"), std::string::npos) << s.message();
+  }
 }
 
 TEST(CalibrationTest, EqualWidthBinsFollowEtaNotCounts) {

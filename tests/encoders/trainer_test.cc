@@ -398,6 +398,30 @@ TEST(MergeRepeatsTest, MeanAndSampleSdOfWhatDiffers) {
   EXPECT_EQ(MergeRepeats({runs[1]}), runs[1]);
 }
 
+// A number undefined in some repeats (null: an empty equal-width eta bin)
+// is merged over the repeats that have it, and says how many had none.
+TEST(MergeRepeatsTest, NullsAreCountedNotTakenForTheFirstValue) {
+  const std::vector<nlohmann::json> runs = {{{"bins", {nullptr, 0.5, nullptr, nullptr}}},
+                                            {{"bins", {0.2, 0.5, nullptr, nullptr}}},
+                                            {{"bins", {0.4, nullptr, 0.7, nullptr}}}};
+  const nlohmann::json merged = MergeRepeats(runs)["bins"];
+  EXPECT_NEAR(merged[0]["mean"].get<double>(), 0.3, 1e-12);
+  EXPECT_NEAR(merged[0]["sd"].get<double>(), std::sqrt(0.02), 1e-12);
+  EXPECT_EQ(merged[0]["repeats"], 2);
+  EXPECT_EQ(merged[0]["missing"], 1);
+  // Equal where defined, missing once: still an object, or the null would
+  // be lost.
+  EXPECT_EQ(merged[1]["mean"], 0.5);
+  EXPECT_EQ(merged[1]["sd"], 0.0);
+  EXPECT_EQ(merged[1]["missing"], 1);
+  // One value: no spread.
+  EXPECT_EQ(merged[2]["mean"], 0.7);
+  EXPECT_TRUE(merged[2]["sd"].is_null());
+  EXPECT_EQ(merged[2]["repeats"], 1);
+  EXPECT_EQ(merged[2]["missing"], 2);
+  EXPECT_TRUE(merged[3].is_null()) << "null in every repeat stays null";
+}
+
 TEST_F(TrainerTest, SameSeedSameModelAndLoadRoundTrip) {
   const EncoderData data = LoadFeatures(WriteFeatures(8, 20, 8));
   TrainOptions a = QuickOptions("hib", "a.model");

@@ -86,4 +86,50 @@ def test_erc_area_of_recall_at_1_by_eta(tmp_path):
     assert width["bin_performance"][1] is None and width["bin_performance"][2] is None
     assert width["bin_mean_eta"][1] is None and width["bin_mean_eta"][2] is None
     assert width["bin_mean_eta"][0] < 0.3 < 0.9 < width["bin_mean_eta"][3]
-    assert "erc_area" not in width, "the area does not depend on the bins: reported once"
+
+
+def test_equal_width_tau_against_numpy(tmp_path):
+    # Three tight items per class (the two class mates and the broad item of
+    # class c on the next spot among the 5 most similar: a majority, right,
+    # but for the last spot) and one broad
+    # item per class on the next class's spot (its 3 most similar are that
+    # class's: wrong). Eta is near 1 - sigmoid(1) for the tight items and
+    # near 1 for the broad ones: 4 equal-width bins hold 15, 0, 0, 5 and KNN
+    # accuracy falls from the first filled bin to the last, tau 1 (flipped).
+    mean, var, labels = [], [], []
+    for c in range(5):
+        for offset in (0.0, 0.01, 0.02):
+            mean.append([10.0 * c + offset, 0, 0])
+            var.append([1e-4] * 3)
+            labels.append(c)
+    for c in range(5):
+        mean.append([10.0 * ((c + 1) % 5), 0, 0])
+        var.append([100.0] * 3)
+        labels.append(c)
+    mean, var, labels = np.array(mean), np.array(var), np.array(labels)
+    for name, array in (("mean", mean.astype(np.float32)), ("var", var.astype(np.float32)),
+                        ("labels", labels)):
+        np.save(tmp_path / f"{name}.npy", array)
+    run = subprocess.run([HEDGEDB, "evaluate", "--kind", "gaussian", "--dim", "3", "--mean", tmp_path / "mean.npy",
+                          "--var", tmp_path / "var.npy", "--labels", tmp_path / "labels.npy", "--score", "mls",
+                          "--match-a", "1", "--match-b", "1", "--bins", "4"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    width = json.loads(run.stdout)["eta_calibration"]["equal_width"]
+
+    sim = mls(mean, var, mean, var)
+    np.fill_diagonal(sim, -np.inf)  # leave-one-out
+    n = len(labels)
+    order = np.lexsort((np.tile(np.arange(n), (n, 1)), -sim), axis=1)[:, :5]  # ties by index
+    knn = (labels[order] == labels[:, None]).sum(1) > 2
+    tight = var[:, 0] < 1
+    # Class 4's spot has a neighbour spot on one side only: its tight items
+    # miss (12 of 15 right).
+    assert knn[tight].sum() == 12 and not knn[~tight].any()
+    eta_levels = np.where(tight, 1 - 1 / (1 + np.exp(-1.0)), 1.0)
+    want_sizes, _ = np.histogram(eta_levels, bins=4, range=(eta_levels.min(), eta_levels.max()))
+    assert width["bin_sizes"] == want_sizes.tolist() == [15, 0, 0, 5], width
+    assert width["bin_performance"] == [knn[tight].mean(), None, None, knn[~tight].mean()], width
+    # Kendall's tau-b of (bin, accuracy) over the filled bins, sign flipped.
+    bins, accuracy = np.array([0, 3]), np.array([knn[tight].mean(), knn[~tight].mean()])
+    concordant = np.sign(bins[1] - bins[0]) * np.sign(accuracy[1] - accuracy[0])
+    assert width["kendall_tau"] == -float(concordant) == 1.0
