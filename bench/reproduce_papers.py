@@ -324,8 +324,11 @@ def train_and_evaluate(args, binary):
     # every column of the tables filled.
     todo = [(n, d, m, s) for s in args.seeds for n, d, m in cells(args)]
     if args.iterations > 0:
-        print("%d models of %d iterations each, %d at a time" % (len(todo), args.iterations, args.jobs),
-              flush=True)
+        episodic = sum(1 for job in todo if job[2] in EPISODIC_TRAINING)
+        print("%d models of %d iterations each%s, %d at a time" % (
+            len(todo), args.iterations,
+            " (%d of them episodic: %d training images, as many)" % (episodic, args.iterations * ITERATION_ITEMS)
+            if episodic else "", args.jobs), flush=True)
     else:
         print("%d models, %.0f s of training each, %d at a time: about %.0f min of training plus "
               "evaluation" % (len(todo), args.budget, args.jobs,

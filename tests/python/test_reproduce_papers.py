@@ -261,6 +261,8 @@ def test_iterations_presets_and_jobs(tmp_path):
                      "--iterations", "36000", "--jobs", "2", "--models", "point,hib2,spe,dimco",
                      "--precision", "bf16")
     assert done.returncode == 0, done.stderr
+    assert "4 models of 36000 iterations each (1 of them episodic: 4608000 training images, as many)" \
+        in done.stdout, done.stdout
     calls = train_calls(out)
     assert sorted(calls) == ["dimco", "hib2", "point", "spe"], calls
     for method, argv in calls.items():
