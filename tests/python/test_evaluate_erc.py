@@ -35,6 +35,18 @@ def error_reject_area(confidence, correct):
     return float(np.mean(wrong / np.arange(1, len(order) + 1)))
 
 
+def evaluate_gaussians(tmp_path, mean, var, labels):
+    """`hedgedb evaluate` of 3-D Gaussians by MLS, a = b = 1, 4 eta bins."""
+    for name, array in (("mean", mean.astype(np.float32)), ("var", var.astype(np.float32)),
+                        ("labels", labels)):
+        np.save(tmp_path / f"{name}.npy", array)
+    run = subprocess.run([HEDGEDB, "evaluate", "--kind", "gaussian", "--dim", "3", "--mean", tmp_path / "mean.npy",
+                          "--var", tmp_path / "var.npy", "--labels", tmp_path / "labels.npy", "--score", "mls",
+                          "--match-a", "1", "--match-b", "1", "--bins", "4"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
 def test_erc_area_of_recall_at_1_by_eta(tmp_path):
     mean, var, labels = [], [], []
     for c in range(5):  # tight pairs of class c at x = 10 c
@@ -50,14 +62,7 @@ def test_erc_area_of_recall_at_1_by_eta(tmp_path):
     var.append([1e-4] * 3)
     labels.append(99)
     mean, var, labels = np.array(mean), np.array(var), np.array(labels)
-    for name, array in (("mean", mean.astype(np.float32)), ("var", var.astype(np.float32)),
-                        ("labels", labels)):
-        np.save(tmp_path / f"{name}.npy", array)
-    run = subprocess.run([HEDGEDB, "evaluate", "--kind", "gaussian", "--dim", "3", "--mean", tmp_path / "mean.npy",
-                          "--var", tmp_path / "var.npy", "--labels", tmp_path / "labels.npy", "--score", "mls",
-                          "--match-a", "1", "--match-b", "1", "--bins", "4"], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
-    got = json.loads(run.stdout)
+    got = evaluate_gaussians(tmp_path, mean, var, labels)
 
     sim = mls(mean, var, mean, var)
     np.fill_diagonal(sim, -np.inf)  # leave-one-out
@@ -107,14 +112,7 @@ def test_equal_width_tau_against_numpy(tmp_path):
         var.append([100.0] * 3)
         labels.append(c)
     mean, var, labels = np.array(mean), np.array(var), np.array(labels)
-    for name, array in (("mean", mean.astype(np.float32)), ("var", var.astype(np.float32)),
-                        ("labels", labels)):
-        np.save(tmp_path / f"{name}.npy", array)
-    run = subprocess.run([HEDGEDB, "evaluate", "--kind", "gaussian", "--dim", "3", "--mean", tmp_path / "mean.npy",
-                          "--var", tmp_path / "var.npy", "--labels", tmp_path / "labels.npy", "--score", "mls",
-                          "--match-a", "1", "--match-b", "1", "--bins", "4"], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
-    width = json.loads(run.stdout)["eta_calibration"]["equal_width"]
+    width = evaluate_gaussians(tmp_path, mean, var, labels)["eta_calibration"]["equal_width"]
 
     sim = mls(mean, var, mean, var)
     np.fill_diagonal(sim, -np.inf)  # leave-one-out
